@@ -1,0 +1,35 @@
+# The README's two commands: `make demo` and `make test`. Both set everything up first.
+PYTHON ?= python3
+VENV ?= .venv
+PY := $(VENV)/bin/python
+STAMP := $(VENV)/.installed
+
+.PHONY: setup demo test unit lint bench cluster-up cluster-down clean
+
+$(STAMP): pyproject.toml
+	$(PYTHON) -m venv $(VENV)
+	$(PY) -m pip install -q --upgrade pip
+	$(PY) -m pip install -q -e '.[test]'
+	touch $(STAMP)
+
+setup: $(STAMP)
+
+demo: setup
+	$(PY) hack/demo.py
+
+test: setup
+	$(VENV)/bin/ruff check .
+	$(PY) -m pytest
+
+unit: setup
+	$(PY) -m pytest tests/unit
+
+lint: setup
+	$(VENV)/bin/ruff check .
+
+bench: setup
+	$(PY) -m pip install -q -e '.[test,bench]'
+	$(PY) bench/webhook_bench.py
+
+clean:
+	rm -rf $(VENV) .pytest_cache

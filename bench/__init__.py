@@ -1,0 +1,1 @@
+"""Benchmarks of taintkeeper's admission webhook (see bench/README.md)."""

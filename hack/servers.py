@@ -1,0 +1,96 @@
+"""Start taintkeeper's processes on loopback for the tests, the demo and the benchmarks.
+
+Each server runs as a real subprocess (gunicorn over TLS for the webhook) and is waited for
+through its own readiness endpoint, never with a fixed sleep.
+"""
+
+from __future__ import annotations
+
+import os
+import signal
+import socket
+import ssl
+import subprocess
+import sys
+import time
+import urllib.request
+from pathlib import Path
+
+ROOT = Path(__file__).resolve().parents[1]
+
+
+def free_port() -> int:
+    with socket.socket() as probe:
+        probe.bind(("127.0.0.1", 0))
+        return probe.getsockname()[1]
+
+
+def make_certs(out_dir: Path, service: str = "taintkeeper-webhook", namespace: str = "taintkeeper-system") -> str:
+    """CA + serving pair valid for 127.0.0.1 and the Service names; returns the base64 caBundle."""
+    result = subprocess.run(
+        [sys.executable, "-m", "certs", "--service", service, "--namespace", namespace, "--out-dir", str(out_dir),
+         "--ip", "127.0.0.1", "--dns-name", "localhost"],
+        cwd=ROOT, capture_output=True, text=True, check=False,
+    )
+    if result.returncode != 0:
+        raise RuntimeError(f"certs failed: {result.stderr.strip()}")
+    return result.stdout.strip()
+
+
+class WebhookServer:
+    """`python -m webhook` on 127.0.0.1:<port> with the certificates in `cert_dir`."""
+
+    def __init__(self, cert_dir: Path, log_path: Path, *, port: int | None = None, workers: int = 1,
+                 threads: int = 4, extra_args: tuple[str, ...] = (), env: dict[str, str] | None = None) -> None:
+        self.cert_dir = cert_dir
+        self.port = port or free_port()
+        self.log_path = log_path
+        self.args = [
+            sys.executable, "-m", "webhook", "--bind", f"127.0.0.1:{self.port}",
+            "--cert-file", str(cert_dir / "tls.crt"), "--key-file", str(cert_dir / "tls.key"),
+            "--workers", str(workers), "--threads", str(threads), *extra_args,
+        ]
+        self.env = {**os.environ, **(env or {})}
+        self.process: subprocess.Popen[bytes] | None = None
+
+    @property
+    def url(self) -> str:
+        return f"https://127.0.0.1:{self.port}/mutate"
+
+    def ssl_context(self) -> ssl.SSLContext:
+        return ssl.create_default_context(cafile=str(self.cert_dir / "ca.crt"))
+
+    def start(self, timeout: float = 30) -> WebhookServer:
+        log = self.log_path.open("ab")
+        self.process = subprocess.Popen(self.args, cwd=ROOT, env=self.env, stdout=log, stderr=subprocess.STDOUT,
+                                        start_new_session=True)
+        log.close()
+        deadline = time.monotonic() + timeout
+        while time.monotonic() < deadline:
+            if self.process.poll() is not None:
+                raise RuntimeError(f"webhook exited with {self.process.returncode}; see {self.log_path}")
+            try:
+                with urllib.request.urlopen(f"https://127.0.0.1:{self.port}/readyz", context=self.ssl_context(),
+                                            timeout=1) as response:
+                    if response.status == 200:
+                        return self
+            except OSError:
+                time.sleep(0.05)
+        self.stop()
+        raise RuntimeError(f"webhook not ready after {timeout}s; see {self.log_path}")
+
+    def stop(self) -> None:
+        if self.process is None or self.process.poll() is not None:
+            return
+        os.killpg(self.process.pid, signal.SIGTERM)
+        try:
+            self.process.wait(timeout=30)
+        except subprocess.TimeoutExpired:
+            os.killpg(self.process.pid, signal.SIGKILL)
+            self.process.wait()
+
+    def __enter__(self) -> WebhookServer:
+        return self.start()
+
+    def __exit__(self, *exc: object) -> None:
+        self.stop()

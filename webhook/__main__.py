@@ -1,0 +1,50 @@
+"""`python -m webhook`: validate flags, then serve the webhook with gunicorn over TLS.
+
+Each flag overrides its TAINTKEEPER_* environment variable (webhook/settings.py). A bad value
+ends the start with one line on stderr and exit code 2.
+"""
+
+from __future__ import annotations
+
+import argparse
+import os
+import sys
+
+from webhook.settings import APP_SETTINGS, SERVING_SETTINGS, ServingSettings, SettingsError, WebhookSettings
+
+
+class _Parser(argparse.ArgumentParser):
+    def error(self, message: str) -> None:  # type: ignore[override]
+        self.exit(2, f"webhook: error: {message}\n")
+
+
+def parse_args(argv: list[str]) -> dict[str, str]:
+    """The flags given, as {environment variable: value}."""
+    parser = _Parser(prog="python -m webhook", description=__doc__.splitlines()[0])
+    for setting in (*APP_SETTINGS, *SERVING_SETTINGS):
+        parser.add_argument(
+            setting.flag, dest=setting.env, metavar="VALUE",
+            help=f"{setting.help} (env {setting.env}, default {setting.default})",
+        )
+    given = vars(parser.parse_args(argv))
+    return {env: value for env, value in given.items() if value is not None}
+
+
+def main(argv: list[str] | None = None) -> None:
+    overrides = parse_args(sys.argv[1:] if argv is None else argv)
+    os.environ.update(overrides)
+    try:
+        WebhookSettings.from_env()
+        ServingSettings.from_env().check_files()
+    except SettingsError as error:
+        print(f"webhook: error: {error}", file=sys.stderr)
+        sys.exit(2)
+
+    from gunicorn.app.wsgiapp import WSGIApplication
+
+    sys.argv = ["gunicorn", "-c", "python:webhook.gunicorn_conf", "webhook.app:create_app()"]
+    WSGIApplication("%(prog)s [OPTIONS] [APP_MODULE]").run()
+
+
+if __name__ == "__main__":
+    main()

@@ -1,0 +1,115 @@
+"""AdmissionReview in, AdmissionReview out: the pure core of the webhook.
+
+For a Pod CREATE or UPDATE (no subresource) whose tolerations miss the default
+`not-ready`/`unreachable` NoExecute tolerations, the response carries a JSONPatch that appends
+them; everything else is allowed unchanged. A review that is not well formed raises
+`MalformedReview`, which the HTTP layer turns into a 400.
+"""
+
+from __future__ import annotations
+
+import base64
+import json
+from dataclasses import dataclass, field
+
+import jsonpatch
+
+from shared.defaults import missing_default_tolerations
+
+SUPPORTED_API_VERSIONS = ("admission.k8s.io/v1", "admission.k8s.io/v1beta1")
+MUTATED_OPERATIONS = ("CREATE", "UPDATE")
+
+PATCHED = "patched"
+UNCHANGED = "unchanged"
+SKIPPED = "skipped"
+
+
+class MalformedReview(ValueError):
+    """The body is not an AdmissionReview this webhook can answer; the message says why."""
+
+
+@dataclass(frozen=True)
+class Verdict:
+    """The answer to one review, with what the logs and metrics need to know about it."""
+
+    response: dict[str, object]
+    outcome: str
+    uid: str
+    operation: str = ""
+    namespace: str = ""
+    pod: str = ""
+    added: list[str] = field(default_factory=list)
+
+
+def _require_object(value: object, where: str) -> dict[str, object]:
+    if not isinstance(value, dict):
+        raise MalformedReview(f"{where} must be a JSON object")
+    return value
+
+
+def _pod_name(request: dict[str, object], pod: dict[str, object]) -> str:
+    metadata = pod.get("metadata")
+    metadata = metadata if isinstance(metadata, dict) else {}
+    name = request.get("name") or metadata.get("name")
+    if not name and metadata.get("generateName"):
+        return f"{metadata['generateName']}*"
+    return str(name or "")
+
+
+def _patch_for(spec: dict[str, object], added: list[dict[str, object]]) -> list[dict[str, object]]:
+    """JSONPatch ops that append `added` to spec.tolerations, creating the list when absent or null.
+
+    The diff is taken over spec.tolerations alone: the rest of the pod never changes, so there
+    is no reason to walk it.
+    """
+    before: dict[str, object] = {"tolerations": spec["tolerations"]} if "tolerations" in spec else {}
+    existing = spec.get("tolerations") or []
+    after = {"tolerations": [*existing, *added]}  # type: ignore[misc]
+    return list(jsonpatch.make_patch({"spec": before}, {"spec": after}))
+
+
+def review_pod(review: object, not_ready_seconds: int, unreachable_seconds: int) -> Verdict:
+    """Decide one AdmissionReview; raises MalformedReview for anything not well formed."""
+    body = _require_object(review, "the body")
+    api_version = body.get("apiVersion")
+    if api_version not in SUPPORTED_API_VERSIONS:
+        raise MalformedReview(
+            f"apiVersion must be one of {', '.join(SUPPORTED_API_VERSIONS)}, got {api_version!r}"
+        )
+    if body.get("kind") != "AdmissionReview":
+        raise MalformedReview(f"kind must be AdmissionReview, got {body.get('kind')!r}")
+    request = _require_object(body.get("request"), "request")
+    uid = request.get("uid")
+    if not isinstance(uid, str) or not uid:
+        raise MalformedReview("request.uid must be a non-empty string")
+
+    def answer(outcome: str, patch: list[dict[str, object]] | None = None, **facts: object) -> Verdict:
+        response: dict[str, object] = {"uid": uid, "allowed": True}
+        if patch:
+            response["patchType"] = "JSONPatch"
+            response["patch"] = base64.b64encode(json.dumps(patch).encode()).decode()
+        return Verdict(
+            response={"apiVersion": api_version, "kind": "AdmissionReview", "response": response},
+            outcome=outcome, uid=uid, **facts,  # type: ignore[arg-type]
+        )
+
+    operation = str(request.get("operation") or "")
+    namespace = str(request.get("namespace") or "")
+    resource = request.get("resource")
+    is_pod = isinstance(resource, dict) and resource.get("group", "") == "" and resource.get("resource") == "pods"
+    if not is_pod or request.get("subResource") or operation not in MUTATED_OPERATIONS:
+        return answer(SKIPPED, operation=operation, namespace=namespace)
+
+    pod = _require_object(request.get("object"), "request.object")
+    spec = _require_object(pod.get("spec"), "request.object.spec")
+    tolerations = spec.get("tolerations")
+    if tolerations is not None and not (
+        isinstance(tolerations, list) and all(isinstance(t, dict) for t in tolerations)
+    ):
+        raise MalformedReview("request.object.spec.tolerations must be a list of objects")
+
+    facts = {"operation": operation, "namespace": namespace, "pod": _pod_name(request, pod)}
+    added = missing_default_tolerations(tolerations or [], not_ready_seconds, unreachable_seconds)
+    if not added:
+        return answer(UNCHANGED, **facts)
+    return answer(PATCHED, _patch_for(spec, added), added=[str(t["key"]) for t in added], **facts)

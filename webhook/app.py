@@ -1,0 +1,75 @@
+"""The webhook's HTTP layer: routes, body checks, logging and metrics around `admission`.
+
+`create_app()` with no arguments reads its settings from the environment (see settings.py).
+"""
+
+from __future__ import annotations
+
+import json
+import logging
+import time
+
+from flask import Flask, Response, request
+
+from webhook import metrics
+from webhook.admission import PATCHED, MalformedReview, review_pod
+from webhook.settings import WebhookSettings
+
+log = logging.getLogger("taintkeeper.webhook")
+
+
+def _json(body: object, status: int = 200) -> Response:
+    return Response(json.dumps(body), status=status, mimetype="application/json")
+
+
+def create_app(settings: WebhookSettings | None = None) -> Flask:
+    settings = settings or WebhookSettings.from_env()
+    app = Flask("taintkeeper-webhook")
+
+    def bad_request(message: str) -> Response:
+        metrics.REVIEWS.labels(metrics.BAD_REQUEST).inc()
+        log.warning("refused admission request: %s", message, extra={"remote": request.remote_addr})
+        return _json({"error": message}, 400)
+
+    @app.post("/mutate")
+    def mutate() -> Response:
+        started = time.perf_counter()
+        if request.mimetype != "application/json":
+            return bad_request(f"Content-Type must be application/json, got {request.mimetype or 'none'!r}")
+        cap = settings.max_request_bytes
+        if request.content_length is not None and request.content_length > cap:
+            return bad_request(f"request body is larger than {cap} bytes")
+        body = request.stream.read(cap + 1)
+        if len(body) > cap:
+            return bad_request(f"request body is larger than {cap} bytes")
+        try:
+            verdict = review_pod(json.loads(body), settings.not_ready_seconds, settings.unreachable_seconds)
+        except (ValueError, RecursionError) as error:  # JSONDecodeError and MalformedReview are ValueErrors
+            reason = str(error) if isinstance(error, MalformedReview) else "the body is not valid JSON"
+            return bad_request(reason)
+        metrics.REVIEWS.labels(verdict.outcome).inc()
+        for key in verdict.added:
+            metrics.TOLERATIONS_ADDED.labels(key).inc()
+        metrics.REVIEW_DURATION.observe(time.perf_counter() - started)
+        facts = {"uid": verdict.uid, "operation": verdict.operation, "namespace": verdict.namespace, "pod": verdict.pod}
+        if verdict.outcome == PATCHED:
+            log.info("added default tolerations %s", ",".join(verdict.added), extra=facts)
+        else:
+            log.debug("admitted without a patch (%s)", verdict.outcome, extra=facts)
+        return _json(verdict.response)
+
+    @app.get("/healthz")
+    def healthz() -> Response:
+        return Response("ok", mimetype="text/plain")
+
+    @app.get("/readyz")
+    def readyz() -> Response:
+        # Settings were validated when the app was made; nothing else gates admission.
+        return Response("ok", mimetype="text/plain")
+
+    @app.get("/metrics")
+    def metrics_endpoint() -> Response:
+        payload, content_type = metrics.exposition()
+        return Response(payload, content_type=content_type)
+
+    return app

@@ -1,0 +1,136 @@
+"""The webhook's settings: read once at start from flags or the environment, validated there.
+
+Every setting has an environment variable (so `create_app()` with no arguments and a bare
+`gunicorn -c python:webhook.gunicorn_conf 'webhook.app:create_app()'` both work) and a flag of
+`python -m webhook` that overrides it. Bad values fail at start with one line, never per request.
+"""
+
+from __future__ import annotations
+
+import os
+from collections.abc import Mapping
+from dataclasses import dataclass
+
+from shared.defaults import DEFAULT_TOLERATION_SECONDS
+from shared.jsonlog import LOG_FORMATS
+
+# controller-runtime's cap; an AdmissionReview carries the object twice on UPDATE, and
+# kube-apiserver accepts objects up to about 3 MiB.
+DEFAULT_MAX_REQUEST_BYTES = 7 * 1024 * 1024
+LOG_LEVELS = ("DEBUG", "INFO", "WARNING", "ERROR")
+
+
+class SettingsError(ValueError):
+    """A setting that cannot be used; the message names it and says what is wanted."""
+
+
+@dataclass(frozen=True)
+class Setting:
+    """One setting: its flag, the environment variable behind it, and its default."""
+
+    flag: str
+    env: str
+    default: str
+    help: str
+
+
+NOT_READY_SECONDS = Setting(
+    "--default-not-ready-toleration-seconds", "TAINTKEEPER_DEFAULT_NOT_READY_TOLERATION_SECONDS",
+    str(DEFAULT_TOLERATION_SECONDS),
+    "tolerationSeconds of the node.kubernetes.io/not-ready:NoExecute toleration added to pods",
+)
+UNREACHABLE_SECONDS = Setting(
+    "--default-unreachable-toleration-seconds", "TAINTKEEPER_DEFAULT_UNREACHABLE_TOLERATION_SECONDS",
+    str(DEFAULT_TOLERATION_SECONDS),
+    "tolerationSeconds of the node.kubernetes.io/unreachable:NoExecute toleration added to pods",
+)
+MAX_REQUEST_BYTES = Setting(
+    "--max-request-bytes", "TAINTKEEPER_MAX_REQUEST_BYTES", str(DEFAULT_MAX_REQUEST_BYTES),
+    "larger AdmissionReview bodies are refused with HTTP 400",
+)
+LOG_FORMAT = Setting("--log-format", "TAINTKEEPER_LOG_FORMAT", "plain", "plain or json")
+LOG_LEVEL = Setting("--log-level", "TAINTKEEPER_LOG_LEVEL", "INFO", "DEBUG, INFO, WARNING or ERROR")
+BIND = Setting("--bind", "TAINTKEEPER_BIND", "0.0.0.0:8443", "HOST:PORT to serve HTTPS on")
+CERT_FILE = Setting("--cert-file", "TAINTKEEPER_CERT_FILE", "/etc/taintkeeper/tls/tls.crt",
+                    "PEM serving certificate (re-read for new connections, so rotation needs no restart)")
+KEY_FILE = Setting("--key-file", "TAINTKEEPER_KEY_FILE", "/etc/taintkeeper/tls/tls.key", "PEM private key")
+WORKERS = Setting("--workers", "TAINTKEEPER_WORKERS", "2", "gunicorn worker processes")
+THREADS = Setting("--threads", "TAINTKEEPER_THREADS", "8", "threads per worker (gthread keeps connections alive)")
+
+APP_SETTINGS = (NOT_READY_SECONDS, UNREACHABLE_SECONDS, MAX_REQUEST_BYTES, LOG_FORMAT, LOG_LEVEL)
+SERVING_SETTINGS = (BIND, CERT_FILE, KEY_FILE, WORKERS, THREADS)
+
+
+def parse_int(setting: Setting, raw: str, minimum: int) -> int:
+    """A whole number >= minimum, written in decimal digits (no '3.0', no '1e3', no spaces)."""
+    text = raw.strip()
+    if not (text.isdigit() or (text.startswith("-") and text[1:].isdigit())):
+        raise SettingsError(f"{setting.flag} must be a whole number, got {raw!r}")
+    value = int(text)
+    if value < minimum:
+        raise SettingsError(f"{setting.flag} must be >= {minimum}, got {value}")
+    return value
+
+
+def parse_choice(setting: Setting, raw: str, choices: tuple[str, ...]) -> str:
+    value = raw.strip()
+    normalised = value.upper() if setting is LOG_LEVEL else value.lower()
+    if normalised not in choices:
+        raise SettingsError(f"{setting.flag} must be one of {', '.join(choices)}, got {raw!r}")
+    return normalised
+
+
+def lookup(setting: Setting, env: Mapping[str, str]) -> str:
+    return env.get(setting.env, setting.default)
+
+
+@dataclass(frozen=True)
+class WebhookSettings:
+    """What the admission handler needs; serving settings live with gunicorn."""
+
+    not_ready_seconds: int = DEFAULT_TOLERATION_SECONDS
+    unreachable_seconds: int = DEFAULT_TOLERATION_SECONDS
+    max_request_bytes: int = DEFAULT_MAX_REQUEST_BYTES
+    log_format: str = "plain"
+    log_level: str = "INFO"
+
+    @classmethod
+    def from_env(cls, env: Mapping[str, str] | None = None) -> WebhookSettings:
+        env = os.environ if env is None else env
+        return cls(
+            not_ready_seconds=parse_int(NOT_READY_SECONDS, lookup(NOT_READY_SECONDS, env), 0),
+            unreachable_seconds=parse_int(UNREACHABLE_SECONDS, lookup(UNREACHABLE_SECONDS, env), 0),
+            max_request_bytes=parse_int(MAX_REQUEST_BYTES, lookup(MAX_REQUEST_BYTES, env), 1),
+            log_format=parse_choice(LOG_FORMAT, lookup(LOG_FORMAT, env), LOG_FORMATS),
+            log_level=parse_choice(LOG_LEVEL, lookup(LOG_LEVEL, env), LOG_LEVELS),
+        )
+
+
+@dataclass(frozen=True)
+class ServingSettings:
+    bind: str
+    cert_file: str
+    key_file: str
+    workers: int
+    threads: int
+
+    @classmethod
+    def from_env(cls, env: Mapping[str, str] | None = None) -> ServingSettings:
+        env = os.environ if env is None else env
+        bind = lookup(BIND, env)
+        host, sep, port = bind.rpartition(":")
+        if not sep or not host or not port.isdigit() or not 0 < int(port) < 65536:
+            raise SettingsError(f"{BIND.flag} must be HOST:PORT, got {bind!r}")
+        return cls(
+            bind=bind,
+            cert_file=lookup(CERT_FILE, env),
+            key_file=lookup(KEY_FILE, env),
+            workers=parse_int(WORKERS, lookup(WORKERS, env), 1),
+            threads=parse_int(THREADS, lookup(THREADS, env), 1),
+        )
+
+    def check_files(self) -> None:
+        """gunicorn needs both files when it opens its listener; say which one is missing."""
+        for setting, path in ((CERT_FILE, self.cert_file), (KEY_FILE, self.key_file)):
+            if not os.path.isfile(path):
+                raise SettingsError(f"{setting.flag} {path!r} is not a readable file")
