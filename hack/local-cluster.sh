@@ -4,7 +4,13 @@
 #   hack/local-cluster.sh up DIR      start etcd + kube-apiserver, write DIR/kubeconfig, print its path
 #   hack/local-cluster.sh down DIR    stop exactly the processes started for DIR
 #   hack/local-cluster.sh status DIR  say whether DIR's control plane is running
+#   hack/local-cluster.sh stop-apiserver DIR / start-apiserver DIR
+#                                     stop or start only kube-apiserver (same port; etcd keeps the data)
 #   hack/local-cluster.sh build       only build (and cache) kube-apiserver
+#
+# Besides DIR/kubeconfig (cluster-admin), DIR/kubeconfig-<name> authenticates as the
+# ServiceAccount user system:serviceaccount:taintkeeper-system:<name> for each name in
+# SERVICE_ACCOUNTS (static tokens), so tests can run components under their own RBAC.
 #
 # No registry ships a kube-apiserver binary, so the first run on a machine builds 1.20.2 from
 # Debian's `kubernetes` source package (about 3-5 minutes on 2 cores) and caches it under
@@ -20,12 +26,14 @@ KUBE_CACHE=$CACHE/kubernetes-$KUBE_VERSION
 APISERVER_BIN=$KUBE_CACHE/bin/kube-apiserver
 ETCD_BIN=/usr/bin/etcd
 ADMIN_TOKEN_USER=taintkeeper-admin
+SA_NAMESPACE=taintkeeper-system
+SERVICE_ACCOUNTS="taintkeeper-controller taintkeeper-webhook"
 
 die() { echo "local-cluster: $*" >&2; exit 1; }
 log() { echo "local-cluster: $*" >&2; }
 
 usage() {
-  sed -n '2,7p' "$0" | sed 's/^# \{0,1\}//' >&2
+  sed -n '2,14p' "$0" | sed 's/^# \{0,1\}//' >&2
   exit 2
 }
 
@@ -127,12 +135,19 @@ make_pki() {
    python3 -c 'import secrets; print(secrets.token_hex(24))' >"$pki/admin.token")
   # token,user,uid,"groups": later suites append ServiceAccount identities here.
   printf '%s,%s,%s,"system:masters"\n' "$(cat "$pki/admin.token")" "$ADMIN_TOKEN_USER" "$ADMIN_TOKEN_USER" >"$pki/tokens.csv"
+  local sa token
+  for sa in $SERVICE_ACCOUNTS; do
+    token=$(python3 -c 'import secrets; print(secrets.token_hex(24))')
+    (umask 077; echo "$token" >"$pki/$sa.token")
+    printf '%s,system:serviceaccount:%s:%s,%s,"system:serviceaccounts,system:serviceaccounts:%s,system:authenticated"\n' \
+      "$token" "$SA_NAMESPACE" "$sa" "$sa" "$SA_NAMESPACE" >>"$pki/tokens.csv"
+  done
 }
 
-write_kubeconfig() {
-  local dir=$1 port=$2
+write_kubeconfig() { # dir port token-file output
+  local dir=$1 port=$2 token_file=$3 out=$4
   (umask 077
-   cat >"$dir/kubeconfig" <<EOF
+   cat >"$out" <<EOF
 apiVersion: v1
 kind: Config
 clusters:
@@ -143,7 +158,7 @@ clusters:
 users:
 - name: admin
   user:
-    token: $(cat "$dir/pki/admin.token")
+    token: $(cat "$token_file")
 contexts:
 - name: local
   context: {cluster: local, user: admin}
@@ -180,34 +195,78 @@ cmd_up() {
   mkdir -p "$dir/logs"
   [ -f "$dir/pki/tokens.csv" ] || make_pki "$dir/pki"
 
-  local etcd_client etcd_peer api_port
-  etcd_client=$(free_port); etcd_peer=$(free_port); api_port=$(free_port)
-  setsid "$ETCD_BIN" --name local --data-dir "$dir/etcd-data" \
-    --listen-client-urls "http://127.0.0.1:$etcd_client" --advertise-client-urls "http://127.0.0.1:$etcd_client" \
-    --listen-peer-urls "http://127.0.0.1:$etcd_peer" --initial-advertise-peer-urls "http://127.0.0.1:$etcd_peer" \
-    --initial-cluster "local=http://127.0.0.1:$etcd_peer" --log-level warn \
-    >"$dir/logs/etcd.log" 2>&1 </dev/null &
-  echo $! >"$dir/etcd.pid"
-
-  setsid "$APISERVER_BIN" --etcd-servers "http://127.0.0.1:$etcd_client" \
-    --bind-address 127.0.0.1 --advertise-address 127.0.0.1 --secure-port "$api_port" --insecure-port 0 \
-    --tls-cert-file "$dir/pki/apiserver.crt" --tls-private-key-file "$dir/pki/apiserver.key" \
-    --client-ca-file "$dir/pki/ca.crt" --token-auth-file "$dir/pki/tokens.csv" \
-    --authorization-mode Node,RBAC \
-    --service-account-key-file "$dir/pki/sa.pub" --service-account-signing-key-file "$dir/pki/sa.key" \
-    --service-account-issuer https://kubernetes.default.svc \
-    --service-cluster-ip-range 10.96.0.0/16 --allow-privileged=true \
-    --enable-admission-plugins NamespaceLifecycle,MutatingAdmissionWebhook,ValidatingAdmissionWebhook \
-    --disable-admission-plugins ServiceAccount,DefaultTolerationSeconds \
-    --profiling=false --v=1 \
-    >"$dir/logs/kube-apiserver.log" 2>&1 </dev/null &
-  echo $! >"$dir/apiserver.pid"
-  echo "$api_port" >"$dir/apiserver.port"
-
-  write_kubeconfig "$dir" "$api_port"
-  wait_ready "$dir" "$api_port"
-  log "kube-apiserver $KUBE_VERSION ready on https://127.0.0.1:$api_port (logs in $dir/logs)"
+  if [ ! -f "$dir/ports" ]; then
+    printf 'ETCD_CLIENT=%s\nETCD_PEER=%s\nAPI_PORT=%s\n' "$(free_port)" "$(free_port)" "$(free_port)" >"$dir/ports"
+  fi
+  start_etcd "$dir"
+  start_apiserver "$dir"
+  # shellcheck disable=SC1091
+  . "$dir/ports"
+  write_kubeconfig "$dir" "$API_PORT" "$dir/pki/admin.token" "$dir/kubeconfig"
+  local sa
+  for sa in $SERVICE_ACCOUNTS; do
+    write_kubeconfig "$dir" "$API_PORT" "$dir/pki/$sa.token" "$dir/kubeconfig-$sa"
+  done
+  log "kube-apiserver $KUBE_VERSION ready on https://127.0.0.1:$API_PORT (logs in $dir/logs)"
   echo "$dir/kubeconfig"
+}
+
+start_etcd() {
+  local dir=$1
+  # shellcheck disable=SC1091
+  . "$dir/ports"
+  pid_alive "$dir/etcd.pid" "$dir" && return 0
+  setsid "$ETCD_BIN" --name local --data-dir "$dir/etcd-data" \
+    --listen-client-urls "http://127.0.0.1:$ETCD_CLIENT" --advertise-client-urls "http://127.0.0.1:$ETCD_CLIENT" \
+    --listen-peer-urls "http://127.0.0.1:$ETCD_PEER" --initial-advertise-peer-urls "http://127.0.0.1:$ETCD_PEER" \
+    --initial-cluster "local=http://127.0.0.1:$ETCD_PEER" --log-level warn \
+    >>"$dir/logs/etcd.log" 2>&1 </dev/null &
+  echo $! >"$dir/etcd.pid"
+}
+
+start_apiserver() {
+  local dir=$1
+  # shellcheck disable=SC1091
+  . "$dir/ports"
+  if ! pid_alive "$dir/apiserver.pid" "$dir"; then
+    setsid "$APISERVER_BIN" --etcd-servers "http://127.0.0.1:$ETCD_CLIENT" \
+      --bind-address 127.0.0.1 --advertise-address 127.0.0.1 --secure-port "$API_PORT" --insecure-port 0 \
+      --tls-cert-file "$dir/pki/apiserver.crt" --tls-private-key-file "$dir/pki/apiserver.key" \
+      --client-ca-file "$dir/pki/ca.crt" --token-auth-file "$dir/pki/tokens.csv" \
+      --authorization-mode Node,RBAC \
+      --service-account-key-file "$dir/pki/sa.pub" --service-account-signing-key-file "$dir/pki/sa.key" \
+      --service-account-issuer https://kubernetes.default.svc \
+      --service-cluster-ip-range 10.96.0.0/16 --allow-privileged=true \
+      --enable-admission-plugins NamespaceLifecycle,MutatingAdmissionWebhook,ValidatingAdmissionWebhook \
+      --disable-admission-plugins ServiceAccount,DefaultTolerationSeconds \
+      --profiling=false --v=1 \
+      >>"$dir/logs/kube-apiserver.log" 2>&1 </dev/null &
+    echo $! >"$dir/apiserver.pid"
+  fi
+  wait_ready "$dir" "$API_PORT"
+}
+
+require_up() {
+  local dir=$1
+  [ -f "$dir/ports" ] && [ -f "$dir/pki/tokens.csv" ] || die "no control plane was set up in $dir (run: up $dir)"
+}
+
+cmd_stop_apiserver() {
+  local dir
+  dir=$(cd "$1" 2>/dev/null && pwd) || die "no such directory: $1"
+  require_up "$dir"
+  stop_pidfile "$dir/apiserver.pid" "$dir"
+  log "stopped kube-apiserver in $dir"
+}
+
+cmd_start_apiserver() {
+  local dir
+  dir=$(cd "$1" 2>/dev/null && pwd) || die "no such directory: $1"
+  require_up "$dir"
+  build_apiserver
+  pid_alive "$dir/etcd.pid" "$dir" || die "etcd is not running in $dir (run: up $dir)"
+  start_apiserver "$dir"
+  log "kube-apiserver running in $dir"
 }
 
 stop_pidfile() {
@@ -238,7 +297,9 @@ cmd_status() {
   [ -d "$dir" ] || die "no such directory: $dir"
   dir=$(cd "$dir" && pwd)
   if pid_alive "$dir/apiserver.pid" "$dir" && pid_alive "$dir/etcd.pid" "$dir"; then
-    echo "running: https://127.0.0.1:$(cat "$dir/apiserver.port") kubeconfig $dir/kubeconfig"
+    # shellcheck disable=SC1091
+    . "$dir/ports"
+    echo "running: https://127.0.0.1:$API_PORT kubeconfig $dir/kubeconfig"
   else
     echo "stopped"
     return 1
@@ -247,9 +308,9 @@ cmd_status() {
 
 [ $# -ge 1 ] || usage
 case "$1" in
-  up|down|status)
+  up|down|status|stop-apiserver|start-apiserver)
     [ $# -eq 2 ] || usage
-    "cmd_$1" "$2" ;;
+    "cmd_${1//-/_}" "$2" ;;
   build)
     [ $# -eq 1 ] || usage
     build_apiserver

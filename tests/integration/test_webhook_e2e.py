@@ -83,7 +83,9 @@ def test_without_the_webhook_the_apiserver_adds_no_tolerations(local_cluster: Lo
     core.delete_namespaced_pod("plain", name, grace_period_seconds=0)
 
 
-UNRELATED = {"key": "foo", "operator": "Equal", "value": "bar", "effect": "NoSchedule", "tolerationSeconds": 700}
+# The API accepts tolerationSeconds only with effect NoExecute, so the upstream unit cases that set it on
+# NoSchedule or empty-effect tolerations are written here without it.
+UNRELATED = {"key": "foo", "operator": "Equal", "value": "bar", "effect": "NoSchedule"}
 CASES = [
     ("a pod with no tolerations gets both defaults", None,
      [default(NR, NOT_READY_SECONDS), default(UR, UNREACHABLE_SECONDS)]),
@@ -92,10 +94,9 @@ CASES = [
     ("an existing unreachable toleration keeps its own seconds", [default(UR, 700)],
      [default(UR, 700), default(NR, NOT_READY_SECONDS)]),
     ("a pod with both is left alone", [default(NR, 700), default(UR, 700)], [default(NR, 700), default(UR, 700)]),
-    ("an empty-effect toleration counts for its key", [{"key": UR, "operator": "Exists", "tolerationSeconds": 700}],
-     [{"key": UR, "operator": "Exists", "tolerationSeconds": 700}, default(NR, NOT_READY_SECONDS)]),
-    ("the Exists wildcard is left alone", [{"operator": "Exists", "tolerationSeconds": 700}],
-     [{"operator": "Exists", "tolerationSeconds": 700}]),
+    ("an empty-effect toleration counts for its key", [{"key": UR, "operator": "Exists"}],
+     [{"key": UR, "operator": "Exists"}, default(NR, NOT_READY_SECONDS)]),
+    ("the Exists wildcard is left alone", [{"operator": "Exists"}], [{"operator": "Exists"}]),
     ("an unrelated toleration stays first", [UNRELATED],
      [UNRELATED, default(NR, NOT_READY_SECONDS), default(UR, UNREACHABLE_SECONDS)]),
 ]

@@ -1,0 +1,58 @@
+"""A real kube-apiserver + etcd on loopback for the integration tests (hack/local-cluster.sh).
+
+The control plane is started once per session and stopped at the end. If it cannot start, the
+tests that need it fail (they never skip): deselect them with `-m "not apiserver"` instead.
+Set TAINTKEEPER_TEST_CLUSTER_DIR to reuse a control plane across runs (it is then left up).
+"""
+
+from __future__ import annotations
+
+import os
+import subprocess
+import uuid
+from collections.abc import Iterator
+from pathlib import Path
+
+import pytest
+from kubernetes import client, config
+
+from tests.integration.kube import LocalCluster
+
+ROOT = Path(__file__).resolve().parents[2]
+SCRIPT = ROOT / "hack" / "local-cluster.sh"
+
+
+def pytest_collection_modifyitems(items: list[pytest.Item]) -> None:
+    here = Path(__file__).parent
+    for item in items:
+        if here in Path(item.fspath).parents:
+            item.add_marker(pytest.mark.apiserver)
+
+
+@pytest.fixture(scope="session")
+def local_cluster(tmp_path_factory: pytest.TempPathFactory) -> Iterator[LocalCluster]:
+    reuse = os.environ.get("TAINTKEEPER_TEST_CLUSTER_DIR")
+    directory = Path(reuse) if reuse else tmp_path_factory.mktemp("cluster")
+    result = subprocess.run(["bash", str(SCRIPT), "up", str(directory)], capture_output=True, text=True,
+                            timeout=1800)
+    if result.returncode != 0:
+        pytest.fail(f"local control plane did not start:\n{result.stderr[-4000:]}", pytrace=False)
+    kubeconfig = Path(result.stdout.strip().splitlines()[-1])
+    api_client = config.new_client_from_config(config_file=str(kubeconfig))
+    try:
+        yield LocalCluster(directory=directory, kubeconfig=kubeconfig, api_client=api_client)
+    finally:
+        api_client.close()
+        if not reuse:
+            subprocess.run(["bash", str(SCRIPT), "down", str(directory)], capture_output=True, timeout=120)
+
+
+@pytest.fixture
+def namespace(local_cluster: LocalCluster) -> Iterator[str]:
+    """A fresh namespace per test, labelled so test-scoped webhooks can select it. Without a
+    controller-manager nothing finalizes namespaces, so its pods are deleted explicitly."""
+    name = f"t-{uuid.uuid4().hex[:10]}"
+    core = client.CoreV1Api(local_cluster.api_client)
+    core.create_namespace(body={"metadata": {"name": name, "labels": {"taintkeeper-test": name}}})
+    yield name
+    core.delete_collection_namespaced_pod(name, grace_period_seconds=0)
