@@ -1,0 +1,1 @@
+"""taintkeeper's controller: taint-based eviction (and, next, node lifecycle monitoring)."""

@@ -1,0 +1,319 @@
+"""The taint eviction manager: which pods to delete when, and deleting them on time.
+
+Pipeline (each step named): informer handlers call `on_node_change` / `on_pod_change` ->
+`_reconcile_pod` decides (controller/eviction.py) and schedules the pod in the timer heap ->
+`run_timers` moves due pods into the work queue -> `run_worker` -> `process` re-reads the node
+live, re-checks the pod is still due, then marks and deletes it (controller/kube/eviction_api.py).
+A failed deletion is retried with capped exponential backoff until it succeeds or is no longer
+wanted. Only the leader acts: while inactive, state is kept (a warm stand-by) but nothing fires.
+"""
+
+from __future__ import annotations
+
+import logging
+import threading
+from collections.abc import Callable, Sequence
+from dataclasses import dataclass
+from typing import Any, Protocol
+
+from controller import metrics
+from controller.clock import Clock, RealClock
+from controller.eviction import EvictionDecision, decide_eviction
+from controller.objects import NodeView, PodView
+from controller.timers import TimerHeap
+from controller.workqueue import ShutDown, WorkQueue
+
+log = logging.getLogger("taintkeeper.eviction")
+
+EVENT_REASON = "TaintManagerEviction"
+Taint = dict[str, Any]
+
+
+class PodIndex(Protocol):
+    """The pod informer's store: lookups by key and by node."""
+
+    def get(self, key: str) -> PodView | None: ...
+
+    def by_index(self, node_name: str) -> list[PodView]: ...
+
+
+class EvictionActions(Protocol):
+    """The API calls an eviction needs (controller/kube/eviction_api.py)."""
+
+    def live_no_execute_taints(self, node_name: str) -> Sequence[Taint] | None:
+        """The node's NoExecute taints read from the API now (not a cache); None if the node is gone."""
+
+    def evict(self, pod: PodView) -> None:
+        """Set DisruptionTarget and delete the pod; raise on failure. Gone or replaced counts as done."""
+
+
+class EventSink(Protocol):
+    def pod_event(self, pod: PodView, reason: str, message: str, event_type: str = "Normal") -> None: ...
+
+
+@dataclass
+class ScheduledEviction:
+    uid: str
+    node_name: str
+    at: float
+
+
+class TaintEvictionManager:
+    def __init__(self, pods: PodIndex, actions: EvictionActions, events: EventSink, *,
+                 clock: Clock | None = None, dry_run: bool = False, queue: WorkQueue | None = None) -> None:
+        self._pods = pods
+        self._actions = actions
+        self._events = events
+        self._clock = clock or RealClock()
+        self._dry_run = dry_run
+        self.queue = queue or WorkQueue(self._clock)
+        self._lock = threading.RLock()
+        self._timer_wakeup = threading.Condition(self._lock)
+        self._node_taints: dict[str, tuple[Taint, ...]] = {}
+        self._first_seen: dict[tuple[str, str, str], float] = {}
+        self._timers = TimerHeap()
+        self._scheduled: dict[str, ScheduledEviction] = {}
+        # Pods (key -> uid) already deleted or marked: a later update must not evict them twice,
+        # but a new pod with the same name (another uid) is evicted normally.
+        self._executed: dict[str, str] = {}
+        # Pods (key -> uid) whose "Marking for deletion" event was sent: retries do not repeat it.
+        self._marked: dict[str, str] = {}
+        self._active = False
+
+    # --- leadership ------------------------------------------------------------------------
+
+    @property
+    def active(self) -> bool:
+        return self._active
+
+    def activate(self) -> None:
+        """Start acting (this replica leads): recompute every pod on a tainted node, fire what is due."""
+        with self._lock:
+            self._active = True
+            metrics.IS_LEADER.set(1)
+            self._resync_locked()
+            self._timer_wakeup.notify_all()
+        log.info("taint eviction manager active")
+
+    def deactivate(self) -> None:
+        """Stop acting at once; in-flight API calls finish, nothing new starts."""
+        with self._lock:
+            self._active = False
+            metrics.IS_LEADER.set(0)
+        log.info("taint eviction manager inactive")
+
+    # --- informer handlers ----------------------------------------------------------------
+
+    def on_node_change(self, old: NodeView | None, new: NodeView | None) -> None:
+        name = (new or old).name  # type: ignore[union-attr]
+        taints = new.no_execute_taints if new is not None else ()
+        with self._lock:
+            if new is not None and self._node_taints.get(name, ()) == taints:
+                return
+            now = self._clock.now()
+            current = {(name, str(t.get("key") or ""), str(t.get("effect") or "")) for t in taints}
+            for identity in current:
+                self._first_seen.setdefault(identity, now)
+            for identity in [i for i in self._first_seen if i[0] == name and i not in current]:
+                del self._first_seen[identity]
+            if taints:
+                self._node_taints[name] = taints
+            else:
+                self._node_taints.pop(name, None)
+            for pod in self._pods.by_index(name):
+                self._reconcile_pod_locked(pod, now)
+
+    def on_pod_change(self, old: PodView | None, new: PodView | None) -> None:
+        with self._lock:
+            if new is None:
+                if old is not None:
+                    self._forget_locked(old.key)
+                    self._executed.pop(old.key, None)
+                return
+            if old is not None and old.uid != new.uid:
+                self._forget_locked(old.key)
+            self._reconcile_pod_locked(new, self._clock.now())
+
+    # --- deciding -------------------------------------------------------------------------
+
+    def decide(self, pod: PodView, taints: Sequence[Taint], now: float) -> EvictionDecision:
+        """The decision for `pod` under `taints`, using this manager's first-seen times."""
+        def first_seen(taint: Taint) -> float:
+            identity = (pod.node_name, str(taint.get("key") or ""), str(taint.get("effect") or ""))
+            return self._first_seen.get(identity, now)
+
+        return decide_eviction(pod.tolerations, taints, first_seen, pod.created, now)
+
+    def scheduled_at(self, key: str) -> float | None:
+        with self._lock:
+            entry = self._scheduled.get(key)
+            return entry.at if entry else None
+
+    def pending(self) -> int:
+        with self._lock:
+            return len(self._scheduled)
+
+    def _reconcile_pod_locked(self, pod: PodView, now: float) -> None:
+        key = pod.key
+        if pod.terminating or not pod.node_name:
+            self._forget_locked(key)
+            return
+        if self._executed.get(key) == pod.uid:
+            return
+        if self._executed.get(key) is not None:
+            del self._executed[key]  # the same name, a new pod
+        decision = self.decide(pod, self._node_taints.get(pod.node_name, ()), now)
+        if decision.at is None:
+            self._cancel_locked(pod)
+            return
+        entry = self._scheduled.get(key)
+        if entry is not None and entry.uid == pod.uid and entry.at == decision.at:
+            return
+        self._scheduled[key] = ScheduledEviction(pod.uid, pod.node_name, decision.at)
+        self._timers.schedule(key, decision.at)
+        metrics.PENDING_EVICTIONS.set(len(self._scheduled))
+        self._timer_wakeup.notify_all()
+
+    def _cancel_locked(self, pod: PodView) -> None:
+        """The pod is no longer due: drop its eviction and say so if one was scheduled."""
+        self._marked.pop(pod.key, None)
+        if self._scheduled.pop(pod.key, None) is None:
+            return
+        self._timers.cancel(pod.key)
+        metrics.PENDING_EVICTIONS.set(len(self._scheduled))
+        if self._active:
+            self._events.pod_event(pod, EVENT_REASON, f"Cancelling deletion of Pod {pod.key}")
+        log.info("cancelled eviction", extra={"pod": pod.key})
+
+    def _forget_locked(self, key: str) -> None:
+        """The pod is gone or terminating: drop its eviction silently."""
+        self._marked.pop(key, None)
+        if self._scheduled.pop(key, None) is not None:
+            self._timers.cancel(key)
+            metrics.PENDING_EVICTIONS.set(len(self._scheduled))
+
+    def _resync_locked(self) -> None:
+        now = self._clock.now()
+        for node_name in list(self._node_taints):
+            for pod in self._pods.by_index(node_name):
+                self._reconcile_pod_locked(pod, now)
+        for key, entry in self._scheduled.items():  # a pod whose eviction had fired while inactive
+            if key not in self._timers:
+                self._timers.schedule(key, entry.at)
+
+    # --- firing ---------------------------------------------------------------------------
+
+    def fire_due(self) -> list[str]:
+        """Move every pod whose deadline has come into the work queue (only while active)."""
+        with self._lock:
+            if not self._active:
+                return []
+            due = self._timers.pop_due(self._clock.now())
+        for key in due:
+            self.queue.add(key)
+        return due
+
+    def run_timers(self, stop: threading.Event) -> None:
+        """The one timer loop: sleep until the earliest deadline (or a change), fire what is due."""
+        while not stop.is_set():
+            self.fire_due()
+            with self._lock:
+                next_at = self._timers.next_deadline() if self._active else None
+                timeout = 1.0 if next_at is None else max(0.0, min(1.0, next_at - self._clock.now()))
+                if timeout > 0:
+                    self._clock.wait(self._timer_wakeup, timeout)
+
+    def run_worker(self, stop: threading.Event) -> None:
+        while not stop.is_set():
+            try:
+                key = self.queue.get(timeout=1.0)
+            except ShutDown:
+                return
+            if key is None:
+                continue
+            try:
+                self.process(key)
+            except Exception:  # a bug must not kill the worker; the pod is retried
+                log.exception("eviction of %s failed unexpectedly", key)
+                self.queue.add_rate_limited(key)
+            finally:
+                self.queue.done(key)
+
+    def process(self, key: str) -> None:
+        """Delete the pod `key` if it is still due, re-reading its node live first."""
+        with self._lock:
+            entry = self._scheduled.get(key)
+            pod = self._pods.get(key)
+            if entry is None or not self._active:
+                return
+            if pod is None or pod.uid != entry.uid or pod.terminating:
+                self._forget_locked(key)
+                return
+        try:
+            live_taints = self._actions.live_no_execute_taints(pod.node_name)
+        except Exception as error:
+            self._retry(key, f"reading node {pod.node_name}: {error}")
+            return
+        with self._lock:
+            if self._scheduled.get(key) is not entry or not self._active:
+                return  # changed meanwhile; the newer state decides
+            now = self._clock.now()
+            decision = self.decide(pod, live_taints or (), now)
+            if decision.at is None:
+                self._cancel_locked(pod)  # the cache was stale: the live node no longer calls for it
+                return
+            if decision.at > now:
+                entry.at = decision.at
+                self._timers.schedule(key, decision.at)
+                self._timer_wakeup.notify_all()
+                return
+            first_attempt = self._marked.get(key) != pod.uid
+            self._marked[key] = pod.uid
+        if first_attempt:
+            self._events.pod_event(pod, EVENT_REASON, f"Marking for deletion Pod {key}")
+        if self._dry_run:
+            log.info("dry run: would delete pod", extra={"pod": key, "node": pod.node_name,
+                                                          "reason": decision.reason})
+            self._finish(key, entry)
+            return
+        try:
+            self._actions.evict(pod)
+        except Exception as error:
+            metrics.POD_DELETION_FAILURES.inc()
+            self._retry(key, f"deleting: {error}")
+            return
+        metrics.POD_DELETIONS.inc()
+        metrics.POD_DELETION_DURATION.observe(max(0.0, self._clock.now() - entry.at))
+        log.info("deleted pod", extra={"pod": key, "node": pod.node_name, "reason": decision.reason})
+        self._finish(key, entry)
+
+    def _finish(self, key: str, entry: ScheduledEviction) -> None:
+        with self._lock:
+            self._executed[key] = entry.uid
+            self._marked.pop(key, None)
+            if self._scheduled.get(key) is entry:
+                del self._scheduled[key]
+                metrics.PENDING_EVICTIONS.set(len(self._scheduled))
+        self.queue.forget(key)
+
+    def _retry(self, key: str, why: str) -> None:
+        delay = self.queue.add_rate_limited(key)
+        log.warning("eviction of %s will be retried in %.2fs: %s", key, delay, why)
+
+    def start(self, stop: threading.Event, workers: int) -> list[threading.Thread]:
+        threads = [threading.Thread(target=self.run_timers, args=(stop,), name="eviction-timers", daemon=True)]
+        threads += [threading.Thread(target=self.run_worker, args=(stop,), name=f"eviction-worker-{i}", daemon=True)
+                    for i in range(workers)]
+        for thread in threads:
+            thread.start()
+        return threads
+
+
+def on_change_handler(handler: Callable[[Any, Any], None]) -> Callable[[Any, Any], None]:
+    """Wrap an informer handler so an exception is logged instead of killing the informer."""
+    def safe(old: Any, new: Any) -> None:
+        try:
+            handler(old, new)
+        except Exception:
+            log.exception("handler %s failed", getattr(handler, "__name__", handler))
+    return safe

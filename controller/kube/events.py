@@ -1,0 +1,82 @@
+"""Kubernetes Events, recorded asynchronously so an eviction never waits on one.
+
+Events are best effort (as upstream's recorder): a full queue or a failed POST is logged and
+dropped. Cluster-scoped objects (Nodes) get their events in the `default` namespace, as upstream.
+"""
+
+from __future__ import annotations
+
+import logging
+import queue
+import socket
+import threading
+import time
+from datetime import UTC, datetime
+from typing import Any
+
+from kubernetes import client
+
+from controller.objects import PodView
+
+log = logging.getLogger("taintkeeper.events")
+
+REQUEST_TIMEOUT = (5, 15)
+
+
+def event_body(involved: dict[str, Any], namespace: str, reason: str, message: str, event_type: str,
+               component: str, host: str, now: datetime) -> dict[str, Any]:
+    stamp = now.strftime("%Y-%m-%dT%H:%M:%SZ")
+    return {
+        "metadata": {"name": f"{involved['name']}.{time.time_ns():x}", "namespace": namespace},
+        "involvedObject": involved,
+        "reason": reason,
+        "message": message,
+        "type": event_type,
+        "source": {"component": component, "host": host},
+        "firstTimestamp": stamp,
+        "lastTimestamp": stamp,
+        "count": 1,
+        "reportingComponent": component,
+        "reportingInstance": host,
+    }
+
+
+class EventRecorder:
+    def __init__(self, api_client: client.ApiClient, component: str, max_queued: int = 10_000) -> None:
+        self._core = client.CoreV1Api(api_client)
+        self.component = component
+        self._host = socket.gethostname()
+        self._queue: queue.Queue[tuple[str, dict[str, Any]]] = queue.Queue(max_queued)
+
+    def pod_event(self, pod: PodView, reason: str, message: str, event_type: str = "Normal") -> None:
+        involved = {"kind": "Pod", "apiVersion": "v1", "namespace": pod.namespace, "name": pod.name, "uid": pod.uid}
+        self._enqueue(pod.namespace, involved, reason, message, event_type)
+
+    def node_event(self, name: str, uid: str, reason: str, message: str, event_type: str = "Normal") -> None:
+        involved = {"kind": "Node", "apiVersion": "v1", "name": name, "uid": uid}
+        self._enqueue("default", involved, reason, message, event_type)
+
+    def _enqueue(self, namespace: str, involved: dict[str, Any], reason: str, message: str, event_type: str) -> None:
+        body = event_body(involved, namespace, reason, message, event_type, self.component, self._host,
+                          datetime.now(UTC))
+        try:
+            self._queue.put_nowait((namespace, body))
+        except queue.Full:
+            log.warning("event queue full; dropped event %s: %s", reason, message)
+
+    def run(self, stop: threading.Event) -> None:
+        while not stop.is_set() or not self._queue.empty():
+            try:
+                namespace, body = self._queue.get(timeout=0.5)
+            except queue.Empty:
+                continue
+            try:
+                self._core.create_namespaced_event(namespace, body, _preload_content=False,
+                                                   _request_timeout=REQUEST_TIMEOUT)
+            except Exception as error:  # best effort, as upstream
+                log.warning("could not record event %s (%s): %s", body["reason"], body["message"], error)
+
+    def start(self, stop: threading.Event) -> threading.Thread:
+        thread = threading.Thread(target=self.run, args=(stop,), name=f"events-{self.component}", daemon=True)
+        thread.start()
+        return thread

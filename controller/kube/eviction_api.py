@@ -1,0 +1,68 @@
+"""The API calls one eviction makes: read the node live, mark the pod, delete it.
+
+Deleting is two calls, as upstream: patch the `DisruptionTarget` condition through the status
+subresource, then a graceful delete. Both carry the pod's uid as a precondition, so a new pod
+that took the same name is never touched. Gone (404) or replaced (409 on the uid) counts as done.
+"""
+
+from __future__ import annotations
+
+import json
+import logging
+from collections.abc import Sequence
+from datetime import UTC, datetime
+from typing import Any
+
+from kubernetes import client
+from kubernetes.client.rest import ApiException
+
+from controller.objects import PodView
+from shared.taints import no_execute_taints, node_taints
+
+log = logging.getLogger("taintkeeper.eviction")
+
+REQUEST_TIMEOUT = (5, 15)
+STRATEGIC_MERGE = "application/strategic-merge-patch+json"
+DISRUPTION_TARGET = {
+    "type": "DisruptionTarget",
+    "status": "True",
+    "reason": "DeletionByTaintManager",
+    "message": "Taint manager: deleting due to NoExecute taint",
+}
+
+
+def disruption_target_patch(uid: str, now: datetime) -> dict[str, Any]:
+    """Strategic merge patch for pods/status: conditions merge by type, the uid is a precondition."""
+    condition = {**DISRUPTION_TARGET, "lastTransitionTime": now.strftime("%Y-%m-%dT%H:%M:%SZ")}
+    return {"metadata": {"uid": uid}, "status": {"conditions": [condition]}}
+
+
+class KubeEvictionActions:
+    def __init__(self, api_client: client.ApiClient) -> None:
+        self._core = client.CoreV1Api(api_client)
+
+    def live_no_execute_taints(self, node_name: str) -> Sequence[dict[str, Any]] | None:
+        try:
+            response = self._core.read_node(node_name, _preload_content=False, _request_timeout=REQUEST_TIMEOUT)
+        except ApiException as error:
+            if error.status == 404:
+                return None
+            raise
+        return no_execute_taints(node_taints(json.loads(response.data)))
+
+    def evict(self, pod: PodView) -> None:
+        try:
+            self._core.patch_namespaced_pod_status(
+                pod.name, pod.namespace, disruption_target_patch(pod.uid, datetime.now(UTC)),
+                _content_type=STRATEGIC_MERGE, _preload_content=False, _request_timeout=REQUEST_TIMEOUT)
+            self._core.delete_namespaced_pod(
+                pod.name, pod.namespace, body={"preconditions": {"uid": pod.uid}},
+                _preload_content=False, _request_timeout=REQUEST_TIMEOUT)
+        except ApiException as error:
+            if error.status == 404:
+                log.info("pod already gone", extra={"pod": pod.key})
+                return
+            if error.status == 409:
+                log.info("pod was replaced by another with the same name; not deleting it", extra={"pod": pod.key})
+                return
+            raise

@@ -1,0 +1,514 @@
+"""controller.eviction_manager on a fake clock, with recording stand-ins for the API edge.
+
+Covers upstream taint-eviction unit scenarios (adjusted for taintkeeper's differences) and each
+deliberate difference: deadlines from the taint, toleration edits, re-use of a name, retries,
+the live re-read, one timer structure.
+"""
+
+from __future__ import annotations
+
+import threading
+from datetime import UTC, datetime
+
+import pytest
+
+from controller.clock import FakeClock
+from controller.eviction_manager import TaintEvictionManager
+from controller.objects import NodeView, PodView
+from controller.workqueue import WorkQueue
+
+START = 1_800_000_000.0
+CANCELLED_P = ("default/p", "Normal", "TaintManagerEviction", "Cancelling deletion of Pod default/p")
+UNREACHABLE = "node.kubernetes.io/unreachable"
+
+
+def stamp(epoch: float) -> str:
+    return datetime.fromtimestamp(epoch, UTC).strftime("%Y-%m-%dT%H:%M:%SZ")
+
+
+def taint(key: str = UNREACHABLE, added: float | None = None) -> dict:
+    t = {"key": key, "effect": "NoExecute"}
+    if added is not None:
+        t["timeAdded"] = stamp(added)
+    return t
+
+
+def tol(key: str | None = UNREACHABLE, seconds: int | None = None) -> dict:
+    t = {"operator": "Exists", "effect": "NoExecute"}
+    if key:
+        t["key"] = key
+    if seconds is not None:
+        t["tolerationSeconds"] = seconds
+    return t
+
+
+def pod(name: str, tolerations=(), node: str = "node1", uid: str | None = None, created: float | None = None,
+        terminating: bool = False) -> PodView:
+    return PodView("default", name, uid or f"uid-{name}", node, tuple(tolerations), created, terminating, None)
+
+
+def node(name: str = "node1", *taints: dict) -> NodeView:
+    return NodeView(name, f"uid-{name}", tuple(taints))
+
+
+class Pods:
+    """The pod informer's store, as the manager sees it."""
+
+    def __init__(self) -> None:
+        self.by_key: dict[str, PodView] = {}
+
+    def get(self, key: str) -> PodView | None:
+        return self.by_key.get(key)
+
+    def by_index(self, node_name: str) -> list[PodView]:
+        return [p for p in self.by_key.values() if p.node_name == node_name]
+
+
+class Actions:
+    """Records evictions; `live` holds what a live GET of each node returns."""
+
+    def __init__(self, clock: FakeClock) -> None:
+        self.clock = clock
+        self.live: dict[str, list[dict]] = {}
+        self.evicted: list[tuple[str, str, float]] = []
+        self.failures_left = 0
+        self.node_reads = 0
+
+    def live_no_execute_taints(self, node_name: str):
+        self.node_reads += 1
+        return self.live.get(node_name)
+
+    def evict(self, p: PodView) -> None:
+        if self.failures_left > 0:
+            self.failures_left -= 1
+            raise RuntimeError("pods is forbidden")
+        self.evicted.append((p.key, p.uid, self.clock.now()))
+
+
+class Events:
+    def __init__(self) -> None:
+        self.recorded: list[tuple[str, str, str, str]] = []
+
+    def pod_event(self, p: PodView, reason: str, message: str, event_type: str = "Normal") -> None:
+        self.recorded.append((p.key, event_type, reason, message))
+
+
+class Harness:
+    def __init__(self, active: bool = True) -> None:
+        self.clock = FakeClock(START)
+        self.pods = Pods()
+        self.actions = Actions(self.clock)
+        self.events = Events()
+        self.manager = TaintEvictionManager(self.pods, self.actions, self.events, clock=self.clock,
+                                            queue=WorkQueue(self.clock))
+        if active:
+            self.manager.activate()
+
+    def add_pod(self, p: PodView) -> None:
+        old = self.pods.by_key.get(p.key)
+        self.pods.by_key[p.key] = p
+        self.manager.on_pod_change(old, p)
+
+    def delete_pod(self, key: str) -> None:
+        old = self.pods.by_key.pop(key)
+        self.manager.on_pod_change(old, None)
+
+    def set_node(self, n: NodeView, live: bool = True) -> None:
+        if live:
+            self.actions.live[n.name] = list(n.no_execute_taints)
+        self.manager.on_node_change(None, n)
+
+    def run_for(self, seconds: float, step: float = 0.1) -> None:
+        """Advance the fake clock in steps, firing and working off everything due at each step."""
+        end = self.clock.now() + seconds
+        while True:
+            self.drain()
+            if self.clock.now() >= end - 1e-9:
+                return
+            self.clock.advance(min(step, end - self.clock.now()))
+
+    def drain(self) -> None:
+        self.manager.fire_due()
+        queue = self.manager.queue
+        while (key := queue.get(timeout=0)) is not None:
+            try:
+                self.manager.process(key)
+            finally:
+                queue.done(key)
+
+    def evicted_keys(self) -> list[str]:
+        return [key for key, _, _ in self.actions.evicted]
+
+    def evicted_at(self, key: str) -> float:
+        return next(at for k, _, at in self.actions.evicted if k == key) - START
+
+
+@pytest.fixture
+def h() -> Harness:
+    return Harness()
+
+
+# --- upstream TestCreatePod / TestUpdatePod / TestCreateNode / TestUpdateNode, adjusted -----------
+
+def test_a_pod_not_bound_to_a_node_is_ignored(h):
+    h.set_node(node("node1", taint()))
+    h.add_pod(pod("p", node=""))
+    h.run_for(1)
+    assert h.evicted_keys() == []
+
+
+def test_a_pod_on_an_untainted_node_is_left_alone(h):
+    h.set_node(node("node1"))
+    h.add_pod(pod("p"))
+    h.run_for(1)
+    assert h.evicted_keys() == []
+
+
+@pytest.mark.parametrize("order", ["pod first", "node first"])
+def test_an_untolerating_pod_on_a_tainted_node_is_deleted_at_once(h, order):
+    if order == "pod first":
+        h.add_pod(pod("p"))
+        h.set_node(node("node1", taint()))
+    else:
+        h.set_node(node("node1", taint()))
+        h.add_pod(pod("p"))
+    h.drain()
+    assert h.evicted_keys() == ["default/p"]
+    assert h.evicted_at("default/p") == 0
+
+
+def test_a_pod_tolerating_for_a_while_is_deleted_when_it_runs_out(h):
+    h.set_node(node("node1", taint()))
+    h.add_pod(pod("p", [tol(seconds=5)]))
+    h.run_for(4.9)
+    assert h.evicted_keys() == []
+    h.run_for(0.2)
+    assert h.evicted_keys() == ["default/p"]
+    assert h.evicted_at("default/p") == pytest.approx(5, abs=0.11)
+
+
+def test_a_pod_tolerating_forever_is_never_deleted(h):
+    h.set_node(node("node1", taint()))
+    h.add_pod(pod("p", [tol()]))
+    h.run_for(600, step=10)
+    assert h.evicted_keys() == []
+    assert h.manager.pending() == 0
+
+
+def test_a_forever_toleration_of_another_taint_does_not_help(h):
+    h.set_node(node("node1", taint()))
+    h.add_pod(pod("p", [tol("other")]))
+    h.drain()
+    assert h.evicted_keys() == ["default/p"]
+
+
+def test_removing_a_toleration_deletes_at_once(h):
+    h.set_node(node("node1", taint()))
+    h.add_pod(pod("p", [tol(seconds=100)]))
+    h.run_for(1)
+    h.add_pod(pod("p", []))
+    h.drain()
+    assert h.evicted_keys() == ["default/p"]
+
+
+def test_a_pod_deleted_while_scheduled_is_forgotten_without_event(h):
+    h.set_node(node("node1", taint()))
+    h.add_pod(pod("p", [tol(seconds=10)]))
+    h.delete_pod("default/p")
+    h.run_for(20, step=1)
+    assert h.evicted_keys() == []
+    assert h.events.recorded == []
+
+
+def test_only_one_of_two_taints_tolerated_means_now(h):
+    h.add_pod(pod("p", [tol(seconds=100)]))
+    h.set_node(node("node1", taint(), taint("example.com/other")))
+    h.drain()
+    assert h.evicted_keys() == ["default/p"]
+
+
+def test_removing_the_taint_cancels_the_eviction_with_an_event(h):
+    h.set_node(node("node1", taint()))
+    h.add_pod(pod("p", [tol(seconds=1)]))
+    h.run_for(0.5)
+    h.set_node(node("node1"))
+    h.run_for(1.5)
+    assert h.evicted_keys() == []
+    assert h.events.recorded == [CANCELLED_P]
+
+
+def test_with_several_tolerations_the_first_to_run_out_counts(h):
+    h.set_node(node("node1", taint(), taint("node.kubernetes.io/not-ready")))
+    h.add_pod(pod("p", [tol(seconds=100), tol("node.kubernetes.io/not-ready", 1)]))
+    h.run_for(1.1)
+    assert h.evicted_keys() == ["default/p"]
+
+
+def test_multiple_taints_infinite_then_finite_then_infinite_again_never_deletes(h):
+    h.add_pod(pod("p", [tol(), tol("example.com/finite", 60)]))
+    h.set_node(node("node1", taint()))
+    assert h.manager.scheduled_at("default/p") is None
+    h.set_node(node("node1", taint(), taint("example.com/finite")))
+    assert h.manager.scheduled_at("default/p") == pytest.approx(START + 60)
+    h.run_for(10, step=1)
+    h.set_node(node("node1", taint()))
+    assert h.manager.scheduled_at("default/p") is None
+    h.run_for(120, step=5)
+    assert h.evicted_keys() == []
+
+
+def test_pods_with_different_tolerations_are_evicted_each_at_their_time(h):
+    h.add_pod(pod("none"))
+    h.add_pod(pod("one-second", [tol(seconds=1)]))
+    h.add_pod(pod("forever", [tol()]))
+    h.set_node(node("node1", taint()))
+    h.run_for(2)
+    assert h.evicted_keys() == ["default/none", "default/one-second"]
+    assert h.evicted_at("default/none") == 0
+    assert h.evicted_at("default/one-second") == pytest.approx(1, abs=0.11)
+
+
+def test_a_pod_appearing_after_the_node_update_is_still_handled(h):  # TestEventualConsistency
+    h.set_node(node("node1", taint()))
+    h.run_for(1)
+    h.add_pod(pod("late", [tol(seconds=100)], created=h.clock.now()))
+    h.add_pod(pod("late-untolerating"))
+    h.drain()
+    assert h.evicted_keys() == ["default/late-untolerating"]
+    assert h.manager.scheduled_at("default/late") == pytest.approx(h.clock.now() + 100)
+
+
+def test_marking_for_deletion_event_is_exact(h):  # TestPodDeletionEvent
+    h.set_node(node("node1", taint()))
+    h.add_pod(pod("p"))
+    h.drain()
+    assert h.events.recorded == [("default/p", "Normal", "TaintManagerEviction", "Marking for deletion Pod default/p")]
+
+
+def test_terminating_pods_are_left_alone(h):
+    h.set_node(node("node1", taint()))
+    h.add_pod(pod("p", terminating=True))
+    h.drain()
+    assert h.evicted_keys() == []
+
+
+def test_deleting_the_node_cancels_pending_evictions(h):
+    h.set_node(node("node1", taint()))
+    h.add_pod(pod("p", [tol(seconds=30)]))
+    h.manager.on_node_change(node("node1", taint()), None)
+    h.run_for(40, step=1)
+    assert h.evicted_keys() == []
+
+
+# --- difference 1: deadlines come from the taint --------------------------------------------------
+
+def test_a_restarted_controller_keeps_the_original_deadline():
+    first = Harness()
+    tainted = node("node1", taint(added=START))
+    first.set_node(tainted)
+    first.add_pod(pod("p", [tol(seconds=30)], created=START - 100))
+    first.run_for(20, step=1)
+    second = Harness()  # a new process (or a new leader), 20 s later
+    second.clock.advance(20)
+    second.set_node(tainted)
+    second.add_pod(pod("p", [tol(seconds=30)], created=START - 100))
+    assert second.manager.scheduled_at("default/p") == pytest.approx(START + 30)
+    second.run_for(11)
+    assert second.evicted_at("default/p") == pytest.approx(30, abs=0.11)
+
+
+def test_without_time_added_the_clock_starts_when_the_taint_was_first_seen(h):
+    h.set_node(node("node1", taint()))
+    h.run_for(3)
+    h.add_pod(pod("p", [tol(seconds=10)], created=START - 100))
+    assert h.manager.scheduled_at("default/p") == pytest.approx(START + 10)
+
+
+def test_a_standby_that_becomes_leader_fires_what_came_due_meanwhile():
+    h = Harness(active=False)
+    h.set_node(node("node1", taint(added=START)))
+    h.add_pod(pod("p", [tol(seconds=5)], created=START - 1))
+    h.run_for(10)
+    assert h.evicted_keys() == []
+    assert h.events.recorded == []
+    h.manager.activate()
+    h.drain()
+    assert h.evicted_keys() == ["default/p"]
+
+
+def test_a_replica_that_loses_leadership_stops_acting_at_once(h):
+    h.set_node(node("node1", taint(added=START)))
+    h.add_pod(pod("p", [tol(seconds=5)], created=START - 1))
+    h.run_for(2)
+    h.manager.deactivate()
+    h.run_for(10)
+    assert h.evicted_keys() == []
+
+
+# --- difference 2: toleration edits take effect -------------------------------------------------------
+
+def test_shortening_a_toleration_brings_the_eviction_forward(h):
+    h.set_node(node("node1", taint(added=START)))
+    h.add_pod(pod("p", [tol(seconds=100)], created=START - 1))
+    h.run_for(2)
+    h.add_pod(pod("p", [tol(seconds=5)], created=START - 1))
+    h.run_for(3.1)
+    assert h.evicted_at("default/p") == pytest.approx(5, abs=0.11)
+
+
+def test_shortening_below_the_time_already_passed_evicts_now(h):
+    h.set_node(node("node1", taint(added=START)))
+    h.add_pod(pod("p", [tol(seconds=100)], created=START - 1))
+    h.run_for(10, step=1)
+    h.add_pod(pod("p", [tol(seconds=5)], created=START - 1))
+    h.drain()
+    assert h.evicted_at("default/p") == pytest.approx(10)
+
+
+def test_lengthening_a_toleration_pushes_the_eviction_back(h):
+    h.set_node(node("node1", taint(added=START)))
+    h.add_pod(pod("p", [tol(seconds=5)], created=START - 1))
+    h.run_for(2)
+    h.add_pod(pod("p", [tol(seconds=20)], created=START - 1))
+    h.run_for(10)
+    assert h.evicted_keys() == []
+    h.run_for(8.1)
+    assert h.evicted_at("default/p") == pytest.approx(20, abs=0.11)
+
+
+def test_tolerating_forever_cancels_the_eviction(h):
+    h.set_node(node("node1", taint(added=START)))
+    h.add_pod(pod("p", [tol(seconds=5)], created=START - 1))
+    h.run_for(2)
+    h.add_pod(pod("p", [tol(seconds=5), tol(None)], created=START - 1))  # the Exists wildcard has no seconds
+    assert h.manager.scheduled_at("default/p") == pytest.approx(START + 5)  # min over matching still 5
+    h.add_pod(pod("p", [tol()], created=START - 1))
+    h.run_for(30, step=1)
+    assert h.evicted_keys() == []
+    assert CANCELLED_P in h.events.recorded
+
+
+def test_adding_a_taint_brings_the_eviction_forward(h):
+    h.set_node(node("node1", taint(added=START)))
+    h.add_pod(pod("p", [tol(seconds=100), tol("example.com/maintenance", 3)], created=START - 1))
+    h.run_for(1)
+    h.set_node(node("node1", taint(added=START), taint("example.com/maintenance", added=START + 1)))
+    h.run_for(3.1)
+    assert h.evicted_at("default/p") == pytest.approx(4, abs=0.11)
+
+
+# --- difference 3: executed work never blocks a later eviction ---------------------------------------
+
+def test_a_new_pod_with_the_same_name_is_evicted_too(h):
+    h.set_node(node("node1", taint()))
+    h.add_pod(pod("p", uid="first"))
+    h.drain()
+    h.delete_pod("default/p")
+    h.add_pod(pod("p", uid="second"))
+    h.drain()
+    assert h.actions.evicted == [("default/p", "first", START), ("default/p", "second", START)]
+
+
+def test_a_pod_evicted_once_is_not_evicted_again_before_it_terminates(h):
+    h.set_node(node("node1", taint()))
+    h.add_pod(pod("p"))
+    h.drain()
+    h.set_node(node("node1", taint(), taint("example.com/x")))  # a node update before the pod's update arrives
+    h.drain()
+    assert h.evicted_keys() == ["default/p"]
+
+
+def test_retainting_a_node_evicts_a_recreated_pod(h):  # k8s #107543 / #125332
+    h.set_node(node("node1", taint()))
+    h.add_pod(pod("p", uid="a"))
+    h.drain()
+    h.delete_pod("default/p")
+    h.set_node(node("node1"))
+    h.add_pod(pod("p", uid="b"))
+    h.set_node(node("node1", taint()))
+    h.drain()
+    assert [uid for _, uid, _ in h.actions.evicted] == ["a", "b"]
+
+
+# --- difference 4: deletion is retried until it succeeds or is no longer wanted -------------------
+
+def test_a_refused_deletion_is_retried_with_backoff_until_it_succeeds(h):
+    h.actions.failures_left = 6
+    h.set_node(node("node1", taint()))
+    h.add_pod(pod("p"))
+    h.run_for(60, step=0.25)
+    assert h.evicted_keys() == ["default/p"]
+    # 0.25 + 0.5 + 1 + 2 + 4 + 8 = 15.75 s of backoff before the seventh try
+    assert h.evicted_at("default/p") == pytest.approx(15.75, abs=0.3)
+    marks = [e for e in h.events.recorded if e[3].startswith("Marking")]
+    assert len(marks) == 1
+
+
+def test_retries_stop_when_the_eviction_is_no_longer_wanted(h):
+    h.actions.failures_left = 1000
+    h.set_node(node("node1", taint()))
+    h.add_pod(pod("p"))
+    h.run_for(5, step=0.25)
+    h.set_node(node("node1"))
+    tries = h.actions.failures_left
+    h.run_for(120, step=1)
+    assert h.actions.failures_left == tries  # no more attempts
+    h.actions.failures_left = 0
+    h.set_node(node("node1", taint()))  # tainted again later: evicted again, not blocked
+    h.drain()
+    assert h.evicted_keys() == ["default/p"]
+
+
+def test_retry_backoff_is_capped():
+    queue = WorkQueue(FakeClock(), base_delay=0.25, max_delay=30)
+    delays = [queue.add_rate_limited("k") for _ in range(12)]
+    assert delays[:4] == [0.25, 0.5, 1, 2]
+    assert max(delays) == 30
+
+
+# --- difference 5: the node is re-read live before deleting --------------------------------------------
+
+def test_a_stale_cache_does_not_evict_a_pod_whose_taint_is_gone(h):
+    h.set_node(node("node1", taint()))
+    h.actions.live["node1"] = []  # the taint was removed; the watch has not delivered it yet
+    h.add_pod(pod("p"))
+    h.drain()
+    assert h.evicted_keys() == []
+    assert h.actions.node_reads == 1
+    assert h.events.recorded == [CANCELLED_P]
+
+
+def test_a_live_node_with_a_longer_deadline_reschedules_instead_of_deleting(h):
+    h.set_node(node("node1", taint("example.com/short", added=START)))
+    h.actions.live["node1"] = [taint(added=START)]
+    h.add_pod(pod("p", [tol("example.com/short", 1), tol(seconds=10)], created=START - 1))
+    h.run_for(1.1)
+    assert h.evicted_keys() == []
+    assert h.manager.scheduled_at("default/p") == pytest.approx(START + 10)
+
+
+# --- difference 6: one timer structure, never a thread per pod ---------------------------------------
+
+def test_scheduling_thousands_of_pods_starts_no_threads(h):
+    h.set_node(node("node1", taint(added=START)))
+    threads_before = threading.active_count()
+    for i in range(5000):
+        h.add_pod(pod(f"p{i}", [tol(seconds=60 + i % 100)], created=START - 1))
+    assert h.manager.pending() == 5000
+    assert threading.active_count() == threads_before
+
+
+# --- dry run -----------------------------------------------------------------------------------------------
+
+def test_dry_run_records_the_event_and_deletes_nothing():
+    h = Harness()
+    h.manager = TaintEvictionManager(h.pods, h.actions, h.events, clock=h.clock, dry_run=True,
+                                     queue=WorkQueue(h.clock))
+    h.manager.activate()
+    h.set_node(node("node1", taint()))
+    h.add_pod(pod("p"))
+    h.drain()
+    h.set_node(node("node1", taint(), taint("example.com/x")))
+    h.drain()
+    assert h.evicted_keys() == []
+    assert h.events.recorded == [("default/p", "Normal", "TaintManagerEviction", "Marking for deletion Pod default/p")]
