@@ -10,6 +10,7 @@ import argparse
 import re
 from dataclasses import dataclass
 
+from controller.kube.leader import LeaderElectionConfig
 from shared.jsonlog import LOG_FORMATS
 
 _DURATION_PART = re.compile(r"(\d+(?:\.\d*)?|\.\d+)(ns|us|µs|μs|ms|s|m|h)")
@@ -117,12 +118,11 @@ def parse_options(argv: list[str]) -> ControllerOptions:
     retry = _checked("--leader-elect-retry-period", parse_duration, args.leader_elect_retry_period)
     leader_elect = _checked("--leader-elect", parse_bool, args.leader_elect)
     if leader_elect:
-        if min(lease, renew, retry) <= 0:
-            raise OptionsError("--leader-elect-lease-duration, -renew-deadline and -retry-period must be > 0")
-        if lease <= renew:
-            raise OptionsError("--leader-elect-lease-duration must be greater than --leader-elect-renew-deadline")
-        if renew <= 1.2 * retry:
-            raise OptionsError("--leader-elect-renew-deadline must be greater than 1.2 x --leader-elect-retry-period")
+        try:  # the one place that knows the rules for these three
+            LeaderElectionConfig(args.leader_elect_resource_name, args.leader_elect_resource_namespace, "-",
+                                 lease, renew, retry)
+        except ValueError as error:
+            raise OptionsError(str(error)) from None
     port = _checked("--port", _whole, args.port)
     if port > 65535:
         raise OptionsError(f"--port: {port} is not a port number")

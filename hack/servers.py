@@ -94,3 +94,66 @@ class WebhookServer:
 
     def __exit__(self, *exc: object) -> None:
         self.stop()
+
+
+class ControllerProcess:
+    """`python -m controller` against a kubeconfig, with /readyz, /metrics and its log at hand."""
+
+    def __init__(self, kubeconfig: Path, log_path: Path, *args: str, port: int | None = None) -> None:
+        self.port = port or free_port()
+        self.log_path = log_path
+        self.args = [sys.executable, "-m", "controller", "--kubeconfig", str(kubeconfig),
+                     "--bind-address", "127.0.0.1", "--port", str(self.port), *args]
+        self.process: subprocess.Popen[bytes] | None = None
+
+    def start(self, timeout: float = 60) -> ControllerProcess:
+        """Start and wait until its caches have synced (/readyz answers 200)."""
+        with self.log_path.open("ab") as log:
+            self.process = subprocess.Popen(self.args, cwd=ROOT, stdout=log, stderr=subprocess.STDOUT,
+                                            start_new_session=True)
+        deadline = time.monotonic() + timeout
+        while time.monotonic() < deadline:
+            if self.process.poll() is not None:
+                raise RuntimeError(f"controller exited with {self.process.returncode}; see {self.log_path}")
+            try:
+                with urllib.request.urlopen(f"http://127.0.0.1:{self.port}/readyz", timeout=1) as response:
+                    if response.status == 200:
+                        return self
+            except OSError:
+                time.sleep(0.05)
+        self.kill()
+        raise RuntimeError(f"controller not ready after {timeout}s; see {self.log_path}")
+
+    def metric(self, name: str) -> float:
+        """The value of an unlabelled metric from /metrics (0 when absent)."""
+        with urllib.request.urlopen(f"http://127.0.0.1:{self.port}/metrics", timeout=5) as response:
+            for line in response.read().decode().splitlines():
+                if line.startswith(f"{name} "):
+                    return float(line.split()[1])
+        return 0.0
+
+    def log_text(self) -> str:
+        return self.log_path.read_text(errors="replace")
+
+    def terminate(self, timeout: float = 30) -> int | None:
+        """SIGTERM (the controller releases its lease) and wait."""
+        if self.process is None or self.process.poll() is not None:
+            return None if self.process is None else self.process.returncode
+        os.killpg(self.process.pid, signal.SIGTERM)
+        try:
+            return self.process.wait(timeout=timeout)
+        except subprocess.TimeoutExpired:
+            self.kill()
+            return None
+
+    def kill(self) -> None:
+        """SIGKILL, as a crashed process dies: nothing is released."""
+        if self.process is not None and self.process.poll() is None:
+            os.killpg(self.process.pid, signal.SIGKILL)
+            self.process.wait()
+
+    def __enter__(self) -> ControllerProcess:
+        return self.start()
+
+    def __exit__(self, *exc: object) -> None:
+        self.kill()

@@ -1,0 +1,34 @@
+"""`python -m controller [flags]`: run taintkeeper's controller (see controller/options.py)."""
+
+from __future__ import annotations
+
+import sys
+
+from controller.kube.client import ClientConfigError
+from controller.options import OptionsError, build_parser, parse_options
+from shared.jsonlog import configure_logging
+
+
+def main(argv: list[str] | None = None) -> int:
+    args = sys.argv[1:] if argv is None else argv
+    if args and args[0] in ("-h", "--help"):
+        build_parser().print_help()
+        return 0
+    try:
+        options = parse_options(args)
+    except OptionsError as error:
+        print(f"controller: error: {error}", file=sys.stderr)
+        return 2
+    configure_logging(options.log_format, options.log_level)
+
+    from controller.runner import run
+
+    try:
+        return run(options)
+    except ClientConfigError as error:
+        print(f"controller: error: {error}", file=sys.stderr)
+        return 2
+
+
+if __name__ == "__main__":
+    sys.exit(main())

@@ -1,0 +1,61 @@
+"""Build the Kubernetes API client, and the timeouts every call should carry.
+
+Each ApiClient gets its own Configuration: the client's loaders would otherwise write into a
+process-wide default, which tests and a second cluster connection would silently share.
+"""
+
+from __future__ import annotations
+
+import os
+from pathlib import Path
+
+from kubernetes import client, config
+
+# Without a client-side timeout a request to an unreachable or frozen apiserver blocks forever.
+CONNECT_TIMEOUT = 5
+# (connect, read) for ordinary calls; pass as `_request_timeout=REQUEST_TIMEOUT`.
+REQUEST_TIMEOUT = (CONNECT_TIMEOUT, 30)
+
+
+class ClientConfigError(ValueError):
+    """The client configuration (kubeconfig or in-cluster) could not be loaded."""
+
+
+def _one_line(error: BaseException) -> str:
+    text = " ".join(str(error).split())
+    return text or type(error).__name__
+
+
+def make_api_client(kubeconfig: str | None) -> client.ApiClient:
+    """An ApiClient from `kubeconfig` if given; else the in-cluster service account; else
+    $KUBECONFIG or ~/.kube/config. Raises ClientConfigError with a one-line message."""
+    configuration = client.Configuration()
+    if kubeconfig:
+        _load_kubeconfig(kubeconfig, configuration)
+        return client.ApiClient(configuration)
+    try:
+        config.load_incluster_config(client_configuration=configuration)
+        return client.ApiClient(configuration)
+    except config.ConfigException as in_cluster_error:
+        # Read KUBECONFIG now: the client's own default is frozen when the module is imported.
+        fallback = os.environ.get("KUBECONFIG") or str(Path.home() / ".kube" / "config")
+        if not _any_file(fallback):
+            raise ClientConfigError(f"not running in a cluster ({_one_line(in_cluster_error)}) and no kubeconfig "
+                                    f"at {fallback}") from in_cluster_error
+        _load_kubeconfig(fallback, configuration)
+        return client.ApiClient(configuration)
+
+
+def _any_file(paths: str) -> bool:
+    """KUBECONFIG may list several files (merged by the loader); one must exist."""
+    return any(Path(path).is_file() for path in paths.split(os.pathsep) if path)
+
+
+def _load_kubeconfig(paths: str, configuration: client.Configuration) -> None:
+    if not _any_file(paths):
+        raise ClientConfigError(f"kubeconfig {paths} does not exist or is not a file")
+    try:
+        # persist_config=False: never write refreshed credentials back into the user's file.
+        config.load_kube_config(config_file=paths, client_configuration=configuration, persist_config=False)
+    except Exception as error:  # the loader raises YAML, key and type errors as well as ConfigException
+        raise ClientConfigError(f"invalid kubeconfig {paths}: {_one_line(error)}") from error

@@ -1,0 +1,481 @@
+"""List+watch of one resource into an indexed store of slim views: the only code that lists or watches.
+
+Why not the client's Watch/SharedInformer: they build the client's model objects (gigabytes at
+150,000 pods), set no client-side read timeout (a silently dead connection hangs them forever),
+and keep no index ("pods on node X" would be a scan). This reads the API's JSON straight off the
+socket, turns each object into a view with `transform` and drops the dict.
+
+Protocol (as client-go's reflector): LIST in pages, then WATCH from the list's resourceVersion.
+A dropped or timed-out stream resumes from the last resourceVersion seen; only 410 (Expired/Gone)
+forces a fresh LIST, which is reconciled against the store so handlers see exact differences.
+"""
+
+from __future__ import annotations
+
+import json
+import logging
+import threading
+import time
+from collections.abc import Callable, Hashable, Iterable, Iterator
+from typing import Any, Generic, Protocol, TypeVar
+
+from kubernetes.client.exceptions import ApiException
+
+from controller.kube.client import CONNECT_TIMEOUT, REQUEST_TIMEOUT
+
+log = logging.getLogger("taintkeeper.informer")
+
+ADDED = "ADDED"
+MODIFIED = "MODIFIED"
+DELETED = "DELETED"
+BOOKMARK = "BOOKMARK"
+ERROR = "ERROR"
+
+HTTP_GONE = 410
+# A stream that ends this fast without any event is treated as a failure, so a proxy that closes
+# watches at once cannot turn the loop into a busy loop.
+MIN_HEALTHY_STREAM_SECONDS = 1.0
+
+
+class Keyed(Protocol):
+    @property
+    def key(self) -> str: ...
+
+
+V = TypeVar("V", bound=Keyed)
+Change = tuple[V | None, V | None]  # (old, new): old None on add, new None on delete
+
+
+class ResourceExpired(Exception):
+    """The resourceVersion to resume from is too old (HTTP 410 or a watch ERROR event with 410)."""
+
+
+class WatchError(Exception):
+    """An ERROR event other than 410 on the watch stream."""
+
+
+class Store(Generic[V]):
+    """Views by key, plus an optional exact index (e.g. pods by node name). Thread-safe.
+
+    `apply` and `replace` return the changes to report instead of calling handlers, so the
+    caller can run handlers outside the lock and this class needs no server to test.
+    """
+
+    def __init__(self, index_by: Callable[[V], Hashable] | None = None) -> None:
+        self._lock = threading.Lock()
+        self._items: dict[str, V] = {}
+        self._index_by = index_by
+        # index value -> keys (a dict as an insertion-ordered set)
+        self._index: dict[Hashable, dict[str, None]] = {}
+
+    def get(self, key: str) -> V | None:
+        with self._lock:
+            return self._items.get(key)
+
+    def list(self) -> list[V]:
+        with self._lock:
+            return list(self._items.values())
+
+    def keys(self) -> list[str]:
+        with self._lock:
+            return list(self._items)
+
+    def __len__(self) -> int:
+        with self._lock:
+            return len(self._items)
+
+    def by_index(self, value: Hashable) -> list[V]:
+        """All views whose `index_by` value equals `value` (e.g. every pod on a node)."""
+        if self._index_by is None:
+            raise ValueError("this store has no index (index_by was not given)")
+        with self._lock:
+            return [self._items[key] for key in self._index.get(value, ())]
+
+    def index_snapshot(self) -> dict[Hashable, frozenset[str]]:
+        """A copy of the whole index (value -> keys), for checks and debugging."""
+        with self._lock:
+            return {value: frozenset(keys) for value, keys in self._index.items()}
+
+    def apply(self, event_type: str, view: V) -> Change[V] | None:
+        """Apply one watch event; return (old, new), or None when nothing a handler could see changed."""
+        with self._lock:
+            if event_type in (ADDED, MODIFIED):
+                return self._put(view)
+            if event_type == DELETED:
+                return self._remove(view.key)
+        raise ValueError(f"not a store event type: {event_type!r}")
+
+    def replace(self, views: Iterable[V]) -> list[Change[V]]:
+        """Make the store hold exactly `views` (a fresh LIST); return the differences: removals
+        first, then additions and changes in list order. Unchanged views yield nothing."""
+        fresh = {view.key: view for view in views}
+        with self._lock:
+            changes: list[Change[V]] = []
+            for key in [key for key in self._items if key not in fresh]:
+                removed = self._remove(key)
+                if removed is not None:
+                    changes.append(removed)
+            for view in fresh.values():
+                change = self._put(view)
+                if change is not None:
+                    changes.append(change)
+            return changes
+
+    def _put(self, view: V) -> Change[V] | None:
+        key = view.key
+        old = self._items.get(key)
+        if old is not None and old == view:
+            return None
+        self._items[key] = view
+        if self._index_by is not None:
+            new_value = self._index_by(view)
+            if old is not None:
+                self._unindex(self._index_by(old), key)
+            self._index.setdefault(new_value, {})[key] = None
+        return old, view
+
+    def _remove(self, key: str) -> Change[V] | None:
+        old = self._items.pop(key, None)
+        if old is None:
+            return None  # a delete we never saw the object for: nothing to report
+        if self._index_by is not None:
+            self._unindex(self._index_by(old), key)
+        return old, None
+
+    def _unindex(self, value: Hashable, key: str) -> None:
+        keys = self._index.get(value)
+        if keys is None:
+            return
+        keys.pop(key, None)
+        if not keys:
+            del self._index[value]  # no empty buckets: the index stays exactly what a rebuild gives
+
+
+class Backoff:
+    """Capped exponential delays: initial, 2x, 4x, ... up to `maximum`; `reset` after a success."""
+
+    def __init__(self, initial: float = 0.2, maximum: float = 30.0, factor: float = 2.0) -> None:
+        self.initial = initial
+        self.maximum = maximum
+        self.factor = factor
+        self._next = initial
+
+    def next(self) -> float:
+        delay = min(self._next, self.maximum)
+        self._next = min(self._next * self.factor, self.maximum)
+        return delay
+
+    def reset(self) -> None:
+        self._next = self.initial
+
+
+def iter_lines(chunks: Iterable[bytes]) -> Iterator[bytes]:
+    """Split a byte stream into lines, whatever the chunk boundaries; blank lines are skipped.
+
+    A trailing line without a newline is yielded too: if the stream was cut mid-event, parsing it
+    fails, which is reported like any other broken stream.
+    """
+    pending = bytearray()
+    for chunk in chunks:
+        scan_from = len(pending)  # earlier bytes hold no newline: do not rescan a large event
+        pending += chunk
+        start = 0
+        while (newline := pending.find(b"\n", scan_from)) >= 0:
+            line = bytes(pending[start:newline])
+            if line.strip():
+                yield line
+            start = scan_from = newline + 1
+        if start:
+            del pending[:start]
+    if bytes(pending).strip():
+        yield bytes(pending)
+
+
+def _one_line(error: BaseException) -> str:
+    text = " ".join(str(error).split())
+    return f"{type(error).__name__}: {text}" if text else type(error).__name__
+
+
+class Informer(Generic[V]):
+    """Keeps a Store of views of one resource in sync with the API on a daemon thread.
+
+    `list_call` is a generated list method, e.g. `CoreV1Api(api).list_pod_for_all_namespaces`,
+    `list_node`, or `functools.partial(core.list_namespaced_pod, "ns")`. `on_change(old, new)` runs
+    on the informer's thread, outside the store lock, in event order; its exceptions are logged.
+    """
+
+    def __init__(
+        self,
+        name: str,
+        list_call: Callable[..., Any],
+        transform: Callable[[dict[str, Any]], V],
+        on_change: Callable[[V | None, V | None], None],
+        *,
+        index_by: Callable[[V], Hashable] | None = None,
+        watch_timeout_seconds: int = 60,
+        read_timeout: float = 75,
+        page_size: int = 500,
+        backoff_max: float = 30,
+        clock: Callable[[], float] = time.monotonic,
+        sleep: Callable[[float], object] | None = None,
+    ) -> None:
+        # The read timeout is how a dead connection is noticed; it must outlast the server's own
+        # watch timeout unless the caller deliberately wants faster detection of an idle stream.
+        self.name = name
+        self.store: Store[V] = Store(index_by)
+        self._list_call = list_call
+        self._transform = transform
+        self._on_change = on_change
+        self.watch_timeout_seconds = int(watch_timeout_seconds)
+        self.read_timeout = read_timeout
+        self.page_size = page_size
+        self._clock = clock
+        self._stopping = threading.Event()
+        self._sleep = sleep if sleep is not None else self._stopping.wait  # stop() cuts a backoff short
+        self._backoff = Backoff(0.2, backoff_max)
+        self._synced = threading.Event()
+        self._resource_version: str | None = None
+        self._response: Any = None  # the response being read, so stop() can unblock it
+        self._response_lock = threading.Lock()
+        self._thread: threading.Thread | None = None
+        # Counters for tests and debugging; written only by the informer's thread.
+        self.list_count = 0  # completed LISTs (the first one included)
+        self.watch_count = 0  # WATCH requests the server answered
+        self.expired_count = 0  # 410s that forced a re-list
+        self.error_count = 0  # failures that were retried with backoff
+        self.last_error: str | None = None
+
+    # -- reading the store --------------------------------------------------------------------
+
+    def get(self, key: str) -> V | None:
+        return self.store.get(key)
+
+    def list(self) -> list[V]:
+        return self.store.list()
+
+    def keys(self) -> list[str]:
+        return self.store.keys()
+
+    def __len__(self) -> int:
+        return len(self.store)
+
+    def by_index(self, value: Hashable) -> list[V]:
+        return self.store.by_index(value)
+
+    @property
+    def has_synced(self) -> bool:
+        """True once the first LIST is in the store and its handlers have run."""
+        return self._synced.is_set()
+
+    def wait_for_sync(self, timeout: float | None = None) -> bool:
+        return self._synced.wait(timeout)
+
+    @property
+    def last_resource_version(self) -> str | None:
+        return self._resource_version
+
+    # -- lifecycle ------------------------------------------------------------------------------
+
+    def start(self) -> None:
+        if self._thread is not None:
+            raise RuntimeError(f"informer {self.name} was already started")
+        self._thread = threading.Thread(target=self._run, name=f"informer-{self.name}", daemon=True)
+        self._thread.start()
+
+    def stop(self, timeout: float = 5.0) -> None:
+        """End the thread promptly: a read blocked on the socket is interrupted, not waited out."""
+        self._stopping.set()
+        with self._response_lock:
+            response = self._response
+        if response is not None:
+            _interrupt(response)
+        if self._thread is not None and self._thread is not threading.current_thread():
+            self._thread.join(timeout)
+
+    @property
+    def running(self) -> bool:
+        return self._thread is not None and self._thread.is_alive()
+
+    # -- the loop ---------------------------------------------------------------------------------
+
+    def _run(self) -> None:
+        must_list = True
+        while not self._stopping.is_set():
+            try:
+                if must_list:
+                    self._list()
+                    must_list = False
+                    self._backoff.reset()
+                    continue
+                started = self._clock()
+                events = self._watch()
+                if events == 0 and self._clock() - started < MIN_HEALTHY_STREAM_SECONDS:
+                    self._sleep(self._backoff.next())
+            except ResourceExpired as expired:
+                if self._stopping.is_set():
+                    break
+                self.expired_count += 1
+                log.info("%s: resourceVersion %s expired (%s); re-listing", self.name, self._resource_version,
+                         _one_line(expired))
+                if must_list:  # even the LIST (a stale continue token) expired: do not spin
+                    self._sleep(self._backoff.next())
+                must_list = True
+            except Exception as error:  # never let the thread die: every failure is retried
+                if self._stopping.is_set():
+                    break
+                self.error_count += 1
+                self.last_error = _one_line(error)
+                delay = self._backoff.next()
+                log.warning("%s: %s failed (%s); retrying in %.1fs%s", self.name, "list" if must_list else "watch",
+                            self.last_error, delay,
+                            "" if must_list else f" from resourceVersion {self._resource_version}")
+                self._sleep(delay)
+        log.debug("%s: stopped", self.name)
+
+    def _list(self) -> None:
+        started = self._clock()
+        views: list[V] = []
+        continue_token: str | None = None
+        pages = 0
+        resource_version: str | None = None
+        while True:
+            kwargs: dict[str, Any] = {"limit": self.page_size, "_preload_content": False,
+                                      "_request_timeout": REQUEST_TIMEOUT}
+            if continue_token:
+                kwargs["_continue"] = continue_token
+            page = self._request(**kwargs)
+            pages += 1
+            for item in page.pop("items", None) or ():
+                view = self._view(item)
+                if view is not None:
+                    views.append(view)
+            metadata = page.get("metadata") or {}
+            resource_version = metadata.get("resourceVersion") or resource_version
+            continue_token = metadata.get("continue")
+            del page  # the raw JSON is dropped page by page; only views are kept
+            if not continue_token:
+                break
+            if self._stopping.is_set():
+                return
+        changes = self.store.replace(views)
+        first = not self._synced.is_set()
+        self._resource_version = resource_version
+        self.list_count += 1
+        elapsed = self._clock() - started
+        if first:
+            log.info("%s: listed %d objects in %d page(s) at resourceVersion %s (%.2fs)", self.name, len(views),
+                     pages, resource_version, elapsed)
+        else:
+            added = sum(1 for old, _ in changes if old is None)
+            removed = sum(1 for _, new in changes if new is None)
+            log.info("%s: re-listed %d objects at resourceVersion %s (%.2fs): %d added, %d changed, %d removed",
+                     self.name, len(views), resource_version, elapsed, added, len(changes) - added - removed,
+                     removed)
+        del views
+        self._dispatch(changes)
+        self._synced.set()
+
+    def _request(self, **kwargs: Any) -> dict[str, Any]:
+        """One LIST page as a dict (the client's models are never built)."""
+        response = self._call(**kwargs)
+        self._set_response(response)
+        try:
+            return json.loads(response.data)
+        finally:
+            self._set_response(None)
+            response.release_conn()
+
+    def _watch(self) -> int:
+        """One WATCH request, read until the stream ends; returns the number of events handled."""
+        response = self._call(
+            watch=True, resource_version=self._resource_version, allow_watch_bookmarks=True,
+            timeout_seconds=self.watch_timeout_seconds, _preload_content=False,
+            _request_timeout=(CONNECT_TIMEOUT, self.read_timeout))
+        self.watch_count += 1
+        events = 0
+        if not self._set_response(response):
+            response.close()
+            return events
+        try:
+            # amt=None: hand over each chunk as it arrives instead of waiting for a full buffer.
+            for line in iter_lines(response.stream(amt=None, decode_content=True)):
+                if self._stopping.is_set():
+                    break
+                self._handle_event(json.loads(line))
+                events += 1
+                self._backoff.reset()
+        finally:
+            self._set_response(None)
+            response.close()  # a watch connection is not reused: it may be half-read or broken
+        return events
+
+    def _call(self, **kwargs: Any) -> Any:
+        try:
+            return self._list_call(**kwargs)
+        except ApiException as error:
+            if error.status == HTTP_GONE:
+                raise ResourceExpired(f"HTTP 410 {error.reason}") from error
+            raise
+
+    def _set_response(self, response: Any) -> bool:
+        """Publish the response stop() should interrupt; False if stopping already began."""
+        with self._response_lock:
+            if response is not None and self._stopping.is_set():
+                return False
+            self._response = response
+            return True
+
+    def _handle_event(self, event: dict[str, Any]) -> None:
+        event_type = event.get("type")
+        obj = event.get("object") or {}
+        if event_type == ERROR:
+            code, reason = obj.get("code"), obj.get("reason")
+            if code == HTTP_GONE or reason in ("Expired", "Gone"):
+                raise ResourceExpired(f"watch ERROR {code} {reason}: {obj.get('message')}")
+            raise WatchError(f"watch ERROR {code} {reason}: {obj.get('message')}")
+        metadata = obj.get("metadata")
+        resource_version = metadata.get("resourceVersion") if isinstance(metadata, dict) else None
+        if event_type == BOOKMARK:
+            if resource_version:
+                self._resource_version = resource_version
+            return
+        if event_type not in (ADDED, MODIFIED, DELETED):
+            log.warning("%s: ignoring watch event of unknown type %r", self.name, event_type)
+            return
+        view = self._view(obj)
+        if view is not None:
+            change = self.store.apply(event_type, view)
+            if change is not None:
+                self._dispatch((change,))
+        if resource_version:
+            self._resource_version = resource_version
+
+    def _view(self, item: dict[str, Any]) -> V | None:
+        try:
+            return self._transform(item)
+        except Exception:  # one malformed object must not stall the informer in a re-list loop
+            metadata = item.get("metadata") if isinstance(item, dict) else None
+            name = metadata.get("name") if isinstance(metadata, dict) else None
+            namespace = metadata.get("namespace") if isinstance(metadata, dict) else None
+            log.exception("%s: cannot transform %s/%s; skipped", self.name, namespace, name)
+            return None
+
+    def _dispatch(self, changes: Iterable[Change[V]]) -> None:
+        for old, new in changes:
+            try:
+                self._on_change(old, new)
+            except Exception:
+                key = (new or old).key  # type: ignore[union-attr]
+                log.exception("%s: handler failed for %s", self.name, key)
+
+
+def _interrupt(response: Any) -> None:
+    """Unblock a thread reading `response` from another thread. close() could wait on the SSL
+    object's lock held by the blocked read; shutting down the socket makes the read return."""
+    try:
+        response.shutdown()  # urllib3 >= 2.3: shutdown(SHUT_RD) on the socket
+    except Exception:
+        try:
+            response.close()
+        except Exception as error:
+            log.debug("could not interrupt a response: %s", error)
