@@ -1,4 +1,5 @@
-"""`python -m controller [flags]`: run taintkeeper's controller (see controller/options.py)."""
+"""`python -m controller [flags]`: run taintkeeper's controller (flags: controller/options.py).
+`python -m controller explain --node NAME`: when and why each pod on a node will be evicted."""
 
 from __future__ import annotations
 
@@ -11,6 +12,10 @@ from shared.jsonlog import configure_logging
 
 def main(argv: list[str] | None = None) -> int:
     args = sys.argv[1:] if argv is None else argv
+    if args and args[0] == "explain":
+        from controller.explain import main as explain_main
+
+        return explain_main(args[1:])
     if args and args[0] in ("-h", "--help"):
         build_parser().print_help()
         return 0

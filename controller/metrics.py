@@ -29,3 +29,21 @@ IS_LEADER = Gauge(
     "taintkeeper_leader",
     "1 while this replica holds the leader lease and acts, else 0.",
 )
+
+# --- node lifecycle (upstream subsystem node_collector) ----------------------------------------------
+ZONE_HEALTH = Gauge("node_collector_zone_health", "Percentage of healthy nodes per zone.", ["zone"])
+ZONE_SIZE = Gauge("node_collector_zone_size", "Number of nodes per zone (excluded nodes not counted).", ["zone"])
+UNHEALTHY_NODES = Gauge("node_collector_unhealthy_nodes_in_zone", "Number of not-Ready nodes per zone.", ["zone"])
+ZONE_EVICTIONS = Counter("node_collector_evictions_total",
+                         "NoExecute not-ready/unreachable taints written by the node lifecycle monitor, per zone.",
+                         ["zone"])
+UPDATE_NODE_HEALTH_DURATION = Histogram(
+    "node_collector_update_node_health_duration_seconds",
+    "Duration in seconds for the node lifecycle monitor to update the health of a single node.",
+    buckets=tuple(0.001 * 4**i for i in range(8)),
+)
+UPDATE_ALL_NODES_HEALTH_DURATION = Histogram(
+    "node_collector_update_all_nodes_health_duration_seconds",
+    "Duration in seconds for the node lifecycle monitor to update the health of all nodes.",
+    buckets=tuple(0.01 * 4**i for i in range(8)),
+)

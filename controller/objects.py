@@ -8,7 +8,7 @@ Equal views mean nothing a decision reads has changed, so handlers can skip no-o
 from __future__ import annotations
 
 from dataclasses import dataclass
-from datetime import datetime
+from datetime import UTC, datetime
 from typing import Any
 
 from shared.taints import NO_EXECUTE
@@ -28,6 +28,11 @@ def _intern(items: list[Json], table: dict) -> tuple[dict[str, Any], ...]:
         if len(table) < 100_000:  # bound the table; beyond it, lists are simply not shared
             table[key] = found
     return found
+
+
+def format_time(epoch: float) -> str:
+    """Epoch seconds -> the API's RFC 3339 form with whole seconds (`2026-11-22T13:00:00Z`)."""
+    return datetime.fromtimestamp(epoch, UTC).strftime("%Y-%m-%dT%H:%M:%SZ")
 
 
 def parse_time(value: str | None) -> float | None:
@@ -74,22 +79,71 @@ def pod_view(pod: Json) -> PodView:
     )
 
 
+_NODE_LABELS = ("topology.kubernetes.io/zone", "topology.kubernetes.io/region",
+                "failure-domain.beta.kubernetes.io/zone", "failure-domain.beta.kubernetes.io/region",
+                "node.kubernetes.io/exclude-disruption")
+_CONDITION_FIELDS = ("type", "status", "lastHeartbeatTime", "lastTransitionTime", "reason", "message")
+
+
 @dataclass(frozen=True, slots=True)
 class NodeView:
     name: str
     uid: str
     no_execute_taints: tuple[dict[str, Any], ...]
+    # What the node lifecycle monitor reads besides: every taint (for NoSchedule management),
+    # the zone/exclusion labels, the conditions, cordoning, and the version to write against.
+    taints: tuple[dict[str, Any], ...] = ()
+    labels: tuple[tuple[str, str], ...] = ()
+    conditions: tuple[dict[str, Any], ...] = ()
+    unschedulable: bool = False
+    created: float | None = None
+    resource_version: str = ""
+
+    @property
+    def key(self) -> str:
+        return self.name
+
+    def condition(self, condition_type: str) -> dict[str, Any] | None:
+        return next((c for c in self.conditions if c.get("type") == condition_type), None)
+
+    @property
+    def label_map(self) -> dict[str, str]:
+        return dict(self.labels)
+
+
+def node_view(node: Json) -> NodeView:
+    metadata = node.get("metadata") or {}
+    spec = node.get("spec") or {}
+    all_taints = list(spec.get("taints") or [])
+    labels = metadata.get("labels") or {}
+    conditions = (node.get("status") or {}).get("conditions") or []
+    return NodeView(
+        name=metadata.get("name") or "",
+        uid=metadata.get("uid") or "",
+        no_execute_taints=_intern([t for t in all_taints if t.get("effect") == NO_EXECUTE], _interned_taints),
+        taints=_intern(all_taints, _interned_taints),
+        labels=tuple((k, labels[k]) for k in _NODE_LABELS if k in labels),
+        conditions=tuple({k: c[k] for k in _CONDITION_FIELDS if k in c} for c in conditions),
+        unschedulable=bool(spec.get("unschedulable")),
+        created=parse_time(metadata.get("creationTimestamp")),
+        resource_version=metadata.get("resourceVersion") or "",
+    )
+
+
+@dataclass(frozen=True, slots=True)
+class LeaseView:
+    """A node's heartbeat Lease in kube-node-lease: only its renewTime matters."""
+
+    name: str
+    renew_time: str
 
     @property
     def key(self) -> str:
         return self.name
 
 
-def node_view(node: Json) -> NodeView:
-    metadata = node.get("metadata") or {}
-    taints = [t for t in (node.get("spec") or {}).get("taints") or [] if t.get("effect") == NO_EXECUTE]
-    return NodeView(
-        name=metadata.get("name") or "",
-        uid=metadata.get("uid") or "",
-        no_execute_taints=_intern(taints, _interned_taints),
+def lease_view(lease: Json) -> LeaseView:
+    return LeaseView(
+        name=(lease.get("metadata") or {}).get("name") or "",
+        renew_time=(lease.get("spec") or {}).get("renewTime") or "",
     )

@@ -7,11 +7,17 @@ Durations are Go durations (`5s`, `1m30s`, `300ms`, `1.5h`); booleans are `--fla
 from __future__ import annotations
 
 import argparse
+import math
 import re
 from dataclasses import dataclass
 
 from controller.kube.leader import LeaderElectionConfig
+from controller.node_lifecycle import MonitorSettings
 from shared.jsonlog import LOG_FORMATS
+
+NODE_LIFECYCLE = "nodelifecycle"
+TAINT_EVICTION = "taint-eviction-controller"
+CONTROLLER_NAMES = (NODE_LIFECYCLE, TAINT_EVICTION)
 
 _DURATION_PART = re.compile(r"(\d+(?:\.\d*)?|\.\d+)(ns|us|µs|μs|ms|s|m|h)")
 _UNIT_SECONDS = {"ns": 1e-9, "us": 1e-6, "µs": 1e-6, "μs": 1e-6, "ms": 1e-3, "s": 1.0, "m": 60.0, "h": 3600.0}
@@ -61,6 +67,8 @@ class ControllerOptions:
     taint_eviction_workers: int
     log_format: str
     log_level: str
+    controllers: frozenset[str]
+    monitor: MonitorSettings
 
 
 class OptionsError(ValueError):
@@ -73,8 +81,8 @@ class _Parser(argparse.ArgumentParser):
 
 
 def build_parser() -> argparse.ArgumentParser:
-    parser = _Parser(prog="python -m controller", description="taintkeeper's controller: taint-based eviction.",
-                     allow_abbrev=False)
+    parser = _Parser(prog="python -m controller", allow_abbrev=False,
+                     description="taintkeeper's controller: node lifecycle monitoring and taint-based eviction.")
     add = parser.add_argument
     add("--kubeconfig", default=None, help="kubeconfig file (default: in-cluster config, then KUBECONFIG)")
     add("--leader-elect", nargs="?", const="true", default="true", metavar="BOOL",
@@ -92,6 +100,22 @@ def build_parser() -> argparse.ArgumentParser:
     add("--bind-address", default="0.0.0.0", help="address for /healthz, /readyz and /metrics")
     add("--port", default="10258", help="port for /healthz, /readyz and /metrics; 0 turns them off")
     add("--taint-eviction-workers", default="8", metavar="N", help="concurrent pod deletions (default 8)")
+    add("--controllers", default="*", metavar="LIST",
+        help="controllers to run, kube-controller-manager style: '*' for all, 'name' to enable, '-name' to disable; "
+             f"names: {', '.join(CONTROLLER_NAMES)}")
+    add("--node-monitor-period", default="5s", metavar="DURATION", help="how often node health is checked")
+    add("--node-monitor-grace-period", default="50s", metavar="DURATION",
+        help="how long a node may stop heartbeating before it is marked Unknown")
+    add("--node-startup-grace-period", default="1m0s", metavar="DURATION",
+        help="how long a new node may go without posting status before it is marked Unknown")
+    add("--node-eviction-rate", default="0.1", metavar="RATE",
+        help="nodes per second per healthy zone that get a NoExecute taint")
+    add("--secondary-node-eviction-rate", default="0.01", metavar="RATE",
+        help="the rate in a partially disrupted zone larger than --large-cluster-size-threshold")
+    add("--large-cluster-size-threshold", default="50", metavar="N",
+        help="zones with at most this many nodes are not tainted at all while partially disrupted")
+    add("--unhealthy-zone-threshold", default="0.55", metavar="FRACTION",
+        help="share of not-ready nodes (at least 3) that makes a zone partially disrupted")
     add("--log-format", default="plain", help="plain or json")
     add("--log-level", default="INFO", help="DEBUG, INFO, WARNING or ERROR")
     return parser
@@ -108,6 +132,34 @@ def _whole(text: str) -> int:
     if not text.strip().isdigit():
         raise ValueError(f"invalid whole number {text!r}")
     return int(text)
+
+
+def _rate(text: str) -> float:
+    value = float(text)
+    if not math.isfinite(value) or value < 0:
+        raise ValueError(f"must be a number >= 0, got {text!r}")
+    return value
+
+
+def parse_controllers(text: str) -> frozenset[str]:
+    """kube-controller-manager's --controllers: '*' = all, 'x' enables, '-x' disables."""
+    chosen: set[str] = set()
+    everything = False
+    disabled: set[str] = set()
+    for item in (part.strip() for part in text.split(",")):
+        if not item:
+            continue
+        name = item.lstrip("-")
+        if item == "*":
+            everything = True
+            continue
+        if name not in CONTROLLER_NAMES:
+            raise ValueError(f"unknown controller {name!r} (known: {', '.join(CONTROLLER_NAMES)})")
+        (disabled if item.startswith("-") else chosen).add(name)
+    result = (set(CONTROLLER_NAMES) if everything else chosen) - disabled
+    if not result:
+        raise ValueError("no controller left to run")
+    return frozenset(result)
 
 
 def parse_options(argv: list[str]) -> ControllerOptions:
@@ -133,7 +185,31 @@ def parse_options(argv: list[str]) -> ControllerOptions:
         raise OptionsError(f"--log-format must be one of {', '.join(LOG_FORMATS)}, got {args.log_format!r}")
     if args.log_level.upper() not in ("DEBUG", "INFO", "WARNING", "ERROR"):
         raise OptionsError(f"--log-level must be DEBUG, INFO, WARNING or ERROR, got {args.log_level!r}")
+    monitor = MonitorSettings(
+        node_monitor_period=_checked("--node-monitor-period", parse_duration, args.node_monitor_period),
+        node_monitor_grace_period=_checked("--node-monitor-grace-period", parse_duration,
+                                           args.node_monitor_grace_period),
+        node_startup_grace_period=_checked("--node-startup-grace-period", parse_duration,
+                                           args.node_startup_grace_period),
+        node_eviction_rate=_checked("--node-eviction-rate", _rate, args.node_eviction_rate),
+        secondary_node_eviction_rate=_checked("--secondary-node-eviction-rate", _rate,
+                                              args.secondary_node_eviction_rate),
+        large_cluster_size_threshold=_checked("--large-cluster-size-threshold", _whole,
+                                              args.large_cluster_size_threshold),
+        unhealthy_zone_threshold=_checked("--unhealthy-zone-threshold", _rate, args.unhealthy_zone_threshold),
+    )
+    for flag, value in (("--node-monitor-period", monitor.node_monitor_period),
+                        ("--node-monitor-grace-period", monitor.node_monitor_grace_period),
+                        ("--node-startup-grace-period", monitor.node_startup_grace_period)):
+        if value <= 0:
+            raise OptionsError(f"{flag} must be greater than zero")
+    if monitor.node_monitor_grace_period < monitor.node_monitor_period:
+        raise OptionsError("--node-monitor-grace-period must be at least --node-monitor-period")
+    if not 0 < monitor.unhealthy_zone_threshold <= 1:
+        raise OptionsError("--unhealthy-zone-threshold must be in (0, 1]")
     return ControllerOptions(
+        controllers=_checked("--controllers", parse_controllers, args.controllers),
+        monitor=monitor,
         kubeconfig=args.kubeconfig,
         leader_elect=leader_elect,
         leader_elect_lease_duration=lease,

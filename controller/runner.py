@@ -1,12 +1,15 @@
 """Assemble the controller and run it until SIGTERM/SIGINT.
 
-Informers (nodes, pods) feed the taint eviction manager on every replica, so a stand-by has warm
+Informers (nodes, pods, node Leases) feed the components on every replica, so a stand-by has warm
 caches; leader election decides which replica acts. Leadership is sought only after the caches
-have synced, so no decision is taken on a half-filled cache.
+have synced, so no decision is taken on a half-filled cache. The components:
+- the node lifecycle monitor (`nodelifecycle`): health, Unknown conditions, taints;
+- the taint eviction manager (`taint-eviction-controller`): deletes pods on NoExecute taints.
 """
 
 from __future__ import annotations
 
+import functools
 import logging
 import signal
 import threading
@@ -21,13 +24,16 @@ from controller.kube.events import EventRecorder
 from controller.kube.eviction_api import KubeEvictionActions
 from controller.kube.informer import Informer
 from controller.kube.leader import LeaderElectionConfig, LeaderElector, LeaseClient, default_identity
-from controller.objects import NodeView, PodView, node_view, pod_view
-from controller.options import ControllerOptions
+from controller.kube.node_api import KubeNodeLifecycleApi
+from controller.node_lifecycle import NodeLifecycleMonitor
+from controller.objects import LeaseView, NodeView, PodView, lease_view, node_view, pod_view
+from controller.options import NODE_LIFECYCLE, TAINT_EVICTION, ControllerOptions
 
 log = logging.getLogger("taintkeeper.controller")
 
-TAINT_EVICTION_COMPONENT = "taint-eviction-controller"
-CACHE_SYNC_TIMEOUT = 300
+NODE_LEASE_NAMESPACE = "kube-node-lease"
+# Upstream event sources: the node lifecycle controller records as "node-controller".
+NODE_CONTROLLER_COMPONENT = "node-controller"
 
 
 def run(options: ControllerOptions) -> int:
@@ -42,36 +48,71 @@ def run(options: ControllerOptions) -> int:
 
     api = make_api_client(options.kubeconfig)
     core = client.CoreV1Api(api)
-    events = EventRecorder(api, TAINT_EVICTION_COMPONENT)
-    manager: TaintEvictionManager
+    manager: TaintEvictionManager | None = None
+    monitor: NodeLifecycleMonitor | None = None
 
-    pods: Informer[PodView] = Informer("pods", core.list_pod_for_all_namespaces, pod_view,
-                                       lambda old, new: manager.on_pod_change(old, new),
+    def on_pod(old: PodView | None, new: PodView | None) -> None:
+        if manager is not None:
+            manager.on_pod_change(old, new)
+
+    def on_node(old: NodeView | None, new: NodeView | None) -> None:
+        if manager is not None:
+            manager.on_node_change(old, new)
+        if monitor is not None:
+            monitor.on_node_change(old, new)
+
+    pods: Informer[PodView] = Informer("pods", core.list_pod_for_all_namespaces, pod_view, on_pod,
                                        index_by=lambda pod: pod.node_name)
-    nodes: Informer[NodeView] = Informer("nodes", core.list_node, node_view,
-                                         lambda old, new: manager.on_node_change(old, new))
-    manager = TaintEvictionManager(pods, KubeEvictionActions(api), events, dry_run=options.dry_run)
+    nodes: Informer[NodeView] = Informer("nodes", core.list_node, node_view, on_node)
+    informers: list[Informer] = [nodes, pods]
+    recorders: list[EventRecorder] = []
+    if TAINT_EVICTION in options.controllers:
+        recorder = EventRecorder(api, TAINT_EVICTION)
+        recorders.append(recorder)
+        manager = TaintEvictionManager(pods, KubeEvictionActions(api), recorder, dry_run=options.dry_run)
+    if NODE_LIFECYCLE in options.controllers:
+        leases: Informer[LeaseView] = Informer(
+            "leases", functools.partial(client.CoordinationV1Api(api).list_namespaced_lease, NODE_LEASE_NAMESPACE),
+            lease_view, lambda old, new: None)
+        informers.append(leases)
+        recorder = EventRecorder(api, NODE_CONTROLLER_COMPONENT)
+        recorders.append(recorder)
+        monitor = NodeLifecycleMonitor(nodes, leases, pods, KubeNodeLifecycleApi(api), recorder, options.monitor)
+    components = [c for c in (monitor, manager) if c is not None]
+
+    def activate() -> None:
+        for component in components:
+            component.activate()
+
+    def deactivate() -> None:
+        for component in components:
+            component.deactivate()
 
     def readiness() -> tuple[bool, str]:
-        unsynced = [i.name for i in (nodes, pods) if not i.has_synced]
+        unsynced = [i.name for i in informers if not i.has_synced]
         return (not unsynced, f"waiting for caches: {', '.join(unsynced)}" if unsynced else "ok")
 
     health = serve_health(options.bind_address, options.port, readiness) if options.port else None
-    events.start(stop)
-    nodes.start()
-    pods.start()
-    manager.start(stop, options.taint_eviction_workers)
+    for recorder in recorders:
+        recorder.start(stop)
+    for informer in informers:
+        informer.start()
+    if manager is not None:
+        manager.start(stop, options.taint_eviction_workers)
+    if monitor is not None:
+        monitor.start(stop)
     if options.dry_run:
-        log.info("dry run: decisions are logged and recorded as events; nothing is deleted")
+        log.info("dry run: decisions are logged and recorded as events; no pod is deleted")
 
     try:
-        for informer in (nodes, pods):
+        for informer in informers:
             while not informer.wait_for_sync(1.0):
                 if stop.is_set():
                     return 0
-        log.info("caches synced", extra={"nodes": len(nodes), "pods": len(pods)})
+        log.info("caches synced", extra={"nodes": len(nodes), "pods": len(pods),
+                                         "controllers": ",".join(sorted(options.controllers))})
         if not options.leader_elect:
-            manager.activate()
+            activate()
             stop.wait()
         else:
             config = LeaderElectionConfig(
@@ -82,15 +123,18 @@ def run(options: ControllerOptions) -> int:
                 renew_deadline=options.leader_elect_renew_deadline,
                 retry_period=options.leader_elect_retry_period,
             )
-            elector = LeaderElector(config, LeaseClient(api, retry_period=config.retry_period), manager.activate,
-                                    manager.deactivate)
+            elector = LeaderElector(config, LeaseClient(api, retry_period=config.retry_period), activate,
+                                    deactivate)
             elector.run(stop)  # returns once `stop` is set, after releasing the lease if held
         return 0
     finally:
         stop.set()
-        manager.deactivate()
-        manager.queue.shut_down()
-        for informer in (pods, nodes):
+        deactivate()
+        if manager is not None:
+            manager.queue.shut_down()
+        if monitor is not None:
+            monitor.no_schedule_queue.shut_down()
+        for informer in informers:
             informer.stop()
         if health is not None:
             health.shutdown()

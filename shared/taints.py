@@ -64,18 +64,19 @@ def ready_status(node: Node) -> str | None:
     return None
 
 
-def desired_no_schedule_taints(node: Node) -> list[dict[str, str]]:
-    """The NoSchedule taints the node's conditions and `spec.unschedulable` call for.
+def desired_no_schedule_taints(conditions: Iterable[Mapping[str, object]],
+                               unschedulable: bool = False) -> list[dict[str, str]]:
+    """The NoSchedule taints a node's conditions and `spec.unschedulable` call for.
 
     A node without a Ready condition gets no not-ready/unreachable NoSchedule taint here, as
     upstream; the health monitor marks it Unknown once its startup grace period runs out.
     """
     desired: list[dict[str, str]] = []
-    for condition in (node.get("status") or {}).get("conditions") or []:  # type: ignore[union-attr]
+    for condition in conditions:
         key = CONDITION_TAINT_KEYS.get((str(condition.get("type")), str(condition.get("status"))))
         if key is not None:
             desired.append({"key": key, "effect": NO_SCHEDULE})
-    if (node.get("spec") or {}).get("unschedulable"):  # type: ignore[union-attr]
+    if unschedulable:
         desired.append({"key": UNSCHEDULABLE, "effect": NO_SCHEDULE})
     return desired
 

@@ -15,6 +15,10 @@ from kubernetes import client, config
 CONNECT_TIMEOUT = 5
 # (connect, read) for ordinary calls; pass as `_request_timeout=REQUEST_TIMEOUT`.
 REQUEST_TIMEOUT = (CONNECT_TIMEOUT, 30)
+# urllib3 retries inside one call. Its default (3) repeats connect failures and timed-out GETs
+# silently, so a frozen apiserver took 4 x 5 s before a call failed; one retry still covers a
+# keep-alive connection the server closed while idle. Callers (the informer) back off themselves.
+REQUEST_RETRIES = 1
 
 
 class ClientConfigError(ValueError):
@@ -32,10 +36,10 @@ def make_api_client(kubeconfig: str | None) -> client.ApiClient:
     configuration = client.Configuration()
     if kubeconfig:
         _load_kubeconfig(kubeconfig, configuration)
-        return client.ApiClient(configuration)
+        return _api_client(configuration)
     try:
         config.load_incluster_config(client_configuration=configuration)
-        return client.ApiClient(configuration)
+        return _api_client(configuration)
     except config.ConfigException as in_cluster_error:
         # Read KUBECONFIG now: the client's own default is frozen when the module is imported.
         fallback = os.environ.get("KUBECONFIG") or str(Path.home() / ".kube" / "config")
@@ -43,7 +47,12 @@ def make_api_client(kubeconfig: str | None) -> client.ApiClient:
             raise ClientConfigError(f"not running in a cluster ({_one_line(in_cluster_error)}) and no kubeconfig "
                                     f"at {fallback}") from in_cluster_error
         _load_kubeconfig(fallback, configuration)
-        return client.ApiClient(configuration)
+        return _api_client(configuration)
+
+
+def _api_client(configuration: client.Configuration) -> client.ApiClient:
+    configuration.retries = REQUEST_RETRIES
+    return client.ApiClient(configuration)
 
 
 def _any_file(paths: str) -> bool:

@@ -11,12 +11,11 @@ import queue
 import socket
 import threading
 import time
-from datetime import UTC, datetime
 from typing import Any
 
 from kubernetes import client
 
-from controller.objects import PodView
+from controller.objects import PodView, format_time
 
 log = logging.getLogger("taintkeeper.events")
 
@@ -24,8 +23,8 @@ REQUEST_TIMEOUT = (5, 15)
 
 
 def event_body(involved: dict[str, Any], namespace: str, reason: str, message: str, event_type: str,
-               component: str, host: str, now: datetime) -> dict[str, Any]:
-    stamp = now.strftime("%Y-%m-%dT%H:%M:%SZ")
+               component: str, host: str, now: float) -> dict[str, Any]:
+    stamp = format_time(now)
     return {
         "metadata": {"name": f"{involved['name']}.{time.time_ns():x}", "namespace": namespace},
         "involvedObject": involved,
@@ -58,7 +57,7 @@ class EventRecorder:
 
     def _enqueue(self, namespace: str, involved: dict[str, Any], reason: str, message: str, event_type: str) -> None:
         body = event_body(involved, namespace, reason, message, event_type, self.component, self._host,
-                          datetime.now(UTC))
+                          time.time())
         try:
             self._queue.put_nowait((namespace, body))
         except queue.Full:

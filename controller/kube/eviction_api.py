@@ -9,14 +9,14 @@ from __future__ import annotations
 
 import json
 import logging
+import time
 from collections.abc import Sequence
-from datetime import UTC, datetime
 from typing import Any
 
 from kubernetes import client
 from kubernetes.client.rest import ApiException
 
-from controller.objects import PodView
+from controller.objects import PodView, format_time
 from shared.taints import no_execute_taints, node_taints
 
 log = logging.getLogger("taintkeeper.eviction")
@@ -31,9 +31,9 @@ DISRUPTION_TARGET = {
 }
 
 
-def disruption_target_patch(uid: str, now: datetime) -> dict[str, Any]:
+def disruption_target_patch(uid: str, now: float) -> dict[str, Any]:
     """Strategic merge patch for pods/status: conditions merge by type, the uid is a precondition."""
-    condition = {**DISRUPTION_TARGET, "lastTransitionTime": now.strftime("%Y-%m-%dT%H:%M:%SZ")}
+    condition = {**DISRUPTION_TARGET, "lastTransitionTime": format_time(now)}
     return {"metadata": {"uid": uid}, "status": {"conditions": [condition]}}
 
 
@@ -53,7 +53,7 @@ class KubeEvictionActions:
     def evict(self, pod: PodView) -> None:
         try:
             self._core.patch_namespaced_pod_status(
-                pod.name, pod.namespace, disruption_target_patch(pod.uid, datetime.now(UTC)),
+                pod.name, pod.namespace, disruption_target_patch(pod.uid, time.time()),
                 _content_type=STRATEGIC_MERGE, _preload_content=False, _request_timeout=REQUEST_TIMEOUT)
             self._core.delete_namespaced_pod(
                 pod.name, pod.namespace, body={"preconditions": {"uid": pod.uid}},

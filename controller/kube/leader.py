@@ -123,33 +123,32 @@ class LeaseClient:
 
     def get(self, name: str, namespace: str) -> Json | None:
         """The Lease, or None if it does not exist."""
-        return self._request("GET", _LEASE_PATH + "/{name}", {"namespace": namespace, "name": name})
+        try:
+            return self._request("GET", _LEASE_PATH + "/{name}", {"namespace": namespace, "name": name})
+        except ApiException as error:
+            if error.status == 404:
+                return None
+            raise
 
     def create(self, body: Json) -> Json:
-        metadata = body["metadata"]
-        created = self._request("POST", _LEASE_PATH, {"namespace": metadata["namespace"]}, body)
-        assert created is not None
-        return created
+        """POST; LeaseConflict if the Lease already exists."""
+        return self._request("POST", _LEASE_PATH, {"namespace": body["metadata"]["namespace"]}, body)
 
     def replace(self, body: Json) -> Json:
-        """PUT with the body's metadata.resourceVersion: LeaseConflict if the Lease changed since."""
+        """PUT with the body's metadata.resourceVersion; LeaseConflict if the Lease changed since."""
         metadata = body["metadata"]
         if not metadata.get("resourceVersion"):
             raise ValueError("replace needs metadata.resourceVersion (optimistic concurrency)")
-        replaced = self._request("PUT", _LEASE_PATH + "/{name}",
-                                 {"namespace": metadata["namespace"], "name": metadata["name"]}, body)
-        assert replaced is not None
-        return replaced
+        return self._request("PUT", _LEASE_PATH + "/{name}",
+                             {"namespace": metadata["namespace"], "name": metadata["name"]}, body)
 
-    def _request(self, method: str, path: str, path_params: dict[str, str], body: Json | None = None) -> Json | None:
+    def _request(self, method: str, path: str, path_params: dict[str, str], body: Json | None = None) -> Json:
         request = self._api_client.param_serialize(
             method=method, resource_path=path, path_params=path_params,
             header_params={"Accept": "application/json", "Content-Type": "application/json"},
             body=body, auth_settings=["BearerToken"])
         response = self._api_client.call_api(*request, _request_timeout=self.request_timeout)
         response.read()
-        if method == "GET" and response.status == 404:
-            return None
         if response.status == 409:
             raise LeaseConflict(_status_message(response.data) or "conflict")
         if not 200 <= response.status <= 299:
@@ -168,8 +167,9 @@ class LeaderElector:
     """Campaigns for the Lease, renews it while leading, steps down and campaigns again on loss.
 
     `on_started_leading` and `on_stopped_leading` run on the thread calling `run()` and must return
-    quickly (start or stop workers, don't do the work): renewal waits for them. They are always
-    called in pairs. An exception from either ends `run()` (after releasing the lease if held).
+    quickly (start or stop workers, don't do the work): renewal waits for them. Every successful
+    on_started_leading is followed by exactly one on_stopped_leading. An exception from either ends
+    `run()`; if on_started_leading raised, the Lease is released first and on_stopped_leading is not called.
     """
 
     def __init__(
@@ -306,8 +306,9 @@ class LeaderElector:
 
     def release(self) -> bool:
         """Give the Lease up (client-go ReleaseOnCancel): empty holder, 1 s duration, so a stand-by
-        takes it at its next attempt. Written with the resourceVersion of our last write: if someone
-        else has written since, the Lease is no longer ours and is left alone."""
+        takes it at its next attempt. Written with the resourceVersion last seen: if someone else has
+        written since, the Lease is no longer ours and is left alone. `run()` calls this on stop;
+        like `tick()` and `try_acquire_or_renew()`, call it only from the thread that runs the elector."""
         if self._lease is None or (self._observed_holder != self._config.identity):
             return True
         now = micro_time(self._wall_clock())

@@ -56,7 +56,9 @@ CONDITION_CASES = [  # upstream TestTaintNodeByCondition / TestTaintsNodeByCondi
 @pytest.mark.parametrize(("conditions", "unschedulable", "keys"), [c[1:] for c in CONDITION_CASES],
                          ids=[c[0] for c in CONDITION_CASES])
 def test_desired_no_schedule_taints(conditions, unschedulable, keys):
-    assert desired_no_schedule_taints(node(conditions, unschedulable)) == [{"key": k, "effect": NS} for k in keys]
+    api_node = node(conditions, unschedulable)
+    desired = desired_no_schedule_taints(api_node["status"]["conditions"], api_node["spec"]["unschedulable"])
+    assert desired == [{"key": k, "effect": NS} for k in keys]
 
 
 def test_only_managed_no_schedule_taints_are_considered_ours():

@@ -1,0 +1,106 @@
+"""`python -m controller explain --node NAME`: for each pod on a node, whether and when it will be
+evicted and why (which taint, which toleration, the deadline), computed by the same decision code
+the controller runs (controller/eviction.py).
+
+A taint without `timeAdded` is counted from now: this command cannot know when the running
+controller first saw it, and says so.
+"""
+
+from __future__ import annotations
+
+import argparse
+import json
+import sys
+import time
+from typing import Any
+
+from controller.eviction import EXPIRES, NO_TAINTS, UNTOLERATED, decide_eviction
+from controller.objects import format_time, node_view, pod_view
+
+Json = dict[str, Any]
+
+
+def describe_duration(seconds: float) -> str:
+    whole = round(abs(seconds))
+    hours, rest = divmod(whole, 3600)
+    minutes, secs = divmod(rest, 60)
+    return "".join(f"{value}{unit}" for value, unit in ((hours, "h"), (minutes, "m")) if value) + f"{secs}s"
+
+
+def taint_text(taint: Json) -> str:
+    value = f"={taint['value']}" if taint.get("value") else ""
+    return f"{taint.get('key', '')}{value}:{taint.get('effect', '')}"
+
+
+def toleration_text(toleration: Json) -> str:
+    key = toleration.get("key") or "*"
+    operator = toleration.get("operator") or "Equal"
+    value = f"={toleration['value']}" if operator == "Equal" and toleration.get("value") else ""
+    seconds = toleration.get("tolerationSeconds")
+    return f"{key}{value} {operator} {toleration.get('effect') or '*'}" + (
+        f" for {seconds}s" if seconds is not None else " forever")
+
+
+def explain(node: Json, pods: list[Json], now: float) -> list[str]:
+    """The report, one line per pod after a header about the node."""
+    view = node_view(node)
+    ready = view.condition("Ready")
+    lines = [f"node {view.name}: Ready={ready.get('status') if ready else 'none'}; NoExecute taints: "
+             + (", ".join(taint_text(t) + (f" (added {t['timeAdded']})" if t.get("timeAdded") else
+                                           " (no timeAdded: counted from now)")
+                          for t in view.no_execute_taints) or "none")]
+    for pod in sorted((pod_view(p) for p in pods), key=lambda p: p.key):
+        if pod.node_name != view.name:
+            continue
+        if pod.terminating:
+            lines.append(f"  {pod.key}: already terminating")
+            continue
+        decision = decide_eviction(pod.tolerations, view.no_execute_taints, lambda _t: now, pod.created, now)
+        if decision.at is None:
+            if decision.reason == NO_TAINTS:
+                lines.append(f"  {pod.key}: not evicted (no NoExecute taints)")
+            else:
+                lines.append(f"  {pod.key}: not evicted (tolerates every NoExecute taint forever)")
+        elif decision.reason == UNTOLERATED:
+            lines.append(f"  {pod.key}: evicted now: taint {taint_text(decision.taint or {})} is not tolerated")
+        else:
+            assert decision.reason == EXPIRES
+            when = (f"in {describe_duration(decision.at - now)}" if decision.at > now
+                    else f"overdue by {describe_duration(now - decision.at)}: due now")
+            lines.append(f"  {pod.key}: evicted at {format_time(decision.at)} ({when}): taint "
+                         f"{taint_text(decision.taint or {})} counted from {format_time(decision.started or now)}, "
+                         f"toleration {toleration_text(decision.toleration or {})}")
+    if len(lines) == 1:
+        lines.append("  (no pods on this node)")
+    return lines
+
+
+def main(argv: list[str]) -> int:
+    parser = argparse.ArgumentParser(prog="python -m controller explain", description=__doc__.splitlines()[0])
+    parser.add_argument("--node", required=True)
+    parser.add_argument("--kubeconfig", default=None)
+    args = parser.parse_args(argv)
+
+    from kubernetes import client
+    from kubernetes.client.rest import ApiException
+
+    from controller.kube.client import ClientConfigError, make_api_client
+
+    try:
+        api = make_api_client(args.kubeconfig)
+    except ClientConfigError as error:
+        print(f"explain: error: {error}", file=sys.stderr)
+        return 2
+    core = client.CoreV1Api(api)
+    try:
+        node = json.loads(core.read_node(args.node, _preload_content=False, _request_timeout=(5, 30)).data)
+        pods = json.loads(core.list_pod_for_all_namespaces(field_selector=f"spec.nodeName={args.node}",
+                                                           _preload_content=False, _request_timeout=(5, 60)).data)
+    except ApiException as error:
+        reason = "no such node" if error.status == 404 else f"{error.status} {error.reason}"
+        print(f"explain: error: node {args.node}: {reason}", file=sys.stderr)
+        return 1
+    finally:
+        api.close()
+    print("\n".join(explain(node, pods.get("items") or [], time.time())))
+    return 0

@@ -1,0 +1,115 @@
+"""The writes the node lifecycle monitor makes: taints, node conditions, pod readiness.
+
+Every taint write reads the node fresh and patches the whole taint list together with that
+read's resourceVersion, so an edit made in between (by an operator, another controller) is
+never overwritten: the apiserver answers 409 and the write is redone on the new state
+(k8s #113136). NoExecute taints get `timeAdded`, which the eviction manager counts from.
+"""
+
+from __future__ import annotations
+
+import json
+import logging
+import random
+import time
+from collections.abc import Sequence
+from typing import Any
+
+from kubernetes import client
+from kubernetes.client.rest import ApiException
+
+from controller.objects import NodeView, PodView, format_time
+from shared.taints import NO_EXECUTE, taint_identity
+
+log = logging.getLogger("taintkeeper.nodelifecycle")
+
+REQUEST_TIMEOUT = (5, 15)
+STRATEGIC_MERGE = "application/strategic-merge-patch+json"
+CONFLICT_RETRIES = 5  # upstream UpdateTaintBackoff: 5 steps of 100 ms with jitter
+CONFLICT_BACKOFF = 0.1
+
+Taint = dict[str, Any]
+
+
+def updated_taints(current: Sequence[Taint], add: Sequence[Taint], remove: Sequence[Taint],
+                   now: float) -> list[Taint]:
+    """`current` without `remove` (by key+effect) plus `add` where missing; new NoExecute taints get timeAdded."""
+    removed = {taint_identity(t) for t in remove}
+    result = [dict(t) for t in current if taint_identity(t) not in removed]
+    present = {taint_identity(t) for t in result}
+    for taint in add:
+        if taint_identity(taint) in present:
+            continue
+        new = dict(taint)
+        if new.get("effect") == NO_EXECUTE:
+            new["timeAdded"] = format_time(now)
+        result.append(new)
+        present.add(taint_identity(taint))
+    return result
+
+
+class KubeNodeLifecycleApi:
+    def __init__(self, api_client: client.ApiClient, sleep=time.sleep) -> None:  # type: ignore[no-untyped-def]
+        self._core = client.CoreV1Api(api_client)
+        self._sleep = sleep
+
+    def swap_taints(self, node_name: str, add: Sequence[Taint], remove: Sequence[Taint]) -> bool:
+        for attempt in range(CONFLICT_RETRIES):
+            try:
+                node = json.loads(self._core.read_node(node_name, _preload_content=False,
+                                                       _request_timeout=REQUEST_TIMEOUT).data)
+                current = (node.get("spec") or {}).get("taints") or []
+                wanted = updated_taints(current, add, remove, time.time())
+                if [taint_identity(t) for t in wanted] == [taint_identity(t) for t in current]:
+                    return True
+                body = {"metadata": {"resourceVersion": node["metadata"]["resourceVersion"]},
+                        "spec": {"taints": wanted}}
+                self._core.patch_node(node_name, body, _content_type=STRATEGIC_MERGE, _preload_content=False,
+                                      _request_timeout=REQUEST_TIMEOUT)
+                log.info("updated taints", extra={"node": node_name,
+                                                   "added": [f"{t['key']}:{t['effect']}" for t in add],
+                                                   "removed": [f"{t['key']}:{t['effect']}" for t in remove]})
+                return True
+            except ApiException as error:
+                if error.status == 404:
+                    return True  # the node is gone: nothing to taint
+                if error.status == 409 and attempt + 1 < CONFLICT_RETRIES:
+                    self._sleep(CONFLICT_BACKOFF * (1 + random.random()))
+                    continue
+                log.warning("could not update taints of node %s: %s %s", node_name, error.status, error.reason)
+                return False
+            except Exception as error:
+                log.warning("could not update taints of node %s: %s", node_name, error)
+                return False
+        return False
+
+    def post_conditions(self, node: NodeView, conditions: Sequence[dict[str, Any]]) -> bool:
+        # Against the cached resourceVersion: if the kubelet posted since, our Unknown must not win.
+        body = {"metadata": {"resourceVersion": node.resource_version}, "status": {"conditions": list(conditions)}}
+        try:
+            self._core.patch_node_status(node.name, body, _content_type=STRATEGIC_MERGE, _preload_content=False,
+                                         _request_timeout=REQUEST_TIMEOUT)
+        except ApiException as error:
+            if error.status == 409:
+                log.info("node %s changed since it was read; its health is judged again next pass", node.name)
+            else:
+                log.warning("could not update status of node %s: %s %s", node.name, error.status, error.reason)
+            return False
+        except Exception as error:
+            log.warning("could not update status of node %s: %s", node.name, error)
+            return False
+        log.info("node conditions set to Unknown", extra={"node": node.name,
+                                                          "conditions": [c["type"] for c in conditions]})
+        return True
+
+    def mark_pod_not_ready(self, pod: PodView) -> None:
+        body = {"metadata": {"uid": pod.uid},
+                "status": {"conditions": [{"type": "Ready", "status": "False",
+                                           "lastTransitionTime": format_time(time.time())}]}}
+        try:
+            self._core.patch_namespaced_pod_status(pod.name, pod.namespace, body, _content_type=STRATEGIC_MERGE,
+                                                   _preload_content=False, _request_timeout=REQUEST_TIMEOUT)
+        except ApiException as error:
+            if error.status in (404, 409):
+                return  # gone, or replaced by another pod with the same name
+            raise

@@ -1,0 +1,124 @@
+"""Is a node still heartbeating? Upstream `tryUpdateNodeHealth`, pure, with `now` passed in.
+
+A node proves it is alive by renewing its Lease in kube-node-lease or by posting a new Ready
+heartbeat. Whenever either changes, this controller stamps the change with its OWN clock
+(`probe_timestamp`): kubelet timestamps are never compared with ours, so clock skew between
+machines cannot make a node look dead or alive. A node whose probe is older than the grace
+period (the startup grace while it has never posted a Ready condition) is stale: its Ready,
+MemoryPressure, DiskPressure and PIDPressure conditions are to be set to Unknown.
+"""
+
+from __future__ import annotations
+
+from dataclasses import dataclass, replace
+from typing import Any
+
+from controller.objects import NodeView, format_time, parse_time
+
+STALE_CONDITION_TYPES = ("Ready", "MemoryPressure", "DiskPressure", "PIDPressure")
+REASON_UNKNOWN = "NodeStatusUnknown"
+MESSAGE_UNKNOWN = "Kubelet stopped posting node status."
+REASON_NEVER_UPDATED = "NodeStatusNeverUpdated"
+MESSAGE_NEVER_UPDATED = "Kubelet never posted node status."
+
+
+@dataclass(frozen=True)
+class NodeHealth:
+    """What this controller last saw of a node, and when (by its own clock)."""
+
+    probe_timestamp: float
+    ready_transition_timestamp: float
+    ready: dict[str, Any] | None  # the Ready condition as last seen
+    lease_renew_time: float | None  # the Lease's renewTime as last seen (compared only with itself)
+
+
+@dataclass(frozen=True)
+class HealthVerdict:
+    grace_period: float
+    observed_ready: dict[str, Any]  # the Ready condition as the node reported it (fake Unknown if none)
+    current_ready: dict[str, Any]  # after marking stale conditions Unknown
+    conditions_to_post: list[dict[str, Any]]  # changed conditions to write through nodes/status; [] if none
+
+    @property
+    def stale(self) -> bool:
+        return bool(self.conditions_to_post)
+
+
+class HealthTracker:
+    """Per-node health bookkeeping across monitor passes (upstream's nodeHealthMap)."""
+
+    def __init__(self, grace_period: float, startup_grace_period: float) -> None:
+        self.grace_period = grace_period
+        self.startup_grace_period = startup_grace_period
+        self._health: dict[str, NodeHealth] = {}
+
+    def get(self, name: str) -> NodeHealth | None:
+        return self._health.get(name)
+
+    def forget(self, name: str) -> None:
+        self._health.pop(name, None)
+
+    def reset_all(self, now: float) -> None:
+        """Leaving full disruption: give every node a fresh grace period (upstream does the same)."""
+        for name, health in self._health.items():
+            self._health[name] = replace(health, probe_timestamp=now, ready_transition_timestamp=now)
+
+    def mark_posted(self, name: str, now: float) -> None:
+        """The Unknown conditions were written: the Ready transition happened now."""
+        health = self._health.get(name)
+        if health is not None:
+            self._health[name] = replace(health, ready_transition_timestamp=now)
+
+    def update(self, node: NodeView, lease_renew_time: str | None, now: float) -> HealthVerdict:
+        """Record what the node shows now and decide whether its conditions have gone stale."""
+        created = node.created if node.created is not None else now
+        saved = self._health.get(node.name)
+        current_ready = node.condition("Ready")
+        if current_ready is None:
+            # Never posted: judge it against the startup grace, counting from its creation.
+            observed_ready = {"type": "Ready", "status": "Unknown", "lastHeartbeatTime": format_time(created),
+                              "lastTransitionTime": format_time(created)}
+            grace = self.startup_grace_period
+            if saved is None:
+                saved = NodeHealth(created, created, None, None)
+            health = replace(saved, ready=None)
+        else:
+            observed_ready = current_ready
+            grace = self.grace_period
+            saved_ready = saved.ready if saved is not None else None
+            if saved is None or saved_ready is None:
+                # First sight (or the controller restarted with the node already there).
+                health = NodeHealth(now, now, current_ready, saved.lease_renew_time if saved else None)
+            elif saved_ready.get("lastHeartbeatTime") != current_ready.get("lastHeartbeatTime"):
+                transitioned = saved_ready.get("lastTransitionTime") != current_ready.get("lastTransitionTime")
+                health = NodeHealth(now, now if transitioned else saved.ready_transition_timestamp, current_ready,
+                                    saved.lease_renew_time)
+            else:
+                health = replace(saved, ready=current_ready)
+
+        # A renewed Lease is a heartbeat too (a kubelet that only renews its Lease is healthy).
+        renew = parse_time(lease_renew_time)
+        if renew is not None and (health.lease_renew_time is None or health.lease_renew_time < renew):
+            health = replace(health, probe_timestamp=now, lease_renew_time=renew)
+        self._health[node.name] = health
+
+        if now <= health.probe_timestamp + grace:
+            return HealthVerdict(grace, observed_ready, observed_ready, [])
+        to_post = self._unknown_conditions(node, created, now)
+        current = next((c for c in to_post if c["type"] == "Ready"), observed_ready)
+        return HealthVerdict(grace, observed_ready, current, to_post)
+
+    @staticmethod
+    def _unknown_conditions(node: NodeView, created: float, now: float) -> list[dict[str, Any]]:
+        """The conditions that must become Unknown (only those not Unknown already)."""
+        changed: list[dict[str, Any]] = []
+        for condition_type in STALE_CONDITION_TYPES:
+            condition = node.condition(condition_type)
+            if condition is None:
+                changed.append({"type": condition_type, "status": "Unknown", "reason": REASON_NEVER_UPDATED,
+                                "message": MESSAGE_NEVER_UPDATED, "lastHeartbeatTime": format_time(created),
+                                "lastTransitionTime": format_time(now)})
+            elif condition.get("status") != "Unknown":
+                changed.append({**condition, "status": "Unknown", "reason": REASON_UNKNOWN,
+                                "message": MESSAGE_UNKNOWN, "lastTransitionTime": format_time(now)})
+        return changed

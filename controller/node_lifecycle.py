@@ -1,0 +1,456 @@
+"""The node lifecycle monitor: notices dead nodes and taints them (upstream NodeLifecycleController).
+
+Two passes run on one loop thread, so the monitor's own state needs no lock:
+- `monitor_pass` (every --node-monitor-period): per node, decide health (controller/node_health.py),
+  post Unknown conditions for stale nodes, queue NoExecute tainting per zone, mark pods NotReady;
+  then compute zone states and set each zone's tainting rate (`handle_disruption`);
+- `tainting_pass` (every 100 ms): per zone, let the token bucket release queued nodes and write
+  their `not-ready` / `unreachable` NoExecute taint.
+NoSchedule condition taints are event-driven: `on_node_change` queues the node and
+`sync_no_schedule_taints` reconciles it on a work-queue worker.
+
+Deliberate differences from upstream:
+- A NoExecute taint is queued from the Ready status *after* this pass's Unknown update, not the
+  one before it, so a dead node is tainted one monitor period sooner.
+- A node first seen by this controller (a restart, a new leader) keeps NoExecute taints that its
+  Ready status still calls for; upstream strips them and re-adds them later, which resets their
+  timeAdded and so every pod's eviction clock.
+- Marking pods NotReady (k8s #77864) is spread out in a disrupted zone: in a zone whose state is
+  PartialDisruption or FullDisruption, at most 10 % of the zone's nodes (at least one) have their
+  pods marked per monitor pass, the rest on later passes; when every zone is fully disrupted,
+  none are marked (as with tainting, the controller is then more likely cut off than the cluster
+  dead). In a Normal zone pods are marked at once, as upstream.
+"""
+
+from __future__ import annotations
+
+import logging
+import math
+import threading
+import time
+from collections.abc import Sequence
+from dataclasses import dataclass
+from typing import Any, Protocol
+
+from controller import metrics
+from controller.clock import Clock, RealClock
+from controller.node_health import HealthTracker
+from controller.objects import LeaseView, NodeView, PodView
+from controller.rate_limited_queue import RateLimitedTimedQueue
+from controller.workqueue import ShutDown, WorkQueue
+from shared.taints import (
+    NO_EXECUTE,
+    NOT_READY,
+    UNREACHABLE,
+    desired_no_schedule_taints,
+    managed_no_schedule_taints,
+    taint_diff,
+)
+from shared.zones import (
+    ZoneState,
+    compute_zone_state,
+    eviction_rate,
+    excluded_from_disruption,
+    zone_health_percent,
+    zone_key,
+)
+
+log = logging.getLogger("taintkeeper.nodelifecycle")
+
+NOT_READY_NO_EXECUTE = {"key": NOT_READY, "effect": NO_EXECUTE}
+UNREACHABLE_NO_EXECUTE = {"key": UNREACHABLE, "effect": NO_EXECUTE}
+TAINTING_PERIOD = 0.1  # upstream NodeEvictionPeriod
+RETRY_WAIT = 0.05  # upstream: a node without a Ready condition is retried after 50 ms
+NOT_READY_SPREAD = 0.10  # share of a disrupted zone's nodes whose pods are marked NotReady per pass
+
+Taint = dict[str, Any]
+
+
+class NodeSource(Protocol):
+    def get(self, key: str) -> NodeView | None: ...
+
+    def list(self) -> list[NodeView]: ...
+
+
+class LeaseSource(Protocol):
+    def get(self, key: str) -> LeaseView | None: ...
+
+
+class PodSource(Protocol):
+    def by_index(self, node_name: str) -> list[PodView]: ...
+
+
+class NodeLifecycleApi(Protocol):
+    """The writes the monitor makes (controller/kube/node_api.py)."""
+
+    def swap_taints(self, node_name: str, add: Sequence[Taint], remove: Sequence[Taint]) -> bool:
+        """Add and remove taints in one write that carries the node's resourceVersion; False on failure."""
+
+    def post_conditions(self, node: NodeView, conditions: Sequence[dict[str, Any]]) -> bool:
+        """Write conditions through nodes/status against the cached resourceVersion; False on failure."""
+
+    def mark_pod_not_ready(self, pod: PodView) -> None:
+        """Set the pod's Ready condition False through pods/status; raise on failure."""
+
+
+class EventSink(Protocol):
+    def node_event(self, name: str, uid: str, reason: str, message: str, event_type: str = "Normal") -> None: ...
+
+    def pod_event(self, pod: PodView, reason: str, message: str, event_type: str = "Normal") -> None: ...
+
+
+@dataclass(frozen=True)
+class MonitorSettings:
+    """Upstream flag names and 1.32+ defaults (kube-controller-manager)."""
+
+    node_monitor_period: float = 5.0
+    node_monitor_grace_period: float = 50.0
+    node_startup_grace_period: float = 60.0
+    node_eviction_rate: float = 0.1
+    secondary_node_eviction_rate: float = 0.01
+    large_cluster_size_threshold: int = 50
+    unhealthy_zone_threshold: float = 0.55
+
+
+def has_taint(node: NodeView, template: Taint) -> bool:
+    return any(t.get("key") == template["key"] and t.get("effect") == template["effect"] for t in node.taints)
+
+
+def zone_label(zone: str) -> str:
+    """The zone key as a metric label: upstream's key has a NUL byte between region and zone."""
+    return zone.replace("\x00", "")
+
+
+class NodeLifecycleMonitor:
+    def __init__(self, nodes: NodeSource, leases: LeaseSource, pods: PodSource, api: NodeLifecycleApi,
+                 events: EventSink, settings: MonitorSettings, *, clock: Clock | None = None,
+                 no_schedule_queue: WorkQueue | None = None) -> None:
+        self._nodes = nodes
+        self._leases = leases
+        self._pods = pods
+        self._api = api
+        self._events = events
+        self.settings = settings
+        self._clock = clock or RealClock()
+        self.no_schedule_queue = no_schedule_queue or WorkQueue(self._clock)
+        self._active = False
+        self._reset()
+
+    def _reset(self) -> None:
+        """Forget everything: a new leader observes every node afresh (and gives it a full grace)."""
+        self.health = HealthTracker(self.settings.node_monitor_grace_period, self.settings.node_startup_grace_period)
+        self._known: dict[str, NodeView] = {}
+        self.zone_states: dict[str, ZoneState] = {}
+        self.zone_queues: dict[str, RateLimitedTimedQueue] = {}
+        self._pods_to_mark: set[str] = set()
+        self._all_fully_disrupted = False
+
+    # --- leadership -------------------------------------------------------------------------
+
+    @property
+    def active(self) -> bool:
+        return self._active
+
+    def activate(self) -> None:
+        self._reset()
+        self._active = True
+        for node in self._nodes.list():  # NoSchedule taints may have drifted while we were not leading
+            self.no_schedule_queue.add(node.name)
+        log.info("node lifecycle monitor active")
+
+    def deactivate(self) -> None:
+        self._active = False
+        log.info("node lifecycle monitor inactive")
+
+    # --- NoSchedule taints from conditions (event-driven) -----------------------------------------
+
+    def on_node_change(self, old: NodeView | None, new: NodeView | None) -> None:
+        if new is not None and self._active:
+            self.no_schedule_queue.add(new.name)
+
+    def sync_no_schedule_taints(self, name: str) -> bool:
+        """Make the node's managed NoSchedule taints match its conditions; True when done."""
+        node = self._nodes.get(name)
+        if node is None or not self._active:
+            return True
+        to_add, to_remove = taint_diff(managed_no_schedule_taints(node.taints),
+                                       desired_no_schedule_taints(node.conditions, node.unschedulable))
+        if not to_add and not to_remove:
+            return True
+        return self._api.swap_taints(name, to_add, to_remove)
+
+    def run_no_schedule_worker(self, stop: threading.Event) -> None:
+        while not stop.is_set():
+            try:
+                name = self.no_schedule_queue.get(timeout=1.0)
+            except ShutDown:
+                return
+            if name is None:
+                continue
+            try:
+                if self.sync_no_schedule_taints(name):
+                    self.no_schedule_queue.forget(name)
+                else:
+                    self.no_schedule_queue.add_rate_limited(name)
+            except Exception:
+                log.exception("NoSchedule tainting of node %s failed", name)
+                self.no_schedule_queue.add_rate_limited(name)
+            finally:
+                self.no_schedule_queue.done(name)
+
+    # --- the monitor pass ------------------------------------------------------------------------
+
+    def monitor_pass(self) -> None:
+        """One upstream monitorNodeHealth: health, conditions, tainting queues, pods, zone states."""
+        if not self._active:
+            return
+        pass_started = time.perf_counter()
+        now = self._clock.now()
+        nodes = self._nodes.list()
+        current = {node.name: node for node in nodes}
+        registered = {node.name for node in nodes if node.name not in self._known}
+        for node in nodes:
+            if node.name in registered:
+                self._register(node, now)
+        for name in [name for name in self._known if name not in current]:
+            gone = self._known.pop(name)
+            self.health.forget(name)
+            self._pods_to_mark.discard(name)
+            self._events.node_event(name, gone.uid, "RemovingNode", f"Node {name} event: Removing Node {name} from "
+                                                                   "Controller")
+        zone_statuses: dict[str, list[str | None]] = {}
+        zone_sizes: dict[str, int] = {}
+        for node in nodes:
+            started = time.perf_counter()
+            self._monitor_node(node, now, zone_statuses, zone_sizes, node.name in registered)
+            metrics.UPDATE_NODE_HEALTH_DURATION.observe(time.perf_counter() - started)
+        self.handle_disruption(zone_statuses, now)
+        self._mark_pods_not_ready(zone_sizes)  # after the zone states: a zone going down now is spread already
+        metrics.UPDATE_ALL_NODES_HEALTH_DURATION.observe(time.perf_counter() - pass_started)
+
+    def _register(self, node: NodeView, now: float) -> None:
+        self._known[node.name] = node
+        self._events.node_event(node.name, node.uid, "RegisteredNode",
+                                f"Node {node.name} event: Registered Node {node.name} in Controller")
+        zone = zone_key(node.label_map)
+        if zone not in self.zone_queues:
+            self.zone_states[zone] = ZoneState.INITIAL
+            self.zone_queues[zone] = RateLimitedTimedQueue(self.settings.node_eviction_rate, now)
+            metrics.ZONE_EVICTIONS.labels(zone_label(zone)).inc(0)
+
+    def _monitor_node(self, node: NodeView, now: float, zone_statuses: dict[str, list[str | None]],
+                      zone_sizes: dict[str, int], first_sight: bool) -> None:
+        lease = self._leases.get(node.name)
+        verdict = self.health.update(node, lease.renew_time if lease else None, now)
+        if verdict.conditions_to_post:
+            if not self._api.post_conditions(node, verdict.conditions_to_post):
+                return  # retried on the next pass, with the node as it is then
+            if verdict.current_ready.get("status") != verdict.observed_ready.get("status"):
+                self.health.mark_posted(node.name, now)
+        self._known[node.name] = node
+        labels = node.label_map
+        zone = zone_key(labels)
+        zone_sizes[zone] = zone_sizes.get(zone, 0) + 1
+        # No Ready condition and not yet stale: a node still within its startup grace. It counts as
+        # not ready for its zone (as upstream) but nothing is done to it yet.
+        has_ready = node.condition("Ready") is not None or verdict.stale
+        status = verdict.current_ready.get("status") if has_ready else None
+        if not excluded_from_disruption(labels):
+            zone_statuses.setdefault(zone, []).append(status)
+        if status is None:
+            return
+        self._process_taint_based_eviction(node, status, zone, now)
+        if status == "True":
+            self._pods_to_mark.discard(node.name)
+        elif verdict.observed_ready.get("status") == "True":
+            self._events.node_event(node.name, node.uid, "NodeNotReady",
+                                    f"Node {node.name} status is now: NodeNotReady")
+            self._pods_to_mark.add(node.name)
+        elif first_sight:
+            self._pods_to_mark.add(node.name)  # already not ready when this controller first saw it
+
+    def _process_taint_based_eviction(self, node: NodeView, status: str | None, zone: str, now: float) -> None:
+        queue = self.zone_queues[zone]
+        if status == "False":
+            if has_taint(node, UNREACHABLE_NO_EXECUTE):  # swap at once, never leave the node without either
+                if not self._api.swap_taints(node.name, [NOT_READY_NO_EXECUTE], [UNREACHABLE_NO_EXECUTE]):
+                    log.warning("could not swap unreachable for not-ready on node %s; next pass", node.name)
+            else:
+                self._mark_for_tainting(queue, node, NOT_READY_NO_EXECUTE, now)
+        elif status == "Unknown":
+            if has_taint(node, NOT_READY_NO_EXECUTE):
+                if not self._api.swap_taints(node.name, [UNREACHABLE_NO_EXECUTE], [NOT_READY_NO_EXECUTE]):
+                    log.warning("could not swap not-ready for unreachable on node %s; next pass", node.name)
+            else:
+                self._mark_for_tainting(queue, node, UNREACHABLE_NO_EXECUTE, now)
+        elif status == "True":
+            self._mark_reachable(node, queue)
+
+    @staticmethod
+    def _mark_for_tainting(queue: RateLimitedTimedQueue, node: NodeView, taint: Taint, now: float) -> None:
+        if has_taint(node, taint):
+            return  # already tainted (e.g. before this controller started): keep its timeAdded
+        queue.remove(node.name)  # a name stays in the queue's set after processing; let it back in
+        queue.add(node.name, node.uid, now)
+
+    def _mark_reachable(self, node: NodeView, queue: RateLimitedTimedQueue | None) -> None:
+        present = [t for t in (NOT_READY_NO_EXECUTE, UNREACHABLE_NO_EXECUTE) if has_taint(node, t)]
+        if present and not self._api.swap_taints(node.name, [], present):
+            log.warning("could not remove NoExecute taints from node %s; next pass", node.name)
+        if queue is not None:
+            queue.remove(node.name)
+
+    def _mark_pods_not_ready(self, zone_sizes: dict[str, int]) -> None:
+        if self._all_fully_disrupted:
+            return
+        budget: dict[str, int] = {}
+        for name in sorted(self._pods_to_mark):
+            node = self._known.get(name)
+            if node is None:
+                self._pods_to_mark.discard(name)
+                continue
+            zone = zone_key(node.label_map)
+            if self.zone_states.get(zone) in (ZoneState.PARTIAL_DISRUPTION, ZoneState.FULL_DISRUPTION):
+                allowed = budget.setdefault(zone, max(1, math.ceil(NOT_READY_SPREAD * zone_sizes.get(zone, 1))))
+                if allowed <= 0:
+                    continue
+                budget[zone] = allowed - 1
+            if self._mark_node_pods_not_ready(node):
+                self._pods_to_mark.discard(name)
+
+    def _mark_node_pods_not_ready(self, node: NodeView) -> bool:
+        """Upstream MarkPodsNotReady; True when every pod on the node is marked (else retried next pass)."""
+        done = True
+        for pod in self._pods.by_index(node.name):
+            if pod.node_name != node.name or pod.ready in (None, "False"):
+                continue
+            try:
+                self._api.mark_pod_not_ready(pod)
+            except Exception as error:
+                log.warning("could not mark pod %s NotReady: %s", pod.key, error)
+                done = False
+                continue
+            self._events.pod_event(pod, "NodeNotReady", "Node is not ready", "Warning")
+        return done
+
+    # --- zones ---------------------------------------------------------------------------------
+
+    def handle_disruption(self, zone_statuses: dict[str, list[str | None]], now: float) -> None:
+        """Upstream handleDisruption: zone states, their tainting rates, and the all-zones brake."""
+        settings = self.settings
+        new_states: dict[str, ZoneState] = {}
+        all_are_fully = True
+        for zone, statuses in zone_statuses.items():
+            ready, not_ready, state = compute_zone_state(statuses, settings.unhealthy_zone_threshold)
+            label = zone_label(zone)
+            metrics.ZONE_HEALTH.labels(label).set(zone_health_percent(ready, not_ready))
+            metrics.ZONE_SIZE.labels(label).set(ready + not_ready)
+            metrics.UNHEALTHY_NODES.labels(label).set(not_ready)
+            new_states[zone] = state
+            if state != ZoneState.FULL_DISRUPTION:
+                all_are_fully = False
+        all_was_fully = True
+        for zone in list(self.zone_states):
+            if zone not in zone_statuses:
+                label = zone_label(zone)
+                metrics.ZONE_SIZE.labels(label).set(0)
+                metrics.ZONE_HEALTH.labels(label).set(100)
+                metrics.UNHEALTHY_NODES.labels(label).set(0)
+                del self.zone_states[zone]
+                continue
+            if self.zone_states[zone] != ZoneState.FULL_DISRUPTION:
+                all_was_fully = False
+        if not zone_statuses:
+            all_are_fully = False
+        if not self.zone_states:
+            all_was_fully = False
+
+        if all_are_fully and not all_was_fully:
+            log.warning("every zone is fully disrupted: entering master disruption mode; no NoExecute tainting "
+                        "and no NoExecute not-ready/unreachable taints until a zone recovers")
+            self._all_fully_disrupted = True
+            for node in self._known.values():
+                self._mark_reachable(node, None)
+            for zone, queue in self.zone_queues.items():
+                queue.swap_limiter(0, now)
+                self.zone_states[zone] = ZoneState.FULL_DISRUPTION
+            return
+        if all_was_fully and not all_are_fully:
+            log.warning("a zone recovered: leaving master disruption mode; every node gets a fresh grace period")
+            self._all_fully_disrupted = False
+            self.health.reset_all(now)
+            for zone, state in new_states.items():
+                self._set_zone_rate(zone, state, len(zone_statuses[zone]), now)
+                self.zone_states[zone] = state
+            return
+        if self._all_fully_disrupted:
+            return
+        for zone, state in new_states.items():
+            if self.zone_states.get(zone) != state:
+                log.info("zone %r is now in state %s", zone_label(zone), state.value)
+                self._set_zone_rate(zone, state, len(zone_statuses[zone]), now)
+                self.zone_states[zone] = state
+
+    def _set_zone_rate(self, zone: str, state: ZoneState, size: int, now: float) -> None:
+        queue = self.zone_queues.get(zone)
+        if queue is None:
+            return
+        settings = self.settings
+        queue.swap_limiter(eviction_rate(state, size, eviction_rate=settings.node_eviction_rate,
+                                         secondary_eviction_rate=settings.secondary_node_eviction_rate,
+                                         large_cluster_threshold=settings.large_cluster_size_threshold), now)
+
+    # --- the NoExecute tainting pass ---------------------------------------------------------------
+
+    def tainting_pass(self) -> None:
+        """Upstream doNoExecuteTaintingPass: per zone, write the taints the token bucket lets through."""
+        if not self._active:
+            return
+        now = self._clock.now()
+        for zone in sorted(self.zone_queues):
+            self.zone_queues[zone].try_process(lambda name, _uid, zone=zone: self._taint_queued_node(name, zone),
+                                               now)
+
+    def _taint_queued_node(self, name: str, zone: str) -> tuple[bool, float]:
+        node = self._nodes.get(name)
+        if node is None:
+            return True, 0.0
+        ready = node.condition("Ready")
+        if ready is None:
+            return False, RETRY_WAIT
+        status = ready.get("status")
+        if status == "False":
+            add, remove = NOT_READY_NO_EXECUTE, UNREACHABLE_NO_EXECUTE
+        elif status == "Unknown":
+            add, remove = UNREACHABLE_NO_EXECUTE, NOT_READY_NO_EXECUTE
+        else:
+            return True, 0.0  # ready again: nothing to taint
+        done = self._api.swap_taints(name, [add], [remove])
+        if done:
+            metrics.ZONE_EVICTIONS.labels(zone_label(zone)).inc()
+            log.info("tainted node", extra={"node": name, "taint": f"{add['key']}:NoExecute"})
+        return done, 0.0
+
+    # --- running -------------------------------------------------------------------------------------
+
+    def run(self, stop: threading.Event) -> None:
+        """The one loop: a tainting pass every 100 ms, a monitor pass every --node-monitor-period."""
+        next_monitor = 0.0
+        while not stop.is_set():
+            try:
+                if time.monotonic() >= next_monitor:
+                    next_monitor = time.monotonic() + self.settings.node_monitor_period
+                    self.monitor_pass()
+                self.tainting_pass()
+            except Exception:  # a bug must not stop node monitoring
+                log.exception("node lifecycle pass failed")
+            stop.wait(TAINTING_PERIOD)
+
+    def start(self, stop: threading.Event, no_schedule_workers: int = 4) -> list[threading.Thread]:
+        threads = [threading.Thread(target=self.run, args=(stop,), name="node-lifecycle", daemon=True)]
+        threads += [threading.Thread(target=self.run_no_schedule_worker, args=(stop,), name=f"no-schedule-{i}",
+                                     daemon=True) for i in range(no_schedule_workers)]
+        for thread in threads:
+            thread.start()
+        return threads
+

@@ -1,0 +1,420 @@
+"""controller.node_lifecycle on a fake clock, with in-memory stores and a recording API edge that
+applies the writes to the nodes and pods the monitor reads (as the informers would deliver them).
+
+Upstream NodeLifecycleController scenarios: NoExecute tainting (incl. enqueue-twice and swap),
+tainting by condition, MarkPodsNotReady with retry, zone states and rates, exclude-disruption,
+master disruption mode, events; plus taintkeeper's differences.
+"""
+
+from __future__ import annotations
+
+from dataclasses import replace
+
+import pytest
+
+from controller.clock import FakeClock
+from controller.node_lifecycle import MonitorSettings, NodeLifecycleMonitor
+from controller.objects import LeaseView, NodeView, PodView, format_time
+from shared.zones import ZoneState, zone_key
+
+START = 1_800_000_000.0
+NR = "node.kubernetes.io/not-ready"
+UR = "node.kubernetes.io/unreachable"
+
+
+def zone_of(name: str) -> str:
+    """The zone key of a node labelled with zone `name` and no region (upstream's key format)."""
+    return zone_key({"topology.kubernetes.io/zone": name}) if name else ""
+
+
+SETTINGS = MonitorSettings(node_monitor_period=5, node_monitor_grace_period=50, node_startup_grace_period=60,
+                           node_eviction_rate=100000, secondary_node_eviction_rate=100000,
+                           large_cluster_size_threshold=20, unhealthy_zone_threshold=0.55)
+
+
+class World:
+    """The cluster as the monitor's informers see it; the API edge writes into it."""
+
+    def __init__(self, settings: MonitorSettings = SETTINGS) -> None:
+        self.clock = FakeClock(START)
+        self.nodes: dict[str, NodeView] = {}
+        self.leases: dict[str, LeaseView] = {}
+        self.pods: dict[str, PodView] = {}
+        self.writes: list[tuple] = []
+        self.events: list[tuple] = []
+        self.fail_pod_updates = 0
+        self.fail_taint_writes = False
+        self.version = 0
+        self.monitor = NodeLifecycleMonitor(self, self.LeaseStore(self), self.PodStore(self), self, self, settings,
+                                            clock=self.clock)
+        self.monitor.activate()
+
+    # -- stores ------------------------------------------------------------------------------------
+    def get(self, key: str) -> NodeView | None:
+        return self.nodes.get(key)
+
+    def list(self) -> list[NodeView]:
+        return list(self.nodes.values())
+
+    class LeaseStore:
+        def __init__(self, world: World) -> None:
+            self.world = world
+
+        def get(self, key: str) -> LeaseView | None:
+            return self.world.leases.get(key)
+
+    class PodStore:
+        def __init__(self, world: World) -> None:
+            self.world = world
+
+        def by_index(self, node_name: str) -> list[PodView]:
+            return [p for p in self.world.pods.values() if p.node_name == node_name]
+
+    # -- the API edge --------------------------------------------------------------------------------
+    def swap_taints(self, node_name, add, remove) -> bool:
+        if self.fail_taint_writes:
+            return False
+        node = self.nodes[node_name]
+        gone = {(t["key"], t["effect"]) for t in remove}
+        taints = [t for t in node.taints if (t["key"], t["effect"]) not in gone]
+        for t in add:
+            if (t["key"], t["effect"]) not in {(x["key"], x["effect"]) for x in taints}:
+                taints.append({**t, "timeAdded": format_time(self.clock.now())} if t["effect"] == "NoExecute"
+                              else dict(t))
+        self._put_node(replace(node, taints=tuple(taints),
+                               no_execute_taints=tuple(t for t in taints if t["effect"] == "NoExecute")))
+        self.writes.append(("taints", node_name, tuple(sorted(f"{t['key']}:{t['effect']}" for t in add)),
+                            tuple(sorted(f"{t['key']}:{t['effect']}" for t in remove))))
+        return True
+
+    def post_conditions(self, node, conditions) -> bool:
+        current = self.nodes[node.name]
+        if current.resource_version != node.resource_version:
+            return False
+        by_type = {c["type"]: c for c in current.conditions}
+        by_type.update({c["type"]: c for c in conditions})
+        self._put_node(replace(current, conditions=tuple(by_type.values())))
+        self.writes.append(("status", node.name, tuple(c["type"] for c in conditions)))
+        return True
+
+    def mark_pod_not_ready(self, pod) -> None:
+        if self.fail_pod_updates > 0:
+            self.fail_pod_updates -= 1
+            raise RuntimeError("pods/status is forbidden")
+        self.pods[pod.key] = replace(pod, ready="False")
+        self.writes.append(("pod-not-ready", pod.key))
+
+    def node_event(self, name, uid, reason, message, event_type="Normal") -> None:
+        self.events.append((name, uid, reason, message, event_type))
+
+    def pod_event(self, pod, reason, message, event_type="Normal") -> None:
+        self.events.append((pod.key, pod.uid, reason, message, event_type))
+
+    # -- the kubelets --------------------------------------------------------------------------------
+    def _put_node(self, node: NodeView) -> None:
+        self.version += 1
+        self.nodes[node.name] = replace(node, resource_version=str(self.version))
+
+    def add_node(self, name: str, zone: str = "z1", ready: str | None = "True", labels: tuple = (),
+                 created: float | None = None, taints: tuple = ()) -> None:
+        conditions = ()
+        if ready is not None:
+            conditions = ({"type": "Ready", "status": ready, "lastHeartbeatTime": format_time(self.clock.now()),
+                           "lastTransitionTime": format_time(START - 3600)},)
+        self._put_node(NodeView(name, f"uid-{name}", tuple(t for t in taints if t["effect"] == "NoExecute"),
+                                taints=tuple(taints),
+                                labels=(("topology.kubernetes.io/zone", zone), *labels), conditions=conditions,
+                                created=START - 3600 if created is None else created))
+        self.heartbeat(name)
+
+    def heartbeat(self, name: str) -> None:
+        self.leases[name] = LeaseView(name, format_time(self.clock.now()).replace("Z", ".000000Z"))
+
+    def set_ready(self, name: str, status: str) -> None:
+        node = self.nodes[name]
+        conditions = tuple({**c, "status": status, "lastHeartbeatTime": format_time(self.clock.now()),
+                            "lastTransitionTime": format_time(self.clock.now())} if c["type"] == "Ready" else c
+                           for c in node.conditions)
+        self._put_node(replace(node, conditions=conditions))
+        self.heartbeat(name)
+
+    def set_condition(self, name: str, condition_type: str, status: str) -> None:
+        node = self.nodes[name]
+        others = tuple(c for c in node.conditions if c["type"] != condition_type)
+        self._put_node(replace(node, conditions=(*others, {"type": condition_type, "status": status})))
+
+    def add_pod(self, name: str, node: str) -> None:
+        self.pods[f"default/{name}"] = PodView("default", name, f"uid-{name}", node, (), START - 100, False, "True")
+
+    # -- running ---------------------------------------------------------------------------------------
+    def run_for(self, seconds: float, alive: tuple[str, ...] = (), step: float = 1.0) -> None:
+        """Advance time; `alive` nodes keep renewing their leases; a monitor pass every period."""
+        end = self.clock.now() + seconds
+        next_pass = self.clock.now()
+        while self.clock.now() < end:
+            for name in alive:
+                self.heartbeat(name)
+            if self.clock.now() >= next_pass:
+                self.monitor.monitor_pass()
+                next_pass = self.clock.now() + self.monitor.settings.node_monitor_period
+            self.monitor.tainting_pass()
+            self.clock.advance(step)
+
+    def no_execute(self, name: str) -> list[str]:
+        return sorted(t["key"] for t in self.nodes[name].taints if t["effect"] == "NoExecute")
+
+    def ready_of(self, name: str) -> str:
+        return next(c["status"] for c in self.nodes[name].conditions if c["type"] == "Ready")
+
+
+@pytest.fixture
+def world() -> World:
+    return World()
+
+
+def test_a_node_that_stops_heartbeating_goes_unknown_tainted_and_its_pods_not_ready(world):
+    for name in ("dead", "alive1", "alive2"):
+        world.add_node(name)
+    world.add_pod("p", "dead")
+    world.run_for(40, alive=("dead", "alive1", "alive2"))
+    assert world.no_execute("dead") == []
+    world.run_for(60, alive=("alive1", "alive2"))
+    assert world.ready_of("dead") == "Unknown"
+    assert world.no_execute("dead") == [UR]
+    assert world.pods["default/p"].ready == "False"
+    assert ("dead", "uid-dead", "NodeNotReady", "Node dead status is now: NodeNotReady", "Normal") in world.events
+    assert ("default/p", "uid-p", "NodeNotReady", "Node is not ready", "Warning") in world.events
+    taint = next(t for t in world.nodes["dead"].taints if t["key"] == UR)
+    assert taint["timeAdded"]
+    assert world.no_execute("alive1") == []
+
+
+def test_no_execute_taints_follow_ready_and_are_removed_when_it_returns(world):  # TestApplyNoExecuteTaints
+    world.add_node("unknown-node")
+    world.add_node("false-node")
+    world.add_node("healthy")  # keeps the zone out of full disruption
+    world.run_for(10, alive=("unknown-node", "false-node", "healthy"))
+    world.set_ready("false-node", "False")
+    world.run_for(60, alive=("false-node", "healthy"))
+    assert world.no_execute("unknown-node") == [UR]
+    assert world.no_execute("false-node") == [NR]
+    world.set_ready("unknown-node", "True")
+    world.set_ready("false-node", "True")
+    world.run_for(10, alive=("unknown-node", "false-node", "healthy"))
+    assert world.no_execute("unknown-node") == []
+    assert world.no_execute("false-node") == []
+
+
+def test_unknown_to_false_swaps_the_taint_at_once(world):  # TestSwapUnreachableNotReadyTaints
+    for name in ("n", "h1", "h2"):
+        world.add_node(name)
+    world.run_for(70, alive=("h1", "h2"))
+    assert world.no_execute("n") == [UR]
+    world.set_ready("n", "False")
+    world.monitor.monitor_pass()  # no tainting pass, no rate limiter: swapped within the monitor pass
+    assert world.no_execute("n") == [NR]
+
+
+def test_a_node_enqueued_twice_or_ready_in_between_does_not_block_others(world):
+    for name in ("a", "b", "healthy"):
+        world.add_node(name)
+    world.run_for(70, alive=("healthy",))
+    assert world.no_execute("a") == [UR] and world.no_execute("b") == [UR]
+    world.set_ready("a", "True")
+    world.run_for(10, alive=("a", "healthy"))
+    assert world.no_execute("a") == []
+    world.run_for(70, alive=("healthy",))  # a dies again: it can be queued again after its earlier taint
+    assert world.no_execute("a") == [UR]
+    assert world.no_execute("b") == [UR]
+
+
+CONDITION_CASES = [  # TestTaintsNodeByCondition / TestTaintNodeByCondition
+    ("network unavailable", [("NetworkUnavailable", "True")], False, ["node.kubernetes.io/network-unavailable"]),
+    ("memory pressure", [("MemoryPressure", "True")], False, ["node.kubernetes.io/memory-pressure"]),
+    ("disk pressure", [("DiskPressure", "True")], False, ["node.kubernetes.io/disk-pressure"]),
+    ("pid pressure", [("PIDPressure", "True")], False, ["node.kubernetes.io/pid-pressure"]),
+    ("ready false", [("Ready", "False")], False, [NR]),
+    ("ready unknown", [("Ready", "Unknown")], False, [UR]),
+    ("cordoned", [], True, ["node.kubernetes.io/unschedulable"]),
+    ("several at once", [("PIDPressure", "True"), ("MemoryPressure", "True"), ("DiskPressure", "True")], False,
+     ["node.kubernetes.io/disk-pressure", "node.kubernetes.io/memory-pressure", "node.kubernetes.io/pid-pressure"]),
+]
+
+
+@pytest.mark.parametrize(("conditions", "cordoned", "keys"), [c[1:] for c in CONDITION_CASES],
+                         ids=[c[0] for c in CONDITION_CASES])
+def test_no_schedule_taints_follow_conditions_and_leave_foreign_taints_alone(world, conditions, cordoned, keys):
+    foreign = {"key": "example.com/gpu", "effect": "NoSchedule"}
+    world.add_node("n", taints=(foreign, {"key": "node.kubernetes.io/memory-pressure", "effect": "NoExecute"}))
+    for condition_type, status in conditions:
+        world.set_condition("n", condition_type, status)
+    if cordoned:
+        world.nodes["n"] = replace(world.nodes["n"], unschedulable=True)
+    assert world.monitor.sync_no_schedule_taints("n")
+    no_schedule = sorted(t["key"] for t in world.nodes["n"].taints if t["effect"] == "NoSchedule")
+    assert no_schedule == sorted([*keys, "example.com/gpu"])
+    assert {"key": "node.kubernetes.io/memory-pressure", "effect": "NoExecute"} in world.nodes["n"].taints
+    for condition_type, _ in conditions:  # the condition clears: its taint goes, the foreign one stays
+        world.set_condition("n", condition_type, "True" if condition_type == "Ready" else "False")
+    world.nodes["n"] = replace(world.nodes["n"], unschedulable=False)
+    assert world.monitor.sync_no_schedule_taints("n")
+    assert [t["key"] for t in world.nodes["n"].taints if t["effect"] == "NoSchedule"] == ["example.com/gpu"]
+
+
+def test_mark_pods_not_ready_is_retried_on_the_next_pass_after_a_failure(world):
+    for name in ("dead", "h1", "h2"):
+        world.add_node(name)
+    world.add_pod("p1", "dead")
+    world.add_pod("p2", "dead")
+    world.fail_pod_updates = 1
+    world.run_for(61, alive=("h1", "h2"))  # stale at the 55 s pass, retried at the 60 s pass
+    assert {p.ready for p in world.pods.values()} == {"False"}
+    attempts = [w for w in world.writes if w[0] == "pod-not-ready"]
+    assert len(attempts) == 2  # the failed one was retried once, the successful one not repeated
+
+
+def test_a_successful_mark_is_not_retried(world):
+    for name in ("dead", "h1", "h2"):
+        world.add_node(name)
+    world.add_pod("p", "dead")
+    world.run_for(120, alive=("h1", "h2"))
+    assert [w for w in world.writes if w[0] == "pod-not-ready"] == [("pod-not-ready", "default/p")]
+
+
+def test_registered_node_event_once_per_node_with_its_uid(world):  # TestNodeEventGeneration
+    world.add_node("n1")
+    world.run_for(20, alive=("n1",))
+    registered = [e for e in world.events if e[2] == "RegisteredNode"]
+    assert registered == [("n1", "uid-n1", "RegisteredNode", "Node n1 event: Registered Node n1 in Controller",
+                           "Normal")]
+
+
+def test_a_deleted_node_is_announced_and_forgotten(world):
+    world.add_node("n1")
+    world.add_node("n2")
+    world.run_for(6, alive=("n1", "n2"))
+    del world.nodes["n2"]
+    world.run_for(6, alive=("n1",))
+    assert ("n2", "uid-n2", "RemovingNode", "Node n2 event: Removing Node n2 from Controller", "Normal") in world.events
+
+
+ZONE_CASES = [  # TestMonitorNodeHealth, from initial states to after an hour
+    ("no labels: zone '' is Normal", {"": ["True"]}, {"": ZoneState.NORMAL}),
+    ("partial: 3 of 5 not ready", {"z1": ["True", "True", "Unknown", "Unknown", "Unknown"]},
+     {"z1": ZoneState.PARTIAL_DISRUPTION}),
+    ("full: the last healthy node failed", {"z1": ["Unknown", "Unknown"], "z2": ["True"]},
+     {"z1": ZoneState.FULL_DISRUPTION, "z2": ZoneState.NORMAL}),
+    ("a zone with two not ready of three is Normal (fewer than 3 not ready)", {"z1": ["True", "False", "Unknown"]},
+     {"z1": ZoneState.NORMAL}),
+]
+
+
+@pytest.mark.parametrize(("zones", "states"), [c[1:] for c in ZONE_CASES], ids=[c[0] for c in ZONE_CASES])
+def test_zone_states(zones, states):
+    world = World()
+    for zone, statuses in zones.items():
+        for i, status in enumerate(statuses):
+            world.add_node(f"{zone or 'none'}-{i}", zone=zone, ready="True" if status == "True" else "False")
+            if status == "Unknown":
+                world.set_ready(f"{zone or 'none'}-{i}", "Unknown")
+    world.monitor.monitor_pass()
+    assert world.monitor.zone_states == {zone_of(name): state for name, state in states.items()}
+
+
+def test_an_excluded_healthy_node_does_not_keep_its_zone_out_of_full_disruption():
+    world = World()
+    world.add_node("excluded", zone="z1", labels=(("node.kubernetes.io/exclude-disruption", ""),))
+    world.add_node("dead", zone="z1", ready="False")
+    world.add_node("other", zone="z2")
+    world.monitor.monitor_pass()
+    assert world.monitor.zone_states[zone_of("z1")] == ZoneState.FULL_DISRUPTION
+
+
+def test_in_a_normal_zone_nodes_are_tainted_at_the_eviction_rate():
+    world = World(replace(SETTINGS, node_eviction_rate=0.1))
+    names = [f"n{i}" for i in range(10)]
+    for name in names:
+        world.add_node(name)
+    world.run_for(10, alive=tuple(names))
+    world.run_for(56, alive=tuple(names[3:]))  # 3 of 10 die (stale at the 65 s pass); 30 % < 55 %: Normal
+    first = [w for w in world.writes if w[0] == "taints" and w[2]]
+    assert len(first) == 1
+    world.run_for(25, alive=tuple(names[3:]))
+    assert len([w for w in world.writes if w[0] == "taints" and w[2]]) == 3  # one every 10 s
+
+
+def test_a_small_partially_disrupted_zone_is_not_tainted_and_a_large_one_at_the_secondary_rate():
+    settings = replace(SETTINGS, node_eviction_rate=1, secondary_node_eviction_rate=0.1,
+                       large_cluster_size_threshold=5)
+    for size, tainted in ((5, 0), (10, 1)):
+        world = World(settings)
+        names = [f"n{i}" for i in range(size)]
+        for name in names:
+            world.add_node(name)
+        world.add_node("elsewhere", zone="z2")
+        world.run_for(10, alive=(*names, "elsewhere"))
+        dead = max(3, int(0.6 * size))
+        world.run_for(59, alive=(*names[dead:], "elsewhere"))
+        assert world.monitor.zone_states[zone_of("z1")] == ZoneState.PARTIAL_DISRUPTION
+        world.run_for(5, alive=(*names[dead:], "elsewhere"))
+        assert sum(1 for n in names if world.no_execute(n)) == tainted
+
+
+def test_when_every_zone_is_fully_disrupted_no_node_keeps_a_no_execute_taint():
+    world = World()
+    for zone in ("z1", "z2"):
+        for i in range(2):
+            world.add_node(f"{zone}-{i}", zone=zone)
+    world.run_for(10, alive=tuple(world.nodes))
+    world.run_for(40, alive=("z2-0", "z2-1"))
+    world.run_for(30, alive=("z2-0", "z2-1"))
+    assert world.no_execute("z1-0") == [UR]  # one zone down, the other up: tainted
+    world.run_for(120)  # everything stops heartbeating
+    assert all(world.no_execute(name) == [] for name in world.nodes)
+    assert set(world.monitor.zone_states.values()) == {ZoneState.FULL_DISRUPTION}
+    world.set_ready("z2-0", "True")  # a kubelet comes back and posts Ready
+    world.run_for(30, alive=("z2-0",))
+    assert world.monitor.zone_states[zone_of("z2")] != ZoneState.FULL_DISRUPTION
+
+
+def test_a_new_leader_keeps_a_no_execute_taint_its_node_still_calls_for():
+    world = World()
+    taint = {"key": UR, "effect": "NoExecute", "timeAdded": format_time(START - 30)}
+    world.add_node("dead", taints=(taint,))
+    world.set_ready("dead", "Unknown")
+    world.add_node("h1")
+    world.add_node("h2")
+    world.run_for(20, alive=("h1", "h2"))
+    assert [t for t in world.nodes["dead"].taints if t["key"] == UR] == [taint]  # timeAdded untouched
+    assert not [w for w in world.writes if w[0] == "taints"]
+
+
+def test_pods_of_a_disrupted_zone_are_marked_not_ready_a_tenth_of_the_zone_per_pass():
+    world = World()
+    names = [f"n{i}" for i in range(20)]
+    for name in names:
+        world.add_node(name)
+        world.add_pod(f"p-{name}", name)
+    world.add_node("other", zone="z2")
+    world.run_for(10, alive=(*names, "other"))
+    world.run_for(56, alive=(*names[12:], "other"))  # 12 of 20 die at the 65 s pass: PartialDisruption (60 %)
+    marked_after_first = sum(1 for p in world.pods.values() if p.ready == "False")
+    assert world.monitor.zone_states[zone_of("z1")] == ZoneState.PARTIAL_DISRUPTION
+    assert marked_after_first == 2  # 10 % of 20 on the very pass the zone went down
+    world.run_for(5, alive=(*names[12:], "other"))
+    marked = sum(1 for p in world.pods.values() if p.ready == "False")
+    assert marked - marked_after_first == 2  # 10 % of 20 per pass
+    world.run_for(30, alive=(*names[12:], "other"))
+    assert sum(1 for p in world.pods.values() if p.ready == "False") == 12
+
+
+def test_a_failed_status_write_is_retried_next_pass_against_the_fresh_node(world):
+    for name in ("dead", "h1", "h2"):
+        world.add_node(name)
+    world.run_for(51, alive=("h1", "h2"))
+    world.fail_taint_writes = True
+    world.run_for(10, alive=("h1", "h2"))
+    assert world.no_execute("dead") == []
+    world.fail_taint_writes = False
+    world.run_for(10, alive=("h1", "h2"))
+    assert world.no_execute("dead") == [UR]
