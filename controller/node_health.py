@@ -10,7 +10,7 @@ MemoryPressure, DiskPressure and PIDPressure conditions are to be set to Unknown
 
 from __future__ import annotations
 
-from dataclasses import dataclass, replace
+from dataclasses import dataclass
 from typing import Any
 
 from controller.objects import NodeView, format_time, parse_time
@@ -22,7 +22,7 @@ REASON_NEVER_UPDATED = "NodeStatusNeverUpdated"
 MESSAGE_NEVER_UPDATED = "Kubelet never posted node status."
 
 
-@dataclass(frozen=True)
+@dataclass(slots=True)
 class NodeHealth:
     """What this controller last saw of a node, and when (by its own clock)."""
 
@@ -30,6 +30,7 @@ class NodeHealth:
     ready_transition_timestamp: float
     ready: dict[str, Any] | None  # the Ready condition as last seen
     lease_renew_time: float | None  # the Lease's renewTime as last seen (compared only with itself)
+    lease_renew_raw: str | None = None  # the same, as written: most passes see it unchanged and skip parsing
 
 
 @dataclass(frozen=True)
@@ -60,14 +61,15 @@ class HealthTracker:
 
     def reset_all(self, now: float) -> None:
         """Leaving full disruption: give every node a fresh grace period (upstream does the same)."""
-        for name, health in self._health.items():
-            self._health[name] = replace(health, probe_timestamp=now, ready_transition_timestamp=now)
+        for health in self._health.values():
+            health.probe_timestamp = now
+            health.ready_transition_timestamp = now
 
     def mark_posted(self, name: str, now: float) -> None:
         """The Unknown conditions were written: the Ready transition happened now."""
         health = self._health.get(name)
         if health is not None:
-            self._health[name] = replace(health, ready_transition_timestamp=now)
+            health.ready_transition_timestamp = now
 
     def update(self, node: NodeView, lease_renew_time: str | None, now: float) -> HealthVerdict:
         """Record what the node shows now and decide whether its conditions have gone stale."""
@@ -79,9 +81,8 @@ class HealthTracker:
             observed_ready = {"type": "Ready", "status": "Unknown", "lastHeartbeatTime": format_time(created),
                               "lastTransitionTime": format_time(created)}
             grace = self.startup_grace_period
-            if saved is None:
-                saved = NodeHealth(created, created, None, None)
-            health = replace(saved, ready=None)
+            health = saved if saved is not None else NodeHealth(created, created, None, None)
+            health.ready = None
         else:
             observed_ready = current_ready
             grace = self.grace_period
@@ -94,12 +95,16 @@ class HealthTracker:
                 health = NodeHealth(now, now if transitioned else saved.ready_transition_timestamp, current_ready,
                                     saved.lease_renew_time)
             else:
-                health = replace(saved, ready=current_ready)
+                health = saved  # nothing new from the kubelet's status
+                health.ready = current_ready
 
         # A renewed Lease is a heartbeat too (a kubelet that only renews its Lease is healthy).
-        renew = parse_time(lease_renew_time)
-        if renew is not None and (health.lease_renew_time is None or health.lease_renew_time < renew):
-            health = replace(health, probe_timestamp=now, lease_renew_time=renew)
+        if lease_renew_time and lease_renew_time != health.lease_renew_raw:
+            renew = parse_time(lease_renew_time)
+            if renew is not None and (health.lease_renew_time is None or health.lease_renew_time < renew):
+                health.probe_timestamp = now
+                health.lease_renew_time = renew
+            health.lease_renew_raw = lease_renew_time
         self._health[node.name] = health
 
         if now <= health.probe_timestamp + grace:

@@ -46,14 +46,7 @@ from shared.taints import (
     managed_no_schedule_taints,
     taint_diff,
 )
-from shared.zones import (
-    ZoneState,
-    compute_zone_state,
-    eviction_rate,
-    excluded_from_disruption,
-    zone_health_percent,
-    zone_key,
-)
+from shared.zones import ZoneState, compute_zone_state, eviction_rate, zone_health_percent
 
 log = logging.getLogger("taintkeeper.nodelifecycle")
 
@@ -232,7 +225,7 @@ class NodeLifecycleMonitor:
         self._known[node.name] = node
         self._events.node_event(node.name, node.uid, "RegisteredNode",
                                 f"Node {node.name} event: Registered Node {node.name} in Controller")
-        zone = zone_key(node.label_map)
+        zone = node.zone
         if zone not in self.zone_queues:
             self.zone_states[zone] = ZoneState.INITIAL
             self.zone_queues[zone] = RateLimitedTimedQueue(self.settings.node_eviction_rate, now)
@@ -248,14 +241,13 @@ class NodeLifecycleMonitor:
             if verdict.current_ready.get("status") != verdict.observed_ready.get("status"):
                 self.health.mark_posted(node.name, now)
         self._known[node.name] = node
-        labels = node.label_map
-        zone = zone_key(labels)
+        zone = node.zone
         zone_sizes[zone] = zone_sizes.get(zone, 0) + 1
         # No Ready condition and not yet stale: a node still within its startup grace. It counts as
         # not ready for its zone (as upstream) but nothing is done to it yet.
-        has_ready = node.condition("Ready") is not None or verdict.stale
+        has_ready = node.ready_condition is not None or verdict.stale
         status = verdict.current_ready.get("status") if has_ready else None
-        if not excluded_from_disruption(labels):
+        if not node.excluded_from_disruption:
             zone_statuses.setdefault(zone, []).append(status)
         if status is None:
             return
@@ -288,16 +280,17 @@ class NodeLifecycleMonitor:
 
     @staticmethod
     def _mark_for_tainting(queue: RateLimitedTimedQueue, node: NodeView, taint: Taint, now: float) -> None:
-        if has_taint(node, taint):
-            return  # already tainted (e.g. before this controller started): keep its timeAdded
+        if has_taint(node, taint) or queue.waiting(node.name):
+            return  # already tainted (keep its timeAdded), or still waiting for its token
         queue.remove(node.name)  # a name stays in the queue's set after processing; let it back in
         queue.add(node.name, node.uid, now)
 
     def _mark_reachable(self, node: NodeView, queue: RateLimitedTimedQueue | None) -> None:
-        present = [t for t in (NOT_READY_NO_EXECUTE, UNREACHABLE_NO_EXECUTE) if has_taint(node, t)]
+        present = [t for t in (NOT_READY_NO_EXECUTE, UNREACHABLE_NO_EXECUTE) if has_taint(node, t)
+                   ] if node.no_execute_taints else []  # the common case: a healthy node without any
         if present and not self._api.swap_taints(node.name, [], present):
             log.warning("could not remove NoExecute taints from node %s; next pass", node.name)
-        if queue is not None:
+        if queue is not None and node.name in queue.names_set:
             queue.remove(node.name)
 
     def _mark_pods_not_ready(self, zone_sizes: dict[str, int]) -> None:
@@ -309,7 +302,7 @@ class NodeLifecycleMonitor:
             if node is None:
                 self._pods_to_mark.discard(name)
                 continue
-            zone = zone_key(node.label_map)
+            zone = node.zone
             if self.zone_states.get(zone) in (ZoneState.PARTIAL_DISRUPTION, ZoneState.FULL_DISRUPTION):
                 allowed = budget.setdefault(zone, max(1, math.ceil(NOT_READY_SPREAD * zone_sizes.get(zone, 1))))
                 if allowed <= 0:
@@ -415,7 +408,7 @@ class NodeLifecycleMonitor:
         node = self._nodes.get(name)
         if node is None:
             return True, 0.0
-        ready = node.condition("Ready")
+        ready = node.ready_condition
         if ready is None:
             return False, RETRY_WAIT
         status = ready.get("status")

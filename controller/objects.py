@@ -7,11 +7,12 @@ Equal views mean nothing a decision reads has changed, so handlers can skip no-o
 
 from __future__ import annotations
 
-from dataclasses import dataclass
+from dataclasses import dataclass, field
 from datetime import UTC, datetime
 from typing import Any
 
 from shared.taints import NO_EXECUTE
+from shared.zones import excluded_from_disruption, zone_key
 
 Json = dict[str, Any]
 
@@ -98,12 +99,25 @@ class NodeView:
     unschedulable: bool = False
     created: float | None = None
     resource_version: str = ""
+    # Derived from the fields above when the view is made, read on every monitor pass.
+    zone: str = field(init=False, compare=False)
+    excluded_from_disruption: bool = field(init=False, compare=False)
+    ready_condition: dict[str, Any] | None = field(init=False, compare=False)
+
+    def __post_init__(self) -> None:
+        labels = dict(self.labels)
+        object.__setattr__(self, "zone", zone_key(labels))
+        object.__setattr__(self, "excluded_from_disruption", excluded_from_disruption(labels))
+        object.__setattr__(self, "ready_condition", next((c for c in self.conditions if c.get("type") == "Ready"),
+                                                         None))
 
     @property
     def key(self) -> str:
         return self.name
 
     def condition(self, condition_type: str) -> dict[str, Any] | None:
+        if condition_type == "Ready":
+            return self.ready_condition
         return next((c for c in self.conditions if c.get("type") == condition_type), None)
 
     @property
@@ -116,14 +130,15 @@ def node_view(node: Json) -> NodeView:
     spec = node.get("spec") or {}
     all_taints = list(spec.get("taints") or [])
     labels = metadata.get("labels") or {}
-    conditions = (node.get("status") or {}).get("conditions") or []
+    conditions = tuple({k: c[k] for k in _CONDITION_FIELDS if k in c}
+                       for c in (node.get("status") or {}).get("conditions") or [])
     return NodeView(
         name=metadata.get("name") or "",
         uid=metadata.get("uid") or "",
         no_execute_taints=_intern([t for t in all_taints if t.get("effect") == NO_EXECUTE], _interned_taints),
         taints=_intern(all_taints, _interned_taints),
         labels=tuple((k, labels[k]) for k in _NODE_LABELS if k in labels),
-        conditions=tuple({k: c[k] for k in _CONDITION_FIELDS if k in c} for c in conditions),
+        conditions=conditions,
         unschedulable=bool(spec.get("unschedulable")),
         created=parse_time(metadata.get("creationTimestamp")),
         resource_version=metadata.get("resourceVersion") or "",

@@ -120,6 +120,15 @@ class RateLimitedTimedQueue:
         self._push(_Entry(now, next(self._sequence), name, uid))
         return True
 
+    @property
+    def names_set(self) -> set[str]:
+        """The names in the set, without a copy (read-only use: cheap membership tests)."""
+        return self._names
+
+    def waiting(self, name: str) -> bool:
+        """Whether `name` is queued and not yet processed."""
+        return name in self._queued
+
     def remove(self, name: str) -> bool:
         """Forget `name` so it can be added again; True only if it was still waiting.
 
