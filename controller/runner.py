@@ -38,14 +38,6 @@ NODE_CONTROLLER_COMPONENT = "node-controller"
 
 def run(options: ControllerOptions) -> int:
     stop = threading.Event()
-
-    def on_signal(signum: int, _frame: FrameType | None) -> None:
-        log.info("received %s; shutting down", signal.Signals(signum).name)
-        stop.set()
-
-    signal.signal(signal.SIGTERM, on_signal)
-    signal.signal(signal.SIGINT, on_signal)
-
     api = make_api_client(options.kubeconfig)
     core = client.CoreV1Api(api)
     manager: TaintEvictionManager | None = None
@@ -87,6 +79,15 @@ def run(options: ControllerOptions) -> int:
     def deactivate() -> None:
         for component in components:
             component.deactivate()
+
+    def on_signal(signum: int, _frame: FrameType | None) -> None:
+        log.info("received %s; shutting down", signal.Signals(signum).name)
+        # Stop acting before the lease is released, so a stand-by never acts alongside us.
+        deactivate()
+        stop.set()
+
+    signal.signal(signal.SIGTERM, on_signal)
+    signal.signal(signal.SIGINT, on_signal)
 
     def readiness() -> tuple[bool, str]:
         unsynced = [i.name for i in informers if not i.has_synced]

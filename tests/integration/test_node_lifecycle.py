@@ -1,0 +1,219 @@
+"""The node lifecycle monitor end to end: simulated kubelets (hack/simulator.py) against the real
+kube-apiserver, the controller as a process with short grace periods (issue 4's scenarios).
+
+Each test has its own nodes (a unique prefix) and deletes them at the end: the controller sees
+every node in the cluster, so nodes left behind would change other tests' zone states.
+"""
+
+from __future__ import annotations
+
+import itertools
+import time
+import uuid
+from collections.abc import Iterator
+from pathlib import Path
+
+import pytest
+from kubernetes import client
+
+from controller.objects import parse_time
+from hack.servers import ControllerProcess
+from hack.simulator import Simulator
+from tests.integration.kube import LocalCluster, raw, wait_for
+
+UR = "node.kubernetes.io/unreachable"
+NR = "node.kubernetes.io/not-ready"
+FAST = ("--leader-elect=false", "--node-monitor-period=1s", "--node-monitor-grace-period=4s",
+        "--node-startup-grace-period=10s")
+
+
+class Cluster:
+    def __init__(self, local: LocalCluster, namespace: str, tmp_path: Path) -> None:
+        self.local = local
+        self.core = client.CoreV1Api(local.api_client)
+        self.namespace = namespace
+        self.tmp_path = tmp_path
+        self.sim = Simulator(local.api_client, lease_period=1.0, status_period=30.0,
+                             node_prefix=f"n{uuid.uuid4().hex[:5]}").start()
+        self.controller: ControllerProcess | None = None
+
+    def start_controller(self, *args: str) -> ControllerProcess:
+        self.controller = ControllerProcess(self.local.kubeconfig, self.tmp_path / "controller.log", *FAST, *args)
+        return self.controller.start()
+
+    def node(self, name: str) -> dict:
+        return raw(self.core.read_node, name)
+
+    def taints(self, name: str, effect: str) -> list[str]:
+        return sorted(t["key"] for t in self.node(name)["spec"].get("taints") or [] if t["effect"] == effect)
+
+    def taint(self, name: str, key: str, effect: str) -> dict | None:
+        return next((t for t in self.node(name)["spec"].get("taints") or []
+                     if t["key"] == key and t["effect"] == effect), None)
+
+    def condition(self, name: str, condition_type: str) -> dict:
+        return next(c for c in self.node(name)["status"]["conditions"] if c["type"] == condition_type)
+
+    def pod(self, name: str) -> dict:
+        return raw(self.core.read_namespaced_pod, name, self.namespace)
+
+    def pod_ready(self, name: str) -> str | None:
+        return next((c["status"] for c in self.pod(name)["status"].get("conditions") or []
+                     if c["type"] == "Ready"), None)
+
+    def deleted(self, name: str) -> bool:
+        try:
+            return bool(self.pod(name)["metadata"].get("deletionTimestamp"))
+        except client.ApiException as error:
+            return error.status == 404
+
+    def pods(self, node: str, tolerations: list[dict] | None, prefix: str) -> str:
+        return self.sim.create_pods(node, 1, namespace=self.namespace, tolerations=tolerations,
+                                    name_prefix=prefix)[0]
+
+    def close(self) -> None:
+        if self.controller is not None:
+            self.controller.kill()
+        self.sim.stop()
+        self.sim.delete_nodes()
+        self.sim.close()
+
+
+@pytest.fixture
+def cluster(local_cluster: LocalCluster, namespace: str, tmp_path: Path) -> Iterator[Cluster]:
+    world = Cluster(local_cluster, namespace, tmp_path)
+    yield world
+    world.close()
+
+
+def unreachable(seconds: int | None) -> list[dict]:
+    toleration = {"key": UR, "operator": "Exists", "effect": "NoExecute"}
+    if seconds is not None:
+        toleration["tolerationSeconds"] = seconds
+    return [toleration]
+
+
+def test_a_dead_node_is_marked_tainted_and_drained_on_schedule_and_recovers(cluster: Cluster):
+    dead, *healthy = cluster.sim.add_nodes(3, zones=["a"])
+    now_pod = cluster.pods(dead, None, "untolerating")
+    five = cluster.pods(dead, unreachable(5), "five")
+    sixty = cluster.pods(dead, unreachable(60), "sixty")
+    forever = cluster.pods(dead, unreachable(None), "forever")
+    cluster.start_controller()
+    stopped = time.time()
+    cluster.sim.stop_heartbeats(dead)
+
+    wait_for(lambda: cluster.condition(dead, "Ready")["status"] == "Unknown", 15, "Ready=Unknown")
+    for condition_type in ("Ready", "MemoryPressure", "DiskPressure", "PIDPressure"):
+        condition = cluster.condition(dead, condition_type)
+        assert (condition["status"], condition["reason"]) == ("Unknown", "NodeStatusUnknown")
+        assert condition["message"] == "Kubelet stopped posting node status."
+    wait_for(lambda: cluster.taints(dead, "NoSchedule") == [UR], 10, "unreachable:NoSchedule")
+    taint = wait_for(lambda: cluster.taint(dead, UR, "NoExecute"), 10, "unreachable:NoExecute")
+    tainted_at = parse_time(taint["timeAdded"])
+    assert tainted_at - stopped < 4 + 1 + 2 + 1  # grace + lease period + monitor period, + slack
+    wait_for(lambda: cluster.pod_ready(forever) == "False", 10, "pods marked NotReady")
+
+    wait_for(lambda: cluster.deleted(now_pod), 5, "the untolerating pod deleted")
+    wait_for(lambda: cluster.deleted(five), 12, "the 5 s pod deleted")
+    deleted_five = time.time()
+    assert 5 - 1 <= deleted_five - tainted_at <= 5 + 2  # timeAdded has whole seconds
+    assert not cluster.deleted(forever)
+    assert not cluster.deleted(sixty)
+
+    cluster.sim.resume_heartbeats(dead)
+    wait_for(lambda: cluster.taints(dead, "NoExecute") == [] and cluster.taints(dead, "NoSchedule") == [], 15,
+             "taints removed after the node returned")
+    events = raw(cluster.core.list_namespaced_event, cluster.namespace, field_selector=f"involvedObject.name={sixty}")
+    assert "Cancelling deletion of Pod " + f"{cluster.namespace}/{sixty}" in [e["message"] for e in events["items"]]
+    time.sleep(1)
+    assert not cluster.deleted(sixty)
+    assert not cluster.deleted(forever)
+    for name in healthy:
+        assert cluster.taints(name, "NoExecute") == []
+
+
+def test_ready_false_gets_the_not_ready_taints(cluster: Cluster):
+    sick, *_ = cluster.sim.add_nodes(3, zones=["a"])
+    cluster.start_controller()
+    cluster.sim.set_condition(sick, "Ready", "False", reason="KubeletNotReady")
+    wait_for(lambda: cluster.taints(sick, "NoSchedule") == [NR], 10, "not-ready:NoSchedule")
+    wait_for(lambda: cluster.taints(sick, "NoExecute") == [NR], 10, "not-ready:NoExecute")
+    cluster.sim.set_condition(sick, "Ready", "True", reason="KubeletReady")
+    wait_for(lambda: not cluster.taints(sick, "NoSchedule") and not cluster.taints(sick, "NoExecute"), 10,
+             "not-ready taints removed")
+
+
+@pytest.mark.parametrize(("condition_type", "key"), [
+    ("MemoryPressure", "node.kubernetes.io/memory-pressure"),
+    ("DiskPressure", "node.kubernetes.io/disk-pressure"),
+    ("PIDPressure", "node.kubernetes.io/pid-pressure"),
+    ("NetworkUnavailable", "node.kubernetes.io/network-unavailable"),
+])
+def test_each_pressure_condition_gets_its_no_schedule_taint(cluster: Cluster, condition_type: str, key: str):
+    node, *_ = cluster.sim.add_nodes(1, zones=["a"])
+    cluster.start_controller()
+    cluster.sim.set_condition(node, condition_type, "True")
+    wait_for(lambda: cluster.taints(node, "NoSchedule") == [key], 10, f"{key}:NoSchedule")
+    assert cluster.taints(node, "NoExecute") == []
+    cluster.sim.set_condition(node, condition_type, "False")
+    wait_for(lambda: cluster.taints(node, "NoSchedule") == [], 10, f"{key} removed")
+
+
+def test_cordoning_adds_unschedulable_and_leaves_foreign_taints(cluster: Cluster):
+    node, *_ = cluster.sim.add_nodes(1, zones=["a"])
+    foreign = {"key": "example.com/dedicated", "value": "gpu", "effect": "NoSchedule"}
+    cluster.core.patch_node(node, {"spec": {"taints": [foreign]}},
+                            _content_type="application/strategic-merge-patch+json")
+    cluster.start_controller()
+    cluster.core.patch_node(node, {"spec": {"unschedulable": True}},
+                            _content_type="application/strategic-merge-patch+json")
+    wait_for(lambda: cluster.taints(node, "NoSchedule") == ["example.com/dedicated",
+                                                            "node.kubernetes.io/unschedulable"], 10, "unschedulable")
+    assert cluster.taint(node, "example.com/dedicated", "NoSchedule")["value"] == "gpu"
+
+
+def dead_zone_taint_times(cluster: Cluster, names: list[str]) -> list[float]:
+    times = []
+    for name in names:
+        taint = cluster.taint(name, UR, "NoExecute")
+        if taint:
+            times.append(parse_time(taint["timeAdded"]))
+    return sorted(times)
+
+
+def test_a_partially_disrupted_small_zone_is_not_tainted(cluster: Cluster):
+    zone_a = cluster.sim.add_nodes(5, zones=["a"])
+    cluster.sim.add_nodes(4, zones=["b", "c"])
+    cluster.start_controller("--node-eviction-rate=10", "--secondary-node-eviction-rate=10")
+    cluster.sim.stop_heartbeats(*zone_a[:3])  # 60 % of a 5-node zone: PartialDisruption, small zone: rate 0
+    wait_for(lambda: all(cluster.taints(n, "NoSchedule") == [UR] for n in zone_a[:3]), 20,
+             "the dead nodes marked unreachable")
+    time.sleep(3)  # three monitor periods: long enough for any taint the queue would let through
+    assert dead_zone_taint_times(cluster, zone_a) == []
+
+
+def test_a_partially_disrupted_large_zone_is_tainted_at_the_secondary_rate(cluster: Cluster):
+    zone_a = cluster.sim.add_nodes(5, zones=["a"])
+    cluster.sim.add_nodes(4, zones=["b", "c"])
+    cluster.start_controller("--node-eviction-rate=10", "--secondary-node-eviction-rate=0.25",
+                             "--large-cluster-size-threshold=3")
+    cluster.sim.stop_heartbeats(*zone_a[:3])
+    wait_for(lambda: len(dead_zone_taint_times(cluster, zone_a)) >= 3, 30, "all three tainted at 0.25/s")
+    times = dead_zone_taint_times(cluster, zone_a)
+    gaps = [b - a for a, b in itertools.pairwise(times)]
+    # The first may go at the normal rate before the zone's state turns (as upstream); after that 4 s apart.
+    assert max(gaps) >= 3
+
+
+def test_when_every_node_is_dead_no_node_keeps_a_no_execute_taint(cluster: Cluster):
+    names = cluster.sim.add_nodes(4, zones=["a", "b"])
+    cluster.start_controller()
+    cluster.sim.stop_heartbeats(*names)
+    wait_for(lambda: all(cluster.condition(n, "Ready")["status"] == "Unknown" for n in names), 20, "all Unknown")
+    wait_for(lambda: all(cluster.taints(n, "NoExecute") == [] for n in names), 10, "no NoExecute taints")
+    deadline = time.monotonic() + 4
+    while time.monotonic() < deadline:  # and none come back while everything stays dead
+        assert all(cluster.taints(n, "NoExecute") == [] for n in names)
+        time.sleep(0.5)
+    assert "entering master disruption mode" in cluster.controller.log_text()
