@@ -36,6 +36,11 @@ def format_time(epoch: float) -> str:
     return datetime.fromtimestamp(epoch, UTC).strftime("%Y-%m-%dT%H:%M:%SZ")
 
 
+def format_micro_time(epoch: float) -> str:
+    """Epoch seconds -> a MicroTime (Lease renewTime): the API wants exactly six fractional digits."""
+    return datetime.fromtimestamp(epoch, UTC).strftime("%Y-%m-%dT%H:%M:%S.%fZ")
+
+
 def parse_time(value: str | None) -> float | None:
     """RFC 3339 (as the API writes `creationTimestamp`, `timeAdded`, MicroTime) -> epoch seconds."""
     if not value:

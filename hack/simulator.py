@@ -56,7 +56,6 @@ import time
 from collections.abc import Callable, Iterable, Sequence
 from concurrent import futures
 from dataclasses import dataclass, field
-from datetime import UTC, datetime
 from pathlib import Path
 from typing import Any, TypeVar
 from urllib.parse import quote
@@ -64,6 +63,13 @@ from urllib.parse import quote
 from kubernetes import client, config
 from kubernetes.client.exceptions import ApiException
 from kubernetes.watch.watch import iter_resp_lines
+
+ROOT = Path(__file__).resolve().parents[1]
+if str(ROOT) not in sys.path:  # run as `python hack/simulator.py` from anywhere
+    sys.path.insert(0, str(ROOT))
+
+from controller.objects import format_micro_time, format_time, parse_time  # noqa: E402
+from controller.options import parse_duration as go_duration  # noqa: E402
 
 log = logging.getLogger("simulator")
 
@@ -98,35 +104,12 @@ HEARTBEAT, DELETION, BULK = 0, 1, 2
 LEASE, STATUS = "lease", "status"
 
 
-def rfc3339(epoch: float) -> str:
-    """metav1.Time: whole seconds."""
-    return datetime.fromtimestamp(epoch, UTC).strftime("%Y-%m-%dT%H:%M:%SZ")
-
-
-def micro_time(epoch: float) -> str:
-    """metav1.MicroTime: the apiserver accepts only exactly six fractional digits."""
-    return datetime.fromtimestamp(epoch, UTC).strftime("%Y-%m-%dT%H:%M:%S.%fZ")
-
-
-def parse_time(text: str) -> float:
-    return datetime.fromisoformat(text).timestamp()
-
-
-_DURATION_PART = re.compile(r"(\d+(?:\.\d*)?|\.\d+)(ms|s|m|h)")
-_UNIT_SECONDS = {"ms": 0.001, "s": 1.0, "m": 60.0, "h": 3600.0}
-
-
 def parse_duration(text: str) -> float:
-    """Seconds from "10", "0.5", or a Go-style duration such as "10s", "500ms", "1m30s"."""
-    text = text.strip()
+    """Seconds from "10", "0.5", or a Go duration such as "10s", "500ms", "1m30s" (the controller's parser)."""
     try:
-        return float(text)
+        return float(text.strip())
     except ValueError:
-        pass
-    parts = _DURATION_PART.findall(text)
-    if not parts or "".join(number + unit for number, unit in parts) != text:
-        raise ValueError(f"not a duration: {text!r} (use seconds or e.g. 10s, 500ms, 1m30s)")
-    return sum(float(number) * _UNIT_SECONDS[unit] for number, unit in parts)
+        return go_duration(text)
 
 
 @dataclass
@@ -389,7 +372,7 @@ class Simulator:
             node = self._node(name)
             current = node.conditions.get(type)
             transition = (current.last_transition if current is not None and current.status == status
-                          else rfc3339(self.clock()))
+                          else format_time(self.clock()))
             node.conditions[type] = _Condition(status, reason, message, transition)
             alive = node.alive
         if alive:
@@ -465,7 +448,7 @@ class Simulator:
             created = self._request("PATCH", f"/api/v1/nodes/{quote(name)}", body={"metadata": {"labels": node_labels}},
                                     content_type=STRATEGIC_MERGE)
             log.info("node %s existed already: adopted", name)
-        now = rfc3339(self.clock())
+        now = format_time(self.clock())
         conditions = {kind: _Condition(*healthy, last_transition=now) for kind, healthy in HEALTHY_CONDITIONS.items()}
         node = _Node(name=name, index=index, uid=created["metadata"]["uid"], labels=node_labels, phase=phase,
                      conditions=conditions)
@@ -484,7 +467,7 @@ class Simulator:
                  "metadata": {"name": node.name, "namespace": LEASE_NAMESPACE, "ownerReferences": [
                      {"apiVersion": "v1", "kind": "Node", "name": node.name, "uid": node.uid}]},
                  "spec": {"holderIdentity": node.name, "leaseDurationSeconds": LEASE_DURATION_SECONDS,
-                          "renewTime": micro_time(self.clock())}}
+                          "renewTime": format_micro_time(self.clock())}}
         try:
             self._request("POST", f"/apis/coordination.k8s.io/v1/namespaces/{LEASE_NAMESPACE}/leases", body=lease)
         except ApiException as error:
@@ -576,7 +559,7 @@ class Simulator:
         try:
             try:
                 self._request("PATCH", _lease_path(node.name), content_type=MERGE_PATCH,
-                              body={"spec": {"renewTime": micro_time(self.clock())}})
+                              body={"spec": {"renewTime": format_micro_time(self.clock())}})
             except ApiException as error:
                 if error.status != 404:
                     raise
@@ -602,7 +585,7 @@ class Simulator:
 
     def _post_status(self, node: _Node, *, initial: bool = False) -> None:
         with node.status_lock:
-            now = rfc3339(self.clock())
+            now = format_time(self.clock())
             with self._lock:
                 conditions = [{"type": kind, "status": condition.status, "reason": condition.reason,
                                "message": condition.message, "lastHeartbeatTime": now,
@@ -633,7 +616,7 @@ class Simulator:
         try:
             current = self._request("GET", f"/api/v1/nodes/{quote(node.name)}")
             on_server = {c["type"]: c.get("status") for c in (current.get("status") or {}).get("conditions") or []}
-            now = rfc3339(self.clock())
+            now = format_time(self.clock())
             with self._lock:
                 for kind, condition in node.conditions.items():
                     if on_server.get(kind) != condition.status:
@@ -690,7 +673,7 @@ class Simulator:
             self._pod_counter += 1
             pod_number = self._pod_counter
         # The apiserver resets the status on create; the kubelet's status post makes it Running.
-        now = rfc3339(self.clock())
+        now = format_time(self.clock())
         ready = [{"type": kind, "status": "True", "lastTransitionTime": now, "lastProbeTime": None}
                  for kind in ("Initialized", "Ready", "ContainersReady", "PodScheduled")]
         pod_ip = f"10.{(pod_number >> 16) & 255}.{(pod_number >> 8) & 255}.{pod_number & 255}"
@@ -834,12 +817,12 @@ class Simulator:
             return
         existing = known.get(key)
         if existing is not None and existing.uid == metadata["uid"]:
-            existing.deadline = parse_time(deletion)  # a second delete may have shortened the grace period
+            existing.deadline = parse_time(deletion) or 0.0  # a second delete may have shortened the grace period
             self._terminating[key] = existing
             return
         self._terminating[key] = _TerminatingPod(namespace=key[0], name=key[1], uid=metadata["uid"],
                                                  node=pod["spec"].get("nodeName") or "",
-                                                 deadline=parse_time(deletion))
+                                                 deadline=parse_time(deletion) or 0.0)
 
     # ----------------------------------------------------------------------------- plumbing
 

@@ -33,6 +33,8 @@ from typing import Any, Protocol
 from kubernetes import client
 from kubernetes.client.exceptions import ApiException
 
+from controller.objects import format_micro_time
+
 Json = dict[str, Any]
 
 logger = logging.getLogger("taintkeeper.leader")
@@ -49,7 +51,7 @@ def default_identity() -> str:
 
 def micro_time(moment: datetime) -> str:
     """A MicroTime as the API requires it: always six fractional digits, UTC, `Z`."""
-    return moment.astimezone(UTC).strftime("%Y-%m-%dT%H:%M:%S.%fZ")
+    return format_micro_time(moment.timestamp())
 
 
 @dataclass(frozen=True)
