@@ -9,7 +9,6 @@ them; everything else is allowed unchanged. A review that is not well formed rai
 from __future__ import annotations
 
 import base64
-import json
 from dataclasses import dataclass, field
 
 import jsonpatch
@@ -56,16 +55,20 @@ def _pod_name(request: dict[str, object], pod: dict[str, object]) -> str:
     return str(name or "")
 
 
-def _patch_for(spec: dict[str, object], added: list[dict[str, object]]) -> list[dict[str, object]]:
-    """JSONPatch ops that append `added` to spec.tolerations, creating the list when absent or null.
+def _patch_for(spec: dict[str, object], added: list[dict[str, object]]) -> jsonpatch.JsonPatch:
+    """A JSONPatch appending `added` to spec.tolerations, creating the list when absent or null.
 
-    The diff is taken over spec.tolerations alone: the rest of the pod never changes, so there
-    is no reason to walk it.
+    The operations are written out rather than diffed (`jsonpatch.make_patch` deep-copies and
+    walks both documents: about 6x the cost of the whole rest of a review); jsonpatch still
+    checks and serialises them.
     """
-    before: dict[str, object] = {"tolerations": spec["tolerations"]} if "tolerations" in spec else {}
-    existing = spec.get("tolerations") or []
-    after = {"tolerations": [*existing, *added]}  # type: ignore[misc]
-    return list(jsonpatch.make_patch({"spec": before}, {"spec": after}))
+    existing = spec.get("tolerations")
+    if existing is None:
+        operation = "replace" if "tolerations" in spec else "add"  # replace a null, add a missing field
+        return jsonpatch.JsonPatch([{"op": operation, "path": "/spec/tolerations", "value": added}])
+    start = len(existing)  # type: ignore[arg-type]
+    return jsonpatch.JsonPatch([{"op": "add", "path": f"/spec/tolerations/{start + i}", "value": toleration}
+                                for i, toleration in enumerate(added)])
 
 
 def review_pod(review: object, not_ready_seconds: int, unreachable_seconds: int) -> Verdict:
@@ -83,11 +86,11 @@ def review_pod(review: object, not_ready_seconds: int, unreachable_seconds: int)
     if not isinstance(uid, str) or not uid:
         raise MalformedReview("request.uid must be a non-empty string")
 
-    def answer(outcome: str, patch: list[dict[str, object]] | None = None, **facts: object) -> Verdict:
+    def answer(outcome: str, patch: jsonpatch.JsonPatch | None = None, **facts: object) -> Verdict:
         response: dict[str, object] = {"uid": uid, "allowed": True}
-        if patch:
+        if patch is not None:
             response["patchType"] = "JSONPatch"
-            response["patch"] = base64.b64encode(json.dumps(patch).encode()).decode()
+            response["patch"] = base64.b64encode(patch.to_string().encode()).decode()
         return Verdict(
             response={"apiVersion": api_version, "kind": "AdmissionReview", "response": response},
             outcome=outcome, uid=uid, **facts,  # type: ignore[arg-type]
