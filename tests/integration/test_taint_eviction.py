@@ -9,6 +9,7 @@ from __future__ import annotations
 
 import contextlib
 import subprocess
+import sys
 import time
 import uuid
 from collections.abc import Iterator
@@ -292,3 +293,30 @@ def test_a_refused_delete_is_retried_until_it_is_allowed(world: Scenario):
             for delete in (rbac.delete_cluster_role_binding, rbac.delete_cluster_role):
                 with contextlib.suppress(client.ApiException):
                     delete(name)
+
+
+def test_explain_tells_when_and_why_each_pod_on_a_node_goes(world: Scenario):
+    world.pod("untolerating")
+    world.pod("sixty", 60)
+    world.pod("forever", None)
+    start = world.taint()
+    result = subprocess.run([sys.executable, "-m", "controller", "explain", "--node", world.node, "--kubeconfig",
+                             str(world.cluster.kubeconfig)], capture_output=True, text=True, timeout=60,
+                            cwd=Path(__file__).resolve().parents[2])
+    assert result.returncode == 0, result.stderr
+    lines = result.stdout.splitlines()
+    assert lines[0].startswith(f"node {world.node}: Ready=none; NoExecute taints: {TAINT_KEY}=x:NoExecute (added ")
+    by_pod = {line.split(":")[0].strip(): line for line in lines[1:]}
+    ns = world.namespace
+    assert "evicted now: taint example.com/evict=x:NoExecute is not tolerated" in by_pod[f"{ns}/untolerating"]
+    assert f"evicted at {rfc3339(start + 60)}" in by_pod[f"{ns}/sixty"]
+    assert "toleration example.com/evict Exists NoExecute for 60s" in by_pod[f"{ns}/sixty"]
+    assert "not evicted (tolerates every NoExecute taint forever)" in by_pod[f"{ns}/forever"]
+
+
+def test_explain_names_a_missing_node_and_exits_1(world: Scenario):
+    result = subprocess.run([sys.executable, "-m", "controller", "explain", "--node", "no-such-node",
+                             "--kubeconfig", str(world.cluster.kubeconfig)], capture_output=True, text=True,
+                            timeout=60, cwd=Path(__file__).resolve().parents[2])
+    assert result.returncode == 1
+    assert result.stderr.strip() == "explain: error: node no-such-node: no such node"
