@@ -11,6 +11,7 @@ from dataclasses import dataclass, field
 from datetime import UTC, datetime
 from typing import Any
 
+from shared.defaults import skips
 from shared.taints import NO_EXECUTE
 from shared.zones import excluded_from_disruption, zone_key
 
@@ -62,6 +63,7 @@ class PodView:
     created: float | None
     terminating: bool
     ready: str | None  # status of the pod's Ready condition, None if absent
+    skipped: bool = False  # labelled taintkeeper.io/skip=true: never given default tolerations
 
     @property
     def key(self) -> str:
@@ -82,6 +84,7 @@ def pod_view(pod: Json) -> PodView:
         created=parse_time(metadata.get("creationTimestamp")),
         terminating=bool(metadata.get("deletionTimestamp")),
         ready=next((str(c.get("status")) for c in conditions if c.get("type") == "Ready"), None),
+        skipped=skips(metadata.get("labels")),
     )
 
 

@@ -8,6 +8,7 @@ an existing toleration, whatever its seconds, is the pod author's choice and is 
 from __future__ import annotations
 
 from collections.abc import Iterable, Mapping
+from dataclasses import dataclass
 
 from shared.taints import NO_EXECUTE, NOT_READY, UNREACHABLE
 
@@ -44,3 +45,50 @@ def missing_default_tolerations(
     if not already_tolerates(existing, UNREACHABLE):
         missing.append(default_toleration(UNREACHABLE, unreachable_seconds))
     return missing
+
+
+# --- per-namespace defaults and opting out (used by the webhook and the controller's backfill) ------------
+
+SKIP_LABEL = "taintkeeper.io/skip"
+NOT_READY_SECONDS_ANNOTATION = "taintkeeper.io/not-ready-toleration-seconds"
+UNREACHABLE_SECONDS_ANNOTATION = "taintkeeper.io/unreachable-toleration-seconds"
+
+
+@dataclass(frozen=True)
+class DefaultSeconds:
+    """The tolerationSeconds of the two default tolerations."""
+
+    not_ready: int = DEFAULT_TOLERATION_SECONDS
+    unreachable: int = DEFAULT_TOLERATION_SECONDS
+
+
+def skips(labels: Mapping[str, str] | None) -> bool:
+    """Pods and namespaces labelled `taintkeeper.io/skip=true` are never given default tolerations."""
+    return (labels or {}).get(SKIP_LABEL) == "true"
+
+
+def _whole_seconds(text: str) -> int | None:
+    value = text.strip()
+    return int(value) if value.isdigit() else None
+
+
+def namespace_seconds(annotations: Mapping[str, str] | None, cluster: DefaultSeconds) -> tuple[DefaultSeconds,
+                                                                                               list[str]]:
+    """The seconds for pods in a namespace: its annotations override the cluster-wide values.
+
+    An annotation that is not a whole number >= 0 is ignored, with a warning that says so.
+    """
+    annotations = annotations or {}
+    warnings: list[str] = []
+    values = {"not_ready": cluster.not_ready, "unreachable": cluster.unreachable}
+    for field_name, annotation in (("not_ready", NOT_READY_SECONDS_ANNOTATION),
+                                   ("unreachable", UNREACHABLE_SECONDS_ANNOTATION)):
+        if annotation not in annotations:
+            continue
+        parsed = _whole_seconds(annotations[annotation])
+        if parsed is None:
+            warnings.append(f"namespace annotation {annotation}={annotations[annotation]!r} is not a whole number "
+                            f">= 0; using the cluster default {values[field_name]}")
+        else:
+            values[field_name] = parsed
+    return DefaultSeconds(**values), warnings

@@ -6,10 +6,11 @@ selectors and policies are written once.
 
 from __future__ import annotations
 
+from shared.defaults import SKIP_LABEL
+
 WEBHOOK_NAME = "default-tolerations.taintkeeper.io"
 CONFIGURATION_NAME = "taintkeeper"
 MUTATE_PATH = "/mutate"
-SKIP_LABEL = "taintkeeper.io/skip"
 
 
 def mutating_webhook_configuration(

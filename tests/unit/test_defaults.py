@@ -63,3 +63,38 @@ def test_after_adding_the_missing_defaults_nothing_more_is_missing(tolerations):
     missing = missing_default_tolerations(tolerations)
     assert missing_default_tolerations(tolerations + missing) == []
     assert [t["key"] for t in missing] == [k for k in (NR, UR) if not already_tolerates(tolerations, k)]
+
+
+NS_CASES = [
+    ("no annotations keep the cluster values", {}, (60, 120), []),
+    ("each annotation overrides its own key", {"taintkeeper.io/not-ready-toleration-seconds": "10"}, (10, 120), []),
+    ("both can be set", {"taintkeeper.io/not-ready-toleration-seconds": "0",
+                         "taintkeeper.io/unreachable-toleration-seconds": "900"}, (0, 900), []),
+    ("a negative value is ignored with a warning", {"taintkeeper.io/unreachable-toleration-seconds": "-5"},
+     (60, 120), ["taintkeeper.io/unreachable-toleration-seconds='-5' is not a whole number"]),
+    ("a word is ignored with a warning", {"taintkeeper.io/not-ready-toleration-seconds": "soon"}, (60, 120),
+     ["taintkeeper.io/not-ready-toleration-seconds='soon' is not a whole number"]),
+    ("a fraction is ignored with a warning", {"taintkeeper.io/not-ready-toleration-seconds": "1.5"}, (60, 120),
+     ["is not a whole number >= 0; using the cluster default 60"]),
+]
+
+
+@pytest.mark.parametrize(("annotations", "seconds", "warnings"), [c[1:] for c in NS_CASES],
+                         ids=[c[0] for c in NS_CASES])
+def test_namespace_seconds(annotations, seconds, warnings):
+    from shared.defaults import DefaultSeconds, namespace_seconds
+
+    result, said = namespace_seconds(annotations, DefaultSeconds(60, 120))
+    assert (result.not_ready, result.unreachable) == seconds
+    assert len(said) == len(warnings)
+    for fragment, warning in zip(warnings, said, strict=True):
+        assert fragment in warning
+
+
+@pytest.mark.parametrize(("labels", "skipped"), [({}, False), (None, False), ({"taintkeeper.io/skip": "true"}, True),
+                                                 ({"taintkeeper.io/skip": "false"}, False),
+                                                 ({"taintkeeper.io/skip": "True"}, False)])
+def test_only_the_exact_skip_label_value_true_opts_out(labels, skipped):
+    from shared.defaults import skips
+
+    assert skips(labels) is skipped
