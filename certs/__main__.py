@@ -87,6 +87,11 @@ def summary(result: store.Result) -> str:
 
 def main(argv: list[str] | None = None) -> int:
     """Run the command; returns the exit code."""
+    argv = sys.argv[1:] if argv is None else argv
+    if argv[:1] == ["sync"]:
+        from certs.sync import main as sync_main
+
+        return sync_main(argv[1:])
     args = build_parser().parse_args(argv)
     try:
         # Validate everything before creating any directory or file.
