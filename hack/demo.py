@@ -1,8 +1,13 @@
-"""The local demo (`make demo`): a real kube-apiserver, the webhook over TLS, a pod that gets
-the default NoExecute tolerations. Everything it starts is stopped at the end.
+"""The local demo (`make demo`): taintkeeper handling a node failure, narrated, in about a minute.
 
-Flags: --keep leaves the control plane and the webhook running (Ctrl-C stops them);
---dir DIR puts the control plane's files somewhere other than .local/demo.
+A real kube-apiserver on loopback; the webhook over TLS, registered as a mutating webhook; the
+controller with short grace periods; four simulated nodes in two zones (hack/simulator.py) with
+pods of different tolerations. One node stops heartbeating: the narration shows its conditions
+going Unknown, its taints, its pods marked NotReady and evicted each on its own schedule, then the
+node coming back and its taints going. Everything it starts is stopped at the end.
+
+Flags: --keep leaves it all running (Ctrl-C stops it); --dir DIR puts the control plane's files
+somewhere other than .local/demo.
 """
 
 from __future__ import annotations
@@ -13,21 +18,91 @@ import subprocess
 import sys
 import time
 from pathlib import Path
+from typing import Any
 
 ROOT = Path(__file__).resolve().parents[1]
 sys.path.insert(0, str(ROOT))
 
 from kubernetes import client, config  # noqa: E402
 
-from hack.servers import WebhookServer, make_certs  # noqa: E402
+from hack.servers import ControllerProcess, WebhookServer, make_certs  # noqa: E402
+from hack.simulator import Simulator  # noqa: E402
 from webhook.registration import mutating_webhook_configuration  # noqa: E402
 
 SCRIPT = ROOT / "hack" / "local-cluster.sh"
+NAMESPACE = "demo"
+GRACE = 8  # --node-monitor-grace-period for the demo (50 s by default)
+DEFAULT_SECONDS = 20  # the webhook's default tolerationSeconds for the demo (300 s by default)
 STARTED = time.monotonic()
 
 
 def say(message: str) -> None:
-    print(f"[{time.monotonic() - STARTED:6.1f}s] {message}", flush=True)
+    print(f"[{time.monotonic() - STARTED:5.1f}s] {message}", flush=True)
+
+
+def raw(call: Any, *args: Any, **kwargs: Any) -> dict:
+    return json.loads(call(*args, _preload_content=False, **kwargs).data)
+
+
+class Narrator:
+    """Polls the API and tells what changed on the watched node and its pods."""
+
+    def __init__(self, core: client.CoreV1Api, node: str) -> None:
+        self.core = core
+        self.node = node
+        self.ready: str | None = None
+        self.taints: set[str] = set()
+        self.pods: dict[str, tuple[str | None, bool]] = {}
+
+    def look(self) -> None:
+        node = raw(self.core.read_node, self.node)
+        ready = next((c for c in node["status"].get("conditions") or [] if c["type"] == "Ready"), {})
+        if ready.get("status") != self.ready:
+            if self.ready is not None:
+                say(f"node {self.node}: Ready {self.ready} -> {ready.get('status')} ({ready.get('reason')}: "
+                    f"{ready.get('message')})")
+            self.ready = ready.get("status")
+        taints = {f"{t['key']}:{t['effect']}" + (f" (timeAdded {t['timeAdded']})" if t.get("timeAdded") else "")
+                  for t in node["spec"].get("taints") or []}
+        for taint in sorted(taints - self.taints):
+            say(f"node {self.node}: taint added   {taint}")
+        for taint in sorted(self.taints - taints):
+            say(f"node {self.node}: taint removed {taint}")
+        self.taints = taints
+        listed = raw(self.core.list_namespaced_pod, NAMESPACE, field_selector=f"spec.nodeName={self.node}")
+        seen = set()
+        for pod in listed["items"]:
+            name = pod["metadata"]["name"]
+            seen.add(name)
+            ready = next((c["status"] for c in pod["status"].get("conditions") or [] if c["type"] == "Ready"), None)
+            deleting = bool(pod["metadata"].get("deletionTimestamp"))
+            before = self.pods.get(name)
+            if before is not None and before[0] == "True" and ready == "False":
+                say(f"pod {name}: marked NotReady (its node is not ready)")
+            if before is not None and not before[1] and deleting:
+                reason = next((c.get("reason") for c in pod["status"].get("conditions") or []
+                               if c["type"] == "DisruptionTarget"), None)
+                say(f"pod {name}: EVICTED (DisruptionTarget {reason}; Terminating until the node's kubelet returns)")
+            self.pods[name] = (ready, deleting)
+        for name in sorted(set(self.pods) - seen):
+            say(f"pod {name}: removed by the returning kubelet")
+            del self.pods[name]
+
+    def watch(self, seconds: float, until: Any = None) -> None:
+        deadline = time.monotonic() + seconds
+        while time.monotonic() < deadline:
+            self.look()
+            if until is not None and until():
+                return
+            time.sleep(0.25)
+
+
+def tolerations_text(pod: dict) -> str:
+    parts = []
+    for t in pod["spec"].get("tolerations") or []:
+        seconds = f" {t['tolerationSeconds']}s" if "tolerationSeconds" in t else " forever"
+        parts.append(f"{t.get('key', '*').removeprefix('node.kubernetes.io/')}{seconds}")
+    return ", ".join(parts) or "none"
 
 
 def main() -> int:
@@ -43,64 +118,107 @@ def main() -> int:
     if up.returncode != 0:
         print("demo: the local control plane did not start (see the messages above)", file=sys.stderr)
         return 1
-    kubeconfig = up.stdout.strip().splitlines()[-1]
-    api = config.new_client_from_config(config_file=kubeconfig)
-    webhook = None
+    kubeconfig = Path(up.stdout.strip().splitlines()[-1])
+    api = config.new_client_from_config(config_file=str(kubeconfig))
+    core = client.CoreV1Api(api)
+    admission = client.AdmissionregistrationV1Api(api)
+    webhook = controller = sim = None
+    registration = "taintkeeper-demo"
     try:
         say(f"control plane ready; kubeconfig {kubeconfig}")
         ca_bundle = make_certs(directory / "webhook-certs")
-        say(f"made a CA and a serving certificate with `python -m certs` in {directory / 'webhook-certs'}")
-        webhook = WebhookServer(directory / "webhook-certs", directory / "webhook.log", workers=2).start()
-        say(f"webhook serving over TLS at {webhook.url} (gunicorn, 2 workers; log {directory / 'webhook.log'})")
+        webhook = WebhookServer(directory / "webhook-certs", directory / "webhook.log", workers=2, extra_args=(
+            "--default-not-ready-toleration-seconds", str(DEFAULT_SECONDS),
+            "--default-unreachable-toleration-seconds", str(DEFAULT_SECONDS))).start()
+        say(f"webhook serving over TLS at {webhook.url} (log {directory / 'webhook.log'})")
+        with _ignore_missing():
+            admission.delete_mutating_webhook_configuration(registration)
+        admission.create_mutating_webhook_configuration(body=mutating_webhook_configuration(
+            ca_bundle, url=webhook.url, name=registration, failure_policy="Fail"))
+        for name in (NAMESPACE, "taintkeeper-system"):
+            with _ignore_missing(409):
+                core.create_namespace(body={"metadata": {"name": name}})
 
-        admission = client.AdmissionregistrationV1Api(api)
-        registration = mutating_webhook_configuration(ca_bundle, url=webhook.url, failure_policy="Fail")
-        name = registration["metadata"]["name"]  # type: ignore[index]
-        try:
-            admission.delete_mutating_webhook_configuration(name)
-        except client.ApiException as error:
-            if error.status != 404:
-                raise
-        admission.create_mutating_webhook_configuration(body=registration)
-        say(f"registered MutatingWebhookConfiguration {name!r}")
+        sim = Simulator(api, lease_period=1.0, status_period=30.0, node_prefix="demo").start()
+        nodes = sim.add_nodes(4, zones=["zone-a", "zone-b"])
+        say(f"4 simulated nodes: {', '.join(nodes)} in zone-a and zone-b, renewing their Leases every second")
+        controller = ControllerProcess(kubeconfig, directory / "controller.log", "--node-monitor-period=1s",
+                                       f"--node-monitor-grace-period={GRACE}s", "--node-eviction-rate=1",
+                                       "--leader-elect-retry-period=1s", "--leader-elect-renew-deadline=4s",
+                                       "--leader-elect-lease-duration=6s").start()
+        say(f"controller running: grace period {GRACE}s (log {directory / 'controller.log'})")
 
-        core = client.CoreV1Api(api)
-        pod = {"metadata": {"name": "demo"}, "spec": {
-            "containers": [{"name": "app", "image": "busybox"}],
-            "tolerations": [{"key": "example.com/gpu", "operator": "Exists", "effect": "NoSchedule"}]}}
+        victim = nodes[0]
         deadline = time.monotonic() + 30
-        while True:  # the apiserver picks up a new webhook configuration within a moment
-            created = json.loads(core.create_namespaced_pod("default", body=pod, dry_run="All",
-                                                            _preload_content=False).data)
-            if len(created["spec"].get("tolerations") or []) > 1 or time.monotonic() > deadline:
+        while time.monotonic() < deadline:  # the apiserver picks the new webhook configuration up in a moment
+            probe = raw(core.create_namespaced_pod, NAMESPACE, body={"metadata": {"name": "probe"}, "spec": {
+                "containers": [{"name": "c", "image": "busybox"}]}}, dry_run="All")
+            if probe["spec"].get("tolerations"):
                 break
             time.sleep(0.2)
-        try:
-            core.delete_namespaced_pod("demo", "default", grace_period_seconds=0)
-        except client.ApiException as error:
-            if error.status != 404:
-                raise
-        created = json.loads(core.create_namespaced_pod("default", body=pod, _preload_content=False).data)
-        say("created pod default/demo with one toleration of its own; the API now stores:")
-        for toleration in created["spec"].get("tolerations") or []:
-            seconds = toleration.get("tolerationSeconds")
-            print(f"           - {toleration.get('key', '*')}:{toleration.get('effect', '*')} "
-                  f"operator={toleration.get('operator')}" + (f" tolerationSeconds={seconds}" if seconds else ""))
-        core.delete_namespaced_pod("demo", "default", grace_period_seconds=0)
-        admission.delete_mutating_webhook_configuration(name)
+        unreachable = "node.kubernetes.io/unreachable"
+        plans = [("api", None), ("batch", [{"key": unreachable, "operator": "Exists", "effect": "NoExecute",
+                                            "tolerationSeconds": 5}]),
+                 ("cache", [{"key": unreachable, "operator": "Exists", "effect": "NoExecute",
+                             "tolerationSeconds": 0}]),
+                 ("log-agent", [{"operator": "Exists"}])]
+        for name, tolerations in plans:
+            sim.create_pods(victim, 1, namespace=NAMESPACE, tolerations=tolerations, name_prefix=name,
+                            termination_grace_period=2)
+        say(f"pods on {victim} (the webhook added defaults where a pod had none):")
+        for pod in raw(core.list_namespaced_pod, NAMESPACE)["items"]:
+            print(f"         {pod['metadata']['name']:<12} tolerations: {tolerations_text(pod)}", flush=True)
+
+        narrator = Narrator(core, victim)
+        narrator.look()
+        say(f"{victim} crashes: its kubelet stops heartbeating")
+        sim.stop_heartbeats(victim)
+        narrator.watch(GRACE + DEFAULT_SECONDS + 15, until=lambda: sum(1 for r, d in narrator.pods.values() if d) >= 3
+                       and "log-agent" not in {n.rsplit("-", 1)[0] for n, (r, d) in narrator.pods.items() if d})
+        explain = subprocess.run([sys.executable, "-m", "controller", "explain", "--node", victim, "--kubeconfig",
+                                  str(kubeconfig)], cwd=ROOT, capture_output=True, text=True)
+        say("`python -m controller explain --node " + victim + "` says:")
+        print("\n".join("         " + line for line in explain.stdout.splitlines()), flush=True)
+        say(f"{victim} comes back")
+        sim.resume_heartbeats(victim)
+        narrator.watch(20, until=lambda: not any(t.startswith(unreachable) for t in narrator.taints)
+                       and not any(d for _, d in narrator.pods.values()))
+        kept = [name for name, (_, deleting) in narrator.pods.items() if not deleting]
+        say(f"the node is healthy again; still running on it: {', '.join(kept) or 'nothing'}")
         if args.keep:
-            say("--keep: leaving the control plane and webhook up; Ctrl-C to stop them")
+            say("--keep: leaving everything running; Ctrl-C to stop")
             while True:
                 time.sleep(3600)
         return 0
     except KeyboardInterrupt:
         return 0
     finally:
+        if controller is not None:
+            controller.kill()
+        if sim is not None:
+            sim.stop()
+            sim.delete_nodes()
+            sim.close()
         if webhook is not None:
             webhook.stop()
+        with _ignore_missing():
+            admission.delete_mutating_webhook_configuration(registration)
         api.close()
         subprocess.run(["bash", str(SCRIPT), "down", str(directory)], capture_output=True)
-        say("stopped the webhook and the control plane")
+        say("stopped the controller, the simulated nodes, the webhook and the control plane")
+
+
+class _ignore_missing:
+    """Ignore an API error with the given status (404 by default) inside a `with` block."""
+
+    def __init__(self, status: int = 404) -> None:
+        self.status = status
+
+    def __enter__(self) -> None:
+        return None
+
+    def __exit__(self, kind: Any, error: Any, _trace: Any) -> bool:
+        return isinstance(error, client.ApiException) and error.status == self.status
 
 
 if __name__ == "__main__":
