@@ -6,6 +6,7 @@ process-wide default, which tests and a second cluster connection would silently
 
 from __future__ import annotations
 
+import json
 import os
 from pathlib import Path
 
@@ -25,9 +26,20 @@ class ClientConfigError(ValueError):
     """The client configuration (kubeconfig or in-cluster) could not be loaded."""
 
 
-def _one_line(error: BaseException) -> str:
-    text = " ".join(str(error).split())
-    return text or type(error).__name__
+def describe_error(error: BaseException) -> str:
+    """One short line for a log: an API error as `403 Forbidden: <the apiserver's message>`."""
+    status = getattr(error, "status", None)
+    if isinstance(status, int) and hasattr(error, "reason"):
+        message = ""
+        body = getattr(error, "body", None)
+        if body:
+            try:
+                message = json.loads(body).get("message", "")
+            except (ValueError, AttributeError):
+                message = ""
+        return f"{status} {error.reason}" + (f": {message}" if message else "")  # type: ignore[attr-defined]
+    text = " ".join(str(error).split())[:300]
+    return f"{type(error).__name__}: {text}" if text else type(error).__name__
 
 
 def make_api_client(kubeconfig: str | None) -> client.ApiClient:
@@ -44,7 +56,7 @@ def make_api_client(kubeconfig: str | None) -> client.ApiClient:
         # Read KUBECONFIG now: the client's own default is frozen when the module is imported.
         fallback = os.environ.get("KUBECONFIG") or str(Path.home() / ".kube" / "config")
         if not _any_file(fallback):
-            raise ClientConfigError(f"not running in a cluster ({_one_line(in_cluster_error)}) and no kubeconfig "
+            raise ClientConfigError(f"not running in a cluster ({describe_error(in_cluster_error)}) and no kubeconfig "
                                     f"at {fallback}") from in_cluster_error
         _load_kubeconfig(fallback, configuration)
         return _api_client(configuration)
@@ -67,4 +79,4 @@ def _load_kubeconfig(paths: str, configuration: client.Configuration) -> None:
         # persist_config=False: never write refreshed credentials back into the user's file.
         config.load_kube_config(config_file=paths, client_configuration=configuration, persist_config=False)
     except Exception as error:  # the loader raises YAML, key and type errors as well as ConfigException
-        raise ClientConfigError(f"invalid kubeconfig {paths}: {_one_line(error)}") from error
+        raise ClientConfigError(f"invalid kubeconfig {paths}: {describe_error(error)}") from error

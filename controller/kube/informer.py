@@ -21,7 +21,7 @@ from typing import Any, Generic, Protocol, TypeVar
 
 from kubernetes.client.exceptions import ApiException
 
-from controller.kube.client import CONNECT_TIMEOUT, REQUEST_TIMEOUT
+from controller.kube.client import CONNECT_TIMEOUT, REQUEST_TIMEOUT, describe_error
 
 log = logging.getLogger("taintkeeper.informer")
 
@@ -191,9 +191,6 @@ def iter_lines(chunks: Iterable[bytes]) -> Iterator[bytes]:
         yield bytes(pending)
 
 
-def _one_line(error: BaseException) -> str:
-    text = " ".join(str(error).split())
-    return f"{type(error).__name__}: {text}" if text else type(error).__name__
 
 
 class Informer(Generic[V]):
@@ -316,7 +313,7 @@ class Informer(Generic[V]):
                     break
                 self.expired_count += 1
                 log.info("%s: resourceVersion %s expired (%s); re-listing", self.name, self._resource_version,
-                         _one_line(expired))
+                         describe_error(expired))
                 if must_list:  # even the LIST (a stale continue token) expired: do not spin
                     self._sleep(self._backoff.next())
                 must_list = True
@@ -324,7 +321,7 @@ class Informer(Generic[V]):
                 if self._stopping.is_set():
                     break
                 self.error_count += 1
-                self.last_error = _one_line(error)
+                self.last_error = describe_error(error)
                 delay = self._backoff.next()
                 log.warning("%s: %s failed (%s); retrying in %.1fs%s", self.name, "list" if must_list else "watch",
                             self.last_error, delay,

@@ -33,6 +33,7 @@ from typing import Any, Protocol
 from kubernetes import client
 from kubernetes.client.exceptions import ApiException
 
+from controller.kube.client import describe_error
 from controller.objects import format_micro_time
 
 Json = dict[str, Any]
@@ -279,7 +280,7 @@ class LeaderElector:
         try:
             lease = self._client.get(config.lease_name, config.lease_namespace)
         except Exception as error:
-            logger.warning("could not read lease %s: %s", self._name, _one_line(error))
+            logger.warning("could not read lease %s: %s", self._name, describe_error(error))
             return False
         if lease is None:
             body = {"apiVersion": "coordination.k8s.io/v1", "kind": "Lease",
@@ -323,7 +324,7 @@ class LeaderElector:
             logger.info("lease %s changed since our last renewal; not releasing it", self._name)
             return False
         except Exception as error:
-            logger.warning("could not release lease %s: %s", self._name, _one_line(error))
+            logger.warning("could not release lease %s: %s", self._name, describe_error(error))
             return False
         logger.info("released lease %s", self._name)
         return True
@@ -332,10 +333,10 @@ class LeaderElector:
         try:
             written = write(body)
         except LeaseConflict as conflict:
-            logger.info("lost the race to %s lease %s: %s", verb, self._name, _one_line(conflict))
+            logger.info("lost the race to %s lease %s: %s", verb, self._name, describe_error(conflict))
             return False
         except Exception as error:
-            logger.warning("could not %s lease %s: %s", verb, self._name, _one_line(error))
+            logger.warning("could not %s lease %s: %s", verb, self._name, describe_error(error))
             return False
         self._observe(written)
         return True
@@ -359,5 +360,3 @@ class LeaderElector:
             self._leading = leading
 
 
-def _one_line(error: BaseException) -> str:
-    return " ".join(str(error).split())[:300] or type(error).__name__
