@@ -53,12 +53,10 @@ def configure_logging(log_format: str = "plain", level: str = "INFO") -> None:
     """Route the root logger to stderr in the chosen format (a pure configuration step)."""
     if log_format not in LOG_FORMATS:
         raise ValueError(f"log format must be one of {', '.join(LOG_FORMATS)}, not {log_format!r}")
-    # Neither format prints the caller, the process or the thread: don't pay for finding them
-    # on every record (a webhook logs once per mutated pod, thousands of times a second).
+    # No format here or in gunicorn prints the caller's file and line: don't walk the stack for
+    # them on every record (a webhook logs once per mutated pod, thousands of times a second).
+    # Process and thread ids stay: gunicorn's own log lines print the pid.
     logging._srcfile = None  # type: ignore[attr-defined]
-    logging.logThreads = False
-    logging.logProcesses = False
-    logging.logMultiprocessing = False
     handler = logging.StreamHandler()
     handler.setFormatter(JsonFormatter() if log_format == "json" else PlainFormatter())
     root = logging.getLogger()

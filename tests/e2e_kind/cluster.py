@@ -1,0 +1,155 @@
+"""Helpers for the kind suite: the cluster handle, raw reads, pods, taints, and polling."""
+
+from __future__ import annotations
+
+import json
+import os
+import subprocess
+import time
+from collections.abc import Callable
+from dataclasses import dataclass
+from pathlib import Path
+from typing import Any, TypeVar
+
+from kubernetes import client
+
+T = TypeVar("T")
+
+SYSTEM_NAMESPACE = "taintkeeper-system"
+NOT_READY = "node.kubernetes.io/not-ready"
+UNREACHABLE = "node.kubernetes.io/unreachable"
+CONTROL_PLANE_TAINT = "node-role.kubernetes.io/control-plane"
+SKIP_LABEL = "taintkeeper.io/skip"
+# The kind node image already holds the pause image (its containerd's sandbox image), so test
+# pods start without a registry; another image can be set for clusters where it is not present.
+POD_IMAGE = os.environ.get("TAINTKEEPER_E2E_POD_IMAGE", "registry.k8s.io/pause:3.10")
+
+
+def toleration(key: str, seconds: int | None = None, effect: str = "NoExecute") -> dict[str, Any]:
+    result: dict[str, Any] = {"key": key, "operator": "Exists", "effect": effect}
+    if seconds is not None:
+        result["tolerationSeconds"] = seconds
+    return result
+
+
+def default_tolerations(seconds: int = 300) -> list[dict[str, Any]]:
+    """What the webhook appends to a pod without them (upstream DefaultTolerationSeconds), in order."""
+    return [toleration(NOT_READY, seconds), toleration(UNREACHABLE, seconds)]
+
+
+def wait_for(condition: Callable[[], T | None], timeout: float, what: str, interval: float = 1.0) -> T:
+    """Poll `condition` until it returns something truthy; fail naming `what` after `timeout` s.
+
+    An exception from `condition` (say, the apiserver briefly unavailable) counts as "not yet".
+    """
+    deadline = time.monotonic() + timeout
+    last: object = None
+    while True:
+        try:
+            value = condition()
+            if value:
+                return value
+            last = value
+        except Exception as error:
+            last = error
+        if time.monotonic() >= deadline:
+            raise AssertionError(f"timed out after {timeout:g}s waiting for {what} (last result: {last!r})")
+        time.sleep(interval)
+
+
+def docker(*args: str, timeout: float = 180) -> str:
+    result = subprocess.run(["docker", *args], capture_output=True, text=True, timeout=timeout, check=False)
+    if result.returncode != 0:
+        raise AssertionError(f"docker {' '.join(args)} failed ({result.returncode}): {result.stderr.strip()}")
+    return result.stdout.strip()
+
+
+@dataclass
+class KindCluster:
+    name: str
+    kubeconfig: Path
+    api_client: client.ApiClient
+    control_plane: str
+    victim: str  # the worker the tests stop and start (`docker stop`): nothing of taintkeeper runs there
+    bystander: str  # the other worker, in the same zone
+
+    @property
+    def core(self) -> client.CoreV1Api:
+        return client.CoreV1Api(self.api_client)
+
+    @staticmethod
+    def raw(call: Callable[..., Any], *args: Any, **kwargs: Any) -> dict[str, Any]:
+        """Call a kubernetes-client method and return the API's JSON (camelCase, exactly as sent)."""
+        response = call(*args, _preload_content=False, _request_timeout=30, **kwargs)
+        return json.loads(response.data)
+
+    # nodes
+
+    def node(self, name: str) -> dict[str, Any]:
+        return self.raw(self.core.read_node, name)
+
+    def taints(self, name: str) -> list[dict[str, Any]]:
+        return self.node(name)["spec"].get("taints") or []
+
+    def taint_keys(self, name: str, effect: str) -> set[str]:
+        return {t["key"] for t in self.taints(name) if t["effect"] == effect}
+
+    def taint(self, name: str, key: str, effect: str) -> dict[str, Any] | None:
+        return next((t for t in self.taints(name) if t["key"] == key and t["effect"] == effect), None)
+
+    def condition(self, name: str, condition_type: str) -> dict[str, Any] | None:
+        return next((c for c in self.node(name)["status"].get("conditions") or [] if c["type"] == condition_type),
+                    None)
+
+    def ready(self, name: str) -> str | None:
+        condition = self.condition(name, "Ready")
+        return condition["status"] if condition else None
+
+    def lifecycle_taints(self, name: str) -> list[str]:
+        """The not-ready/unreachable taints on a node, as `key:effect`."""
+        return sorted(f"{t['key']}:{t['effect']}" for t in self.taints(name) if t["key"] in (NOT_READY, UNREACHABLE))
+
+    def container_running(self, node: str) -> bool:
+        return docker("inspect", "--format", "{{.State.Running}}", node) == "true"
+
+    # pods
+
+    def create_pod(self, namespace: str, name: str, *, node: str | None = None,
+                   tolerations: list[dict[str, Any]] | None = None,
+                   labels: dict[str, str] | None = None, dry_run: bool = False) -> dict[str, Any]:
+        """Create a pause pod (pinned to `node` by its hostname label) and return the API's answer,
+        which shows exactly what admission did to it."""
+        spec: dict[str, Any] = {
+            "containers": [{"name": "pause", "image": POD_IMAGE, "imagePullPolicy": "IfNotPresent"}],
+            "terminationGracePeriodSeconds": 1,
+        }
+        if node is not None:
+            spec["nodeSelector"] = {"kubernetes.io/hostname": node}
+        if tolerations is not None:
+            spec["tolerations"] = tolerations
+        body = {"apiVersion": "v1", "kind": "Pod", "metadata": {"name": name, "labels": labels or {}}, "spec": spec}
+        extra = {"dry_run": "All"} if dry_run else {}
+        return self.raw(self.core.create_namespaced_pod, namespace, body, **extra)
+
+    def pod(self, namespace: str, name: str) -> dict[str, Any] | None:
+        try:
+            return self.raw(self.core.read_namespaced_pod, name, namespace)
+        except client.ApiException as error:
+            if error.status == 404:
+                return None
+            raise
+
+    def evicted(self, namespace: str, name: str) -> bool:
+        """Deleted, or being deleted (on a stopped node a deleted pod stays Terminating)."""
+        pod = self.pod(namespace, name)
+        return pod is None or bool(pod["metadata"].get("deletionTimestamp"))
+
+    def pod_phase(self, namespace: str, name: str) -> str | None:
+        pod = self.pod(namespace, name)
+        return pod["status"].get("phase") if pod else None
+
+    def pod_condition(self, namespace: str, name: str, condition_type: str) -> dict[str, Any] | None:
+        pod = self.pod(namespace, name)
+        if pod is None:
+            return None
+        return next((c for c in pod["status"].get("conditions") or [] if c["type"] == condition_type), None)

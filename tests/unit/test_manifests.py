@@ -1,0 +1,327 @@
+"""manifests/: every document validated offline against the Kubernetes 1.28-1.33 schemas (strict,
+kubernetes-validate), and the choices the code depends on checked against the code itself.
+
+The cert-manager resources are custom resources: kubernetes-validate ships only the built-in
+schemas, so they are checked by `test_cert_manager_resources` instead (and that test proves the
+built-in schemas indeed do not cover them).
+"""
+
+from __future__ import annotations
+
+import re
+import shutil
+import subprocess
+from pathlib import Path
+from typing import Any
+
+import kubernetes_validate
+import pytest
+import yaml
+from kubernetes_validate.utils import SchemaNotFoundError
+
+from certs.issue import requested_sans
+from controller.options import parse_options
+from webhook.__main__ import parse_args as webhook_args
+from webhook.registration import mutating_webhook_configuration
+
+ROOT = Path(__file__).resolve().parents[2]
+MANIFESTS = ROOT / "manifests"
+KUBERNETES_VERSIONS = ("1.28", "1.29", "1.30", "1.31", "1.32", "1.33")
+CUSTOM_GROUPS = ("cert-manager.io",)  # CRDs: not in the built-in schemas
+NAMESPACE = "taintkeeper-system"
+IMAGE = "taintkeeper:dev"
+CERTS_SYNC_ARGS = ["--namespace", NAMESPACE, "--secret", "taintkeeper-webhook-tls", "--service",
+                   "taintkeeper-webhook", "--webhook-configuration", "taintkeeper"]
+
+
+def manifest_files() -> list[Path]:
+    return sorted(p for p in MANIFESTS.rglob("*.yaml") if p.name != "kustomization.yaml")
+
+
+def documents() -> list[tuple[str, int, dict[str, Any]]]:
+    found = []
+    for path in manifest_files():
+        for index, doc in enumerate(yaml.safe_load_all(path.read_text())):
+            if doc is not None:
+                found.append((str(path.relative_to(MANIFESTS)), index, doc))
+    return found
+
+
+DOCUMENTS = documents()
+
+
+def is_custom(doc: dict[str, Any]) -> bool:
+    return doc["apiVersion"].split("/")[0] in CUSTOM_GROUPS
+
+
+def doc_id(rel: str, index: int, doc: dict[str, Any]) -> str:
+    return f"{rel}#{index}:{doc['kind']}/{doc['metadata']['name']}"
+
+
+def find(kind: str, name: str, namespace: str | None = None) -> dict[str, Any]:
+    matches = [d for _, _, d in DOCUMENTS if d["kind"] == kind and d["metadata"]["name"] == name
+               and d["metadata"].get("namespace") == namespace]
+    assert len(matches) == 1, f"{kind} {namespace}/{name}: {len(matches)} documents"
+    return matches[0]
+
+
+def pod_templates() -> list[tuple[str, dict[str, Any]]]:
+    templates = []
+    for _, _, doc in DOCUMENTS:
+        if doc["kind"] in ("Deployment", "Job"):
+            templates.append((doc["metadata"]["name"], doc["spec"]["template"]))
+        elif doc["kind"] == "CronJob":
+            templates.append((doc["metadata"]["name"], doc["spec"]["jobTemplate"]["spec"]["template"]))
+    return templates
+
+
+# -- schemas --------------------------------------------------------------------------------------
+
+def test_the_installed_kubernetes_validate_ships_every_version_we_validate_against():
+    from kubernetes_validate.utils import all_versions
+
+    shipped = {".".join(v.split(".")[:2]) for v in all_versions()}
+    assert set(KUBERNETES_VERSIONS) <= shipped
+
+
+def test_every_manifest_file_has_documents():
+    assert manifest_files(), "no manifests found"
+    for path in manifest_files():
+        assert any(doc for doc in yaml.safe_load_all(path.read_text())), f"{path} is empty"
+
+
+@pytest.mark.parametrize("version", KUBERNETES_VERSIONS)
+@pytest.mark.parametrize(("rel", "index", "doc"),
+                         [pytest.param(r, i, d, id=doc_id(r, i, d)) for r, i, d in DOCUMENTS if not is_custom(d)])
+def test_manifest_is_valid_for_kubernetes(rel: str, index: int, doc: dict[str, Any], version: str):
+    validated = kubernetes_validate.validate(doc, version, strict=True)
+    assert validated == version, f"validated against {validated}, not {version}: the schema is missing"
+
+
+def test_cert_manager_resources():
+    custom = [d for _, _, d in DOCUMENTS if is_custom(d)]
+    assert {(d["kind"], d["metadata"]["name"]) for d in custom} == {
+        ("Issuer", "taintkeeper-selfsigned"), ("Certificate", "taintkeeper-ca"), ("Issuer", "taintkeeper-ca"),
+        ("Certificate", "taintkeeper-webhook-tls")}
+    for doc in custom:
+        with pytest.raises(SchemaNotFoundError):
+            kubernetes_validate.validate(doc, KUBERNETES_VERSIONS[-1], strict=True)
+        assert doc["apiVersion"] == "cert-manager.io/v1"
+        assert doc["metadata"]["namespace"] == NAMESPACE
+    issuers = {d["metadata"]["name"]: d for d in custom if d["kind"] == "Issuer"}
+    certificates = {d["metadata"]["name"]: d for d in custom if d["kind"] == "Certificate"}
+    assert issuers["taintkeeper-selfsigned"]["spec"] == {"selfSigned": {}}
+    ca = certificates["taintkeeper-ca"]["spec"]
+    assert ca["isCA"] is True and ca["issuerRef"] == {"kind": "Issuer", "name": "taintkeeper-selfsigned"}
+    assert issuers["taintkeeper-ca"]["spec"] == {"ca": {"secretName": ca["secretName"]}}
+    serving = certificates["taintkeeper-webhook-tls"]["spec"]
+    assert serving["issuerRef"] == {"kind": "Issuer", "name": "taintkeeper-ca"}
+    assert serving["secretName"] == "taintkeeper-webhook-tls"
+    assert serving["dnsNames"] == requested_sans("taintkeeper-webhook", NAMESPACE)[0]
+    assert serving["usages"] == ["server auth", "digital signature"]
+
+
+# -- the webhook configuration ---------------------------------------------------------------------
+
+def test_the_mutating_webhook_configuration_is_the_one_registration_builds():
+    manifest = find("MutatingWebhookConfiguration", "taintkeeper")
+    built = mutating_webhook_configuration(
+        "", service=(NAMESPACE, "taintkeeper-webhook", 443),
+        namespace_selector={"matchExpressions": [
+            {"key": "kubernetes.io/metadata.name", "operator": "NotIn", "values": [NAMESPACE]}]})
+    del built["webhooks"][0]["clientConfig"]["caBundle"]  # filled by certs sync or cert-manager
+    assert manifest["webhooks"] == built["webhooks"]
+    assert manifest["metadata"]["name"] == built["metadata"]["name"]
+    webhook = manifest["webhooks"][0]
+    assert (webhook["failurePolicy"], webhook["reinvocationPolicy"], webhook["sideEffects"],
+            webhook["timeoutSeconds"], webhook["admissionReviewVersions"]) == ("Ignore", "IfNeeded", "None", 5, ["v1"])
+
+
+def test_the_namespace_is_excluded_from_the_webhook_on_every_cluster_version():
+    labels = find("Namespace", NAMESPACE)["metadata"]["labels"]
+    assert labels["taintkeeper.io/skip"] == "true"  # before 1.21: no kubernetes.io/metadata.name label
+    assert labels["kubernetes.io/metadata.name"] == NAMESPACE
+
+
+# -- workloads ---------------------------------------------------------------------------------------
+
+@pytest.mark.parametrize(("name", "template"), pod_templates(), ids=[n for n, _ in pod_templates()])
+def test_pods_are_locked_down(name: str, template: dict[str, Any]):
+    spec = template["spec"]
+    assert spec["securityContext"]["runAsNonRoot"] is True
+    assert isinstance(spec["securityContext"]["runAsUser"], int) and spec["securityContext"]["runAsUser"] > 0
+    assert spec["securityContext"]["seccompProfile"] == {"type": "RuntimeDefault"}
+    volumes = {v["name"]: v for v in spec.get("volumes", [])}
+    for container in spec["containers"]:
+        security = container["securityContext"]
+        assert security["readOnlyRootFilesystem"] is True
+        assert security["allowPrivilegeEscalation"] is False
+        assert security["capabilities"] == {"drop": ["ALL"]}
+        assert security["seccompProfile"] == {"type": "RuntimeDefault"}
+        assert container["image"] == IMAGE
+        assert set(container["resources"]) == {"requests", "limits"}
+        assert {"cpu", "memory"} <= set(container["resources"]["requests"]) & set(container["resources"]["limits"])
+        # Python's tempfile (gunicorn heartbeats, the metrics directory, certs sync's staging) needs TMPDIR.
+        env = {e["name"]: e["value"] for e in container.get("env", [])}
+        mounts = {m["mountPath"]: m["name"] for m in container.get("volumeMounts", [])}
+        assert "emptyDir" in volumes[mounts[env["TMPDIR"]]]
+
+
+def test_webhook_deployment_service_and_budget():
+    deployment = find("Deployment", "taintkeeper-webhook", NAMESPACE)
+    spec = deployment["spec"]
+    pod = spec["template"]["spec"]
+    labels = spec["template"]["metadata"]["labels"]
+    assert spec["replicas"] == 2
+    assert spec["selector"]["matchLabels"] == labels
+    assert pod["serviceAccountName"] == "taintkeeper-webhook"
+    term = pod["affinity"]["podAntiAffinity"]["preferredDuringSchedulingIgnoredDuringExecution"][0]["podAffinityTerm"]
+    assert term["topologyKey"] == "kubernetes.io/hostname" and term["labelSelector"]["matchLabels"] == labels
+    (container,) = pod["containers"]
+    assert container["command"] == ["python", "-m", "webhook"]
+    flags = webhook_args(container["args"])
+    assert flags["TAINTKEEPER_BIND"] == "0.0.0.0:8443"
+    assert container["ports"] == [{"name": "https", "containerPort": 8443, "protocol": "TCP"}]
+    for probe, path in (("readinessProbe", "/readyz"), ("livenessProbe", "/healthz")):
+        assert container[probe]["httpGet"] == {"path": path, "port": "https", "scheme": "HTTPS"}
+    mounts = {m["name"]: m for m in container["volumeMounts"]}
+    assert mounts["tls"]["mountPath"] == "/etc/taintkeeper/tls" and mounts["tls"]["readOnly"] is True
+    assert flags["TAINTKEEPER_CERT_FILE"] == "/etc/taintkeeper/tls/tls.crt"
+    assert flags["TAINTKEEPER_KEY_FILE"] == "/etc/taintkeeper/tls/tls.key"
+    tls = next(v for v in pod["volumes"] if v["name"] == "tls")["secret"]
+    assert tls["secretName"] == "taintkeeper-webhook-tls"
+    assert [item["key"] for item in tls["items"]] == ["tls.crt", "tls.key"]  # never the CA key
+    service = find("Service", "taintkeeper-webhook", NAMESPACE)
+    assert service["spec"]["selector"] == labels
+    assert service["spec"]["ports"] == [{"name": "https", "port": 443, "targetPort": "https", "protocol": "TCP"}]
+    budget = find("PodDisruptionBudget", "taintkeeper-webhook", NAMESPACE)
+    assert budget["spec"] == {"minAvailable": 1, "selector": {"matchLabels": labels}}
+
+
+def test_controller_deployment():
+    deployment = find("Deployment", "taintkeeper-controller", NAMESPACE)
+    pod = deployment["spec"]["template"]["spec"]
+    assert deployment["spec"]["replicas"] == 2
+    assert pod["serviceAccountName"] == "taintkeeper-controller"
+    (container,) = pod["containers"]
+    assert container["command"] == ["python", "-m", "controller"]
+    options = parse_options(container["args"])  # the controller's own parser accepts them
+    assert options.leader_elect is True
+    assert (options.leader_elect_resource_namespace, options.leader_elect_resource_name) == (
+        NAMESPACE, "taintkeeper-controller")
+    assert options.port == 10258
+    assert container["ports"] == [{"name": "http-metrics", "containerPort": 10258, "protocol": "TCP"}]
+    for probe, path in (("readinessProbe", "/readyz"), ("livenessProbe", "/healthz")):
+        assert container[probe]["httpGet"] == {"path": path, "port": "http-metrics"}
+    lease_role = find("Role", "taintkeeper-controller-leader-election", NAMESPACE)
+    named = [r for r in lease_role["rules"] if r.get("resourceNames")]
+    assert named == [{"apiGroups": ["coordination.k8s.io"], "resources": ["leases"],
+                      "resourceNames": [options.leader_elect_resource_name], "verbs": ["get", "update"]}]
+
+
+def test_certs_sync_runs_the_documented_command():
+    for kind, name in (("Job", "taintkeeper-certs-sync"), ("CronJob", "taintkeeper-certs-renew")):
+        doc = find(kind, name, NAMESPACE)
+        template = doc["spec"]["template"] if kind == "Job" else doc["spec"]["jobTemplate"]["spec"]["template"]
+        (container,) = template["spec"]["containers"]
+        assert container["command"] + container["args"] == ["python", "-m", "certs", "sync", *CERTS_SYNC_ARGS]
+        assert template["spec"]["serviceAccountName"] == "taintkeeper-certs"
+
+
+# -- RBAC ---------------------------------------------------------------------------------------------
+
+def test_rbac_has_no_wildcards_and_names_the_single_objects_it_writes():
+    roles = [d for _, _, d in DOCUMENTS if d["kind"] in ("ClusterRole", "Role")]
+    assert roles
+    for role in roles:
+        for rule in role["rules"]:
+            for field in ("apiGroups", "resources", "verbs"):
+                assert "*" not in rule[field], f"{role['metadata']['name']}: wildcard in {field}"
+            if "secrets" in rule["resources"]:
+                assert role["kind"] == "Role", "Secrets only ever through a namespaced Role"
+            # RBAC can name objects for every verb but create (and list/watch/deletecollection).
+            if rule["resources"] in (["secrets"], ["leases"]) and role["kind"] == "Role" and (
+                    set(rule["verbs"]) & {"get", "update", "patch", "delete"}):
+                assert rule.get("resourceNames"), f"{role['metadata']['name']}: {rule}"
+            if rule["resources"] == ["mutatingwebhookconfigurations"]:
+                assert rule["resourceNames"] == ["taintkeeper"]
+
+
+def test_every_binding_binds_a_role_that_exists_to_a_service_account_that_exists():
+    accounts = {(d["metadata"]["namespace"], d["metadata"]["name"]) for _, _, d in DOCUMENTS
+                if d["kind"] == "ServiceAccount"}
+    assert accounts == {(NAMESPACE, "taintkeeper-controller"), (NAMESPACE, "taintkeeper-webhook"),
+                        (NAMESPACE, "taintkeeper-certs")}
+    for _, _, binding in DOCUMENTS:
+        if binding["kind"] not in ("ClusterRoleBinding", "RoleBinding"):
+            continue
+        ref = binding["roleRef"]
+        find(ref["kind"], ref["name"], binding["metadata"].get("namespace") if ref["kind"] == "Role" else None)
+        for subject in binding["subjects"]:
+            assert subject["kind"] == "ServiceAccount"
+            assert (subject["namespace"], subject["name"]) in accounts
+
+
+# -- kustomize and the image --------------------------------------------------------------------------
+
+def kustomization(directory: Path) -> dict[str, Any]:
+    return yaml.safe_load((directory / "kustomization.yaml").read_text())
+
+
+def test_every_manifest_file_is_in_exactly_one_kustomization():
+    referenced: list[Path] = []
+    for path in MANIFESTS.rglob("kustomization.yaml"):
+        for resource in kustomization(path.parent).get("resources", []):
+            target = (path.parent / resource).resolve()
+            assert target.exists(), f"{path}: {resource} does not exist"
+            if target.is_file():
+                referenced.append(target)
+    assert sorted(referenced) == [p.resolve() for p in manifest_files()]
+    for directory in (MANIFESTS, MANIFESTS / "cert-manager"):
+        assert kustomization(directory)["images"] == [{"name": "taintkeeper", "newName": "taintkeeper",
+                                                       "newTag": "dev"}]
+
+
+def kustomize(directory: Path) -> list[dict[str, Any]]:
+    kubectl = shutil.which("kubectl")
+    if kubectl is None:
+        pytest.skip("kubectl is not installed: the kustomize rendering is not checked (the files are)")
+    result = subprocess.run([kubectl, "kustomize", str(directory)], capture_output=True, text=True, timeout=60)
+    assert result.returncode == 0, result.stderr
+    return [d for d in yaml.safe_load_all(result.stdout) if d]
+
+
+def identities(docs: list[dict[str, Any]]) -> set[tuple[str, str | None, str]]:
+    return {(d["kind"], d["metadata"].get("namespace"), d["metadata"]["name"]) for d in docs}
+
+
+def test_kustomize_renders_both_installations():
+    self_managed = kustomize(MANIFESTS)
+    with_cert_manager = kustomize(MANIFESTS / "cert-manager")
+    all_files = identities([d for _, _, d in DOCUMENTS])
+    certs_sync = identities([d for r, _, d in DOCUMENTS if r.startswith("self-managed-certs/")])
+    cert_manager = identities([d for r, _, d in DOCUMENTS if r.startswith("cert-manager/")])
+    assert identities(self_managed) == all_files - cert_manager
+    assert identities(with_cert_manager) == all_files - certs_sync
+    for docs in (self_managed, with_cert_manager):
+        for doc in docs:
+            text = yaml.safe_dump(doc)
+            assert re.findall(r"image: (\S+)", text) in ([], [IMAGE])
+    annotations = {d["metadata"]["name"]: d["metadata"].get("annotations") for d in with_cert_manager
+                   if d["kind"] == "MutatingWebhookConfiguration"}
+    assert annotations == {"taintkeeper": {"cert-manager.io/inject-ca-from": f"{NAMESPACE}/taintkeeper-webhook-tls"}}
+    assert not any(d["kind"] == "MutatingWebhookConfiguration" and d["metadata"].get("annotations")
+                   for d in self_managed)
+
+
+def test_containerfile():
+    lines = [line.strip() for line in (MANIFESTS / "Containerfile").read_text().splitlines()
+             if line.strip() and not line.startswith("#")]
+    froms = [line for line in lines if line.startswith("FROM ")]
+    assert froms and all(line.split()[1] == "python:3.11-slim" for line in froms)
+    final_stage = lines[lines.index(froms[-1]):]
+    assert not any(line.startswith("RUN ") for line in final_stage), "the final stage only copies the venv"
+    (user,) = [line for line in final_stage if line.startswith("USER ")]
+    uid, _, gid = user.split()[1].partition(":")
+    assert uid.isdigit() and int(uid) > 0 and (not gid or gid.isdigit())
+    assert any(re.search(r"pip install .*\s\.$", line) for line in lines)
