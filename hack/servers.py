@@ -38,17 +38,23 @@ def make_certs(out_dir: Path, service: str = "taintkeeper-webhook", namespace: s
 
 
 class WebhookServer:
-    """`python -m webhook` on 127.0.0.1:<port> with the certificates in `cert_dir`."""
+    """`python -m webhook` on 127.0.0.1:<port> with the certificates in `cert_dir`.
+
+    With `kubeconfig` the webhook watches namespaces through it (per-namespace seconds, the skip
+    label); without, its namespace cache is off and the cluster defaults apply everywhere.
+    """
 
     def __init__(self, cert_dir: Path, log_path: Path, *, port: int | None = None, workers: int = 1,
-                 threads: int = 4, extra_args: tuple[str, ...] = (), env: dict[str, str] | None = None) -> None:
+                 threads: int = 4, extra_args: tuple[str, ...] = (), env: dict[str, str] | None = None,
+                 kubeconfig: Path | None = None) -> None:
         self.cert_dir = cert_dir
         self.port = port or free_port()
         self.log_path = log_path
+        cache_args = ("--kubeconfig", str(kubeconfig)) if kubeconfig is not None else ("--namespace-cache", "false")
         self.args = [
             sys.executable, "-m", "webhook", "--bind", f"127.0.0.1:{self.port}",
             "--cert-file", str(cert_dir / "tls.crt"), "--key-file", str(cert_dir / "tls.key"),
-            "--workers", str(workers), "--threads", str(threads), *extra_args,
+            "--workers", str(workers), "--threads", str(threads), *cache_args, *extra_args,
         ]
         self.env = {**os.environ, **(env or {})}
         self.process: subprocess.Popen[bytes] | None = None
@@ -88,6 +94,9 @@ class WebhookServer:
         except subprocess.TimeoutExpired:
             os.killpg(self.process.pid, signal.SIGKILL)
             self.process.wait()
+
+    def log_text(self) -> str:
+        return self.log_path.read_text(errors="replace") if self.log_path.exists() else ""
 
     def __enter__(self) -> WebhookServer:
         return self.start()

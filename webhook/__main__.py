@@ -1,7 +1,7 @@
 """`python -m webhook`: validate flags, then serve the webhook with gunicorn over TLS.
 
 Each flag overrides its TAINTKEEPER_* environment variable (webhook/settings.py). A bad value
-ends the start with one line on stderr and exit code 2.
+(including a --kubeconfig that does not load) ends the start with one line on stderr and exit code 2.
 """
 
 from __future__ import annotations
@@ -10,7 +10,14 @@ import argparse
 import os
 import sys
 
-from webhook.settings import APP_SETTINGS, SERVING_SETTINGS, ServingSettings, SettingsError, WebhookSettings
+from webhook.settings import (
+    APP_SETTINGS,
+    SERVING_SETTINGS,
+    ServingSettings,
+    SettingsError,
+    WebhookSettings,
+    check_kubeconfig,
+)
 
 
 class _Parser(argparse.ArgumentParser):
@@ -34,8 +41,9 @@ def main(argv: list[str] | None = None) -> None:
     overrides = parse_args(sys.argv[1:] if argv is None else argv)
     os.environ.update(overrides)
     try:
-        WebhookSettings.from_env()
+        settings = WebhookSettings.from_env()
         ServingSettings.from_env().check_files()
+        check_kubeconfig(settings)
     except SettingsError as error:
         print(f"webhook: error: {error}", file=sys.stderr)
         sys.exit(2)

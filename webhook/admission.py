@@ -4,16 +4,22 @@ For a Pod CREATE or UPDATE (no subresource) whose tolerations miss the default
 `not-ready`/`unreachable` NoExecute tolerations, the response carries a JSONPatch that appends
 them; everything else is allowed unchanged. A review that is not well formed raises
 `MalformedReview`, which the HTTP layer turns into a 400.
+
+The seconds come from the cluster-wide settings, unless `namespace_defaults(namespace)` (a lookup
+the caller passes in, e.g. the webhook's namespace cache) knows better: a namespace's annotations
+override them, and a namespace labelled `taintkeeper.io/skip=true` is skipped like a pod with that
+label. The lookup must be cheap and must not block: it is called once per pod review.
 """
 
 from __future__ import annotations
 
 import base64
+from collections.abc import Callable
 from dataclasses import dataclass, field
 
 import jsonpatch
 
-from shared.defaults import missing_default_tolerations
+from shared.defaults import DEFAULT_TOLERATION_SECONDS, DefaultSeconds, missing_default_tolerations, skips
 
 SUPPORTED_API_VERSIONS = ("admission.k8s.io/v1", "admission.k8s.io/v1beta1")
 MUTATED_OPERATIONS = ("CREATE", "UPDATE")
@@ -27,6 +33,20 @@ class MalformedReview(ValueError):
     """The body is not an AdmissionReview this webhook can answer; the message says why."""
 
 
+@dataclass(frozen=True, slots=True)
+class NamespaceDefaults:
+    """What is known about one namespace: the seconds for its pods (its annotations over the cluster
+    defaults), why an annotation was ignored, and whether it opted out with the skip label."""
+
+    seconds: DefaultSeconds
+    warnings: tuple[str, ...] = ()
+    skipped: bool = False
+
+
+# Nothing known about a namespace (no cache, not synced, not seen yet): the cluster defaults apply.
+NamespaceLookup = Callable[[str], NamespaceDefaults | None]
+
+
 @dataclass(frozen=True)
 class Verdict:
     """The answer to one review, with what the logs and metrics need to know about it."""
@@ -38,6 +58,8 @@ class Verdict:
     namespace: str = ""
     pod: str = ""
     added: list[str] = field(default_factory=list)
+    warnings: list[str] = field(default_factory=list)  # also in the response: shown to the pod's creator
+    reason: str = ""  # why a pod review was skipped
 
 
 def _require_object(value: object, where: str) -> dict[str, object]:
@@ -71,8 +93,19 @@ def _patch_for(spec: dict[str, object], added: list[dict[str, object]]) -> jsonp
                                 for i, toleration in enumerate(added)])
 
 
-def review_pod(review: object, not_ready_seconds: int, unreachable_seconds: int) -> Verdict:
-    """Decide one AdmissionReview; raises MalformedReview for anything not well formed."""
+def _no_namespace_facts(namespace: str) -> None:
+    return None
+
+
+def review_pod(review: object, not_ready_seconds: int = DEFAULT_TOLERATION_SECONDS,
+               unreachable_seconds: int = DEFAULT_TOLERATION_SECONDS, *,
+               namespace_defaults: NamespaceLookup = _no_namespace_facts) -> Verdict:
+    """Decide one AdmissionReview; raises MalformedReview for anything not well formed.
+
+    The two seconds are the cluster defaults; `namespace_defaults` may override them per namespace.
+    Warnings about a namespace's annotations are returned only when its defaults were applied (the
+    pod was patched), so updates of pods that already carry the tolerations stay quiet.
+    """
     body = _require_object(review, "the body")
     api_version = body.get("apiVersion")
     if api_version not in SUPPORTED_API_VERSIONS:
@@ -86,14 +119,17 @@ def review_pod(review: object, not_ready_seconds: int, unreachable_seconds: int)
     if not isinstance(uid, str) or not uid:
         raise MalformedReview("request.uid must be a non-empty string")
 
-    def answer(outcome: str, patch: jsonpatch.JsonPatch | None = None, **facts: object) -> Verdict:
+    def answer(outcome: str, patch: jsonpatch.JsonPatch | None = None, warnings: tuple[str, ...] = (),
+               **facts: object) -> Verdict:
         response: dict[str, object] = {"uid": uid, "allowed": True}
         if patch is not None:
             response["patchType"] = "JSONPatch"
             response["patch"] = base64.b64encode(patch.to_string().encode()).decode()
+        if warnings:
+            response["warnings"] = list(warnings)
         return Verdict(
             response={"apiVersion": api_version, "kind": "AdmissionReview", "response": response},
-            outcome=outcome, uid=uid, **facts,  # type: ignore[arg-type]
+            outcome=outcome, uid=uid, warnings=list(warnings), **facts,  # type: ignore[arg-type]
         )
 
     operation = str(request.get("operation") or "")
@@ -101,7 +137,7 @@ def review_pod(review: object, not_ready_seconds: int, unreachable_seconds: int)
     resource = request.get("resource")
     is_pod = isinstance(resource, dict) and resource.get("group", "") == "" and resource.get("resource") == "pods"
     if not is_pod or request.get("subResource") or operation not in MUTATED_OPERATIONS:
-        return answer(SKIPPED, operation=operation, namespace=namespace)
+        return answer(SKIPPED, operation=operation, namespace=namespace, reason="not a pod create or update")
 
     pod = _require_object(request.get("object"), "request.object")
     spec = _require_object(pod.get("spec"), "request.object.spec")
@@ -112,7 +148,18 @@ def review_pod(review: object, not_ready_seconds: int, unreachable_seconds: int)
         raise MalformedReview("request.object.spec.tolerations must be a list of objects")
 
     facts = {"operation": operation, "namespace": namespace, "pod": _pod_name(request, pod)}
+    metadata = pod.get("metadata")
+    labels = metadata.get("labels") if isinstance(metadata, dict) else None
+    if skips(labels if isinstance(labels, dict) else None):
+        return answer(SKIPPED, reason="the pod is labelled taintkeeper.io/skip=true", **facts)
+    known = namespace_defaults(namespace)
+    warnings: tuple[str, ...] = ()
+    if known is not None:
+        if known.skipped:
+            return answer(SKIPPED, reason="the namespace is labelled taintkeeper.io/skip=true", **facts)
+        not_ready_seconds, unreachable_seconds = known.seconds.not_ready, known.seconds.unreachable
+        warnings = known.warnings
     added = missing_default_tolerations(tolerations or [], not_ready_seconds, unreachable_seconds)
     if not added:
         return answer(UNCHANGED, **facts)
-    return answer(PATCHED, _patch_for(spec, added), added=[str(t["key"]) for t in added], **facts)
+    return answer(PATCHED, _patch_for(spec, added), warnings, added=[str(t["key"]) for t in added], **facts)

@@ -1,6 +1,8 @@
 """The webhook's HTTP layer: routes, body checks, logging and metrics around `admission`.
 
-`create_app()` with no arguments reads its settings from the environment (see settings.py).
+`create_app()` with no arguments reads its settings from the environment (see settings.py). The
+namespace cache (namespaces.py) is made here but started in the serving process: by gunicorn's
+`post_worker_init` hook, or else by the first review.
 """
 
 from __future__ import annotations
@@ -13,18 +15,30 @@ from flask import Flask, Response, request
 
 from webhook import metrics
 from webhook.admission import PATCHED, MalformedReview, review_pod
+from webhook.namespaces import NamespaceCache
 from webhook.settings import WebhookSettings
 
 log = logging.getLogger("taintkeeper.webhook")
+
+NAMESPACE_CACHE_EXTENSION = "taintkeeper.namespace_cache"
 
 
 def _json(body: object, status: int = 200) -> Response:
     return Response(json.dumps(body), status=status, mimetype="application/json")
 
 
-def create_app(settings: WebhookSettings | None = None) -> Flask:
+def namespace_cache_of(app: object) -> NamespaceCache | None:
+    """The namespace cache of an app made by create_app (None for any other WSGI app)."""
+    extensions = getattr(app, "extensions", None)
+    return extensions.get(NAMESPACE_CACHE_EXTENSION) if isinstance(extensions, dict) else None
+
+
+def create_app(settings: WebhookSettings | None = None, namespace_cache: NamespaceCache | None = None) -> Flask:
     settings = settings or WebhookSettings.from_env()
+    cache = namespace_cache or NamespaceCache.from_settings(settings)
     app = Flask("taintkeeper-webhook")
+    app.extensions[NAMESPACE_CACHE_EXTENSION] = cache
+    not_ready_seconds, unreachable_seconds = settings.not_ready_seconds, settings.unreachable_seconds
 
     def bad_request(message: str) -> Response:
         metrics.REVIEWS.labels(metrics.BAD_REQUEST).inc()
@@ -42,8 +56,10 @@ def create_app(settings: WebhookSettings | None = None) -> Flask:
         body = request.stream.read(cap + 1)
         if len(body) > cap:
             return bad_request(f"request body is larger than {cap} bytes")
+        cache.ensure_started()  # a no-op but for the first review of a process that has not started it
         try:
-            verdict = review_pod(json.loads(body), settings.not_ready_seconds, settings.unreachable_seconds)
+            verdict = review_pod(json.loads(body), not_ready_seconds, unreachable_seconds,
+                                 namespace_defaults=cache.lookup)
         except (ValueError, RecursionError) as error:  # JSONDecodeError and MalformedReview are ValueErrors
             reason = str(error) if isinstance(error, MalformedReview) else "the body is not valid JSON"
             return bad_request(reason)
@@ -52,10 +68,13 @@ def create_app(settings: WebhookSettings | None = None) -> Flask:
             metrics.TOLERATIONS_ADDED.labels(key).inc()
         metrics.REVIEW_DURATION.observe(time.perf_counter() - started)
         facts = {"uid": verdict.uid, "operation": verdict.operation, "namespace": verdict.namespace, "pod": verdict.pod}
+        if verdict.warnings:
+            log.warning("ignored namespace annotation: %s", "; ".join(verdict.warnings), extra=facts)
         if verdict.outcome == PATCHED:
             log.info("added default tolerations %s", ",".join(verdict.added), extra=facts)
         else:
-            log.debug("admitted without a patch (%s)", verdict.outcome, extra=facts)
+            log.debug("admitted without a patch (%s%s)", verdict.outcome,
+                      f": {verdict.reason}" if verdict.reason else "", extra=facts)
         return _json(verdict.response)
 
     @app.get("/healthz")

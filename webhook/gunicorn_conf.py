@@ -12,6 +12,7 @@ served to new connections without a restart.
 
 from __future__ import annotations
 
+import logging
 import os
 import shutil
 import ssl
@@ -49,6 +50,32 @@ def on_starting(server) -> None:  # type: ignore[no-untyped-def]
     directory = os.environ["PROMETHEUS_MULTIPROC_DIR"]
     shutil.rmtree(directory, ignore_errors=True)
     os.makedirs(directory, exist_ok=True)
+    # Said once, by the master; each worker starts its own watch after fork (post_worker_init).
+    from webhook.namespaces import client_source
+
+    factory, source = client_source(_app_settings)
+    log = logging.getLogger("taintkeeper.webhook.namespaces")
+    if factory is None:
+        log.info("namespace cache off (%s): the cluster defaults apply to every namespace", source)
+    else:
+        log.info("namespace cache on, from %s: until it has synced, the cluster defaults apply", source)
+
+
+def post_worker_init(worker) -> None:  # type: ignore[no-untyped-def]
+    # After fork, in the worker: the watch thread must live in the process that serves.
+    from webhook.app import namespace_cache_of
+
+    cache = namespace_cache_of(worker.wsgi)
+    if cache is not None:
+        cache.ensure_started()
+
+
+def worker_exit(server, worker) -> None:  # type: ignore[no-untyped-def]
+    from webhook.app import namespace_cache_of
+
+    cache = namespace_cache_of(getattr(worker, "wsgi", None))
+    if cache is not None:
+        cache.stop()
 
 
 def child_exit(server, worker) -> None:  # type: ignore[no-untyped-def]

@@ -11,7 +11,7 @@ import os
 from collections.abc import Mapping
 from dataclasses import dataclass
 
-from shared.defaults import DEFAULT_TOLERATION_SECONDS
+from shared.defaults import DEFAULT_TOLERATION_SECONDS, DefaultSeconds
 from shared.jsonlog import LOG_FORMATS
 
 # controller-runtime's cap; an AdmissionReview carries the object twice on UPDATE, and
@@ -56,8 +56,14 @@ CERT_FILE = Setting("--cert-file", "TAINTKEEPER_CERT_FILE", "/etc/taintkeeper/tl
 KEY_FILE = Setting("--key-file", "TAINTKEEPER_KEY_FILE", "/etc/taintkeeper/tls/tls.key", "PEM private key")
 WORKERS = Setting("--workers", "TAINTKEEPER_WORKERS", "2", "gunicorn worker processes")
 THREADS = Setting("--threads", "TAINTKEEPER_THREADS", "8", "threads per worker (gthread keeps connections alive)")
+KUBECONFIG = Setting("--kubeconfig", "TAINTKEEPER_KUBECONFIG", "",
+                     "kubeconfig for the namespace cache; empty: the in-cluster config if running in a pod, "
+                     "else no cache")
+NAMESPACE_CACHE = Setting("--namespace-cache", "TAINTKEEPER_NAMESPACE_CACHE", "true",
+                          "true or false: watch namespaces for per-namespace seconds and the skip label")
 
-APP_SETTINGS = (NOT_READY_SECONDS, UNREACHABLE_SECONDS, MAX_REQUEST_BYTES, LOG_FORMAT, LOG_LEVEL)
+APP_SETTINGS = (NOT_READY_SECONDS, UNREACHABLE_SECONDS, MAX_REQUEST_BYTES, LOG_FORMAT, LOG_LEVEL, KUBECONFIG,
+                NAMESPACE_CACHE)
 SERVING_SETTINGS = (BIND, CERT_FILE, KEY_FILE, WORKERS, THREADS)
 
 
@@ -80,6 +86,21 @@ def parse_choice(setting: Setting, raw: str, choices: tuple[str, ...]) -> str:
     return normalised
 
 
+def parse_bool(setting: Setting, raw: str) -> bool:
+    value = raw.strip().lower()
+    if value not in ("true", "false"):
+        raise SettingsError(f"{setting.flag} must be true or false, got {raw!r}")
+    return value == "true"
+
+
+def parse_file(setting: Setting, raw: str) -> str:
+    """An existing file, or empty for none (checked at start: the file is read only in the workers)."""
+    path = raw.strip()
+    if path and not os.path.isfile(path):
+        raise SettingsError(f"{setting.flag} {path!r} is not a readable file")
+    return path
+
+
 def lookup(setting: Setting, env: Mapping[str, str]) -> str:
     return env.get(setting.env, setting.default)
 
@@ -93,6 +114,13 @@ class WebhookSettings:
     max_request_bytes: int = DEFAULT_MAX_REQUEST_BYTES
     log_format: str = "plain"
     log_level: str = "INFO"
+    kubeconfig: str = ""  # empty: the in-cluster config when running in a pod, else no namespace cache
+    # Off by default here, so an app built in a test never talks to a cluster; from_env defaults to on.
+    namespace_cache: bool = False
+
+    @property
+    def cluster_seconds(self) -> DefaultSeconds:
+        return DefaultSeconds(self.not_ready_seconds, self.unreachable_seconds)
 
     @classmethod
     def from_env(cls, env: Mapping[str, str] | None = None) -> WebhookSettings:
@@ -103,7 +131,25 @@ class WebhookSettings:
             max_request_bytes=parse_int(MAX_REQUEST_BYTES, lookup(MAX_REQUEST_BYTES, env), 1),
             log_format=parse_choice(LOG_FORMAT, lookup(LOG_FORMAT, env), LOG_FORMATS),
             log_level=parse_choice(LOG_LEVEL, lookup(LOG_LEVEL, env), LOG_LEVELS),
+            kubeconfig=parse_file(KUBECONFIG, lookup(KUBECONFIG, env)),
+            namespace_cache=parse_bool(NAMESPACE_CACHE, lookup(NAMESPACE_CACHE, env)),
         )
+
+
+def check_kubeconfig(settings: WebhookSettings) -> None:
+    """At start: a given kubeconfig must load (nothing is connected to), or SettingsError says why.
+
+    Imports only the Kubernetes client: `python -m webhook` must not import prometheus_client
+    before the gunicorn config has set PROMETHEUS_MULTIPROC_DIR.
+    """
+    if not (settings.namespace_cache and settings.kubeconfig):
+        return
+    from controller.kube.client import ClientConfigError, make_api_client
+
+    try:
+        make_api_client(settings.kubeconfig).close()
+    except ClientConfigError as error:
+        raise SettingsError(f"{KUBECONFIG.flag}: {error}") from error
 
 
 @dataclass(frozen=True)

@@ -9,7 +9,8 @@ import pytest
 from hypothesis import given
 from hypothesis import strategies as st
 
-from webhook.admission import PATCHED, SKIPPED, UNCHANGED, MalformedReview, review_pod
+from shared.defaults import DefaultSeconds
+from webhook.admission import PATCHED, SKIPPED, UNCHANGED, MalformedReview, NamespaceDefaults, review_pod
 
 NR = "node.kubernetes.io/not-ready"
 UR = "node.kubernetes.io/unreachable"
@@ -211,3 +212,89 @@ def test_any_json_gets_either_an_answer_or_a_malformed_review_error(body):
     except MalformedReview:
         return
     assert verdict.response["response"]["allowed"] is True
+
+
+# -- per-namespace defaults and opting out ---------------------------------------------------------
+
+CLUSTER_NR, CLUSTER_UR = 301, 302
+WARNING = "namespace annotation taintkeeper.io/not-ready-toleration-seconds='soon' is not a whole number"
+
+
+def labelled(labels):
+    return {"metadata": {"name": "web-0", "labels": labels}, "spec": {"containers": []}}
+
+
+def known(not_ready=CLUSTER_NR, unreachable=CLUSTER_UR, warnings=(), skipped=False):
+    facts = NamespaceDefaults(DefaultSeconds(not_ready, unreachable), tuple(warnings), skipped)
+    return lambda namespace: facts
+
+
+def unknown(namespace):
+    return None
+
+
+NAMESPACE_CASES = [
+    ("the namespace's not-ready seconds replace the cluster's", known(not_ready=30), None, None,
+     PATCHED, [default(NR, 30), default(UR, CLUSTER_UR)], []),
+    ("the namespace's unreachable seconds replace the cluster's", known(unreachable=45), None, None,
+     PATCHED, [default(NR, CLUSTER_NR), default(UR, 45)], []),
+    ("both of the namespace's seconds replace the cluster's", known(30, 45), None, None,
+     PATCHED, [default(NR, 30), default(UR, 45)], []),
+    ("zero seconds from the namespace are kept", known(0, 0), None, None,
+     PATCHED, [default(NR, 0), default(UR, 0)], []),
+    ("nothing known about the namespace (cache off, not synced, unseen): the cluster defaults, no warning",
+     unknown, None, None, PATCHED, [default(NR, CLUSTER_NR), default(UR, CLUSTER_UR)], []),
+    ("an ignored annotation's warning comes with the patch", known(warnings=[WARNING]), None, None,
+     PATCHED, [default(NR, CLUSTER_NR), default(UR, CLUSTER_UR)], [WARNING]),
+    ("no warning when the namespace's defaults were not needed", known(warnings=[WARNING]),
+     [default(NR, 7), default(UR, 7)], None, UNCHANGED, [default(NR, 7), default(UR, 7)], []),
+    ("a namespace labelled skip=true is skipped", known(30, 45, skipped=True), None, None, SKIPPED, None, []),
+    ("a pod labelled skip=true is skipped", known(30, 45), None, {"taintkeeper.io/skip": "true"}, SKIPPED, None, []),
+    ("a pod labelled skip=true is skipped when nothing is known of its namespace", unknown, None,
+     {"taintkeeper.io/skip": "true"}, SKIPPED, None, []),
+    ("a pod labelled skip=false is mutated", unknown, None, {"taintkeeper.io/skip": "false"},
+     PATCHED, [default(NR, CLUSTER_NR), default(UR, CLUSTER_UR)], []),
+    ("the skip label value is exact: True is not true", unknown, None, {"taintkeeper.io/skip": "True"},
+     PATCHED, [default(NR, CLUSTER_NR), default(UR, CLUSTER_UR)], []),
+    ("labels that are not a map are no skip label", unknown, None, ["taintkeeper.io/skip"],
+     PATCHED, [default(NR, CLUSTER_NR), default(UR, CLUSTER_UR)], []),
+]
+
+
+@pytest.mark.parametrize(("lookup", "tolerations", "labels", "outcome", "expected", "warnings"),
+                         [c[1:] for c in NAMESPACE_CASES], ids=[c[0] for c in NAMESPACE_CASES])
+def test_namespace_defaults_and_skip_labels(lookup, tolerations, labels, outcome, expected, warnings):
+    pod = labelled(labels)
+    if tolerations is not None:
+        pod["spec"]["tolerations"] = tolerations
+    verdict = review_pod(review(pod=pod), CLUSTER_NR, CLUSTER_UR, namespace_defaults=lookup)
+    response = verdict.response["response"]
+    assert verdict.outcome == outcome
+    assert verdict.warnings == warnings
+    assert response.get("warnings", []) == warnings
+    if outcome == SKIPPED:
+        assert response == {"uid": "705ab4f5-6393-11e8-b7cc-42010a800002", "allowed": True}
+        assert "skip=true" in verdict.reason
+        return
+    result = pod
+    if "patch" in response:
+        result = jsonpatch.apply_patch(pod, json.loads(base64.b64decode(response["patch"])))
+    assert result["spec"]["tolerations"] == expected
+
+
+def test_the_namespace_is_looked_up_by_the_review_namespace_and_only_for_pod_reviews():
+    asked = []
+
+    def lookup(namespace):
+        asked.append(namespace)
+
+    review_pod(review(), namespace_defaults=lookup)
+    review_pod(review(operation="DELETE"), namespace_defaults=lookup)
+    review_pod(review(sub_resource="status"), namespace_defaults=lookup)
+    assert asked == ["team-a"]
+
+
+def test_without_a_lookup_the_cluster_seconds_are_used():
+    verdict = review_pod(review(), 60, 5)
+    assert verdict.outcome == PATCHED and verdict.warnings == []
+    assert "warnings" not in verdict.response["response"]

@@ -3,11 +3,15 @@
 import base64
 import json
 import logging
+import threading
+import time
 
 import pytest
 
+from shared.defaults import DefaultSeconds
 from shared.jsonlog import JsonFormatter
-from webhook.app import create_app
+from webhook.app import create_app, namespace_cache_of
+from webhook.namespaces import NamespaceCache, namespace_view
 from webhook.settings import WebhookSettings
 
 
@@ -103,3 +107,123 @@ def test_a_mutation_is_logged_with_uid_namespace_and_pod(client, caplog):
     assert entry["pod"] == "web-0"
     assert entry["severity"] == "info"
     assert "not-ready" in entry["message"]
+
+
+# -- per-namespace defaults through the namespace cache --------------------------------------------
+
+NR = "node.kubernetes.io/not-ready"
+UR = "node.kubernetes.io/unreachable"
+NR_ANNOTATION = "taintkeeper.io/not-ready-toleration-seconds"
+UR_ANNOTATION = "taintkeeper.io/unreachable-toleration-seconds"
+CLUSTER = DefaultSeconds(301, 302)
+
+
+class SyncedCache(NamespaceCache):
+    """A namespace cache that has synced these namespaces (no watch: views are put in its store)."""
+
+    def __init__(self, namespaces: dict[str, dict]) -> None:
+        super().__init__(CLUSTER, None, "a test")
+        self.views = {name: namespace_view({"metadata": {"name": name, **metadata}}, CLUSTER)
+                      for name, metadata in namespaces.items()}
+        self.starts = 0
+
+    def ensure_started(self) -> None:
+        self.starts += 1
+
+    def lookup(self, namespace: str):
+        view = self.views.get(namespace)
+        return None if view is None else view.defaults
+
+
+def app_with(cache):
+    return create_app(WebhookSettings(not_ready_seconds=CLUSTER.not_ready, unreachable_seconds=CLUSTER.unreachable),
+                      namespace_cache=cache).test_client()
+
+
+def added_tolerations(body):
+    if "patch" not in body["response"]:
+        return None
+    patch = json.loads(base64.b64decode(body["response"]["patch"]))
+    return {t["key"]: t["tolerationSeconds"] for t in patch[0]["value"]}
+
+
+NAMESPACE_CASES = [
+    ("both annotations override both keys", {"annotations": {NR_ANNOTATION: "30", UR_ANNOTATION: "45"}},
+     {NR: 30, UR: 45}, 0),
+    ("the not-ready annotation overrides only not-ready", {"annotations": {NR_ANNOTATION: "30"}}, {NR: 30, UR: 302}, 0),
+    ("the unreachable annotation overrides only unreachable", {"annotations": {UR_ANNOTATION: "45"}},
+     {NR: 301, UR: 45}, 0),
+    ("an invalid annotation falls back to the cluster default with a warning",
+     {"annotations": {NR_ANNOTATION: "soon", UR_ANNOTATION: "45"}}, {NR: 301, UR: 45}, 1),
+    ("a namespace labelled skip=true gets no patch", {"labels": {"taintkeeper.io/skip": "true"}}, None, 0),
+    ("a namespace the cache has not seen gets the cluster defaults", None, {NR: 301, UR: 302}, 0),
+]
+
+
+@pytest.mark.parametrize(("metadata", "added", "warnings"), [c[1:] for c in NAMESPACE_CASES],
+                         ids=[c[0] for c in NAMESPACE_CASES])
+def test_namespace_defaults_over_http(metadata, added, warnings):
+    client = app_with(SyncedCache({} if metadata is None else {"team-a": metadata}))
+    body = client.post("/mutate", json=pod_review()).get_json()
+    assert added_tolerations(body) == added
+    assert len(body["response"].get("warnings", [])) == warnings
+
+
+def test_an_invalid_annotation_is_a_response_warning_and_a_warning_log_line(caplog):
+    caplog.set_level(logging.INFO, logger="taintkeeper.webhook")
+    client = app_with(SyncedCache({"team-a": {"annotations": {UR_ANNOTATION: "-5"}}}))
+    body = client.post("/mutate", json=pod_review(uid="uid-7")).get_json()
+    (warning,) = body["response"]["warnings"]
+    assert UR_ANNOTATION in warning and "'-5'" in warning and "302" in warning
+    record = next(r for r in caplog.records if r.levelno == logging.WARNING and r.name == "taintkeeper.webhook")
+    entry = json.loads(JsonFormatter().format(record))
+    assert (entry["uid"], entry["namespace"], entry["pod"]) == ("uid-7", "team-a", "web-0")
+    assert UR_ANNOTATION in entry["message"]
+
+
+def test_a_skipped_namespace_counts_as_skipped():
+    client = app_with(SyncedCache({"team-a": {"labels": {"taintkeeper.io/skip": "true"}}}))
+    before = metric_value(client, "taintkeeper_webhook_admission_reviews_total", '{outcome="skipped"}')
+    client.post("/mutate", json=pod_review())
+    assert metric_value(client, "taintkeeper_webhook_admission_reviews_total", '{outcome="skipped"}') == before + 1
+
+
+def test_a_pod_labelled_skip_true_gets_no_patch():
+    review = pod_review()
+    review["request"]["object"]["metadata"]["labels"] = {"taintkeeper.io/skip": "true"}
+    body = app_with(SyncedCache({})).post("/mutate", json=review).get_json()
+    assert body["response"] == {"uid": "uid-1", "allowed": True}
+
+
+def test_a_cache_that_has_not_synced_gives_the_cluster_defaults_without_warnings_or_waiting():
+    calls = threading.Event()
+
+    def refused(**kwargs):
+        calls.set()
+        raise ConnectionRefusedError(111, "Connection refused")
+
+    cache = NamespaceCache(CLUSTER, lambda: refused, "an unreachable API")
+    client = app_with(cache)
+    try:
+        started = time.perf_counter()
+        body = client.post("/mutate", json=pod_review()).get_json()
+        assert time.perf_counter() - started < 1
+        assert calls.wait(5)  # the first review started the watch, which is failing
+        body = client.post("/mutate", json=pod_review()).get_json()
+        assert added_tolerations(body) == {NR: 301, UR: 302}
+        assert "warnings" not in body["response"]
+        assert not cache.synced
+    finally:
+        cache.stop()
+
+
+def test_making_the_app_starts_no_watch_the_first_review_does():
+    cache = SyncedCache({})
+    client = app_with(cache)
+    assert cache.starts == 0
+    client.post("/mutate", json=pod_review())
+    assert cache.starts == 1
+
+
+def test_a_test_app_has_no_namespace_cache():
+    assert namespace_cache_of(create_app(WebhookSettings())).enabled is False

@@ -1,5 +1,6 @@
 """webhook settings and `python -m webhook` start-up: bad values fail at start with one line."""
 
+import json
 import subprocess
 import sys
 from pathlib import Path
@@ -23,6 +24,25 @@ def test_each_key_is_set_separately_from_the_environment():
     assert (settings.not_ready_seconds, settings.unreachable_seconds) == (60, 0)
 
 
+def test_the_namespace_cache_is_on_by_default_and_uses_the_in_cluster_config():
+    settings = WebhookSettings.from_env({})
+    assert (settings.namespace_cache, settings.kubeconfig) == (True, "")
+
+
+NAMESPACE_CACHE_VALUES = [("true", True), ("false", False), ("FALSE", False), (" True ", True)]
+
+
+@pytest.mark.parametrize(("raw", "expected"), NAMESPACE_CACHE_VALUES, ids=[v[0] for v in NAMESPACE_CACHE_VALUES])
+def test_the_namespace_cache_is_turned_on_or_off(raw, expected):
+    assert WebhookSettings.from_env({"TAINTKEEPER_NAMESPACE_CACHE": raw}).namespace_cache is expected
+
+
+def test_an_existing_kubeconfig_is_accepted(tmp_path):
+    kubeconfig = tmp_path / "kubeconfig"
+    kubeconfig.write_text("")
+    assert WebhookSettings.from_env({"TAINTKEEPER_KUBECONFIG": str(kubeconfig)}).kubeconfig == str(kubeconfig)
+
+
 BAD_ENV = [
     ("a negative not-ready value", {NR_ENV: "-1"}, "must be >= 0"),
     ("a fractional unreachable value", {UR_ENV: "2.5"}, "must be a whole number"),
@@ -30,6 +50,11 @@ BAD_ENV = [
     ("an empty value", {NR_ENV: ""}, "must be a whole number"),
     ("an unknown log format", {"TAINTKEEPER_LOG_FORMAT": "xml"}, "--log-format must be one of"),
     ("a zero size cap", {"TAINTKEEPER_MAX_REQUEST_BYTES": "0"}, "must be >= 1"),
+    ("a namespace cache that is neither true nor false", {"TAINTKEEPER_NAMESPACE_CACHE": "yes"},
+     "--namespace-cache must be true or false, got 'yes'"),
+    ("an empty namespace cache value", {"TAINTKEEPER_NAMESPACE_CACHE": ""}, "--namespace-cache must be true or false"),
+    ("a kubeconfig that does not exist", {"TAINTKEEPER_KUBECONFIG": "/nonexistent/kubeconfig"},
+     "--kubeconfig '/nonexistent/kubeconfig' is not a readable file"),
 ]
 
 
@@ -51,6 +76,9 @@ BAD_FLAGS = [
     ("an unknown flag", ["--no-such-flag"], "unrecognized arguments"),
     ("a missing certificate", ["--cert-file", "/nonexistent/tls.crt"], "is not a readable file"),
     ("zero workers", ["--workers", "0"], "--workers must be >= 1"),
+    ("a namespace cache flag that is not a boolean", ["--namespace-cache", "maybe"],
+     "--namespace-cache must be true or false"),
+    ("a missing kubeconfig", ["--kubeconfig", "/nonexistent/kubeconfig"], "is not a readable file"),
 ]
 
 
@@ -63,3 +91,36 @@ def test_bad_flags_end_the_start_with_one_line_and_exit_2(argv, message):
     assert len(lines) == 1, result.stderr
     assert lines[0].startswith("webhook: error:")
     assert message in lines[0]
+
+
+def test_a_kubeconfig_that_does_not_load_ends_the_start_with_one_line_and_exit_2(tmp_path):
+    for name in ("tls.crt", "tls.key", "kubeconfig"):
+        (tmp_path / name).write_text("not: [a kubeconfig")
+    result = subprocess.run(
+        [sys.executable, "-m", "webhook", "--cert-file", str(tmp_path / "tls.crt"), "--key-file",
+         str(tmp_path / "tls.key"), "--kubeconfig", str(tmp_path / "kubeconfig")],
+        cwd=ROOT, capture_output=True, text=True, timeout=60)
+    assert result.returncode == 2
+    lines = result.stderr.strip().splitlines()
+    assert len(lines) == 1, result.stderr
+    assert lines[0].startswith("webhook: error: --kubeconfig: invalid kubeconfig")
+
+
+def test_validating_the_start_imports_no_prometheus_client(tmp_path):
+    """prometheus_client picks its multiprocess mode when first imported: `python -m webhook` must leave
+    that to the gunicorn config, which sets PROMETHEUS_MULTIPROC_DIR first. Nor may the gunicorn master
+    (whose on_starting reads webhook.namespaces) make the metrics: its live 0 would pin the livemin gauge."""
+    kubeconfig = tmp_path / "kubeconfig"
+    kubeconfig.write_text(json.dumps({
+        "apiVersion": "v1", "kind": "Config", "current-context": "c",
+        "clusters": [{"name": "c", "cluster": {"server": "https://127.0.0.1:1"}}],
+        "contexts": [{"name": "c", "context": {"cluster": "c", "user": "u"}}],
+        "users": [{"name": "u", "user": {"token": "t"}}]}))
+    code = ("import sys\n"
+            "import webhook.__main__\n"
+            "import webhook.namespaces\n"
+            "from webhook.settings import WebhookSettings, check_kubeconfig\n"
+            f"check_kubeconfig(WebhookSettings.from_env({{'TAINTKEEPER_KUBECONFIG': {str(kubeconfig)!r}}}))\n"
+            "assert 'prometheus_client' not in sys.modules, 'imported too early'\n")
+    result = subprocess.run([sys.executable, "-c", code], cwd=ROOT, capture_output=True, text=True, timeout=60)
+    assert result.returncode == 0, result.stderr
