@@ -14,6 +14,7 @@ from __future__ import annotations
 
 import argparse
 import json
+import shutil
 import subprocess
 import sys
 import time
@@ -32,7 +33,7 @@ from webhook.registration import mutating_webhook_configuration  # noqa: E402
 SCRIPT = ROOT / "hack" / "local-cluster.sh"
 NAMESPACE = "demo"
 GRACE = 8  # --node-monitor-grace-period for the demo (50 s by default)
-DEFAULT_SECONDS = 20  # the webhook's default tolerationSeconds for the demo (300 s by default)
+NAMESPACE_SECONDS = 20  # the demo namespace's own default tolerationSeconds (the cluster's stays 300 s)
 STARTED = time.monotonic()
 
 
@@ -53,6 +54,7 @@ class Narrator:
         self.ready: str | None = None
         self.taints: set[str] = set()
         self.pods: dict[str, tuple[str | None, bool]] = {}
+        self.quiet = True  # the first look only records how things are
 
     def look(self) -> None:
         node = raw(self.core.read_node, self.node)
@@ -64,11 +66,12 @@ class Narrator:
             self.ready = ready.get("status")
         taints = {f"{t['key']}:{t['effect']}" + (f" (timeAdded {t['timeAdded']})" if t.get("timeAdded") else "")
                   for t in node["spec"].get("taints") or []}
-        for taint in sorted(taints - self.taints):
+        for taint in sorted(taints - self.taints) if not self.quiet else ():
             say(f"node {self.node}: taint added   {taint}")
         for taint in sorted(self.taints - taints):
             say(f"node {self.node}: taint removed {taint}")
         self.taints = taints
+        self.quiet = False
         listed = raw(self.core.list_namespaced_pod, NAMESPACE, field_selector=f"spec.nodeName={self.node}")
         seen = set()
         for pod in listed["items"]:
@@ -113,6 +116,9 @@ def main() -> int:
     directory: Path = args.dir.resolve()
     directory.mkdir(parents=True, exist_ok=True)
 
+    # A demo starts from an empty cluster every time: whatever an earlier run left is dropped.
+    subprocess.run(["bash", str(SCRIPT), "down", str(directory)], capture_output=True)
+    shutil.rmtree(directory / "etcd-data", ignore_errors=True)
     say("starting etcd + kube-apiserver 1.20.2 on loopback (the first run on a machine builds it: minutes)")
     up = subprocess.run(["bash", str(SCRIPT), "up", str(directory)], text=True, stdout=subprocess.PIPE)
     if up.returncode != 0:
@@ -127,17 +133,28 @@ def main() -> int:
     try:
         say(f"control plane ready; kubeconfig {kubeconfig}")
         ca_bundle = make_certs(directory / "webhook-certs")
-        webhook = WebhookServer(directory / "webhook-certs", directory / "webhook.log", workers=2, extra_args=(
-            "--default-not-ready-toleration-seconds", str(DEFAULT_SECONDS),
-            "--default-unreachable-toleration-seconds", str(DEFAULT_SECONDS))).start()
+        webhook = WebhookServer(directory / "webhook-certs", directory / "webhook.log", workers=2,
+                                kubeconfig=kubeconfig).start()
         say(f"webhook serving over TLS at {webhook.url} (log {directory / 'webhook.log'})")
         with _ignore_missing():
             admission.delete_mutating_webhook_configuration(registration)
         admission.create_mutating_webhook_configuration(body=mutating_webhook_configuration(
             ca_bundle, url=webhook.url, name=registration, failure_policy="Fail"))
-        for name in (NAMESPACE, "taintkeeper-system"):
-            with _ignore_missing(409):
-                core.create_namespace(body={"metadata": {"name": name}})
+        with _ignore_missing(409):
+            core.create_namespace(body={"metadata": {"name": "taintkeeper-system"}})
+        annotated = {"metadata": {"name": NAMESPACE, "annotations": {
+            "taintkeeper.io/not-ready-toleration-seconds": str(NAMESPACE_SECONDS),
+            "taintkeeper.io/unreachable-toleration-seconds": str(NAMESPACE_SECONDS)}}}
+        try:
+            core.create_namespace(body=annotated)
+        except client.ApiException as error:
+            if error.status != 409:
+                raise
+            core.patch_namespace(NAMESPACE, annotated, _content_type="application/merge-patch+json")
+        for leftover in raw(core.list_namespaced_pod, NAMESPACE)["items"]:  # from an earlier run in this --dir
+            core.delete_namespaced_pod(leftover["metadata"]["name"], NAMESPACE, grace_period_seconds=0)
+        say(f"namespace {NAMESPACE} annotated: its pods get {NAMESPACE_SECONDS}s default tolerations "
+            "(the cluster-wide default stays 300s)")
 
         sim = Simulator(api, lease_period=1.0, status_period=30.0, node_prefix="demo").start()
         nodes = sim.add_nodes(4, zones=["zone-a", "zone-b"])
@@ -150,10 +167,10 @@ def main() -> int:
 
         victim = nodes[0]
         deadline = time.monotonic() + 30
-        while time.monotonic() < deadline:  # the apiserver picks the new webhook configuration up in a moment
+        while time.monotonic() < deadline:  # until the apiserver calls the webhook and its namespace cache has synced
             probe = raw(core.create_namespaced_pod, NAMESPACE, body={"metadata": {"name": "probe"}, "spec": {
                 "containers": [{"name": "c", "image": "busybox"}]}}, dry_run="All")
-            if probe["spec"].get("tolerations"):
+            if any(t.get("tolerationSeconds") == NAMESPACE_SECONDS for t in probe["spec"].get("tolerations") or []):
                 break
             time.sleep(0.2)
         unreachable = "node.kubernetes.io/unreachable"
@@ -165,15 +182,18 @@ def main() -> int:
         for name, tolerations in plans:
             sim.create_pods(victim, 1, namespace=NAMESPACE, tolerations=tolerations, name_prefix=name,
                             termination_grace_period=2)
-        say(f"pods on {victim} (the webhook added defaults where a pod had none):")
+        say(f"pods on {victim} (the webhook added the namespace's defaults where a pod had none):")
         for pod in raw(core.list_namespaced_pod, NAMESPACE)["items"]:
             print(f"         {pod['metadata']['name']:<12} tolerations: {tolerations_text(pod)}", flush=True)
 
         narrator = Narrator(core, victim)
         narrator.look()
+        # New nodes get not-ready:NoSchedule from the apiserver (TaintNodesByCondition); the controller
+        # lifts it once they are Ready. Start the story from a clean node.
+        narrator.watch(15, until=lambda: not narrator.taints)
         say(f"{victim} crashes: its kubelet stops heartbeating")
         sim.stop_heartbeats(victim)
-        narrator.watch(GRACE + DEFAULT_SECONDS + 15, until=lambda: sum(1 for r, d in narrator.pods.values() if d) >= 3
+        narrator.watch(GRACE + NAMESPACE_SECONDS + 15, until=lambda: sum(1 for r, d in narrator.pods.values() if d) >= 3
                        and "log-agent" not in {n.rsplit("-", 1)[0] for n, (r, d) in narrator.pods.items() if d})
         explain = subprocess.run([sys.executable, "-m", "controller", "explain", "--node", victim, "--kubeconfig",
                                   str(kubeconfig)], cwd=ROOT, capture_output=True, text=True)
