@@ -47,3 +47,13 @@ UPDATE_ALL_NODES_HEALTH_DURATION = Histogram(
     "Duration in seconds for the node lifecycle monitor to update the health of all nodes.",
     buckets=tuple(0.01 * 4**i for i in range(8)),
 )
+
+# --- default toleration backfill ---------------------------------------------------------------------
+BACKFILLED_PODS = Counter(
+    "taintkeeper_backfilled_pods_total",
+    "Pods given the default not-ready/unreachable tolerations they were admitted without.",
+)
+BACKFILL_FAILURES = Counter(
+    "taintkeeper_backfill_failures_total",
+    "Failed backfill attempts (conflicts with a concurrent change included); each is retried with backoff.",
+)

@@ -11,11 +11,13 @@ from dataclasses import dataclass, field
 from datetime import UTC, datetime
 from typing import Any
 
-from shared.defaults import skips
+from shared.defaults import NOT_READY_SECONDS_ANNOTATION, UNREACHABLE_SECONDS_ANNOTATION, skips
 from shared.taints import NO_EXECUTE
 from shared.zones import excluded_from_disruption, zone_key
 
 Json = dict[str, Any]
+
+MIRROR_ANNOTATION = "kubernetes.io/config.mirror"
 
 # Identical toleration lists (the webhook's defaults, a DaemonSet's pods) are shared, not copied.
 _interned_tolerations: dict[tuple[tuple[tuple[str, Any], ...], ...], tuple[dict[str, Any], ...]] = {}
@@ -64,6 +66,7 @@ class PodView:
     terminating: bool
     ready: str | None  # status of the pod's Ready condition, None if absent
     skipped: bool = False  # labelled taintkeeper.io/skip=true: never given default tolerations
+    mirror: bool = False  # a static pod's mirror (annotation kubernetes.io/config.mirror): cannot be updated
 
     @property
     def key(self) -> str:
@@ -85,6 +88,7 @@ def pod_view(pod: Json) -> PodView:
         terminating=bool(metadata.get("deletionTimestamp")),
         ready=next((str(c.get("status")) for c in conditions if c.get("type") == "Ready"), None),
         skipped=skips(metadata.get("labels")),
+        mirror=MIRROR_ANNOTATION in (metadata.get("annotations") or {}),
     )
 
 
@@ -169,4 +173,34 @@ def lease_view(lease: Json) -> LeaseView:
     return LeaseView(
         name=(lease.get("metadata") or {}).get("name") or "",
         renew_time=(lease.get("spec") or {}).get("renewTime") or "",
+    )
+
+
+_NAMESPACE_ANNOTATIONS = (NOT_READY_SECONDS_ANNOTATION, UNREACHABLE_SECONDS_ANNOTATION)
+
+
+@dataclass(frozen=True, slots=True)
+class NamespaceView:
+    """A namespace as the toleration backfill sees it: the skip label and the two seconds annotations."""
+
+    name: str
+    skipped: bool = False  # labelled taintkeeper.io/skip=true
+    annotations: tuple[tuple[str, str], ...] = ()  # only the toleration-seconds annotations
+
+    @property
+    def key(self) -> str:
+        return self.name
+
+    @property
+    def annotation_map(self) -> dict[str, str]:
+        return dict(self.annotations)
+
+
+def namespace_view(namespace: Json) -> NamespaceView:
+    metadata = namespace.get("metadata") or {}
+    annotations = metadata.get("annotations") or {}
+    return NamespaceView(
+        name=metadata.get("name") or "",
+        skipped=skips(metadata.get("labels")),
+        annotations=tuple((k, str(annotations[k])) for k in _NAMESPACE_ANNOTATIONS if k in annotations),
     )

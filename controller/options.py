@@ -9,15 +9,19 @@ from __future__ import annotations
 import argparse
 import math
 import re
-from dataclasses import dataclass
+from dataclasses import dataclass, field
 
+from controller.backfill import DEFAULT_EXCLUDED_NAMESPACES, DEFAULT_RATE, BackfillSettings
 from controller.kube.leader import LeaderElectionConfig
 from controller.node_lifecycle import MonitorSettings
+from shared.defaults import DEFAULT_TOLERATION_SECONDS, DefaultSeconds
 from shared.jsonlog import LOG_FORMATS
 
 NODE_LIFECYCLE = "nodelifecycle"
 TAINT_EVICTION = "taint-eviction-controller"
-CONTROLLER_NAMES = (NODE_LIFECYCLE, TAINT_EVICTION)
+# The default-toleration backfill; it also needs --backfill-default-tolerations (on by default).
+TOLERATION_BACKFILL = "toleration-backfill"
+CONTROLLER_NAMES = (NODE_LIFECYCLE, TAINT_EVICTION, TOLERATION_BACKFILL)
 
 _DURATION_PART = re.compile(r"(\d+(?:\.\d*)?|\.\d+)(ns|us|µs|μs|ms|s|m|h)")
 _UNIT_SECONDS = {"ns": 1e-9, "us": 1e-6, "µs": 1e-6, "μs": 1e-6, "ms": 1e-3, "s": 1.0, "m": 60.0, "h": 3600.0}
@@ -69,6 +73,7 @@ class ControllerOptions:
     log_level: str
     controllers: frozenset[str]
     monitor: MonitorSettings
+    backfill: BackfillSettings = field(default_factory=BackfillSettings)
 
 
 class OptionsError(ValueError):
@@ -82,7 +87,8 @@ class _Parser(argparse.ArgumentParser):
 
 def build_parser() -> argparse.ArgumentParser:
     parser = _Parser(prog="python -m controller", allow_abbrev=False,
-                     description="taintkeeper's controller: node lifecycle monitoring and taint-based eviction.")
+                     description="taintkeeper's controller: node lifecycle monitoring, taint-based eviction and the "
+                                 "backfill of default tolerations.")
     add = parser.add_argument
     add("--kubeconfig", default=None, help="kubeconfig file (default: in-cluster config, then KUBECONFIG)")
     add("--leader-elect", nargs="?", const="true", default="true", metavar="BOOL",
@@ -116,6 +122,17 @@ def build_parser() -> argparse.ArgumentParser:
         help="zones with at most this many nodes are not tainted at all while partially disrupted")
     add("--unhealthy-zone-threshold", default="0.55", metavar="FRACTION",
         help="share of not-ready nodes (at least 3) that makes a zone partially disrupted")
+    add("--backfill-default-tolerations", nargs="?", const="true", default="true", metavar="BOOL",
+        help="append the default not-ready/unreachable tolerations to pods admitted without them, e.g. while "
+             "the webhook was down (default true)")
+    add("--backfill-excluded-namespaces", default=",".join(DEFAULT_EXCLUDED_NAMESPACES), metavar="LIST",
+        help="comma-separated namespaces whose pods are never backfilled (default %(default)s)")
+    add("--backfill-rate", default=f"{DEFAULT_RATE:g}", metavar="RATE",
+        help="pods per second the backfill updates at most (default %(default)s)")
+    add("--default-not-ready-toleration-seconds", default=str(DEFAULT_TOLERATION_SECONDS), metavar="SECONDS",
+        help="tolerationSeconds of a backfilled not-ready toleration, as the webhook's flag (default %(default)s)")
+    add("--default-unreachable-toleration-seconds", default=str(DEFAULT_TOLERATION_SECONDS), metavar="SECONDS",
+        help="tolerationSeconds of a backfilled unreachable toleration, as the webhook's flag (default %(default)s)")
     add("--log-format", default="plain", help="plain or json")
     add("--log-level", default="INFO", help="DEBUG, INFO, WARNING or ERROR")
     return parser
@@ -207,8 +224,30 @@ def parse_options(argv: list[str]) -> ControllerOptions:
         raise OptionsError("--node-monitor-grace-period must be at least --node-monitor-period")
     if not 0 < monitor.unhealthy_zone_threshold <= 1:
         raise OptionsError("--unhealthy-zone-threshold must be in (0, 1]")
+    backfill_rate = _checked("--backfill-rate", _rate, args.backfill_rate)
+    if backfill_rate <= 0:
+        raise OptionsError("--backfill-rate must be greater than zero (--backfill-default-tolerations=false turns "
+                           "the backfill off)")
+    controllers = _checked("--controllers", parse_controllers, args.controllers)
+    backfill_flag = _checked("--backfill-default-tolerations", parse_bool, args.backfill_default_tolerations)
+    if not backfill_flag:
+        controllers -= {TOLERATION_BACKFILL}
+        if not controllers:
+            raise OptionsError("--controllers: no controller left to run (--backfill-default-tolerations=false)")
+    backfill = BackfillSettings(
+        enabled=backfill_flag and TOLERATION_BACKFILL in controllers,
+        rate=backfill_rate,
+        excluded_namespaces=frozenset(n.strip() for n in args.backfill_excluded_namespaces.split(",") if n.strip()),
+        cluster_seconds=DefaultSeconds(
+            not_ready=_checked("--default-not-ready-toleration-seconds", _whole,
+                               args.default_not_ready_toleration_seconds),
+            unreachable=_checked("--default-unreachable-toleration-seconds", _whole,
+                                 args.default_unreachable_toleration_seconds),
+        ),
+    )
     return ControllerOptions(
-        controllers=_checked("--controllers", parse_controllers, args.controllers),
+        backfill=backfill,
+        controllers=controllers,
         monitor=monitor,
         kubeconfig=args.kubeconfig,
         leader_elect=leader_elect,

@@ -14,59 +14,19 @@ from __future__ import annotations
 
 import heapq
 import itertools
-import math
 from collections.abc import Callable
 from dataclasses import dataclass, field
+
+from controller.token_bucket import EVICTION_RATE_LIMITER_BURST, TokenBucket
 
 # `now` is epoch seconds, where a double resolves only ~0.2 us, and refill is summed over many
 # small ticks; without a little slack a token due at exactly t+10 s could show up a tick late.
 # A millionth of a token is 10 us early at 0.1 qps: nothing anyone could observe.
-_TOKEN_EPSILON = 1e-6
 
 # Upstream `scheduler.EvictionRateLimiterBurst`.
-EVICTION_RATE_LIMITER_BURST = 1
 
 ActionFunc = Callable[[str, str], tuple[bool, float]]
 """fn(name, uid) -> (done, wait): done=False re-queues the node `wait` seconds from now."""
-
-
-class TokenBucket:
-    """A token bucket like client-go's `NewTokenBucketRateLimiter`, on an injected clock.
-
-    Starts full (`burst` tokens) and refills at `qps` tokens per second, never above `burst`,
-    so an idle bucket saves up at most `burst` actions. qps <= 0 is upstream's "never" limiter:
-    it accepts nothing and reports qps 0. A `now` earlier than the last one refills nothing.
-    """
-
-    def __init__(self, qps: float, burst: int = EVICTION_RATE_LIMITER_BURST, *, now: float) -> None:
-        if math.isnan(qps) or math.isinf(qps):
-            raise ValueError(f"qps must be finite, got {qps}")
-        if burst < 1:
-            raise ValueError(f"burst must be at least 1, got {burst}")
-        self._qps = qps if qps > 0 else 0.0
-        self._burst = burst
-        self._tokens = float(burst) if self._qps > 0 else 0.0
-        self._last = now
-
-    @property
-    def qps(self) -> float:
-        return self._qps
-
-    @property
-    def burst(self) -> int:
-        return self._burst
-
-    def try_accept(self, now: float) -> bool:
-        """Take one token if one is available at `now`; never waits."""
-        if self._qps <= 0:
-            return False
-        if now > self._last:
-            self._tokens = min(float(self._burst), self._tokens + (now - self._last) * self._qps)
-            self._last = now
-        if self._tokens >= 1.0 - _TOKEN_EPSILON:
-            self._tokens -= 1.0
-            return True
-        return False
 
 
 @dataclass(order=True)

@@ -4,7 +4,9 @@ Informers (nodes, pods, node Leases) feed the components on every replica, so a 
 caches; leader election decides which replica acts. Leadership is sought only after the caches
 have synced, so no decision is taken on a half-filled cache. The components:
 - the node lifecycle monitor (`nodelifecycle`): health, Unknown conditions, taints;
-- the taint eviction manager (`taint-eviction-controller`): deletes pods on NoExecute taints.
+- the taint eviction manager (`taint-eviction-controller`): deletes pods on NoExecute taints;
+- the toleration backfill (`--backfill-default-tolerations`, with a namespace informer): appends the
+  default not-ready/unreachable tolerations to pods admitted without them (a webhook outage).
 """
 
 from __future__ import annotations
@@ -17,8 +19,11 @@ from types import FrameType
 
 from kubernetes import client
 
+from controller.backfill import COMPONENT as BACKFILL_COMPONENT
+from controller.backfill import BackfillController
 from controller.eviction_manager import TaintEvictionManager
 from controller.health import serve_health
+from controller.kube.backfill_api import KubeBackfillApi
 from controller.kube.client import make_api_client
 from controller.kube.events import EventRecorder
 from controller.kube.eviction_api import KubeEvictionActions
@@ -26,7 +31,16 @@ from controller.kube.informer import Informer
 from controller.kube.leader import LeaderElectionConfig, LeaderElector, LeaseClient, default_identity
 from controller.kube.node_api import KubeNodeLifecycleApi
 from controller.node_lifecycle import NodeLifecycleMonitor
-from controller.objects import LeaseView, NodeView, PodView, lease_view, node_view, pod_view
+from controller.objects import (
+    LeaseView,
+    NamespaceView,
+    NodeView,
+    PodView,
+    lease_view,
+    namespace_view,
+    node_view,
+    pod_view,
+)
 from controller.options import NODE_LIFECYCLE, TAINT_EVICTION, ControllerOptions
 
 log = logging.getLogger("taintkeeper.controller")
@@ -42,10 +56,17 @@ def run(options: ControllerOptions) -> int:
     core = client.CoreV1Api(api)
     manager: TaintEvictionManager | None = None
     monitor: NodeLifecycleMonitor | None = None
+    backfill: BackfillController | None = None
 
     def on_pod(old: PodView | None, new: PodView | None) -> None:
         if manager is not None:
             manager.on_pod_change(old, new)
+        if backfill is not None:
+            backfill.on_pod_change(old, new)
+
+    def on_namespace(old: NamespaceView | None, new: NamespaceView | None) -> None:
+        if backfill is not None:
+            backfill.on_namespace_change(old, new)
 
     def on_node(old: NodeView | None, new: NodeView | None) -> None:
         if manager is not None:
@@ -70,7 +91,15 @@ def run(options: ControllerOptions) -> int:
         recorder = EventRecorder(api, NODE_CONTROLLER_COMPONENT)
         recorders.append(recorder)
         monitor = NodeLifecycleMonitor(nodes, leases, pods, KubeNodeLifecycleApi(api), recorder, options.monitor)
-    components = [c for c in (monitor, manager) if c is not None]
+    if options.backfill.enabled:
+        namespaces: Informer[NamespaceView] = Informer("namespaces", core.list_namespace, namespace_view,
+                                                       on_namespace)
+        informers.append(namespaces)
+        recorder = EventRecorder(api, BACKFILL_COMPONENT)
+        recorders.append(recorder)
+        backfill = BackfillController(pods, namespaces, KubeBackfillApi(api), recorder, options.backfill,
+                                      dry_run=options.dry_run)
+    components = [c for c in (monitor, manager, backfill) if c is not None]
 
     def activate() -> None:
         for component in components:
@@ -102,8 +131,10 @@ def run(options: ControllerOptions) -> int:
         manager.start(stop, options.taint_eviction_workers)
     if monitor is not None:
         monitor.start(stop)
+    if backfill is not None:
+        backfill.start(stop)
     if options.dry_run:
-        log.info("dry run: decisions are logged and recorded as events; no pod is deleted")
+        log.info("dry run: decisions are logged and recorded as events; no pod is deleted or patched")
 
     try:
         for informer in informers:
@@ -135,6 +166,8 @@ def run(options: ControllerOptions) -> int:
             manager.queue.shut_down()
         if monitor is not None:
             monitor.no_schedule_queue.shut_down()
+        if backfill is not None:
+            backfill.queue.shut_down()
         for informer in informers:
             informer.stop()
         if health is not None:

@@ -23,8 +23,9 @@ from tests.integration.kube import LocalCluster, raw, wait_for
 
 UR = "node.kubernetes.io/unreachable"
 NR = "node.kubernetes.io/not-ready"
+# The backfill is off: these pods deliberately lack the default tolerations.
 FAST = ("--leader-elect=false", "--node-monitor-period=1s", "--node-monitor-grace-period=4s",
-        "--node-startup-grace-period=10s")
+        "--node-startup-grace-period=10s", "--backfill-default-tolerations=false")
 
 
 class Cluster:

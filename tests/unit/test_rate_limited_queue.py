@@ -8,7 +8,8 @@ import pytest
 from hypothesis import given
 from hypothesis import strategies as st
 
-from controller.rate_limited_queue import RateLimitedTimedQueue, TokenBucket
+from controller.rate_limited_queue import RateLimitedTimedQueue
+from controller.token_bucket import TokenBucket
 
 T0 = 1_800_000_000.0
 ALWAYS = {"qps": 1000.0, "burst": 1000}  # enough tokens for every test pass at a fixed now

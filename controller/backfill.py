@@ -1,0 +1,328 @@
+"""Backfill of the default NoExecute tolerations on pods admitted without them.
+
+The webhook's `failurePolicy` is `Ignore`, so pods created while it is down miss the default
+not-ready/unreachable tolerations, and would be evicted at once when their node goes NotReady.
+This component finds such pods and appends the missing tolerations (adding tolerations to a
+running pod is an allowed update), at a bounded rate, with an event on each pod.
+
+Pipeline: informer handlers (`on_pod_change`, `on_namespace_change`) and the full resync on
+`activate` decide on the cached views (`decide_backfill`) and put pod keys in the work queue ->
+`run_worker` -> `process`: re-checks the cached view, waits for a token of the rate limiter,
+re-reads the pod live, decides again on the live object and writes a JSON patch (`json_patch`)
+that tests the pod's uid and resourceVersion and only appends. A conflict (409/422: the pod
+changed meanwhile) or an error is retried through the queue with backoff; a gone pod is done.
+Only the leader acts: while inactive, events are ignored (activation resyncs everything).
+"""
+
+from __future__ import annotations
+
+import logging
+import threading
+from collections.abc import Collection, Mapping, Sequence
+from dataclasses import dataclass, field
+from typing import Any, Protocol
+
+from controller import metrics
+from controller.clock import Clock, RealClock
+from controller.objects import NamespaceView, PodView, pod_view
+from controller.token_bucket import TokenBucket
+from controller.workqueue import ShutDown, WorkQueue
+from shared.defaults import DefaultSeconds, missing_default_tolerations, namespace_seconds
+
+log = logging.getLogger("taintkeeper.backfill")
+
+Json = dict[str, Any]
+
+# The event source component and reasons (documented in README "The controller").
+COMPONENT = "taintkeeper-backfill"
+EVENT_REASON = "DefaultTolerationsAdded"
+INVALID_ANNOTATION_REASON = "InvalidTolerationSecondsAnnotation"
+
+# kube-system: static pods (their mirror pods cannot be updated anyway) and system pods, which
+# carry their own tolerations from their manifests and add-on defaults; taintkeeper-system: our own.
+DEFAULT_EXCLUDED_NAMESPACES = ("taintkeeper-system", "kube-system")
+DEFAULT_RATE = 10.0
+
+# Why a pod gets no backfill (or does).
+MISSING = "missing default tolerations"
+ALREADY_TOLERATES = "already tolerates not-ready and unreachable"
+TERMINATING = "terminating"
+MIRROR_POD = "mirror pod (cannot be updated)"
+POD_SKIPPED = "pod labelled taintkeeper.io/skip=true"
+NAMESPACE_SKIPPED = "namespace labelled taintkeeper.io/skip=true"
+EXCLUDED_NAMESPACE = "namespace excluded (--backfill-excluded-namespaces)"
+NAMESPACE_UNKNOWN = "namespace not in the cache (yet)"
+
+
+@dataclass(frozen=True)
+class BackfillSettings:
+    enabled: bool = True
+    rate: float = DEFAULT_RATE  # pods per second
+    excluded_namespaces: frozenset[str] = frozenset(DEFAULT_EXCLUDED_NAMESPACES)
+    cluster_seconds: DefaultSeconds = field(default_factory=DefaultSeconds)
+
+
+@dataclass(frozen=True)
+class BackfillDecision:
+    reason: str
+    tolerations: tuple[dict[str, Any], ...] = ()  # to append, not-ready first
+    warnings: tuple[str, ...] = ()  # invalid namespace annotations (their cluster default is used)
+
+    @property
+    def needed(self) -> bool:
+        return bool(self.tolerations)
+
+
+@dataclass(frozen=True)
+class BackfillPatch:
+    """A JSON patch (RFC 6902) for the pod, and what it appends."""
+
+    ops: tuple[dict[str, Any], ...]
+    decision: BackfillDecision
+
+
+def decide_backfill(pod: PodView, namespace: NamespaceView | None, cluster: DefaultSeconds,
+                    excluded: Collection[str]) -> BackfillDecision:
+    """Which default tolerations `pod` should be given, and why (not)."""
+    if pod.terminating:
+        return BackfillDecision(TERMINATING)
+    if pod.mirror:
+        return BackfillDecision(MIRROR_POD)
+    if pod.skipped:
+        return BackfillDecision(POD_SKIPPED)
+    if pod.namespace in excluded:
+        return BackfillDecision(EXCLUDED_NAMESPACE)
+    if namespace is None:
+        return BackfillDecision(NAMESPACE_UNKNOWN)
+    if namespace.skipped:
+        return BackfillDecision(NAMESPACE_SKIPPED)
+    seconds, warnings = namespace_seconds(namespace.annotation_map, cluster)
+    missing = missing_default_tolerations(pod.tolerations, seconds.not_ready, seconds.unreachable)
+    if not missing:
+        return BackfillDecision(ALREADY_TOLERATES)
+    return BackfillDecision(MISSING, tuple(missing), tuple(warnings))
+
+
+def json_patch(pod: Json, tolerations: Sequence[Mapping[str, Any]]) -> list[dict[str, Any]]:
+    """Append `tolerations` to the raw pod's list, guarded by its uid and resourceVersion.
+
+    Existing tolerations are never touched: each new one is added at the next index (or the list
+    is created when the pod has none), and the `test` ops make the apiserver refuse the patch if
+    the pod changed since it was read (or is another pod of the same name).
+    """
+    metadata = pod.get("metadata") or {}
+    existing = (pod.get("spec") or {}).get("tolerations")
+    ops: list[dict[str, Any]] = [
+        {"op": "test", "path": "/metadata/uid", "value": metadata.get("uid") or ""},
+        {"op": "test", "path": "/metadata/resourceVersion", "value": metadata.get("resourceVersion") or ""},
+    ]
+    if existing is None:
+        ops.append({"op": "add", "path": "/spec/tolerations", "value": [dict(t) for t in tolerations]})
+    else:
+        ops += [{"op": "add", "path": f"/spec/tolerations/{len(existing) + i}", "value": dict(t)}
+                for i, t in enumerate(tolerations)]
+    return ops
+
+
+def backfill_patch(pod: Json, namespace: NamespaceView | None, cluster: DefaultSeconds,
+                   excluded: Collection[str]) -> BackfillPatch | None:
+    """The patch for the raw pod `pod`, or None when it needs none (`decide_backfill` says why)."""
+    decision = decide_backfill(pod_view(pod), namespace, cluster, excluded)
+    if not decision.needed:
+        return None
+    return BackfillPatch(tuple(json_patch(pod, decision.tolerations)), decision)
+
+
+def event_message(tolerations: Sequence[Mapping[str, Any]]) -> str:
+    added = ", ".join(f"{t.get('key')}:{t.get('effect')} for {t.get('tolerationSeconds')}s" for t in tolerations)
+    return f"Added default tolerations the pod was admitted without: {added}"
+
+
+# --- the component ---------------------------------------------------------------------------------------
+
+
+class Conflict(Exception):
+    """The pod changed since it was read (409, or 422 from a failed `test` op): re-read and retry."""
+
+
+class PodStore(Protocol):
+    def get(self, key: str) -> PodView | None: ...
+
+    def list(self) -> list[PodView]: ...
+
+
+class NamespaceStore(Protocol):
+    def get(self, key: str) -> NamespaceView | None: ...
+
+
+class BackfillApi(Protocol):
+    """The API calls a backfill makes (controller/kube/backfill_api.py)."""
+
+    def read_pod(self, namespace: str, name: str) -> Json | None:
+        """The pod as the API's JSON, read now; None if it is gone."""
+
+    def patch_pod(self, namespace: str, name: str, ops: Sequence[Mapping[str, Any]]) -> bool:
+        """Apply the JSON patch; False if the pod is gone; raise Conflict on 409/422, else on failure."""
+
+
+class EventSink(Protocol):
+    def pod_event(self, pod: PodView, reason: str, message: str, event_type: str = "Normal") -> None: ...
+
+
+class BackfillController:
+    def __init__(self, pods: PodStore, namespaces: NamespaceStore, api: BackfillApi, events: EventSink,
+                 settings: BackfillSettings, *, clock: Clock | None = None, queue: WorkQueue | None = None,
+                 dry_run: bool = False) -> None:
+        self._pods = pods
+        self._namespaces = namespaces
+        self._api = api
+        self._events = events
+        self.settings = settings
+        self._clock = clock or RealClock()
+        self._dry_run = dry_run
+        self.queue = queue or WorkQueue(self._clock)
+        # Burst 1: at most `rate` pods per second, never a burst after a quiet spell.
+        self.limiter = TokenBucket(settings.rate, 1, now=self._clock.now())
+        self._token_wakeup = threading.Condition()
+        self._active = False
+
+    # --- leadership ----------------------------------------------------------------------------------
+
+    @property
+    def active(self) -> bool:
+        return self._active
+
+    def activate(self) -> None:
+        """Start acting (this replica leads): queue every pod that misses a default toleration."""
+        self._active = True
+        queued = self.resync()
+        log.info("toleration backfill active; %d pod(s) queued", queued)
+
+    def deactivate(self) -> None:
+        """Stop acting: a worker waiting for a token gives up; an in-flight write finishes."""
+        self._active = False
+        with self._token_wakeup:
+            self._token_wakeup.notify_all()
+        log.info("toleration backfill inactive")
+
+    def resync(self) -> int:
+        queued = 0
+        for pod in self._pods.list():
+            if self.decide(pod).needed:
+                self.queue.add(pod.key)
+                queued += 1
+        return queued
+
+    # --- informer handlers ---------------------------------------------------------------------------
+
+    def on_pod_change(self, old: PodView | None, new: PodView | None) -> None:
+        if new is None or not self._active:
+            return
+        if self.decide(new).needed:
+            self.queue.add(new.key)
+
+    def on_namespace_change(self, old: NamespaceView | None, new: NamespaceView | None) -> None:
+        """A namespace appeared or its skip label/annotations changed: its pods may need a backfill now.
+        (A pod seen before its namespace is picked up here.)"""
+        if new is None or old == new or not self._active:
+            return
+        for pod in self._pods.list():
+            if pod.namespace == new.name and self.decide(pod).needed:
+                self.queue.add(pod.key)
+
+    def decide(self, pod: PodView) -> BackfillDecision:
+        return decide_backfill(pod, self._namespaces.get(pod.namespace), self.settings.cluster_seconds,
+                               self.settings.excluded_namespaces)
+
+    # --- working -------------------------------------------------------------------------------------
+
+    def run_worker(self, stop: threading.Event) -> None:
+        while not stop.is_set():
+            try:
+                key = self.queue.get(timeout=1.0)
+            except ShutDown:
+                return
+            if key is None:
+                continue
+            try:
+                self.process(key, stop)
+            except Exception:  # a bug must not kill the worker; the pod is retried
+                log.exception("backfill of %s failed unexpectedly", key)
+                metrics.BACKFILL_FAILURES.inc()
+                self.queue.add_rate_limited(key)
+            finally:
+                self.queue.done(key)
+
+    def process(self, key: str, stop: threading.Event | None = None) -> str:
+        """Backfill the pod `key` if it still needs it; returns what happened (for logs and tests)."""
+        if not self._active:
+            return "inactive"
+        cached = self._pods.get(key)
+        if cached is None:
+            self.queue.forget(key)
+            return "gone"
+        if not self.decide(cached).needed:
+            self.queue.forget(key)
+            return "unneeded"
+        if not self._take_token(stop):
+            return "inactive"  # re-queued by the resync on the next activation
+        try:
+            raw = self._api.read_pod(cached.namespace, cached.name)
+        except Exception as error:
+            return self._retry(key, f"reading the pod: {error}")
+        if raw is None:
+            self.queue.forget(key)
+            return "gone"
+        live = pod_view(raw)
+        decision = self.decide(live)
+        if not decision.needed:
+            log.debug("no backfill for %s: %s", key, decision.reason)
+            self.queue.forget(key)
+            return "unneeded"
+        ops = json_patch(raw, decision.tolerations)
+        message = event_message(decision.tolerations)
+        if self._dry_run:
+            log.info("dry run: would add default tolerations", extra={"pod": key, "added": message})
+            self.queue.forget(key)
+            return "dry-run"
+        try:
+            if not self._api.patch_pod(live.namespace, live.name, ops):
+                self.queue.forget(key)
+                return "gone"
+        except Conflict as error:
+            metrics.BACKFILL_FAILURES.inc()
+            self._retry(key, f"the pod changed meanwhile: {error}")
+            return "conflict"
+        except Exception as error:
+            metrics.BACKFILL_FAILURES.inc()
+            return self._retry(key, f"patching: {error}")
+        metrics.BACKFILLED_PODS.inc()
+        self.queue.forget(key)
+        for warning in decision.warnings:
+            log.warning("pod %s: %s", key, warning)
+            self._events.pod_event(live, INVALID_ANNOTATION_REASON, warning, "Warning")
+        self._events.pod_event(live, EVENT_REASON, message)
+        log.info("added default tolerations", extra={"pod": key, "added": message})
+        return "patched"
+
+    def _take_token(self, stop: threading.Event | None) -> bool:
+        """Wait for the rate limiter; False if this replica stopped leading (or is stopping) meanwhile."""
+        with self._token_wakeup:
+            while True:
+                if not self._active or (stop is not None and stop.is_set()):
+                    return False
+                delay = self.limiter.reserve(self._clock.now())
+                if delay <= 0:
+                    return True
+                self._clock.wait(self._token_wakeup, min(delay, 1.0))
+
+    def _retry(self, key: str, why: str) -> str:
+        delay = self.queue.add_rate_limited(key)
+        log.warning("backfill of %s will be retried in %.2fs: %s", key, delay, why)
+        return "retry"
+
+    def start(self, stop: threading.Event) -> threading.Thread:
+        """One worker: the rate limit, not parallelism, bounds the throughput."""
+        thread = threading.Thread(target=self.run_worker, args=(stop,), name="backfill-worker", daemon=True)
+        thread.start()
+        return thread

@@ -1,0 +1,558 @@
+"""controller.backfill: which pods get the default tolerations, the patch, and the component on a fake clock.
+
+The API edge is an in-memory pod table that applies the JSON patches for real (the `jsonpatch`
+library), so a failed `test` op is a conflict exactly as the apiserver's 422.
+"""
+
+from __future__ import annotations
+
+import copy
+import threading
+from typing import Any
+
+import jsonpatch
+import pytest
+
+from controller import metrics
+from controller.backfill import (
+    ALREADY_TOLERATES,
+    COMPONENT,
+    EVENT_REASON,
+    EXCLUDED_NAMESPACE,
+    INVALID_ANNOTATION_REASON,
+    MIRROR_POD,
+    MISSING,
+    NAMESPACE_SKIPPED,
+    NAMESPACE_UNKNOWN,
+    POD_SKIPPED,
+    TERMINATING,
+    BackfillController,
+    BackfillSettings,
+    Conflict,
+    backfill_patch,
+    decide_backfill,
+    event_message,
+    json_patch,
+)
+from controller.clock import FakeClock
+from controller.objects import NamespaceView, PodView, namespace_view, pod_view
+from controller.options import OptionsError, parse_options
+from controller.workqueue import WorkQueue
+from shared.defaults import DefaultSeconds
+
+START = 1_800_000_000.0
+NOT_READY = "node.kubernetes.io/not-ready"
+UNREACHABLE = "node.kubernetes.io/unreachable"
+NR_ANNOTATION = "taintkeeper.io/not-ready-toleration-seconds"
+UR_ANNOTATION = "taintkeeper.io/unreachable-toleration-seconds"
+CLUSTER = DefaultSeconds(300, 300)
+EXCLUDED = frozenset({"kube-system", "taintkeeper-system"})
+
+
+def default(key: str, seconds: int = 300) -> dict[str, Any]:
+    return {"key": key, "operator": "Exists", "effect": "NoExecute", "tolerationSeconds": seconds}
+
+
+def raw_pod(name: str = "p", namespace: str = "apps", tolerations: list | None = None, labels: dict | None = None,
+            annotations: dict | None = None, terminating: bool = False, rv: str = "10") -> dict[str, Any]:
+    metadata: dict[str, Any] = {"name": name, "namespace": namespace, "uid": f"uid-{name}", "resourceVersion": rv,
+                                "creationTimestamp": "2027-01-15T08:00:00Z"}
+    if labels:
+        metadata["labels"] = labels
+    if annotations:
+        metadata["annotations"] = annotations
+    if terminating:
+        metadata["deletionTimestamp"] = "2027-01-15T08:01:00Z"
+    spec: dict[str, Any] = {"nodeName": "node1", "containers": [{"name": "c", "image": "busybox"}]}
+    if tolerations is not None:
+        spec["tolerations"] = tolerations
+    return {"metadata": metadata, "spec": spec}
+
+
+def ns(name: str = "apps", labels: dict | None = None, annotations: dict | None = None) -> NamespaceView:
+    return namespace_view({"metadata": {"name": name, "labels": labels or {}, "annotations": annotations or {}}})
+
+
+# --- which pods, and which tolerations --------------------------------------------------------------------
+
+WHICH_PODS = {
+    "missing both gets both, not-ready first": (raw_pod(), ns(), MISSING, [default(NOT_READY), default(UNREACHABLE)]),
+    "missing only unreachable gets only unreachable": (
+        raw_pod(tolerations=[default(NOT_READY, 60)]), ns(), MISSING, [default(UNREACHABLE)]),
+    "missing only not-ready gets only not-ready": (
+        raw_pod(tolerations=[default(UNREACHABLE, 0)]), ns(), MISSING, [default(NOT_READY)]),
+    "missing none gets nothing": (
+        raw_pod(tolerations=[default(NOT_READY, 5), default(UNREACHABLE, 5)]), ns(), ALREADY_TOLERATES, []),
+    "an empty-key Exists toleration tolerates everything": (
+        raw_pod(tolerations=[{"operator": "Exists"}]), ns(), ALREADY_TOLERATES, []),
+    "an empty-key NoExecute toleration tolerates both keys": (
+        raw_pod(tolerations=[{"operator": "Exists", "effect": "NoExecute"}]), ns(), ALREADY_TOLERATES, []),
+    "a NoSchedule toleration of the key does not count": (
+        raw_pod(tolerations=[{"key": NOT_READY, "operator": "Exists", "effect": "NoSchedule"}]), ns(), MISSING,
+        [default(NOT_READY), default(UNREACHABLE)]),
+    "a key toleration without effect counts, whatever its seconds": (
+        raw_pod(tolerations=[{"key": UNREACHABLE, "operator": "Exists"}]), ns(), MISSING, [default(NOT_READY)]),
+    "a pod labelled skip is left alone": (raw_pod(labels={"taintkeeper.io/skip": "true"}), ns(), POD_SKIPPED, []),
+    "a pod labelled skip=false is backfilled": (
+        raw_pod(labels={"taintkeeper.io/skip": "false"}), ns(), MISSING, [default(NOT_READY), default(UNREACHABLE)]),
+    "a pod in a namespace labelled skip is left alone": (
+        raw_pod(), ns(labels={"taintkeeper.io/skip": "true"}), NAMESPACE_SKIPPED, []),
+    "a pod in an excluded namespace is left alone": (
+        raw_pod(namespace="kube-system"), ns("kube-system"), EXCLUDED_NAMESPACE, []),
+    "a terminating pod is left alone": (raw_pod(terminating=True), ns(), TERMINATING, []),
+    "a mirror pod is left alone (it cannot be updated)": (
+        raw_pod(annotations={"kubernetes.io/config.mirror": "abc"}), ns(), MIRROR_POD, []),
+    "a pod whose namespace is not cached yet waits": (raw_pod(), None, NAMESPACE_UNKNOWN, []),
+}
+
+
+@pytest.mark.parametrize(("pod", "namespace", "reason", "expected"), WHICH_PODS.values(), ids=WHICH_PODS.keys())
+def test_which_pods_get_which_tolerations(pod, namespace, reason, expected):
+    decision = decide_backfill(pod_view(pod), namespace, CLUSTER, EXCLUDED)
+    assert (decision.reason, list(decision.tolerations)) == (reason, expected)
+    assert decision.needed == bool(expected)
+    assert (backfill_patch(pod, namespace, CLUSTER, EXCLUDED) is None) == (not expected)
+
+
+SECONDS = {
+    "the cluster values without annotations": ({}, DefaultSeconds(300, 300), (300, 300), 0),
+    "the cluster flags' values": ({}, DefaultSeconds(30, 45), (30, 45), 0),
+    "namespace annotations override both": ({NR_ANNOTATION: "60", UR_ANNOTATION: "0"}, CLUSTER, (60, 0), 0),
+    "one annotation overrides only its key": ({UR_ANNOTATION: "900"}, DefaultSeconds(30, 45), (30, 900), 0),
+    "an invalid annotation falls back to the cluster value, with a warning": (
+        {NR_ANNOTATION: "five", UR_ANNOTATION: "12"}, DefaultSeconds(30, 45), (30, 12), 1),
+    "a negative annotation is invalid": ({UR_ANNOTATION: "-5"}, CLUSTER, (300, 300), 1),
+}
+
+
+@pytest.mark.parametrize(("annotations", "cluster", "expected", "warnings"), SECONDS.values(), ids=SECONDS.keys())
+def test_seconds_come_from_the_namespace_then_the_cluster(annotations, cluster, expected, warnings):
+    decision = decide_backfill(pod_view(raw_pod()), ns(annotations=annotations), cluster, EXCLUDED)
+    assert [t["tolerationSeconds"] for t in decision.tolerations] == list(expected)
+    assert len(decision.warnings) == warnings
+    if warnings:
+        assert "is not a whole number" in decision.warnings[0]
+
+
+def test_excluded_namespaces_are_whatever_is_configured():
+    pod = pod_view(raw_pod(namespace="kube-system"))
+    assert decide_backfill(pod, ns("kube-system"), CLUSTER, frozenset()).needed
+    assert decide_backfill(pod_view(raw_pod()), ns(), CLUSTER, frozenset({"apps"})).reason == EXCLUDED_NAMESPACE
+
+
+# --- the patch ----------------------------------------------------------------------------------------------
+
+EXISTING = [{"key": "example.com/gpu", "operator": "Exists", "effect": "NoSchedule"},
+            {"key": NOT_READY, "operator": "Exists", "effect": "NoExecute", "tolerationSeconds": 7}]
+
+PATCHES = {
+    "no tolerations field: the list is created": (
+        raw_pod(), [{"op": "add", "path": "/spec/tolerations", "value": [default(NOT_READY), default(UNREACHABLE)]}]),
+    "tolerations null: the list is created": (
+        raw_pod(tolerations=None) | {"spec": {"tolerations": None}},
+        [{"op": "add", "path": "/spec/tolerations", "value": [default(NOT_READY), default(UNREACHABLE)]}]),
+    "an empty list: appended from index 0": (
+        raw_pod(tolerations=[]), [{"op": "add", "path": "/spec/tolerations/0", "value": default(NOT_READY)},
+                                  {"op": "add", "path": "/spec/tolerations/1", "value": default(UNREACHABLE)}]),
+    "two existing (one NoSchedule): the missing one goes at index 2": (
+        raw_pod(tolerations=EXISTING), [{"op": "add", "path": "/spec/tolerations/2", "value": default(UNREACHABLE)}]),
+}
+
+
+@pytest.mark.parametrize(("pod", "adds"), PATCHES.values(), ids=PATCHES.keys())
+def test_the_patch_tests_uid_and_version_then_only_appends(pod, adds):
+    patch = backfill_patch(pod, ns(), CLUSTER, EXCLUDED)
+    assert patch is not None
+    assert list(patch.ops) == [{"op": "test", "path": "/metadata/uid", "value": "uid-p"},
+                               {"op": "test", "path": "/metadata/resourceVersion", "value": "10"}, *adds]
+    patched = jsonpatch.apply_patch(pod, list(patch.ops))
+    before = (pod["spec"].get("tolerations") or [])
+    after = patched["spec"]["tolerations"]
+    assert after[:len(before)] == before  # existing ones unchanged, in order
+    assert after[len(before):] == list(patch.decision.tolerations)
+
+
+def test_the_patch_is_refused_when_the_pod_changed_since_it_was_read():
+    pod = raw_pod(tolerations=list(EXISTING))
+    ops = json_patch(pod, [default(UNREACHABLE)])
+    changed = copy.deepcopy(pod)
+    changed["metadata"]["resourceVersion"] = "11"
+    changed["spec"]["tolerations"].insert(0, {"key": "x", "operator": "Exists"})
+    with pytest.raises(jsonpatch.JsonPatchTestFailed):
+        jsonpatch.apply_patch(changed, ops)
+    replaced = copy.deepcopy(pod)
+    replaced["metadata"]["uid"] = "another"
+    with pytest.raises(jsonpatch.JsonPatchTestFailed):
+        jsonpatch.apply_patch(replaced, ops)
+
+
+def test_the_event_message_names_the_keys_and_seconds():
+    assert event_message([default(NOT_READY, 60), default(UNREACHABLE, 0)]) == (
+        "Added default tolerations the pod was admitted without: "
+        "node.kubernetes.io/not-ready:NoExecute for 60s, node.kubernetes.io/unreachable:NoExecute for 0s")
+    assert COMPONENT == "taintkeeper-backfill" and EVENT_REASON == "DefaultTolerationsAdded"
+
+
+def test_views_carry_mirror_and_namespace_fields():
+    assert pod_view(raw_pod(annotations={"kubernetes.io/config.mirror": "x"})).mirror
+    assert not pod_view(raw_pod(annotations={"other": "x"})).mirror
+    view = namespace_view({"metadata": {"name": "a", "labels": {"taintkeeper.io/skip": "true", "l": "v"},
+                                        "annotations": {NR_ANNOTATION: "5", "big": "x" * 1000}}})
+    assert view == NamespaceView("a", True, ((NR_ANNOTATION, "5"),))
+    assert view.key == "a"
+
+
+# --- the component ------------------------------------------------------------------------------------------
+
+
+class SteppingClock(FakeClock):
+    """A fake clock on which waiting moves time forward by the whole timeout, at once: a single
+    thread can drive the component and the elapsed fake time is exactly the waits it made."""
+
+    def wait(self, condition: threading.Condition, timeout: float | None) -> None:
+        self._now += 1.0 if timeout is None else timeout
+
+
+class Store:
+    def __init__(self) -> None:
+        self.items: dict[str, Any] = {}
+
+    def get(self, key: str) -> Any:
+        return self.items.get(key)
+
+    def list(self) -> list[Any]:
+        return list(self.items.values())
+
+
+class FakeApi:
+    """Pods as the API holds them; patches applied for real, bumping resourceVersion."""
+
+    def __init__(self, clock: FakeClock) -> None:
+        self.clock = clock
+        self.pods: dict[str, dict[str, Any]] = {}
+        self.reads: list[float] = []
+        self.patches: list[tuple[str, list, float]] = []
+        self.change_before_patch: dict[str, int] = {}  # key -> times another writer races us
+        self.read_errors = 0
+
+    def read_pod(self, namespace: str, name: str) -> dict[str, Any] | None:
+        self.reads.append(self.clock.now())
+        if self.read_errors:
+            self.read_errors -= 1
+            raise RuntimeError("connection refused")
+        pod = self.pods.get(f"{namespace}/{name}")
+        return copy.deepcopy(pod) if pod is not None else None
+
+    def patch_pod(self, namespace: str, name: str, ops: list) -> bool:
+        key = f"{namespace}/{name}"
+        self.patches.append((key, list(ops), self.clock.now()))
+        if key not in self.pods:
+            return False
+        if self.change_before_patch.get(key):
+            self.change_before_patch[key] -= 1
+            self.bump(key)
+        try:
+            patched = jsonpatch.apply_patch(self.pods[key], list(ops))
+        except jsonpatch.JsonPatchTestFailed as error:
+            raise Conflict(f"HTTP 422: {error}") from error
+        self.pods[key] = patched
+        self.bump(key)
+        return True
+
+    def bump(self, key: str) -> None:
+        metadata = self.pods[key]["metadata"]
+        metadata["resourceVersion"] = str(int(metadata["resourceVersion"]) + 1)
+
+
+class Events:
+    def __init__(self) -> None:
+        self.recorded: list[tuple[str, str, str, str]] = []
+
+    def pod_event(self, pod: PodView, reason: str, message: str, event_type: str = "Normal") -> None:
+        self.recorded.append((pod.key, event_type, reason, message))
+
+
+class Harness:
+    def __init__(self, rate: float = 10.0, active: bool = True, dry_run: bool = False,
+                 cluster: DefaultSeconds = CLUSTER, clock: FakeClock | None = None) -> None:
+        self.clock = clock or SteppingClock(START)
+        self.pods = Store()
+        self.namespaces = Store()
+        self.api = FakeApi(self.clock)
+        self.events = Events()
+        settings = BackfillSettings(rate=rate, excluded_namespaces=EXCLUDED, cluster_seconds=cluster)
+        self.controller = BackfillController(self.pods, self.namespaces, self.api, self.events, settings,
+                                             clock=self.clock, queue=WorkQueue(self.clock), dry_run=dry_run)
+        self.set_namespace(ns())
+        if active:
+            self.controller.activate()
+
+    def set_namespace(self, view: NamespaceView) -> None:
+        old = self.namespaces.items.get(view.name)
+        self.namespaces.items[view.name] = view
+        self.controller.on_namespace_change(old, view)
+
+    def add_pod(self, raw: dict[str, Any]) -> PodView:
+        """The pod is created in the API and its watch event reaches the informer."""
+        view = pod_view(raw)
+        self.api.pods[view.key] = copy.deepcopy(raw)
+        self.sync(view.key)
+        return view
+
+    def sync(self, key: str) -> None:
+        """The informer catches up with the API's version of the pod."""
+        old = self.pods.items.get(key)
+        raw = self.api.pods.get(key)
+        new = pod_view(raw) if raw is not None else None
+        if new is None:
+            self.pods.items.pop(key, None)
+        else:
+            self.pods.items[key] = new
+        if old != new:
+            self.controller.on_pod_change(old, new)
+
+    def drain(self) -> list[str]:
+        """Work every queued pod (no worker thread); informers catch up after each write."""
+        outcomes = []
+        while (key := self.controller.queue.get(timeout=0)) is not None:
+            try:
+                outcomes.append(self.controller.process(key))
+            finally:
+                self.controller.queue.done(key)
+            self.sync(key)
+        return outcomes
+
+    def tolerations(self, key: str) -> list[dict[str, Any]]:
+        return self.api.pods[key]["spec"].get("tolerations") or []
+
+
+def test_a_pod_missing_defaults_is_patched_with_an_event(caplog):
+    caplog.set_level("DEBUG", logger="taintkeeper.backfill")  # the log lines themselves must not fail
+    h = Harness()
+    before = metrics.BACKFILLED_PODS._value.get()
+    h.add_pod(raw_pod("web", tolerations=[default(NOT_READY, 60)]))
+    assert h.drain() == ["patched"]
+    assert h.tolerations("apps/web") == [default(NOT_READY, 60), default(UNREACHABLE)]
+    assert h.events.recorded == [("apps/web", "Normal", EVENT_REASON,
+                                  event_message([default(UNREACHABLE)]))]
+    assert metrics.BACKFILLED_PODS._value.get() == before + 1
+    assert h.drain() == []  # the patched pod's update does not queue it again
+    assert "added default tolerations" in caplog.text
+
+
+def test_dry_run_logs_what_it_would_add(caplog):
+    caplog.set_level("INFO", logger="taintkeeper.backfill")
+    h = Harness(dry_run=True)
+    h.add_pod(raw_pod())
+    assert h.drain() == ["dry-run"]
+    assert "would add default tolerations" in caplog.text
+
+
+def test_pods_not_to_backfill_are_never_written():
+    h = Harness()
+    h.set_namespace(ns("quiet", labels={"taintkeeper.io/skip": "true"}))
+    h.set_namespace(ns("kube-system"))
+    h.add_pod(raw_pod("skipped", labels={"taintkeeper.io/skip": "true"}))
+    h.add_pod(raw_pod("in-skipped-ns", namespace="quiet"))
+    h.add_pod(raw_pod("system", namespace="kube-system"))
+    h.add_pod(raw_pod("mirror", annotations={"kubernetes.io/config.mirror": "x"}))
+    h.add_pod(raw_pod("leaving", terminating=True))
+    h.add_pod(raw_pod("fine", tolerations=[default(NOT_READY), default(UNREACHABLE)]))
+    assert h.drain() == []
+    assert h.controller.resync() == 0
+    assert h.api.reads == [] and h.api.patches == [] and h.events.recorded == []
+
+
+def test_the_namespace_annotations_set_the_seconds_and_an_invalid_one_warns():
+    h = Harness(cluster=DefaultSeconds(30, 40))
+    h.set_namespace(ns("slow", annotations={NR_ANNOTATION: "600", UR_ANNOTATION: "soon"}))
+    h.add_pod(raw_pod("p", namespace="slow"))
+    assert h.drain() == ["patched"]
+    assert h.tolerations("slow/p") == [default(NOT_READY, 600), default(UNREACHABLE, 40)]
+    (warning, normal) = h.events.recorded
+    assert warning[:3] == ("slow/p", "Warning", INVALID_ANNOTATION_REASON)
+    assert "taintkeeper.io/unreachable-toleration-seconds='soon'" in warning[3] and "40" in warning[3]
+    assert normal[1:3] == ("Normal", EVENT_REASON)
+
+
+def test_a_concurrent_change_is_re_read_and_retried_later():
+    h = Harness()
+    failures = metrics.BACKFILL_FAILURES._value.get()
+    h.add_pod(raw_pod("raced", tolerations=[{"key": "a", "operator": "Exists"}]))
+    h.api.change_before_patch["apps/raced"] = 1
+    assert h.drain() == ["conflict"]
+    assert metrics.BACKFILL_FAILURES._value.get() == failures + 1
+    assert h.tolerations("apps/raced") == [{"key": "a", "operator": "Exists"}]  # nothing half-applied
+    h.clock.advance(0.25)  # the work queue's first backoff
+    assert h.drain() == ["patched"]
+    assert len(h.api.reads) == 2  # re-read before the second attempt
+    assert h.tolerations("apps/raced") == [{"key": "a", "operator": "Exists"}, default(NOT_READY),
+                                           default(UNREACHABLE)]
+
+
+def test_a_read_error_is_retried_and_a_gone_pod_is_done():
+    h = Harness()
+    h.add_pod(raw_pod("flaky"))
+    h.api.read_errors = 1
+    assert h.drain() == ["retry"]
+    h.clock.advance(0.25)
+    assert h.drain() == ["patched"]
+    h.add_pod(raw_pod("vanishing"))
+    del h.api.pods["apps/vanishing"]  # deleted before the worker got to it; the cache still has it
+    assert h.controller.process("apps/vanishing") == "gone"
+    assert [key for key, _, _ in h.api.patches] == ["apps/flaky"]
+
+
+def test_the_live_pod_decides_not_the_cache():
+    h = Harness()
+    h.add_pod(raw_pod("late"))
+    h.api.pods["apps/late"]["spec"]["tolerations"] = [default(NOT_READY, 1), default(UNREACHABLE, 1)]
+    assert h.drain() == ["unneeded"]  # someone else (the webhook on an update) added them meanwhile
+    assert h.api.patches == []
+
+
+def test_a_pod_seen_before_its_namespace_is_backfilled_when_the_namespace_arrives():
+    h = Harness()
+    h.add_pod(raw_pod("early", namespace="new"))
+    assert h.drain() == []
+    h.set_namespace(ns("new", annotations={NR_ANNOTATION: "5"}))
+    assert h.drain() == ["patched"]
+    assert h.tolerations("new/early")[0]["tolerationSeconds"] == 5
+
+
+def test_removing_a_namespace_skip_label_queues_its_pods():
+    h = Harness()
+    h.set_namespace(ns("opted-out", labels={"taintkeeper.io/skip": "true"}))
+    h.add_pod(raw_pod("p", namespace="opted-out"))
+    assert h.drain() == []
+    h.set_namespace(ns("opted-out"))
+    assert h.drain() == ["patched"]
+
+
+def test_dry_run_reads_but_never_writes():
+    h = Harness(dry_run=True)
+    h.add_pod(raw_pod())
+    assert h.drain() == ["dry-run"]
+    assert h.api.patches == [] and h.events.recorded == []
+
+
+@pytest.mark.parametrize(("count", "rate"), [(50, 10.0), (10, 2.0), (3, 0.5)], ids=["50 at 10/s", "10 at 2/s",
+                                                                                      "3 at 0.5/s"])
+def test_n_pods_at_rate_r_take_about_n_over_r_seconds(count, rate):
+    h = Harness(rate=rate, active=False)
+    for i in range(count):
+        h.add_pod(raw_pod(f"p{i}"))
+    h.controller.activate()  # an outage left `count` pods behind; all are queued at once
+    assert len(h.controller.queue) == count
+    start = h.clock.now()
+    assert h.drain() == ["patched"] * count
+    elapsed = h.clock.now() - start
+    assert elapsed == pytest.approx((count - 1) / rate, abs=1e-4)  # the first goes at once (burst 1)
+    gaps = [b - a for a, b in zip(h.api.reads, h.api.reads[1:], strict=False)]
+    assert min(gaps) >= 1 / rate - 1e-6  # never faster than the rate, not even in a burst
+
+
+def test_only_the_leader_acts():
+    h = Harness(active=False)
+    h.add_pod(raw_pod("a"))
+    assert len(h.controller.queue) == 0  # events are ignored while not leading
+    assert h.controller.process("apps/a") == "inactive"
+    h.controller.activate()  # becoming leader: a full resync
+    h.add_pod(raw_pod("b"))
+    assert h.drain() == ["patched", "patched"]
+    h.controller.deactivate()
+    h.add_pod(raw_pod("c"))
+    h.controller.queue.add("apps/c")  # queued before leadership was lost
+    assert h.drain() == ["inactive"]
+    assert [key for key, _, _ in h.api.patches] == ["apps/a", "apps/b"]
+
+
+class DeposingClock(SteppingClock):
+    """Leadership is lost while the worker waits for a token."""
+
+    def __init__(self, start: float) -> None:
+        super().__init__(start)
+        self.on_wait: list = []
+
+    def wait(self, condition: threading.Condition, timeout: float | None) -> None:
+        for hook in self.on_wait:
+            hook()
+        super().wait(condition, timeout)
+
+
+def test_losing_leadership_while_waiting_for_a_token_gives_up():
+    clock = DeposingClock(START)
+    h = Harness(rate=0.01, clock=clock)
+    h.add_pod(raw_pod("first"))
+    h.add_pod(raw_pod("second"))
+    key = h.controller.queue.get(timeout=0)
+    assert h.controller.process(key) == "patched"  # the bucket's one token
+    h.controller.queue.done(key)
+    clock.on_wait.append(h.controller.deactivate)
+    key = h.controller.queue.get(timeout=0)
+    waited_from = clock.now()
+    assert h.controller.process(key) == "inactive"
+    assert clock.now() - waited_from <= 1.0  # gave up after one wait, not the 100 s to the next token
+    assert [k for k, _, _ in h.api.patches] == ["apps/first"] and len(h.api.reads) == 1
+
+
+def test_a_worker_thread_patches_and_stops_on_shutdown():
+    h = Harness(clock=FakeClock(START))
+    stop = threading.Event()
+    thread = h.controller.start(stop)
+    h.add_pod(raw_pod("threaded"))
+    for _ in range(200):
+        if h.api.patches:
+            break
+        threading.Event().wait(0.01)
+    assert [key for key, _, _ in h.api.patches] == ["apps/threaded"]
+    stop.set()
+    h.controller.queue.shut_down()
+    thread.join(5)
+    assert not thread.is_alive()
+
+
+# --- flags --------------------------------------------------------------------------------------------------
+
+
+def test_backfill_flags_defaults_and_forms():
+    settings = parse_options([]).backfill
+    assert settings == BackfillSettings(True, 10.0, frozenset({"taintkeeper-system", "kube-system"}),
+                                        DefaultSeconds(300, 300))
+    settings = parse_options(["--backfill-default-tolerations=false", "--backfill-excluded-namespaces= a, b,",
+                              "--backfill-rate=2.5", "--default-not-ready-toleration-seconds=60",
+                              "--default-unreachable-toleration-seconds", "0"]).backfill
+    assert settings == BackfillSettings(False, 2.5, frozenset({"a", "b"}), DefaultSeconds(60, 0))
+    assert parse_options(["--backfill-default-tolerations"]).backfill.enabled
+    assert parse_options(["--backfill-default-tolerations=F"]).backfill.enabled is False
+    assert parse_options(["--backfill-excluded-namespaces="]).backfill.excluded_namespaces == frozenset()
+
+
+@pytest.mark.parametrize("argv", [["--backfill-rate=0"], ["--backfill-rate=-1"], ["--backfill-rate=fast"],
+                                  ["--backfill-default-tolerations=yes"],
+                                  ["--default-not-ready-toleration-seconds=-1"],
+                                  ["--default-unreachable-toleration-seconds=1.5"]])
+def test_bad_backfill_flags_stop_the_start(argv):
+    with pytest.raises(OptionsError, match=argv[0].split("=")[0]):
+        parse_options(argv)
+
+
+CONTROLLER_SELECTION = {
+    "on by default": ([], True),
+    "the flag turns it off": (["--backfill-default-tolerations=false"], False),
+    "--controllers without it turns it off": (["--controllers=taint-eviction-controller"], False),
+    "--controllers can disable it by name": (["--controllers=*,-toleration-backfill"], False),
+    "--controllers can run it alone": (["--controllers=toleration-backfill"], True),
+}
+
+
+@pytest.mark.parametrize(("argv", "enabled"), CONTROLLER_SELECTION.values(), ids=CONTROLLER_SELECTION.keys())
+def test_the_backfill_runs_when_the_flag_and_controllers_select_it(argv, enabled):
+    options = parse_options(argv)
+    assert options.backfill.enabled is enabled
+    assert ("toleration-backfill" in options.controllers) is enabled
+
+
+def test_turning_off_the_only_selected_controller_is_an_error():
+    with pytest.raises(OptionsError, match="no controller left"):
+        parse_options(["--controllers=toleration-backfill", "--backfill-default-tolerations=false"])
