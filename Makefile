@@ -4,7 +4,7 @@ VENV ?= .venv
 PY := $(VENV)/bin/python
 STAMP := $(VENV)/.installed
 
-.PHONY: setup demo test unit lint bench cluster-up cluster-down clean
+.PHONY: setup demo demo-real test unit realnodes lint bench clean
 
 $(STAMP): pyproject.toml
 	$(PYTHON) -m venv $(VENV)
@@ -17,12 +17,18 @@ setup: $(STAMP)
 demo: setup
 	$(PY) hack/demo.py
 
+demo-real: setup
+	$(PY) hack/demo.py --real-nodes
+
 test: setup
 	$(VENV)/bin/ruff check .
 	$(PY) -m pytest
 
 unit: setup
 	$(PY) -m pytest tests/unit
+
+realnodes: setup
+	$(PY) -m pytest tests/realnodes
 
 lint: setup
 	$(VENV)/bin/ruff check .

@@ -7,7 +7,8 @@ going Unknown, its taints, its pods marked NotReady and evicted each on its own 
 node coming back and its taints going. Everything it starts is stopped at the end.
 
 Flags: --keep leaves it all running (Ctrl-C stops it); --dir DIR puts the control plane's files
-somewhere other than .local/demo.
+somewhere other than .local/demo; --real-nodes runs the same story on three real kubelets (real
+containers; the node "crashes" when its kubelet is killed) instead of the simulated nodes.
 """
 
 from __future__ import annotations
@@ -112,6 +113,8 @@ def main() -> int:
     parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
     parser.add_argument("--dir", type=Path, default=ROOT / ".local" / "demo")
     parser.add_argument("--keep", action="store_true")
+    parser.add_argument("--real-nodes", action="store_true",
+                        help="three real kubelets + containerd (hack/local-cluster.sh up DIR --nodes 3)")
     args = parser.parse_args()
     directory: Path = args.dir.resolve()
     directory.mkdir(parents=True, exist_ok=True)
@@ -120,7 +123,10 @@ def main() -> int:
     subprocess.run(["bash", str(SCRIPT), "down", str(directory)], capture_output=True)
     shutil.rmtree(directory / "etcd-data", ignore_errors=True)
     say("starting etcd + kube-apiserver 1.20.2 on loopback (the first run on a machine builds it: minutes)")
-    up = subprocess.run(["bash", str(SCRIPT), "up", str(directory)], text=True, stdout=subprocess.PIPE)
+    if args.real_nodes:
+        say("and three real nodes: containerd + kubelet each (the first run builds the kubelet: minutes)")
+    up = subprocess.run(["bash", str(SCRIPT), "up", str(directory), *(["--nodes", "3"] if args.real_nodes else [])],
+                        text=True, stdout=subprocess.PIPE)
     if up.returncode != 0:
         print("demo: the local control plane did not start (see the messages above)", file=sys.stderr)
         return 1
@@ -156,9 +162,16 @@ def main() -> int:
         say(f"namespace {NAMESPACE} annotated: its pods get {NAMESPACE_SECONDS}s default tolerations "
             "(the cluster-wide default stays 300s)")
 
-        sim = Simulator(api, lease_period=1.0, status_period=30.0, node_prefix="demo").start()
-        nodes = sim.add_nodes(4, zones=["zone-a", "zone-b"])
-        say(f"4 simulated nodes: {', '.join(nodes)} in zone-a and zone-b, renewing their Leases every second")
+        if args.real_nodes:
+            from hack.real_nodes.demo_nodes import RealNodes
+
+            sim = RealNodes(api, directory).start()
+            nodes = sim.add_nodes(3)
+            say(f"3 real nodes: {', '.join(nodes)} in zone-a and zone-b, each a kubelet + containerd")
+        else:
+            sim = Simulator(api, lease_period=1.0, status_period=30.0, node_prefix="demo").start()
+            nodes = sim.add_nodes(4, zones=["zone-a", "zone-b"])
+            say(f"4 simulated nodes: {', '.join(nodes)} in zone-a and zone-b, renewing their Leases every second")
         controller = ControllerProcess(kubeconfig, directory / "controller.log", "--node-monitor-period=1s",
                                        f"--node-monitor-grace-period={GRACE}s", "--node-eviction-rate=1",
                                        "--leader-elect-retry-period=1s", "--leader-elect-renew-deadline=4s",
@@ -191,7 +204,8 @@ def main() -> int:
         # New nodes get not-ready:NoSchedule from the apiserver (TaintNodesByCondition); the controller
         # lifts it once they are Ready. Start the story from a clean node.
         narrator.watch(15, until=lambda: not narrator.taints)
-        say(f"{victim} crashes: its kubelet stops heartbeating")
+        say(f"{victim} crashes: its kubelet " + ("is killed (SIGKILL; its containers keep running)"
+                                                 if args.real_nodes else "stops heartbeating"))
         sim.stop_heartbeats(victim)
         narrator.watch(GRACE + NAMESPACE_SECONDS + 15, until=lambda: sum(1 for r, d in narrator.pods.values() if d) >= 3
                        and "log-agent" not in {n.rsplit("-", 1)[0] for n, (r, d) in narrator.pods.items() if d})
@@ -201,7 +215,8 @@ def main() -> int:
         print("\n".join("         " + line for line in explain.stdout.splitlines()), flush=True)
         say(f"{victim} comes back")
         sim.resume_heartbeats(victim)
-        narrator.watch(20, until=lambda: not any(t.startswith(unreachable) for t in narrator.taints)
+        narrator.watch(60 if args.real_nodes else 20,
+                       until=lambda: not any(t.startswith(unreachable) for t in narrator.taints)
                        and not any(d for _, d in narrator.pods.values()))
         kept = [name for name, (_, deleting) in narrator.pods.items() if not deleting]
         say(f"the node is healthy again; still running on it: {', '.join(kept) or 'nothing'}")
@@ -225,7 +240,7 @@ def main() -> int:
             admission.delete_mutating_webhook_configuration(registration)
         api.close()
         subprocess.run(["bash", str(SCRIPT), "down", str(directory)], capture_output=True)
-        say("stopped the controller, the simulated nodes, the webhook and the control plane")
+        say("stopped the controller, the nodes, the webhook and the control plane")
 
 
 class _ignore_missing:

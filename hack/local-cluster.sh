@@ -1,8 +1,15 @@
 #!/usr/bin/env bash
 # A real kube-apiserver + etcd on loopback, for the tests and the local demo.
 #
-#   hack/local-cluster.sh up DIR      start etcd + kube-apiserver, write DIR/kubeconfig, print its path
-#   hack/local-cluster.sh down DIR    stop exactly the processes started for DIR
+#   hack/local-cluster.sh up DIR [--nodes N]
+#                                     start etcd + kube-apiserver, write DIR/kubeconfig, print its path;
+#                                     with N > 0 also N real nodes (containerd + kubelet each), until Ready
+#   hack/local-cluster.sh down DIR    stop exactly the processes started for DIR and undo the host changes
+#                                     its nodes made (sysctls, iptables chains, dirs, cgroups, bridges)
+#   hack/local-cluster.sh nodes DIR   the real nodes as JSON (name, zone, pids, containerd socket, ...)
+#   hack/local-cluster.sh stop-kubelet DIR NODE [--signal KILL|TERM] / start-kubelet DIR NODE
+#                                     stop (default TERM) or start one node's kubelet; containers keep running
+#   hack/local-cluster.sh build-node  only build (and cache) the kubelet, pause and the node images
 #   hack/local-cluster.sh status DIR  say whether DIR's control plane is running
 #   hack/local-cluster.sh stop-apiserver DIR / start-apiserver DIR
 #                                     stop or start only kube-apiserver (same port; etcd keeps the data)
@@ -33,7 +40,7 @@ die() { echo "local-cluster: $*" >&2; exit 1; }
 log() { echo "local-cluster: $*" >&2; }
 
 usage() {
-  sed -n '2,14p' "$0" | sed 's/^# \{0,1\}//' >&2
+  sed -n '2,22p' "$0" | sed 's/^# \{0,1\}//' >&2
   exit 2
 }
 
@@ -99,7 +106,7 @@ build_apiserver() {
       ! -name '*_test.go' -exec cp {} "$reflect2/" \;
   fi
   log "building kube-apiserver $KUBE_VERSION (first run on this machine only; a few minutes)"
-  (cd "$src" && PATH=/usr/lib/go-1.19/bin:$PATH GOPROXY=off GOSUMDB=off CGO_ENABLED=0 GOFLAGS= \
+  (cd "$src" && PATH=/usr/lib/go-1.19/bin:$PATH GOPROXY=off GOSUMDB=off CGO_ENABLED=0 GOFLAGS='' \
      make WHAT=cmd/kube-apiserver >"$KUBE_CACHE/build.log" 2>&1) \
     || die "kube-apiserver build failed (see $KUBE_CACHE/build.log)"
   mkdir -p "$KUBE_CACHE/bin"
@@ -108,8 +115,73 @@ build_apiserver() {
   exec 9>&-
 }
 
+KUBELET_BIN=$KUBE_CACHE/bin/kubelet
+PAUSE_BIN=$KUBE_CACHE/bin/pause
+IMAGES_DIR=$KUBE_CACHE/images
+NODE_PACKAGES="containerd runc containernetworking-plugins busybox-static iptables gcc libc6-dev util-linux iproute2"
+PAUSE_IMAGE=taintkeeper.local/pause:3.2
+BUSYBOX_IMAGE=taintkeeper.local/busybox:latest
+HERE=$(cd "$(dirname "${BASH_SOURCE[0]}")" && pwd)
+
+# The kubelet comes from the same source tree as kube-apiserver (fetched and patched by build_apiserver).
+build_kubelet() {
+  [ -x "$KUBELET_BIN" ] && return 0
+  build_apiserver
+  exec 9>"$KUBE_CACHE/.build.lock"
+  flock 9
+  [ -x "$KUBELET_BIN" ] && { exec 9>&-; return 0; }
+  log "building kubelet $KUBE_VERSION (first run on this machine only; a few minutes)"
+  (cd "$KUBE_CACHE/src" && PATH=/usr/lib/go-1.19/bin:$PATH GOPROXY=off GOSUMDB=off CGO_ENABLED=0 GOFLAGS='' \
+     make WHAT=cmd/kubelet >"$KUBE_CACHE/build-kubelet.log" 2>&1) \
+    || die "kubelet build failed (see $KUBE_CACHE/build-kubelet.log)"
+  cp "$KUBE_CACHE/src/_output/bin/kubelet" "$KUBELET_BIN.tmp" && mv "$KUBELET_BIN.tmp" "$KUBELET_BIN"
+  log "cached $KUBELET_BIN"
+  exec 9>&-
+}
+
+# The pause binary (static, from the tree's own pause.c) and two docker-archive images made
+# without a registry: the pause image for pod sandboxes and busybox-static for test containers.
+build_images() {
+  [ -x "$PAUSE_BIN" ] && [ -f "$IMAGES_DIR/pause.tar" ] && [ -f "$IMAGES_DIR/busybox.tar" ] && return 0
+  mkdir -p "$KUBE_CACHE/bin" "$IMAGES_DIR"
+  exec 8>"$KUBE_CACHE/.images.lock"
+  flock 8
+  if [ ! -x "$PAUSE_BIN" ]; then
+    [ -f "$KUBE_CACHE/src/build/pause/linux/pause.c" ] || build_apiserver
+    gcc -Os -static -Wall -DVERSION=v3.2-taintkeeper -o "$PAUSE_BIN.tmp" "$KUBE_CACHE/src/build/pause/linux/pause.c" \
+      || die "could not compile pause.c (needs gcc and libc6-dev)"
+    mv "$PAUSE_BIN.tmp" "$PAUSE_BIN"
+  fi
+  [ -x /bin/busybox ] || die "/bin/busybox missing (package busybox-static)"
+  if [ ! -f "$IMAGES_DIR/pause.tar" ]; then
+    python3 "$HERE/real_nodes/make_image.py" --tag "$PAUSE_IMAGE" --file "$PAUSE_BIN:/pause" \
+      --entrypoint /pause --out "$IMAGES_DIR/pause.tar.tmp" || die "could not build the pause image"
+    mv "$IMAGES_DIR/pause.tar.tmp" "$IMAGES_DIR/pause.tar"
+  fi
+  if [ ! -f "$IMAGES_DIR/busybox.tar" ]; then
+    python3 "$HERE/real_nodes/make_image.py" --tag "$BUSYBOX_IMAGE" --busybox /bin/busybox \
+      --entrypoint /bin/sh --out "$IMAGES_DIR/busybox.tar.tmp" || die "could not build the busybox image"
+    mv "$IMAGES_DIR/busybox.tar.tmp" "$IMAGES_DIR/busybox.tar"
+  fi
+  exec 8>&-
+}
+
+build_node() {
+  # shellcheck disable=SC2086
+  apt_install $NODE_PACKAGES
+  build_kubelet
+  build_images
+}
+
 free_port() {
   python3 -c 'import socket; s=socket.socket(); s.bind(("127.0.0.1",0)); print(s.getsockname()[1])'
+}
+
+running() { # pid: the process exists and is not a zombie (an exited child of ours waits for init to reap it)
+  local stat
+  stat=$(cat "/proc/$1/stat" 2>/dev/null) || return 1
+  stat=${stat##*) }
+  [ "${stat%% *}" != Z ]
 }
 
 pid_alive() { # pidfile dir: the pid is alive and its command line mentions DIR
@@ -180,11 +252,592 @@ wait_ready() {
   die "kube-apiserver not ready after 60s; see $dir/logs/kube-apiserver.log"
 }
 
-cmd_up() {
-  local dir=$1
+# ---------------------------------------------------------------------------------------------
+# Real nodes: one containerd + one kubelet per node, each pair in its own mount namespace.
+#
+# Layout: DIR/nodes.env (NODES, SLOT, images), DIR/nodes/<name>/{node.env, pki, kubeconfig,
+# kubelet.yaml, containerd.toml, cni/, host/ (what is bind-mounted over the fixed host paths in
+# the node's namespace), ns.pid, containerd.pid, kubelet.pid, logs}.
+#
+# Host state is machine-wide, so it is tracked outside DIR under $CACHE/host (flock'ed): the
+# first `up` with nodes records a baseline (sysctls, iptables chains, the fixed host directories
+# that did not exist), every DIR with nodes registers itself, and the last `down` restores the
+# baseline. Everything per node (cgroup root, bridge, subnet) is keyed by a machine-wide slot,
+# so several DIRs can run nodes side by side.
+HOST_STATE=$CACHE/host
+# What a kubelet (1.20, setupKernelTunables) and the CNI bridge plugin write.
+NODE_SYSCTLS="vm.overcommit_memory vm.panic_on_oom kernel.panic kernel.panic_on_oops kernel.keys.root_maxkeys
+kernel.keys.root_maxbytes net.ipv4.ip_forward"
+# Fixed paths the kubelet, containerd and CNI use whatever their flags say; in each node's mount
+# namespace a per-node directory is bind-mounted over each (host side: an empty mountpoint).
+NODE_BIND_PATHS="/var/lib/kubelet /var/log/pods /var/log/containers /var/lib/cni /run/netns /run/containerd"
+
+host_lock() { mkdir -p "$HOST_STATE/active"; exec 7>"$HOST_STATE/lock"; flock 7; }
+host_unlock() { exec 7>&-; }
+
+iptables_chains() { # the "<family> <table> <chain>" lines of the current rule set
+  local family
+  for family in iptables ip6tables; do
+    command -v "$family-save" >/dev/null 2>&1 || continue
+    "$family-save" 2>/dev/null | awk -v f="$family" '/^\*/ {t = substr($0, 2)} /^:/ {print f, t, substr($1, 2)}'
+  done
+}
+
+# Deletes every KUBE-*/CNI-* chain not in the baseline, and the rules that jump to it.
+restore_iptables() {
+  local baseline=$1 family script
+  for family in iptables ip6tables; do
+    command -v "$family-save" >/dev/null 2>&1 || continue
+    script=$("$family-save" 2>/dev/null | awk -v f="$family" -v base="$baseline" '
+      BEGIN { while ((getline line < base) > 0) known[line] = 1 }
+      /^\*/ { table = substr($0, 2); n = 0; split("", gone); split("", rules); next }
+      /^:/ { c = substr($1, 2); if (c ~ /^(KUBE-|CNI-)/ && !((f " " table " " c) in known)) gone[c] = 1; next }
+      /^-A / { rules[++n] = $0; next }
+      /^COMMIT/ {
+        body = ""
+        for (i = 1; i <= n; i++) {
+          split(rules[i], w, " ")
+          if (w[2] in gone) continue
+          if (match(rules[i], / -[jg] [^ ]+/)) {
+            target = substr(rules[i], RSTART + 4, RLENGTH - 4)
+            if (target in gone) body = body "-D " substr(rules[i], 4) "\n"
+          }
+        }
+        for (c in gone) body = body "-F " c "\n"
+        for (c in gone) body = body "-X " c "\n"
+        if (body != "") printf "*%s\n%sCOMMIT\n", table, body
+      }')
+    if [ -n "$script" ]; then
+      printf '%s\n' "$script" | "$family-restore" --noflush || log "could not remove $family chains: $script"
+    fi
+  done
+}
+
+record_baseline() {
+  local boot
+  boot=$(cat /proc/sys/kernel/random/boot_id)
+  if [ -f "$HOST_STATE/baseline/boot_id" ] && [ "$(cat "$HOST_STATE/baseline/boot_id")" = "$boot" ]; then
+    return 0 # an earlier run on this boot left changes behind: its baseline is still the truth
+  fi
+  rm -rf "$HOST_STATE/baseline"
+  mkdir -p "$HOST_STATE/baseline"
+  local key
+  for key in $NODE_SYSCTLS; do
+    printf '%s=%s\n' "$key" "$(sysctl -n "$key")"
+  done >"$HOST_STATE/baseline/sysctls"
+  iptables_chains >"$HOST_STATE/baseline/iptables"
+  : >"$HOST_STATE/baseline/created-dirs"
+  echo "$boot" >"$HOST_STATE/baseline/boot_id"
+}
+
+restore_baseline() {
+  local base=$HOST_STATE/baseline line key value path
+  [ -d "$base" ] || return 0
+  while IFS= read -r line; do
+    key=${line%%=*} value=${line#*=}
+    [ "$(sysctl -n "$key")" = "$value" ] || sysctl -q -w "$key=$value" || log "could not restore $key=$value"
+  done <"$base/sysctls"
+  restore_iptables "$base/iptables"
+  # deepest first
+  sort -r "$base/created-dirs" | while IFS= read -r path; do
+    [ -n "$path" ] || continue
+    if mountpoint -q "$path"; then
+      log "$path is still a mountpoint; left in place"
+    else
+      rmdir "$path" 2>/dev/null || log "could not remove $path (not empty?)"
+    fi
+  done
+  rm -rf "$base"
+}
+
+host_dirs() { # create the fixed host mountpoints that are missing, recording them
+  local path
+  for path in $NODE_BIND_PATHS; do
+    if [ ! -e "$path" ]; then
+      # record every directory created, parents first
+      local created=() p=$path
+      while [ ! -e "$p" ]; do created=("$p" "${created[@]}"); p=$(dirname "$p"); done
+      mkdir -p "$path"
+      printf '%s\n' "${created[@]}" >>"$HOST_STATE/baseline/created-dirs"
+    fi
+  done
+}
+
+dir_id() { printf '%s' "$1" | sha1sum | cut -c1-10; }
+
+prune_active() { # forget registrations whose DIR has no live node process
+  local entry d
+  for entry in "$HOST_STATE"/active/*; do
+    [ -f "$entry" ] || continue
+    d=$(sed -n 's/^DIR=//p' "$entry")
+    if [ -z "$d" ] || ! node_processes_alive "$d"; then
+      log "forgetting stale node registration for $d"
+      [ -n "$d" ] && [ -d "$d/nodes" ] && teardown_nodes "$d"
+      rm -f "$entry"
+    fi
+  done
+}
+
+node_processes_alive() {
+  local d=$1 nd
+  for nd in "$d"/nodes/*/; do
+    [ -d "$nd" ] || continue
+    if pid_alive "$nd/ns.pid" "$d" || pid_alive "$nd/containerd.pid" "$d" || pid_alive "$nd/kubelet.pid" "$d"; then
+      return 0
+    fi
+  done
+  return 1
+}
+
+allocate_slot() { # the smallest slot no active DIR uses
+  local slot used
+  used=$(cat "$HOST_STATE"/active/* 2>/dev/null | sed -n 's/^SLOT=//p')
+  for slot in $(seq 0 99); do
+    grep -qx "$slot" <<<"$used" || { echo "$slot"; return 0; }
+  done
+  die "more than 100 directories run real nodes at once"
+}
+
+node_ip() {
+  local ip
+  ip=$(ip -4 route get 1.1.1.1 2>/dev/null | sed -n 's/.* src \([0-9.]*\).*/\1/p' | head -1)
+  [ -n "$ip" ] || ip=$(ip -4 -o addr show scope global | awk '{sub(/\/.*/, "", $4); print $4; exit}')
+  [ -n "$ip" ] || die "no non-loopback IPv4 address for the nodes (a kubelet refuses a loopback --node-ip)"
+  echo "$ip"
+}
+
+cgroup_v1_mounts() { findmnt -rn -t cgroup -o TARGET; }
+cgroup_all_mounts() { findmnt -rn -t cgroup,cgroup2 -o TARGET; }
+
+make_node_pki() { # dir nodedir name
+  local dir=$1 nd=$2 name=$3
+  [ -f "$nd/pki/node.crt" ] && return 0
+  mkdir -p "$nd/pki"
+  (umask 077
+   openssl req -newkey ec -pkeyopt ec_paramgen_curve:prime256v1 -nodes -subj "/O=system:nodes/CN=system:node:$name" \
+     -keyout "$nd/pki/node.key" -out "$nd/pki/node.csr" 2>/dev/null
+   printf 'extendedKeyUsage=clientAuth\n' >"$nd/pki/node.ext"
+   openssl x509 -req -in "$nd/pki/node.csr" -CA "$dir/pki/ca.crt" -CAkey "$dir/pki/ca.key" -CAcreateserial \
+     -days 3650 -extfile "$nd/pki/node.ext" -out "$nd/pki/node.crt" 2>/dev/null) \
+    || die "could not make the certificate for $name"
+  # shellcheck disable=SC1091
+  . "$dir/ports"
+  (umask 077
+   cat >"$nd/kubeconfig" <<KC
+apiVersion: v1
+kind: Config
+clusters:
+- name: local
+  cluster:
+    server: https://127.0.0.1:$API_PORT
+    certificate-authority-data: $(base64 -w0 <"$dir/pki/ca.crt")
+users:
+- name: $name
+  user:
+    client-certificate-data: $(base64 -w0 <"$nd/pki/node.crt")
+    client-key-data: $(base64 -w0 <"$nd/pki/node.key")
+contexts:
+- name: local
+  context: {cluster: local, user: $name}
+current-context: local
+KC
+  )
+}
+
+write_node_config() { # dir nodedir
+  local dir=$1 nd=$2
+  # shellcheck disable=SC1091
+  . "$nd/node.env"
+  mkdir -p "$nd/cni" "$nd/host" "$nd/containerd/root" "$nd/containerd/state" "$nd/containerd/opt" "$nd/runc" \
+    "$nd/volume-plugins" "$nd/logs"
+  local path
+  for path in $NODE_BIND_PATHS; do mkdir -p "$nd/host$path"; done
+  cat >"$nd/containerd.toml" <<TOML
+version = 2
+root = "$nd/containerd/root"
+state = "$nd/containerd/state"
+[grpc]
+  address = "$nd/containerd.sock"
+[plugins."io.containerd.internal.v1.opt"]
+  path = "$nd/containerd/opt"
+[plugins."io.containerd.grpc.v1.cri"]
+  sandbox_image = "$PAUSE_IMAGE"
+  # without it every sandbox fails: containerd would set a negative oom_score_adj (no CAP_SYS_RESOURCE)
+  restrict_oom_score_adj = true
+  stream_server_address = "127.0.0.1"
+  stream_server_port = "0"
+  [plugins."io.containerd.grpc.v1.cri".containerd]
+    snapshotter = "overlayfs"
+    default_runtime_name = "runc"
+    [plugins."io.containerd.grpc.v1.cri".containerd.runtimes.runc]
+      runtime_type = "io.containerd.runc.v2"
+      [plugins."io.containerd.grpc.v1.cri".containerd.runtimes.runc.options]
+        SystemdCgroup = false
+        Root = "$nd/runc"
+  [plugins."io.containerd.grpc.v1.cri".cni]
+    bin_dir = "/usr/lib/cni"
+    conf_dir = "$nd/cni"
+TOML
+  cat >"$nd/cni/10-taintkeeper.conflist" <<CNI
+{
+  "cniVersion": "0.4.0",
+  "name": "taintkeeper-$BRIDGE",
+  "plugins": [
+    {"type": "bridge", "bridge": "$BRIDGE", "isGateway": true, "ipMasq": false, "hairpinMode": true,
+     "ipam": {"type": "host-local", "ranges": [[{"subnet": "$SUBNET"}]], "routes": [{"dst": "0.0.0.0/0"}],
+              "dataDir": "$nd/cni-ipam"}},
+    {"type": "portmap", "capabilities": {"portMappings": true}}
+  ]
+}
+CNI
+  cat >"$nd/kubelet.yaml" <<YAML
+apiVersion: kubelet.config.k8s.io/v1beta1
+kind: KubeletConfiguration
+address: $NODE_IP
+port: $KUBELET_PORT
+readOnlyPort: 0
+healthzBindAddress: 127.0.0.1
+healthzPort: $HEALTHZ_PORT
+cgroupDriver: cgroupfs
+cgroupRoot: /$CGROUP_ROOT
+failSwapOn: false
+authentication:
+  anonymous: {enabled: true}
+  webhook: {enabled: false}
+authorization: {mode: AlwaysAllow}
+nodeStatusUpdateFrequency: 1s
+nodeLeaseDurationSeconds: 8
+syncFrequency: 5s
+makeIPTablesUtilChains: false
+imageGCHighThresholdPercent: 100
+imageGCLowThresholdPercent: 99
+evictionHard: {memory.available: "1Mi", nodefs.available: "1%", imagefs.available: "1%", nodefs.inodesFree: "1%"}
+serializeImagePulls: false
+YAML
+}
+
+start_node_ns() { # dir nodedir
+  local dir=$1 nd=$2 path mounts=""
+  pid_alive "$nd/ns.pid" "$dir" && return 0
+  for path in $NODE_BIND_PATHS; do
+    mounts+="mount --bind '$nd/host$path' '$path' && "
+  done
+  # The holder keeps the namespace (and the bind mounts) alive; its command line names DIR.
+  setsid unshare -m --propagation private bash -c "${mounts}exec -a 'taintkeeper-node-ns $nd' sleep infinity" \
+    >>"$nd/logs/ns.log" 2>&1 </dev/null &
+  echo $! >"$nd/ns.pid"
+  local deadline=$((SECONDS + 10))
+  until pid_alive "$nd/ns.pid" "$dir"; do
+    [ -d "/proc/$(cat "$nd/ns.pid")" ] || die "the mount namespace for $nd did not start; see $nd/logs/ns.log"
+    [ $SECONDS -lt $deadline ] || die "the mount namespace for $nd did not start; see $nd/logs/ns.log"
+    sleep 0.05
+  done
+}
+
+start_containerd() { # dir nodedir
+  local dir=$1 nd=$2
+  pid_alive "$nd/containerd.pid" "$dir" && return 0
+  setsid nsenter -t "$(cat "$nd/ns.pid")" -m -- containerd --config "$nd/containerd.toml" \
+    >>"$nd/logs/containerd.log" 2>&1 </dev/null &
+  echo $! >"$nd/containerd.pid"
+  local deadline=$((SECONDS + 30))
+  until ctr -a "$nd/containerd.sock" version >/dev/null 2>&1; do
+    pid_alive "$nd/containerd.pid" "$dir" || die "containerd exited; see $nd/logs/containerd.log"
+    [ $SECONDS -lt $deadline ] || die "containerd not answering after 30s; see $nd/logs/containerd.log"
+    sleep 0.05
+  done
+  local image
+  for image in pause busybox; do
+    ctr -a "$nd/containerd.sock" -n k8s.io images import "$IMAGES_DIR/$image.tar" >>"$nd/logs/import.log" 2>&1 \
+      || die "could not import the $image image; see $nd/logs/import.log"
+  done
+}
+
+# shellcheck disable=SC2153 # NODE, ZONE, ... come from node.env
+start_kubelet() { # dir nodedir
+  local dir=$1 nd=$2
+  pid_alive "$nd/kubelet.pid" "$dir" && return 0
+  pid_alive "$nd/containerd.pid" "$dir" || die "containerd of $nd is not running"
+  # shellcheck disable=SC1091
+  . "$nd/node.env"
+  setsid nsenter -t "$(cat "$nd/ns.pid")" -m -- "$KUBELET_BIN" --config "$nd/kubelet.yaml" \
+    --kubeconfig "$nd/kubeconfig" --container-runtime remote \
+    --container-runtime-endpoint "unix://$nd/containerd.sock" --pod-infra-container-image "$PAUSE_IMAGE" \
+    --root-dir /var/lib/kubelet --volume-plugin-dir "$nd/volume-plugins" --hostname-override "$NODE" \
+    --node-ip "$NODE_IP" --node-labels "topology.kubernetes.io/zone=$ZONE,failure-domain.beta.kubernetes.io/zone=$ZONE" \
+    --v=1 >>"$nd/logs/kubelet.log" 2>&1 </dev/null &
+  echo $! >"$nd/kubelet.pid"
+}
+
+pre_create_cgroups() { # cgroup-root
+  local root=$1 mnt
+  for mnt in $(cgroup_v1_mounts); do
+    [ -d "$mnt/$root" ] && continue
+    mkdir "$mnt/$root" || die "cannot create cgroup $mnt/$root"
+    if [ -f "$mnt/cpuset.cpus" ]; then
+      cat "$mnt/cpuset.cpus" >"$mnt/$root/cpuset.cpus"
+      cat "$mnt/cpuset.mems" >"$mnt/$root/cpuset.mems"
+    fi
+  done
+}
+
+node_ready() { # dir name -> 0 when the Node's Ready condition is True
+  local dir=$1 name=$2
+  # shellcheck disable=SC1091
+  . "$dir/ports"
+  curl -fsS --max-time 2 --cacert "$dir/pki/ca.crt" -H "Authorization: Bearer $(cat "$dir/pki/admin.token")" \
+    "https://127.0.0.1:$API_PORT/api/v1/nodes/$name" 2>/dev/null | python3 -c '
+import json, sys
+node = json.load(sys.stdin)
+ready = [c for c in node.get("status", {}).get("conditions", []) if c["type"] == "Ready"]
+sys.exit(0 if ready and ready[0]["status"] == "True" else 1)' 2>/dev/null
+}
+
+wait_nodes_ready() { # dir timeout names...
+  local dir=$1 timeout=$2 name nd pending
+  shift 2
+  local deadline=$((SECONDS + timeout))
+  while :; do
+    pending=""
+    for name in "$@"; do
+      nd=$dir/nodes/$name
+      pid_alive "$nd/kubelet.pid" "$dir" || die "kubelet of $name exited; see $nd/logs/kubelet.log:
+$(tail -n 15 "$nd/logs/kubelet.log")"
+      node_ready "$dir" "$name" || pending+=" $name"
+    done
+    [ -z "$pending" ] && return 0
+    [ $SECONDS -lt $deadline ] || die "nodes not Ready after ${timeout}s:$pending (logs in $dir/nodes/<name>/logs)"
+    sleep 0.5
+  done
+}
+
+# shellcheck disable=SC2153 # NODES comes from nodes.env
+nodes_up() { # dir count
+  local dir=$1 count=$2
+  if [ -f "$dir/nodes.env" ]; then
+    # shellcheck disable=SC1091
+    . "$dir/nodes.env"
+    local all_alive=1 name
+    for name in $NODES; do
+      for p in ns containerd kubelet; do
+        pid_alive "$dir/nodes/$name/$p.pid" "$dir" || all_alive=0
+      done
+    done
+    if [ "$all_alive" = 1 ] && [ "$(wc -w <<<"$NODES")" -eq "$count" ]; then return 0; fi
+    nodes_down "$dir"
+  fi
+  build_node
+  if [ -z "$(cgroup_v1_mounts)" ]; then die "real nodes need cgroup v1 hierarchies (none mounted)"; fi
+  grep -qw overlay /proc/filesystems || die "real nodes need overlayfs (not in /proc/filesystems)"
+  local ip id slot
+  ip=$(node_ip)
+  id=$(dir_id "$dir")
+  host_lock
+  prune_active
+  if ! compgen -G "$HOST_STATE/active/*" >/dev/null; then record_baseline; fi
+  slot=$(allocate_slot)
+  printf 'DIR=%s\nSLOT=%s\n' "$dir" "$slot" >"$HOST_STATE/active/$id"
+  host_dirs
+  host_unlock
+
+  local names=() i name nd zone
+  for i in $(seq 1 "$count"); do
+    name=node-$i
+    names+=("$name")
+    nd=$dir/nodes/$name
+    mkdir -p "$nd/logs"
+    if [ $((i % 2)) -eq 1 ]; then zone="zone-a"; else zone="zone-b"; fi
+    cat >"$nd/node.env" <<ENV
+NODE=$name
+INDEX=$i
+ZONE=$zone
+NODE_IP=$ip
+KUBELET_PORT=$(free_port)
+HEALTHZ_PORT=$(free_port)
+CGROUP_ROOT=taintkeeper-$slot-$name
+BRIDGE=tk$slot-$i
+SUBNET=10.$((100 + slot)).$i.0/24
+ENV
+    make_node_pki "$dir" "$nd" "$name"
+    write_node_config "$dir" "$nd"
+  done
+  printf 'NODES="%s"\nSLOT=%s\nPAUSE_IMAGE=%s\nBUSYBOX_IMAGE=%s\n' "${names[*]}" "$slot" "$PAUSE_IMAGE" \
+    "$BUSYBOX_IMAGE" >"$dir/nodes.env"
+  for name in "${names[@]}"; do
+    nd=$dir/nodes/$name
+    # shellcheck disable=SC1091
+    . "$nd/node.env"
+    pre_create_cgroups "$CGROUP_ROOT"
+    start_node_ns "$dir" "$nd"
+    start_containerd "$dir" "$nd"
+    start_kubelet "$dir" "$nd"
+  done
+  wait_nodes_ready "$dir" 120 "${names[@]}"
+  log "$count real node(s) Ready: ${names[*]}"
+}
+
+kill_pidfile() { # pidfile dir signal: signal a recorded process and wait (up to 10 s) for it to exit
+  local pidfile=$1 dir=$2 sig=$3 pid
+  pid_alive "$pidfile" "$dir" || { rm -f "$pidfile"; return 0; }
+  pid=$(cat "$pidfile")
+  kill "-$sig" "$pid" 2>/dev/null || true
+  for _ in $(seq 1 100); do
+    running "$pid" || break
+    sleep 0.1
+  done
+  if running "$pid"; then kill -KILL "$pid" 2>/dev/null || true; fi
+  rm -f "$pidfile"
+}
+
+ns_processes() { # pid of a namespace holder -> every other pid in its mount namespace
+  local holder=$1 p
+  [ -e "/proc/$holder/ns/mnt" ] || return 0
+  for p in /proc/[0-9]*; do
+    # -ef: same device and inode, i.e. the same namespace (no fork per process)
+    if [ "${p#/proc/}" != "$holder" ] && [[ $p/ns/mnt -ef /proc/$holder/ns/mnt ]]; then echo "${p#/proc/}"; fi
+  done 2>/dev/null
+  return 0
+}
+
+cgroup_pids() { # cgroup root name -> pids in it (any hierarchy)
+  local root=$1 mnt
+  for mnt in $(cgroup_all_mounts); do
+    if [ -d "$mnt/$root" ]; then find "$mnt/$root" -name cgroup.procs -exec cat {} + 2>/dev/null || true; fi
+  done | sort -u
+}
+
+# Stop one node's processes and undo what is per node: shims and containers, cgroups, bridge.
+teardown_node() { # dir nodedir
+  local dir=$1 nd=$2 holder="" pids
+  [ -f "$nd/node.env" ] || return 0
+  set +e # best effort: one step failing must not leave the rest undone
+  # shellcheck disable=SC1091
+  . "$nd/node.env"
+  # no need to be gentle: every container of the node is killed below anyway
+  kill_pidfile "$nd/kubelet.pid" "$dir" KILL
+  kill_pidfile "$nd/containerd.pid" "$dir" KILL
+  if pid_alive "$nd/ns.pid" "$dir"; then
+    holder=$(cat "$nd/ns.pid")
+    pids=$(ns_processes "$holder")
+    # shellcheck disable=SC2086
+    [ -n "$pids" ] && kill -KILL $pids 2>/dev/null
+  fi
+  for _ in $(seq 1 50); do
+    pids=$(cgroup_pids "$CGROUP_ROOT")
+    [ -z "$pids" ] && break
+    # shellcheck disable=SC2086
+    kill -KILL $pids 2>/dev/null || true
+    sleep 0.1
+  done
+  if [ -n "$holder" ]; then
+    for _ in $(seq 1 50); do
+      [ -z "$(ns_processes "$holder")" ] && break
+      sleep 0.1
+    done
+  fi
+  kill_pidfile "$nd/ns.pid" "$dir" KILL
+  local mnt
+  for mnt in $(cgroup_all_mounts); do
+    [ -d "$mnt/$CGROUP_ROOT" ] || continue
+    for _ in $(seq 1 50); do
+      find "$mnt/$CGROUP_ROOT" -depth -type d -exec rmdir {} + 2>/dev/null
+      [ -d "$mnt/$CGROUP_ROOT" ] || break
+      sleep 0.1
+    done
+    [ -d "$mnt/$CGROUP_ROOT" ] && log "could not remove cgroup $mnt/$CGROUP_ROOT"
+  done
+  if ip link show "$BRIDGE" >/dev/null 2>&1; then
+    ip link delete "$BRIDGE" || log "could not delete bridge $BRIDGE"
+  fi
+  set -e
+  return 0
+}
+
+teardown_nodes() { # dir
+  local dir=$1 nd
+  for nd in "$dir"/nodes/*/; do
+    [ -d "$nd" ] && teardown_node "$dir" "${nd%/}"
+  done
+  return 0
+}
+
+nodes_down() { # dir
+  local dir=$1 id
+  [ -d "$dir/nodes" ] || return 0
+  teardown_nodes "$dir"
+  id=$(dir_id "$dir")
+  host_lock
+  rm -f "$HOST_STATE/active/$id"
+  prune_active
+  if ! compgen -G "$HOST_STATE/active/*" >/dev/null; then
+    restore_baseline
+  fi
+  host_unlock
+  rm -f "$dir/nodes.env"
+  log "stopped real nodes in $dir"
+}
+
+node_dir() { # dir name -> checked node directory
+  local dir=$1 name=$2
+  [ -f "$dir/nodes/$name/node.env" ] || die "no node $name in $dir"
+  echo "$dir/nodes/$name"
+}
+
+cmd_stop_kubelet() { # dir node [signal]
+  local dir nd sig=${3:-TERM} pid
+  dir=$(cd "$1" 2>/dev/null && pwd) || die "no such directory: $1"
+  nd=$(node_dir "$dir" "$2")
+  case "$sig" in KILL|TERM) ;; *) die "--signal must be KILL or TERM, not $sig" ;; esac
+  pid_alive "$nd/kubelet.pid" "$dir" || { log "kubelet of $2 is not running"; return 0; }
+  pid=$(cat "$nd/kubelet.pid")
+  kill "-$sig" "$pid"
+  for _ in $(seq 1 300); do
+    running "$pid" || break
+    sleep 0.05
+  done
+  running "$pid" && die "kubelet of $2 (pid $pid) still running after SIG$sig"
+  rm -f "$nd/kubelet.pid"
+  log "stopped kubelet of $2 (SIG$sig)"
+}
+
+cmd_start_kubelet() { # dir node
+  local dir nd
+  dir=$(cd "$1" 2>/dev/null && pwd) || die "no such directory: $1"
+  nd=$(node_dir "$dir" "$2")
+  pid_alive "$nd/ns.pid" "$dir" || die "node $2 is down (run: up $dir --nodes N)"
+  start_kubelet "$dir" "$nd"
+  log "started kubelet of $2 (pid $(cat "$nd/kubelet.pid"))"
+}
+
+cmd_nodes() { # dir: one JSON object per node
+  local dir nd p
+  dir=$(cd "$1" 2>/dev/null && pwd) || die "no such directory: $1"
+  [ -f "$dir/nodes.env" ] || { echo "[]"; return 0; }
+  # shellcheck disable=SC1091
+  . "$dir/nodes.env"
+  local entries=()
+  for name in $NODES; do
+    nd=$dir/nodes/$name
+    # shellcheck disable=SC1091
+    . "$nd/node.env"
+    local pids=()
+    for p in ns containerd kubelet; do
+      if pid_alive "$nd/$p.pid" "$dir"; then pids+=("\"$p\": $(cat "$nd/$p.pid")"); else pids+=("\"$p\": null"); fi
+    done
+    entries+=("{\"name\": \"$NODE\", \"zone\": \"$ZONE\", \"dir\": \"$nd\", \"ip\": \"$NODE_IP\",
+ \"kubeletPort\": $KUBELET_PORT, \"healthzPort\": $HEALTHZ_PORT, \"cgroupRoot\": \"$CGROUP_ROOT\",
+ \"bridge\": \"$BRIDGE\", \"subnet\": \"$SUBNET\", \"containerdSocket\": \"$nd/containerd.sock\",
+ \"pids\": {$(IFS=,; echo "${pids[*]}")}, \"pauseImage\": \"$PAUSE_IMAGE\", \"busyboxImage\": \"$BUSYBOX_IMAGE\"}")
+  done
+  (IFS=,; echo "[${entries[*]}]")
+}
+
+cmd_up() { # dir [node count]
+  local dir=$1 nodes=${2:-0}
   mkdir -p "$dir"
   dir=$(cd "$dir" && pwd)
   if pid_alive "$dir/apiserver.pid" "$dir" && pid_alive "$dir/etcd.pid" "$dir" && [ -f "$dir/kubeconfig" ]; then
+    [ "$nodes" -gt 0 ] && nodes_up "$dir" "$nodes"
     echo "$dir/kubeconfig"
     return 0
   fi
@@ -208,6 +861,7 @@ cmd_up() {
     write_kubeconfig "$dir" "$API_PORT" "$dir/pki/$sa.token" "$dir/kubeconfig-$sa"
   done
   log "kube-apiserver $KUBE_VERSION ready on https://127.0.0.1:$API_PORT (logs in $dir/logs)"
+  [ "$nodes" -gt 0 ] && nodes_up "$dir" "$nodes"
   echo "$dir/kubeconfig"
 }
 
@@ -239,6 +893,7 @@ start_apiserver() {
       --service-cluster-ip-range 10.96.0.0/16 --allow-privileged=true \
       --enable-admission-plugins NamespaceLifecycle,MutatingAdmissionWebhook,ValidatingAdmissionWebhook \
       --disable-admission-plugins ServiceAccount,DefaultTolerationSeconds \
+      --kubelet-preferred-address-types InternalIP \
       --profiling=false --v=1 \
       >>"$dir/logs/kube-apiserver.log" 2>&1 </dev/null &
     echo $! >"$dir/apiserver.pid"
@@ -248,7 +903,9 @@ start_apiserver() {
 
 require_up() {
   local dir=$1
-  [ -f "$dir/ports" ] && [ -f "$dir/pki/tokens.csv" ] || die "no control plane was set up in $dir (run: up $dir)"
+  if [ ! -f "$dir/ports" ] || [ ! -f "$dir/pki/tokens.csv" ]; then
+    die "no control plane was set up in $dir (run: up $dir)"
+  fi
 }
 
 cmd_stop_apiserver() {
@@ -275,10 +932,10 @@ stop_pidfile() {
     pid=$(cat "$pidfile")
     kill -TERM "$pid" 2>/dev/null || true
     for _ in $(seq 1 50); do
-      [ -d "/proc/$pid" ] || break
+      running "$pid" || break
       sleep 0.1
     done
-    [ -d "/proc/$pid" ] && kill -KILL "$pid" 2>/dev/null || true
+    if running "$pid"; then kill -KILL "$pid" 2>/dev/null || true; fi
   fi
   rm -f "$pidfile"
 }
@@ -287,6 +944,7 @@ cmd_down() {
   local dir=$1
   [ -d "$dir" ] || die "no such directory: $dir"
   dir=$(cd "$dir" && pwd)
+  nodes_down "$dir"
   stop_pidfile "$dir/apiserver.pid" "$dir"
   stop_pidfile "$dir/etcd.pid" "$dir"
   log "stopped control plane in $dir"
@@ -308,13 +966,28 @@ cmd_status() {
 
 [ $# -ge 1 ] || usage
 case "$1" in
-  up|down|status|stop-apiserver|start-apiserver)
+  up)
+    if [ $# -eq 2 ]; then cmd_up "$2"
+    elif [ $# -eq 4 ] && [ "$3" = --nodes ] && [[ $4 =~ ^[0-9]+$ ]]; then cmd_up "$2" "$4"
+    else usage; fi ;;
+  down|status|stop-apiserver|start-apiserver|nodes)
     [ $# -eq 2 ] || usage
     "cmd_${1//-/_}" "$2" ;;
+  stop-kubelet)
+    if [ $# -eq 3 ]; then cmd_stop_kubelet "$2" "$3"
+    elif [ $# -eq 5 ] && [ "$4" = --signal ]; then cmd_stop_kubelet "$2" "$3" "$5"
+    else usage; fi ;;
+  start-kubelet)
+    [ $# -eq 3 ] || usage
+    cmd_start_kubelet "$2" "$3" ;;
   build)
     [ $# -eq 1 ] || usage
     build_apiserver
     echo "$APISERVER_BIN" ;;
+  build-node)
+    [ $# -eq 1 ] || usage
+    build_node
+    echo "$KUBELET_BIN" ;;
   -h|--help|help) usage ;;
   *) echo "local-cluster: unknown command '$1'" >&2; usage ;;
 esac

@@ -15,6 +15,7 @@ the authorization check, so it proves the verb is granted without creating anyth
 
 from __future__ import annotations
 
+import contextlib
 import inspect
 import re
 import uuid
@@ -24,6 +25,7 @@ from typing import Any
 
 import pytest
 from kubernetes import client, config
+from kubernetes.client.rest import ApiException
 from kubernetes.dynamic import DynamicClient
 
 from hack.servers import ControllerProcess, WebhookServer, make_certs
@@ -43,15 +45,25 @@ REFUSED = re.compile(r"\b403\b|forbidden", re.IGNORECASE)
 
 
 @pytest.fixture(scope="module")
-def rbac(local_cluster: LocalCluster) -> LocalCluster:
-    """Apply the manifests' identities and permissions for real (idempotent; left in place)."""
+def rbac(local_cluster: LocalCluster) -> Iterator[LocalCluster]:
+    """Apply the manifests' identities and permissions for real, and take the permissions away
+    again afterwards: other tests run the same ServiceAccount users under rules of their own.
+    (The Namespace and ServiceAccounts stay: they grant nothing, and without a controller-manager
+    a deleted namespace would stay Terminating.)"""
     dynamic = DynamicClient(local_cluster.api_client)
     documents = [doc for _, _, doc in manifest_documents() if doc["kind"] in RBAC_KINDS]
     documents.sort(key=lambda doc: RBAC_KINDS.index(doc["kind"]))
     assert {doc["kind"] for doc in documents} == set(RBAC_KINDS)
     for doc in documents:
         server_side_apply(dynamic, doc, dry_run=False)
-    return local_cluster
+    yield local_cluster
+    for doc in reversed(documents):
+        if doc["kind"] in ("Namespace", "ServiceAccount"):
+            continue
+        resource = dynamic.resources.get(api_version=doc["apiVersion"], kind=doc["kind"])
+        metadata = doc["metadata"]
+        with contextlib.suppress(ApiException):
+            resource.delete(name=metadata["name"], namespace=metadata.get("namespace"))
 
 
 def identity_client(cluster: LocalCluster, account: str) -> client.ApiClient:

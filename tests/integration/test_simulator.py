@@ -273,7 +273,7 @@ def test_200_nodes_renew_every_lease_spread_over_the_period(make_simulator, coor
 @pytest.mark.parametrize(("argv", "message"), [
     (["--nodes", "x"], "--nodes: not a whole number"),
     (["--nodes", "0"], "--nodes must be at least 1"),
-    (["--nodes", "2", "--lease-period", "soon"], "--lease-period: not a duration"),
+    (["--nodes", "2", "--lease-period", "soon"], "--lease-period: invalid duration 'soon'"),
     (["--nodes", "2", "--fail", "sim-7"], "--fail: 'sim-7' is not one of the nodes"),
     (["--nodes", "2", "--fail-after", "3"], "--fail-after and --recover-after need --fail"),
     (["--nodes", "2", "--bogus"], "unrecognized arguments: --bogus"),

@@ -1,0 +1,105 @@
+"""`up --nodes 2` then `down` leaves the machine as it found it: everything a kubelet, containerd or
+the CNI plugins touch on the host is snapshotted before and after and compared.
+
+Runs before the scenarios (file order) so no other real nodes are up: host changes are restored
+by the last `down` on the machine.
+"""
+
+from __future__ import annotations
+
+import subprocess
+import uuid
+from pathlib import Path
+
+import pytest
+from kubernetes import client, config
+
+from tests.integration.kube import wait_for
+from tests.realnodes.conftest import bring_up
+from tests.realnodes.nodes import RealCluster, checked, script
+
+SYSCTLS = ("vm.overcommit_memory", "vm.panic_on_oom", "kernel.panic", "kernel.panic_on_oops",
+           "kernel.keys.root_maxkeys", "kernel.keys.root_maxbytes", "net.ipv4.ip_forward")
+PATHS = ("/var/lib/kubelet", "/var/log/pods", "/var/log/containers", "/usr/libexec/kubernetes", "/run/containerd",
+         "/run/netns", "/var/run/netns", "/var/lib/cni", "/var/lib/containerd", "/opt/containerd", "/etc/cni",
+         "/opt/cni", "/run/kubernetes", "/etc/kubernetes", "/var/lib/dockershim", "/var/lib/kubelet/pki")
+CGROUP_ROOT = Path("/sys/fs/cgroup")
+# The first run on a machine builds the kubelet (about 2.5 minutes on 2 cores) inside this test.
+pytestmark = pytest.mark.timeout(900)
+
+
+def run(*args: str) -> str:
+    result = subprocess.run(args, capture_output=True, text=True, check=False)
+    return result.stdout
+
+
+def iptables_rules() -> list[str]:
+    lines = []
+    for family in ("iptables", "ip6tables"):
+        for line in run(f"{family}-save").splitlines():
+            if line.startswith("#"):
+                continue
+            if line.startswith(":"):  # chain policy with counters: keep name and policy only
+                line = " ".join(line.split()[:2])
+            lines.append(f"{family} {line}")
+    return lines
+
+
+def snapshot() -> dict[str, object]:
+    mounts = sorted({(fields[4], line.split(" - ")[1].split()[0], line.split(" - ")[1].split()[1])
+                     for line in Path("/proc/self/mountinfo").read_text().splitlines()
+                     for fields in [line.split()]})
+    paths = {path: sorted(p.name for p in Path(path).iterdir()) if Path(path).is_dir() else None for path in PATHS}
+    cgroups = {str(hierarchy): sorted(entry.name for entry in hierarchy.iterdir() if entry.is_dir())
+               for hierarchy in sorted(CGROUP_ROOT.iterdir()) if hierarchy.is_dir()}
+    links = {kind: sorted(line.split(":")[1].strip().split("@")[0] for line in
+                          run("ip", "-o", "link", "show", "type", kind).splitlines())
+             for kind in ("bridge", "veth")}
+    return {
+        "sysctls": {key: run("sysctl", "-n", key).strip() for key in SYSCTLS},
+        "iptables": iptables_rules(),
+        "mounts": mounts,
+        "paths": paths,
+        "cgroups": cgroups,
+        "links": links,
+        "netns": run("ip", "netns", "list").split(),
+    }
+
+
+def differences(before: dict, after: dict) -> dict[str, tuple[object, object]]:
+    return {key: (before[key], after[key]) for key in before if before[key] != after[key]}
+
+
+def test_down_leaves_the_host_as_up_found_it(tmp_path: Path):
+    before = snapshot()
+    directory = tmp_path / "cluster"
+    kubeconfig, _ = bring_up(directory, 2)
+    try:
+        cluster = RealCluster(directory, kubeconfig, config.new_client_from_config(config_file=str(kubeconfig)))
+        nodes = cluster.refresh()
+        core = client.CoreV1Api(cluster.api_client)
+        namespace = f"host-{uuid.uuid4().hex[:6]}"
+        core.create_namespace(body={"metadata": {"name": namespace}})
+        for name, node in nodes.items():  # a running pod per node: sandboxes, netns, veths, bridges
+            core.create_namespaced_pod(namespace, body={
+                "metadata": {"name": f"p-{name}", "labels": {"taintkeeper.io/skip": "true"}},
+                "spec": {"nodeName": name, "terminationGracePeriodSeconds": 1, "containers": [{
+                    "name": "c", "image": node["busyboxImage"], "imagePullPolicy": "Never",
+                    "command": ["sleep", "3600"]}]}})
+        for name in nodes:
+            wait_for(lambda name=name: core.read_namespaced_pod(f"p-{name}", namespace).status.phase == "Running",
+                     60, f"the pod on {name} to run")
+        during = snapshot()
+        changed = differences(before, during)
+        # the comparison below means something only if the nodes did change the host
+        assert {"cgroups", "links", "paths"} <= changed.keys(), changed.keys()
+        assert all(node["bridge"] in during["links"]["bridge"] for node in nodes.values())
+        cluster.api_client.close()
+    finally:
+        result = script("down", str(directory))
+    assert result.returncode == 0, result.stderr
+    after = snapshot()
+    assert differences(before, after) == {}
+    leftovers = [line for line in run("ps", "-eo", "pid,args").splitlines() if str(directory) in line]
+    assert leftovers == []
+    assert checked("nodes", str(directory)).strip() == "[]"
