@@ -25,6 +25,7 @@ from pathlib import Path
 ROOT = Path(__file__).resolve().parents[1]
 sys.path.insert(0, str(ROOT))
 
+from bench.webhook_bench import CALIBRATION_LOOPS, cpu_calibration  # noqa: E402
 from controller.eviction_manager import TaintEvictionManager  # noqa: E402
 from controller.kube.informer import Store  # noqa: E402
 from controller.objects import NodeView, PodView, node_view, pod_view  # noqa: E402
@@ -164,6 +165,7 @@ def main() -> int:
         lines_parsed += len(batch)
     del batch, node_lines
     gc.collect()
+    gc.freeze()  # as controller/runner.py does once the caches have synced
     after_ingest_rss = rss_mb()
 
     storm_nodes = node_names[: args.storm]
@@ -208,6 +210,8 @@ def main() -> int:
         ("peak RSS (whole process) / before ingest", f"{rss_mb():.0f} MB / {base_rss:.0f} MB"),
         ("RSS after ingest", f"{after_ingest_rss:.0f} MB"),
         ("events recorded", f"{events.count:,}"),
+        (f"core speed ({CALIBRATION_LOOPS:,}-iteration loop, as in webhook_bench; this VM varies 0.2-0.6 s)",
+         f"{cpu_calibration():.2f} s"),
     ]
     p99_ok = percentile(lateness, 0.99) <= 1.0
     rss_ok = rss_mb() <= 600

@@ -70,7 +70,8 @@ class TaintEvictionManager:
         self._lock = threading.RLock()
         self._timer_wakeup = threading.Condition(self._lock)
         self._node_taints: dict[str, tuple[Taint, ...]] = {}
-        self._first_seen: dict[tuple[str, str, str], float] = {}
+        # node -> taint identity (key, effect) -> when this controller first saw it
+        self._first_seen: dict[str, dict[tuple[str, str], float]] = {}
         self._timers = TimerHeap()
         self._scheduled: dict[str, ScheduledEviction] = {}
         # Pods (key -> uid) already deleted or marked: a later update must not evict them twice,
@@ -111,11 +112,10 @@ class TaintEvictionManager:
             if new is not None and self._node_taints.get(name, ()) == taints:
                 return
             now = self._clock.now()
-            current = {(name, str(t.get("key") or ""), str(t.get("effect") or "")) for t in taints}
-            for identity in current:
-                self._first_seen.setdefault(identity, now)
-            for identity in [i for i in self._first_seen if i[0] == name and i not in current]:
-                del self._first_seen[identity]
+            seen_before = self._first_seen.pop(name, {})
+            identities = {(str(t.get("key") or ""), str(t.get("effect") or "")) for t in taints}
+            if identities:
+                self._first_seen[name] = {i: seen_before.get(i, now) for i in identities}
             if taints:
                 self._node_taints[name] = taints
             else:
@@ -138,9 +138,10 @@ class TaintEvictionManager:
 
     def decide(self, pod: PodView, taints: Sequence[Taint], now: float) -> EvictionDecision:
         """The decision for `pod` under `taints`, using this manager's first-seen times."""
+        seen = self._first_seen.get(pod.node_name, {})
+
         def first_seen(taint: Taint) -> float:
-            identity = (pod.node_name, str(taint.get("key") or ""), str(taint.get("effect") or ""))
-            return self._first_seen.get(identity, now)
+            return seen.get((str(taint.get("key") or ""), str(taint.get("effect") or "")), now)
 
         return decide_eviction(pod.tolerations, taints, first_seen, pod.created, now)
 

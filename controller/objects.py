@@ -7,6 +7,7 @@ Equal views mean nothing a decision reads has changed, so handlers can skip no-o
 
 from __future__ import annotations
 
+import functools
 from dataclasses import dataclass, field
 from datetime import UTC, datetime
 from typing import Any
@@ -44,6 +45,7 @@ def format_micro_time(epoch: float) -> str:
     return datetime.fromtimestamp(epoch, UTC).strftime("%Y-%m-%dT%H:%M:%S.%fZ")
 
 
+@functools.lru_cache(maxsize=65536)  # a few timestamps (timeAdded, renewTime) are read thousands of times
 def parse_time(value: str | None) -> float | None:
     """RFC 3339 (as the API writes `creationTimestamp`, `timeAdded`, MicroTime) -> epoch seconds."""
     if not value:

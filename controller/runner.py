@@ -12,6 +12,7 @@ have synced, so no decision is taken on a half-filled cache. The components:
 from __future__ import annotations
 
 import functools
+import gc
 import logging
 import signal
 import threading
@@ -141,6 +142,9 @@ def run(options: ControllerOptions) -> int:
             while not informer.wait_for_sync(1.0):
                 if stop.is_set():
                     return 0
+        # The synced caches live as long as the process: keep them out of every full collection
+        # (at 5,000 nodes a gen-2 pass over them stalled a monitor pass by up to ~250 ms).
+        gc.freeze()
         log.info("caches synced", extra={"nodes": len(nodes), "pods": len(pods),
                                          "controllers": ",".join(sorted(options.controllers))})
         if not options.leader_elect:
