@@ -7,7 +7,7 @@ running pod is an allowed update), at a bounded rate, with an event on each pod.
 
 Pipeline: informer handlers (`on_pod_change`, `on_namespace_change`) and the full resync on
 `activate` decide on the cached views (`decide_backfill`) and put pod keys in the work queue ->
-`run_worker` -> `process`: re-checks the cached view, waits for a token of the rate limiter,
+a worker (`run_worker`) -> `process`: re-checks the cached view, waits for a token of the rate limiter,
 re-reads the pod live, decides again on the live object and writes a JSON patch (`json_patch`)
 that tests the pod's uid and resourceVersion and only appends. A conflict (409/422: the pod
 changed meanwhile) or an error is retried through the queue with backoff; a gone pod is done.
@@ -26,7 +26,7 @@ from controller import metrics
 from controller.clock import Clock, RealClock
 from controller.objects import NamespaceView, PodView, pod_view
 from controller.token_bucket import TokenBucket
-from controller.workqueue import ShutDown, WorkQueue
+from controller.workqueue import WorkQueue, run_worker
 from shared.defaults import DefaultSeconds, missing_default_tolerations, namespace_seconds
 
 log = logging.getLogger("taintkeeper.backfill")
@@ -236,23 +236,6 @@ class BackfillController:
 
     # --- working -------------------------------------------------------------------------------------
 
-    def run_worker(self, stop: threading.Event) -> None:
-        while not stop.is_set():
-            try:
-                key = self.queue.get(timeout=1.0)
-            except ShutDown:
-                return
-            if key is None:
-                continue
-            try:
-                self.process(key, stop)
-            except Exception:  # a bug must not kill the worker; the pod is retried
-                log.exception("backfill of %s failed unexpectedly", key)
-                metrics.BACKFILL_FAILURES.inc()
-                self.queue.add_rate_limited(key)
-            finally:
-                self.queue.done(key)
-
     def process(self, key: str, stop: threading.Event | None = None) -> str:
         """Backfill the pod `key` if it still needs it; returns what happened (for logs and tests)."""
         if not self._active:
@@ -323,6 +306,8 @@ class BackfillController:
 
     def start(self, stop: threading.Event) -> threading.Thread:
         """One worker: the rate limit, not parallelism, bounds the throughput."""
-        thread = threading.Thread(target=self.run_worker, args=(stop,), name="backfill-worker", daemon=True)
+        thread = threading.Thread(target=run_worker, args=(self.queue, lambda key: self.process(key, stop), stop,
+                                                   "backfill", metrics.BACKFILL_FAILURES.inc),
+                                  name="backfill-worker", daemon=True)
         thread.start()
         return thread

@@ -2,7 +2,7 @@
 
 Pipeline (each step named): informer handlers call `on_node_change` / `on_pod_change` ->
 `_reconcile_pod` decides (controller/eviction.py) and schedules the pod in the timer heap ->
-`run_timers` moves due pods into the work queue -> `run_worker` -> `process` re-reads the node
+`run_timers` moves due pods into the work queue -> a worker (`run_worker`) -> `process` re-reads the node
 live, re-checks the pod is still due, then marks and deletes it (controller/kube/eviction_api.py).
 A failed deletion is retried with capped exponential backoff until it succeeds or is no longer
 wanted. Only the leader acts: while inactive, state is kept (a warm stand-by) but nothing fires.
@@ -21,7 +21,7 @@ from controller.clock import Clock, RealClock
 from controller.eviction import EvictionDecision, decide_eviction
 from controller.objects import NodeView, PodView
 from controller.timers import TimerHeap
-from controller.workqueue import ShutDown, WorkQueue
+from controller.workqueue import WorkQueue, run_worker
 
 log = logging.getLogger("taintkeeper.eviction")
 
@@ -224,22 +224,6 @@ class TaintEvictionManager:
                 if timeout > 0:
                     self._clock.wait(self._timer_wakeup, timeout)
 
-    def run_worker(self, stop: threading.Event) -> None:
-        while not stop.is_set():
-            try:
-                key = self.queue.get(timeout=1.0)
-            except ShutDown:
-                return
-            if key is None:
-                continue
-            try:
-                self.process(key)
-            except Exception:  # a bug must not kill the worker; the pod is retried
-                log.exception("eviction of %s failed unexpectedly", key)
-                self.queue.add_rate_limited(key)
-            finally:
-                self.queue.done(key)
-
     def process(self, key: str) -> None:
         """Delete the pod `key` if it is still due, re-reading its node live first."""
         with self._lock:
@@ -303,7 +287,8 @@ class TaintEvictionManager:
 
     def start(self, stop: threading.Event, workers: int) -> list[threading.Thread]:
         threads = [threading.Thread(target=self.run_timers, args=(stop,), name="eviction-timers", daemon=True)]
-        threads += [threading.Thread(target=self.run_worker, args=(stop,), name=f"eviction-worker-{i}", daemon=True)
+        threads += [threading.Thread(target=run_worker, args=(self.queue, self.process, stop, "eviction"),
+                                    name=f"eviction-worker-{i}", daemon=True)
                     for i in range(workers)]
         for thread in threads:
             thread.start()

@@ -37,7 +37,7 @@ from controller.clock import Clock, RealClock
 from controller.node_health import HealthTracker
 from controller.objects import LeaseView, NodeView, PodView
 from controller.rate_limited_queue import RateLimitedTimedQueue
-from controller.workqueue import ShutDown, WorkQueue
+from controller.workqueue import WorkQueue, run_worker
 from shared.taints import (
     NO_EXECUTE,
     NOT_READY,
@@ -172,24 +172,12 @@ class NodeLifecycleMonitor:
             return True
         return self._api.swap_taints(name, to_add, to_remove)
 
-    def run_no_schedule_worker(self, stop: threading.Event) -> None:
-        while not stop.is_set():
-            try:
-                name = self.no_schedule_queue.get(timeout=1.0)
-            except ShutDown:
-                return
-            if name is None:
-                continue
-            try:
-                if self.sync_no_schedule_taints(name):
-                    self.no_schedule_queue.forget(name)
-                else:
-                    self.no_schedule_queue.add_rate_limited(name)
-            except Exception:
-                log.exception("NoSchedule tainting of node %s failed", name)
-                self.no_schedule_queue.add_rate_limited(name)
-            finally:
-                self.no_schedule_queue.done(name)
+    def _sync_no_schedule_key(self, name: str) -> None:
+        """One work-queue item: reconcile, then forget the backoff or retry with it."""
+        if self.sync_no_schedule_taints(name):
+            self.no_schedule_queue.forget(name)
+        else:
+            self.no_schedule_queue.add_rate_limited(name)
 
     # --- the monitor pass ------------------------------------------------------------------------
 
@@ -441,7 +429,8 @@ class NodeLifecycleMonitor:
 
     def start(self, stop: threading.Event, no_schedule_workers: int = 4) -> list[threading.Thread]:
         threads = [threading.Thread(target=self.run, args=(stop,), name="node-lifecycle", daemon=True)]
-        threads += [threading.Thread(target=self.run_no_schedule_worker, args=(stop,), name=f"no-schedule-{i}",
+        threads += [threading.Thread(target=run_worker, args=(self.no_schedule_queue, self._sync_no_schedule_key, stop,
+                                                            "NoSchedule tainting"), name=f"no-schedule-{i}",
                                      daemon=True) for i in range(no_schedule_workers)]
         for thread in threads:
             thread.start()

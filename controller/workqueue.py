@@ -9,10 +9,14 @@ from __future__ import annotations
 
 import heapq
 import itertools
+import logging
 import threading
 from collections import deque
+from collections.abc import Callable
 
 from controller.clock import Clock, RealClock
+
+log = logging.getLogger("taintkeeper.workqueue")
 
 
 class ShutDown(Exception):
@@ -110,3 +114,29 @@ class WorkQueue:
         while self._delayed and self._delayed[0][0] <= now:
             _, _, key = heapq.heappop(self._delayed)
             self._add_locked(key)
+
+
+def run_worker(queue: WorkQueue, process: Callable[[str], None], stop: threading.Event, what: str,
+               on_crash: Callable[[], None] | None = None) -> None:
+    """The worker loop of every component: take a key, process it, mark it done.
+
+    `process` handles its own API failures (retrying through the queue as it sees fit); an
+    exception escaping it is a bug, which must not kill the worker: it is logged and the key
+    retried with backoff.
+    """
+    while not stop.is_set():
+        try:
+            key = queue.get(timeout=1.0)
+        except ShutDown:
+            return
+        if key is None:
+            continue
+        try:
+            process(key)
+        except Exception:
+            log.exception("%s of %s failed unexpectedly", what, key)
+            if on_crash is not None:
+                on_crash()
+            queue.add_rate_limited(key)
+        finally:
+            queue.done(key)
