@@ -113,16 +113,22 @@ def sync_once(api_client: Any, *, namespace: str, secret: str, service: str, con
     decided = plan(_decode(found) if found else None, service, namespace, ca_valid_for=ca_valid_for,
                    cert_valid_for=cert_valid_for, renew_before=renew_before, now=datetime.now(UTC))
     if decided.secret_data is not None:
-        body: dict[str, Any] = {"apiVersion": "v1", "kind": "Secret", "type": "kubernetes.io/tls",
-                                "metadata": {"name": secret, "namespace": namespace,
-                                             "labels": {"app.kubernetes.io/managed-by": "taintkeeper-certs"}},
-                                "data": _encode(decided.secret_data)}
         try:
             if found is None:
+                body: dict[str, Any] = {
+                    "apiVersion": "v1", "kind": "Secret", "type": "kubernetes.io/tls",
+                    "metadata": {"name": secret, "namespace": namespace,
+                                 "labels": {"app.kubernetes.io/managed-by": "taintkeeper-certs"}},
+                    "data": _encode(decided.secret_data)}
                 core.create_namespaced_secret(namespace, body, _preload_content=False,
                                               _request_timeout=REQUEST_TIMEOUT)
             else:
-                body["metadata"]["resourceVersion"] = found["metadata"]["resourceVersion"]
+                # Only our keys change: the Secret's type (immutable), labels, annotations, owners and
+                # any other keys stay as they are; the read resourceVersion guards against a race.
+                body = {**found, "data": {**{k: v for k, v in (found.get("data") or {}).items()
+                                             if k not in (*SECRET_FILES, PREVIOUS_CA)},
+                                          **_encode(decided.secret_data)}}
+                body["metadata"] = {k: v for k, v in found["metadata"].items() if k != "managedFields"}
                 core.replace_namespaced_secret(secret, namespace, body, _preload_content=False,
                                                _request_timeout=REQUEST_TIMEOUT)
         except ApiException as error:
@@ -199,7 +205,7 @@ def main(argv: list[str]) -> int:
         parser.error("--loop must not be negative")
     logging.basicConfig(level=logging.INFO, format="%(asctime)s %(levelname)s %(message)s")
 
-    from controller.kube.client import ClientConfigError, make_api_client
+    from controller.kube.client import ClientConfigError, describe_error, make_api_client
 
     try:
         api_client = make_api_client(args.kubeconfig)
@@ -214,6 +220,10 @@ def main(argv: list[str]) -> int:
                                renew_before=timedelta(days=args.renew_before_days)))
         except SyncError as error:
             log.error("certs sync: %s", error)
+            if not args.loop:
+                return 1
+        except Exception as error:  # an unreachable apiserver must not end a --loop sidecar
+            log.error("certs sync: %s", describe_error(error))
             if not args.loop:
                 return 1
         if not args.loop:

@@ -239,6 +239,7 @@ class BackfillController:
     def process(self, key: str, stop: threading.Event | None = None) -> str:
         """Backfill the pod `key` if it still needs it; returns what happened (for logs and tests)."""
         if not self._active:
+            self.queue.forget(key)  # the resync on the next activation re-queues what still needs it
             return "inactive"
         cached = self._pods.get(key)
         if cached is None:
@@ -248,6 +249,7 @@ class BackfillController:
             self.queue.forget(key)
             return "unneeded"
         if not self._take_token(stop):
+            self.queue.forget(key)
             return "inactive"  # re-queued by the resync on the next activation
         try:
             raw = self._api.read_pod(cached.namespace, cached.name)

@@ -67,16 +67,33 @@ def skips(labels: Mapping[str, str] | None) -> bool:
     return (labels or {}).get(SKIP_LABEL) == "true"
 
 
-def _whole_seconds(text: str) -> int | None:
-    value = text.strip()
-    return int(value) if value.isdigit() else None
+MAX_TOLERATION_SECONDS = 2**63 - 1  # tolerationSeconds is an int64: anything larger makes an invalid pod
+_SHOWN_CHARS = 64
+
+
+def _whole_seconds(text: object) -> int | None:
+    """A whole number of seconds in [0, int64 max] written in ASCII digits, else None.
+
+    `str.isdigit` alone also accepts characters such as "²" or "①" that `int` rejects.
+    """
+    value = str(text).strip()
+    if not (value.isascii() and value.isdigit()):
+        return None
+    number = int(value)
+    return number if number <= MAX_TOLERATION_SECONDS else None
+
+
+def _shown(text: object) -> str:
+    value = str(text)
+    return value if len(value) <= _SHOWN_CHARS else value[:_SHOWN_CHARS - 3] + "..."
 
 
 def namespace_seconds(annotations: Mapping[str, str] | None, cluster: DefaultSeconds) -> tuple[DefaultSeconds,
                                                                                                list[str]]:
     """The seconds for pods in a namespace: its annotations override the cluster-wide values.
 
-    An annotation that is not a whole number >= 0 is ignored, with a warning that says so.
+    An annotation that is not a whole number from 0 to 2^63-1 is ignored, with a warning that says so.
+    The webhook and the controller's backfill both read annotations through here, so they agree.
     """
     annotations = annotations or {}
     warnings: list[str] = []
@@ -87,8 +104,9 @@ def namespace_seconds(annotations: Mapping[str, str] | None, cluster: DefaultSec
             continue
         parsed = _whole_seconds(annotations[annotation])
         if parsed is None:
-            warnings.append(f"namespace annotation {annotation}={annotations[annotation]!r} is not a whole number "
-                            f">= 0; using the cluster default {values[field_name]}")
+            warnings.append(f"namespace annotation {annotation}={_shown(annotations[annotation])!r} is not a whole "
+                            f"number >= 0 (at most {MAX_TOLERATION_SECONDS}); using the cluster default "
+                            f"{values[field_name]}")
         else:
             values[field_name] = parsed
     return DefaultSeconds(**values), warnings

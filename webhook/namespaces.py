@@ -24,6 +24,7 @@ from typing import Any
 from controller.kube.client import REQUEST_RETRIES, make_api_client
 from controller.kube.informer import Informer
 from shared.defaults import (
+    MAX_TOLERATION_SECONDS,
     NOT_READY_SECONDS_ANNOTATION,
     SKIP_LABEL,
     UNREACHABLE_SECONDS_ANNOTATION,
@@ -38,7 +39,7 @@ log = logging.getLogger("taintkeeper.webhook.namespaces")
 
 ANNOTATIONS = (NOT_READY_SECONDS_ANNOTATION, UNREACHABLE_SECONDS_ANNOTATION)
 # tolerationSeconds is an int64: a larger number would make the patched pod invalid.
-MAX_SECONDS = 2**63 - 1
+MAX_SECONDS = MAX_TOLERATION_SECONDS  # kept for callers; the bound lives in shared.defaults
 # An annotation value is shown in warnings (HTTP headers, logs) cut to this length.
 MAX_SHOWN_CHARS = 64
 
@@ -72,17 +73,8 @@ def _optional_shown(value: object) -> str | None:
 
 def resolve(labels: dict[str, Any], annotations: dict[str, Any], cluster: DefaultSeconds) -> NamespaceDefaults:
     """A namespace's defaults from its labels and annotations (pure; `shared.defaults` does the parsing)."""
-    ours = {key: _shown(annotations[key]) for key in ANNOTATIONS if key in annotations}
-    seconds, warnings = namespace_seconds(ours, cluster)
-    if seconds.not_ready > MAX_SECONDS or seconds.unreachable > MAX_SECONDS:
-        too_large = [(key, value) for key, value in ((NOT_READY_SECONDS_ANNOTATION, seconds.not_ready),
-                                                     (UNREACHABLE_SECONDS_ANNOTATION, seconds.unreachable))
-                     if value > MAX_SECONDS]
-        warnings += [f"namespace annotation {key} is larger than {MAX_SECONDS}; using the cluster default"
-                     for key, _ in too_large]
-        seconds = DefaultSeconds(
-            cluster.not_ready if seconds.not_ready > MAX_SECONDS else seconds.not_ready,
-            cluster.unreachable if seconds.unreachable > MAX_SECONDS else seconds.unreachable)
+    ours = {key: annotations[key] for key in ANNOTATIONS if key in annotations}
+    seconds, warnings = namespace_seconds(ours, cluster)  # parses the raw values; warnings show them shortened
     return NamespaceDefaults(seconds=seconds, warnings=tuple(warnings), skipped=skips(labels))
 
 

@@ -50,9 +50,16 @@ def test_sync_creates_the_secret_publishes_the_ca_and_renews_in_place(local_clus
         assert raw(core.read_namespaced_secret, "webhook-tls", namespace)["metadata"]["resourceVersion"] == \
             secret["metadata"]["resourceVersion"]
 
+        # Someone else's label and key on the Secret survive a renewal.
+        core.patch_namespaced_secret("webhook-tls", namespace,
+                                     {"metadata": {"labels": {"team": "platform"}},
+                                      "data": {"extra": base64.b64encode(b"kept").decode()}},
+                                     _content_type="application/merge-patch+json")
         renewed = sync(local_cluster, namespace, name, "--cert-days", "400", "--renew-before-days", "399")
         assert renewed.returncode == 0, renewed.stderr
         after = raw(core.read_namespaced_secret, "webhook-tls", namespace)
+        assert after["metadata"]["labels"]["team"] == "platform"
+        assert base64.b64decode(after["data"]["extra"]) == b"kept"
         assert after["data"]["tls.crt"] != secret["data"]["tls.crt"]
         assert after["data"]["ca.crt"] == secret["data"]["ca.crt"]  # same CA: the caBundle stays valid
     finally:

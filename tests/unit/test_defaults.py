@@ -75,7 +75,15 @@ NS_CASES = [
     ("a word is ignored with a warning", {"taintkeeper.io/not-ready-toleration-seconds": "soon"}, (60, 120),
      ["taintkeeper.io/not-ready-toleration-seconds='soon' is not a whole number"]),
     ("a fraction is ignored with a warning", {"taintkeeper.io/not-ready-toleration-seconds": "1.5"}, (60, 120),
-     ["is not a whole number >= 0; using the cluster default 60"]),
+     ["using the cluster default 60"]),
+    ("a digit-like character int() rejects is ignored", {"taintkeeper.io/not-ready-toleration-seconds": "①"},
+     (60, 120), ["is not a whole number"]),
+    ("a superscript digit is ignored", {"taintkeeper.io/unreachable-toleration-seconds": "²"}, (60, 120),
+     ["is not a whole number"]),
+    ("a number beyond int64 is ignored", {"taintkeeper.io/unreachable-toleration-seconds": str(2**63)}, (60, 120),
+     ["at most 9223372036854775807"]),
+    ("a long zero-padded number is still a number", {"taintkeeper.io/not-ready-toleration-seconds": "0" * 70 + "300"},
+     (300, 120), []),
 ]
 
 
