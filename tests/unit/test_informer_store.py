@@ -22,6 +22,7 @@ from kubernetes import client
 from controller.kube.client import REQUEST_RETRIES, ClientConfigError, make_api_client
 from controller.kube.informer import ADDED, DELETED, MODIFIED, Backoff, Informer, Store, iter_lines
 from controller.objects import PodView, pod_view
+from tests.unit.responses import http_response
 
 
 @dataclass(frozen=True)
@@ -226,20 +227,6 @@ def pod_json(name: str, node: str = "", rv: str = "1", ready: str | None = None)
 
 def event(event_type: str, obj: dict) -> dict:
     return {"type": event_type, "object": obj}
-
-
-class Body(io.BytesIO):
-    """A response body that closes itself at the end, as http.client's does (urllib3 streams until closed)."""
-
-    def read(self, size: int | None = -1) -> bytes:
-        data = super().read(size)
-        if not data:
-            self.close()
-        return data
-
-
-def http_response(payload: bytes) -> urllib3.HTTPResponse:
-    return urllib3.HTTPResponse(body=Body(payload), preload_content=False)
 
 
 class FakeApi:

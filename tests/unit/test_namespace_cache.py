@@ -3,7 +3,6 @@ behind them (against a scripted fake API: never blocking admission, started once
 
 from __future__ import annotations
 
-import io
 import json
 import logging
 import queue
@@ -15,6 +14,7 @@ import pytest
 import urllib3
 
 from shared.defaults import DefaultSeconds
+from tests.unit.responses import http_response
 from webhook import namespaces
 from webhook.admission import NamespaceDefaults
 from webhook.namespaces import MAX_SECONDS, NamespaceCache, client_source, namespace_view, resolve
@@ -107,20 +107,6 @@ def test_the_view_keeps_only_the_skip_label_and_the_two_annotations():
 # -- the watched cache, against a fake API ---------------------------------------------------------
 
 
-class Body(io.BytesIO):
-    """A response body that closes itself at its end, as http.client's does (urllib3 streams until closed)."""
-
-    def read(self, size: int | None = -1) -> bytes:
-        data = super().read(size)
-        if not data:
-            self.close()
-        return data
-
-
-def response(payload: bytes) -> urllib3.HTTPResponse:
-    return urllib3.HTTPResponse(body=Body(payload), preload_content=False)
-
-
 class FakeNamespaces:
     """A generated `list_namespace` stand-in: LIST answers `items`; a WATCH returns the events put in
     `events` (or ends empty after a while, as a server's watch timeout does)."""
@@ -133,13 +119,13 @@ class FakeNamespaces:
     def __call__(self, **kwargs: Any) -> urllib3.HTTPResponse:
         if not kwargs.get("watch"):
             self.lists += 1
-            return response(json.dumps({"kind": "NamespaceList", "metadata": {"resourceVersion": "1"},
+            return http_response(json.dumps({"kind": "NamespaceList", "metadata": {"resourceVersion": "1"},
                                         "items": self.items}).encode())
         try:
             event = self.events.get(timeout=1.2)
         except queue.Empty:
-            return response(b"")
-        return response(json.dumps(event).encode() + b"\n")
+            return http_response(b"")
+        return http_response(json.dumps(event).encode() + b"\n")
 
 
 def wait_until(condition, timeout=10.0):
