@@ -214,6 +214,8 @@ def test_a_graceful_deletion_on_a_live_node_ends_when_the_grace_period_does(make
     # ...and removed right after it.
     wait_for(lambda: not pod_exists(core, name, namespace), 5, "the simulated kubelet to remove the pod")
     assert time.time() - grace_ends < 5
+    # The simulator counts the removal after its DELETE returns, a moment after the pod is gone.
+    wait_for(lambda: simulator.stats().pods_removed == 1, 5, "the removal to be counted")
     assert simulator.stats().pods_removed == 1
 
 
