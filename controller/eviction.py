@@ -3,10 +3,13 @@
 Upstream semantics (taint-eviction-controller) with taintkeeper's deliberate differences:
 - the deadline comes from the taint, not from when this controller noticed it: for each NoExecute
   taint, its start (`timeAdded`, or when the controller first saw it if `timeAdded` is missing
-  or in the future) plus the smallest `tolerationSeconds` among the pod's tolerations matching
-  that taint; the pod's deadline is the earliest over its node's taints. A restart or leader
-  hand-over therefore resets nobody's clock;
-- a pod created after a taint was added counts from its own creation (a pod that lands on an
+  or in the future) plus the `tolerationSeconds` of the pod's first toleration that tolerates
+  that taint (upstream `GetMatchingTolerations`); the pod's deadline is the earliest over its
+  node's taints. A restart or leader hand-over therefore resets nobody's clock;
+- a not-ready <-> unreachable swap does not restart the clock: `continuing_since` gives the start
+  of the node's failure when the swapped-in taint is younger (upstream keeps the scheduled
+  eviction's start the same way);
+- a pod bound to the node after a taint was added counts from its binding (a pod that lands on an
   already tainted node gets its full toleration, as upstream gives it), which is equally
   restart-proof;
 - it is recomputed on every change, so toleration edits take effect both ways.
@@ -21,7 +24,7 @@ from dataclasses import dataclass
 from typing import Any
 
 from controller.objects import parse_time
-from shared.tolerations import min_toleration_seconds, tolerations_for_taint
+from shared.tolerations import first_toleration_for_taint, min_toleration_seconds
 
 Taint = Mapping[str, Any]
 Toleration = Mapping[str, Any]
@@ -63,28 +66,34 @@ def decide_eviction(
     tolerations: Sequence[Toleration],
     taints: Iterable[Taint],
     first_seen: Callable[[Taint], float],
-    pod_created: float | None,
+    pod_arrived: float | None,
     now: float,
+    continuing_since: Callable[[Taint], float | None] | None = None,
 ) -> EvictionDecision:
-    """The eviction decision for a pod with `tolerations` on a node with NoExecute `taints`."""
+    """The eviction decision for a pod with `tolerations` on a node with NoExecute `taints`.
+
+    `pod_arrived` is when the pod was bound to the node; `continuing_since(taint)` an earlier start
+    the taint's clock carries over (a swap), or None.
+    """
     earliest: EvictionDecision | None = None
     any_taint = False
     for taint in taints:
         any_taint = True
-        matching = tolerations_for_taint(tolerations, taint)
-        if not matching:
+        toleration = first_toleration_for_taint(tolerations, taint)
+        if toleration is None:
             return EvictionDecision(at=now, reason=UNTOLERATED, taint=taint)
-        seconds = min_toleration_seconds(matching)
+        seconds = min_toleration_seconds([toleration])
         if seconds is None:
             continue
         started = taint_start(taint, first_seen(taint), now)
-        if pod_created is not None and pod_created > started:
-            started = min(pod_created, now)
+        carried = continuing_since(taint) if continuing_since is not None else None
+        if carried is not None and carried < started:
+            started = carried
+        if pod_arrived is not None and pod_arrived > started:
+            started = min(pod_arrived, now)
         at = started + seconds
         if earliest is None or earliest.at is None or at < earliest.at:
-            shortest = next(t for t in matching if t.get("tolerationSeconds") is not None
-                            and max(0, int(t["tolerationSeconds"])) == seconds)
-            earliest = EvictionDecision(at=at, reason=EXPIRES, taint=taint, toleration=shortest, started=started)
+            earliest = EvictionDecision(at=at, reason=EXPIRES, taint=taint, toleration=toleration, started=started)
     if earliest is not None:
         return earliest
     return EvictionDecision(at=None, reason=FOREVER if any_taint else NO_TAINTS)

@@ -18,10 +18,11 @@ from typing import Any, Protocol
 
 from controller import metrics
 from controller.clock import Clock, RealClock
-from controller.eviction import EvictionDecision, decide_eviction
+from controller.eviction import EvictionDecision, decide_eviction, taint_start
 from controller.objects import NodeView, PodView
 from controller.timers import TimerHeap
 from controller.workqueue import WorkQueue, run_worker
+from shared.taints import is_node_failure_taint, taint_identity
 
 log = logging.getLogger("taintkeeper.eviction")
 
@@ -72,6 +73,9 @@ class TaintEvictionManager:
         self._node_taints: dict[str, tuple[Taint, ...]] = {}
         # node -> taint identity (key, effect) -> when this controller first saw it
         self._first_seen: dict[str, dict[tuple[str, str], float]] = {}
+        # node -> since when it has carried a not-ready or unreachable NoExecute taint without a break:
+        # a swap between the two does not restart anybody's clock.
+        self._failing_since: dict[str, float] = {}
         self._timers = TimerHeap()
         self._scheduled: dict[str, ScheduledEviction] = {}
         # Pods (key -> uid) already deleted or marked: a later update must not evict them twice,
@@ -79,6 +83,8 @@ class TaintEvictionManager:
         self._executed: dict[str, str] = {}
         # Pods (key -> uid) whose "Marking for deletion" event was sent: retries do not repeat it.
         self._marked: dict[str, str] = {}
+        # Pods (key -> uid) being deleted right now, outside the lock: no reconcile re-schedules them.
+        self._evicting: dict[str, str] = {}
         self._active = False
 
     # --- leadership ------------------------------------------------------------------------
@@ -120,8 +126,19 @@ class TaintEvictionManager:
                 self._node_taints[name] = taints
             else:
                 self._node_taints.pop(name, None)
+            self._track_failure_locked(name, taints, now)
             for pod in self._pods.by_index(name):
                 self._reconcile_pod_locked(pod, now)
+
+    def _track_failure_locked(self, name: str, taints: Sequence[Taint], now: float) -> None:
+        failure = [t for t in taints if is_node_failure_taint(t)]
+        if not failure:
+            self._failing_since.pop(name, None)
+            return
+        seen = self._first_seen.get(name, {})
+        starts = [taint_start(t, seen.get(taint_identity(t), now), now) for t in failure]
+        previous = self._failing_since.get(name)
+        self._failing_since[name] = min(starts) if previous is None else min(previous, *starts)
 
     def on_pod_change(self, old: PodView | None, new: PodView | None) -> None:
         with self._lock:
@@ -143,7 +160,12 @@ class TaintEvictionManager:
         def first_seen(taint: Taint) -> float:
             return seen.get((str(taint.get("key") or ""), str(taint.get("effect") or "")), now)
 
-        return decide_eviction(pod.tolerations, taints, first_seen, pod.created, now)
+        failing_since = self._failing_since.get(pod.node_name)
+
+        def continuing_since(taint: Taint) -> float | None:
+            return failing_since if is_node_failure_taint(taint) else None
+
+        return decide_eviction(pod.tolerations, taints, first_seen, pod.arrived, now, continuing_since)
 
     def scheduled_at(self, key: str) -> float | None:
         with self._lock:
@@ -159,8 +181,8 @@ class TaintEvictionManager:
         if pod.terminating or not pod.node_name:
             self._forget_locked(key)
             return
-        if self._executed.get(key) == pod.uid:
-            return
+        if self._executed.get(key) == pod.uid or self._evicting.get(key) == pod.uid:
+            return  # deleted already, or being deleted now: never twice
         if self._executed.get(key) is not None:
             del self._executed[key]  # the same name, a new pod
         decision = self.decide(pod, self._node_taints.get(pod.node_name, ()), now)
@@ -254,6 +276,7 @@ class TaintEvictionManager:
                 return
             first_attempt = self._marked.get(key) != pod.uid
             self._marked[key] = pod.uid
+            self._evicting[key] = pod.uid
         if first_attempt:
             self._events.pod_event(pod, EVENT_REASON, f"Marking for deletion Pod {key}")
         if self._dry_run:
@@ -265,6 +288,8 @@ class TaintEvictionManager:
             self._actions.evict(pod)
         except Exception as error:
             metrics.POD_DELETION_FAILURES.inc()
+            with self._lock:
+                self._evicting.pop(key, None)
             self._retry(key, f"deleting: {error}")
             return
         metrics.POD_DELETIONS.inc()
@@ -276,8 +301,11 @@ class TaintEvictionManager:
         with self._lock:
             self._executed[key] = entry.uid
             self._marked.pop(key, None)
-            if self._scheduled.get(key) is entry:
+            self._evicting.pop(key, None)
+            current = self._scheduled.get(key)
+            if current is not None and current.uid == entry.uid:  # the same pod, even if re-scheduled meanwhile
                 del self._scheduled[key]
+                self._timers.cancel(key)
                 metrics.PENDING_EVICTIONS.set(len(self._scheduled))
         self.queue.forget(key)
 

@@ -55,7 +55,7 @@ def explain(node: Json, pods: list[Json], now: float) -> list[str]:
         if pod.terminating:
             lines.append(f"  {pod.key}: already terminating")
             continue
-        decision = decide_eviction(pod.tolerations, view.no_execute_taints, lambda _t: now, pod.created, now)
+        decision = decide_eviction(pod.tolerations, view.no_execute_taints, lambda _t: now, pod.arrived, now)
         if decision.at is None:
             if decision.reason == NO_TAINTS:
                 lines.append(f"  {pod.key}: not evicted (no NoExecute taints)")

@@ -1,6 +1,7 @@
 """`/healthz`, `/readyz` and `/metrics` over plain HTTP for probes and Prometheus.
 
 Ready means the informer caches have synced (a stand-by replica is ready too: it can take over).
+Healthy means no loop is stuck (`live()`), so the kubelet restarts a process that stopped working.
 """
 
 from __future__ import annotations
@@ -12,14 +13,16 @@ from http.server import BaseHTTPRequestHandler, ThreadingHTTPServer
 from prometheus_client import CONTENT_TYPE_LATEST, REGISTRY, generate_latest
 
 
-def serve_health(address: str, port: int, ready: Callable[[], tuple[bool, str]]) -> ThreadingHTTPServer:
-    """Start the server on a daemon thread; `ready()` returns (ready?, a one-line reason)."""
+def serve_health(address: str, port: int, ready: Callable[[], tuple[bool, str]],
+                 live: Callable[[], tuple[bool, str]] = lambda: (True, "ok")) -> ThreadingHTTPServer:
+    """Start the server on a daemon thread; `ready()` and `live()` return (ok?, a one-line reason)."""
 
     class Handler(BaseHTTPRequestHandler):
         def do_GET(self) -> None:
             path = self.path.split("?", 1)[0]
             if path == "/healthz":
-                self._reply(200, b"ok", "text/plain")
+                is_live, reason = live()
+                self._reply(200 if is_live else 500, reason.encode(), "text/plain")
             elif path == "/readyz":
                 is_ready, reason = ready()
                 self._reply(200 if is_ready else 503, reason.encode(), "text/plain")

@@ -57,3 +57,26 @@ BACKFILL_FAILURES = Counter(
     "taintkeeper_backfill_failures_total",
     "Failed backfill attempts (conflicts with a concurrent change included); each is retried with backoff.",
 )
+
+# --- node lifecycle: what taintkeeper adds for operators' alerts -------------------------------------
+ZONE_STATE = Gauge(
+    "taintkeeper_zone_state",
+    "1 for the zone's current disruption state (Initial, Normal, PartialDisruption, FullDisruption), else 0.",
+    ["zone", "state"],
+)
+MASTER_DISRUPTION_MODE = Gauge(
+    "taintkeeper_master_disruption_mode",
+    "1 while every zone is fully disrupted and NoExecute tainting is stopped (upstream's master disruption mode).",
+)
+NODE_MONITOR_ERRORS = Counter(
+    "taintkeeper_node_monitor_errors_total",
+    "Nodes whose health check failed within a monitor pass (the other nodes were still checked).",
+)
+MONITOR_PASS_FAILURES = Counter(
+    "taintkeeper_monitor_pass_failures_total",
+    "Monitor or tainting passes that stopped on an error.",
+)
+LAST_MONITOR_PASS = Gauge(
+    "taintkeeper_last_monitor_pass_timestamp_seconds",
+    "When the node lifecycle monitor last completed a pass (Unix time).",
+)

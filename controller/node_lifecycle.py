@@ -7,7 +7,11 @@ Two passes run on one loop thread, so the monitor's own state needs no lock:
 - `tainting_pass` (every 100 ms): per zone, let the token bucket release queued nodes and write
   their `not-ready` / `unreachable` NoExecute taint.
 NoSchedule condition taints are event-driven: `on_node_change` queues the node and
-`sync_no_schedule_taints` reconciles it on a work-queue worker.
+`sync_no_schedule_taints` reconciles it on a work-queue worker. Pods bound to a node that is
+already not ready are marked NotReady the same way (`on_pod_change` -> `process_pod`).
+
+An error on one node is logged and counted; the pass goes on with the other nodes and still
+computes the zone states. `last_pass_completed` tells the health endpoint whether the loop is stuck.
 
 Deliberate differences from upstream:
 - A NoExecute taint is queued from the Ready status *after* this pass's Unknown update, not the
@@ -15,6 +19,8 @@ Deliberate differences from upstream:
 - A node first seen by this controller (a restart, a new leader) keeps NoExecute taints that its
   Ready status still calls for; upstream strips them and re-adds them later, which resets their
   timeAdded and so every pod's eviction clock.
+- A not-ready <-> unreachable swap keeps the swapped-out taint's timeAdded (controller/kube/
+  node_api.py): the node has been failing since then, and eviction deadlines count from it.
 - Marking pods NotReady (k8s #77864) is spread out in a disrupted zone: in a zone whose state is
   PartialDisruption or FullDisruption, at most 10 % of the zone's nodes (at least one) have their
   pods marked per monitor pass, the rest on later passes; when every zone is fully disrupted,
@@ -28,7 +34,7 @@ import logging
 import math
 import threading
 import time
-from collections.abc import Sequence
+from collections.abc import Callable, Sequence
 from dataclasses import dataclass
 from typing import Any, Protocol
 
@@ -55,6 +61,8 @@ UNREACHABLE_NO_EXECUTE = {"key": UNREACHABLE, "effect": NO_EXECUTE}
 TAINTING_PERIOD = 0.1  # upstream NodeEvictionPeriod
 RETRY_WAIT = 0.05  # upstream: a node without a Ready condition is retried after 50 ms
 NOT_READY_SPREAD = 0.10  # share of a disrupted zone's nodes whose pods are marked NotReady per pass
+NODE_HEALTH_UPDATE_RETRY = 5  # upstream: an Unknown-condition write is retried on a fresh read, 5 times
+RETRY_SLEEP = 0.02  # upstream retrySleepTime
 
 Taint = dict[str, Any]
 
@@ -70,11 +78,16 @@ class LeaseSource(Protocol):
 
 
 class PodSource(Protocol):
+    def get(self, key: str) -> PodView | None: ...
+
     def by_index(self, node_name: str) -> list[PodView]: ...
 
 
 class NodeLifecycleApi(Protocol):
-    """The writes the monitor makes (controller/kube/node_api.py)."""
+    """The writes the monitor makes (controller/kube/node_api.py), and the live read a retry needs."""
+
+    def read_node(self, node_name: str) -> NodeView | None:
+        """The node as the API has it now (not a cache); None if it is gone; raise on failure."""
 
     def swap_taints(self, node_name: str, add: Sequence[Taint], remove: Sequence[Taint]) -> bool:
         """Add and remove taints in one write that carries the node's resourceVersion; False on failure."""
@@ -117,7 +130,8 @@ def zone_label(zone: str) -> str:
 class NodeLifecycleMonitor:
     def __init__(self, nodes: NodeSource, leases: LeaseSource, pods: PodSource, api: NodeLifecycleApi,
                  events: EventSink, settings: MonitorSettings, *, clock: Clock | None = None,
-                 no_schedule_queue: WorkQueue | None = None) -> None:
+                 no_schedule_queue: WorkQueue | None = None, pod_queue: WorkQueue | None = None,
+                 sleep: Callable[[float], None] = time.sleep) -> None:
         self._nodes = nodes
         self._leases = leases
         self._pods = pods
@@ -126,7 +140,10 @@ class NodeLifecycleMonitor:
         self.settings = settings
         self._clock = clock or RealClock()
         self.no_schedule_queue = no_schedule_queue or WorkQueue(self._clock)
+        self.pod_queue = pod_queue or WorkQueue(self._clock)
+        self._sleep = sleep
         self._active = False
+        self.last_pass_completed = time.monotonic()
         self._reset()
 
     def _reset(self) -> None:
@@ -136,7 +153,7 @@ class NodeLifecycleMonitor:
         self.zone_states: dict[str, ZoneState] = {}
         self.zone_queues: dict[str, RateLimitedTimedQueue] = {}
         self._pods_to_mark: set[str] = set()
-        self._all_fully_disrupted = False
+        self._no_execute_written: set[str] = set()  # nodes whose NoExecute taints this pass changed
 
     # --- leadership -------------------------------------------------------------------------
 
@@ -179,7 +196,43 @@ class NodeLifecycleMonitor:
         else:
             self.no_schedule_queue.add_rate_limited(name)
 
+    # --- pods bound to a node that is already not ready (upstream processPod) --------------------
+
+    def on_pod_change(self, old: PodView | None, new: PodView | None) -> None:
+        if new is not None and new.node_name and self._active and (old is None or old.node_name != new.node_name):
+            self.pod_queue.add(new.key)
+
+    def process_pod(self, key: str) -> bool:
+        """Mark a newly bound pod NotReady if its node is not ready; True when done (else retried)."""
+        pod = self._pods.get(key)
+        if pod is None or not self._active or pod.terminating or pod.ready == "False":
+            return True
+        if self.health.get(pod.node_name) is None:
+            return True  # not observed yet: the node's own pass will handle its pods
+        node = self._nodes.get(pod.node_name)
+        ready = node.ready_condition if node is not None else None
+        if ready is None or ready.get("status") == "True":
+            return True
+        try:
+            self._api.mark_pod_not_ready(pod)
+        except Exception as error:
+            log.warning("could not mark pod %s NotReady on node %s: %s", key, pod.node_name, error)
+            return False
+        self._events.pod_event(pod, "NodeNotReady", "Node is not ready", "Warning")
+        return True
+
+    def _process_pod_key(self, key: str) -> None:
+        if self.process_pod(key):
+            self.pod_queue.forget(key)
+        else:
+            self.pod_queue.add_rate_limited(key)
+
     # --- the monitor pass ------------------------------------------------------------------------
+
+    @property
+    def in_master_disruption(self) -> bool:
+        """Every zone fully disrupted: no NoExecute tainting, no pods marked (upstream's master disruption mode)."""
+        return bool(self.zone_states) and all(s is ZoneState.FULL_DISRUPTION for s in self.zone_states.values())
 
     def monitor_pass(self) -> None:
         """One upstream monitorNodeHealth: health, conditions, tainting queues, pods, zone states."""
@@ -190,9 +243,11 @@ class NodeLifecycleMonitor:
         nodes = self._nodes.list()
         current = {node.name: node for node in nodes}
         registered = {node.name for node in nodes if node.name not in self._known}
+        self._no_execute_written.clear()
         for node in nodes:
             if node.name in registered:
-                self._register(node, now)
+                self._register(node)
+            self._ensure_zone(node.zone, now)  # a node may move to a zone never seen (cloud labels arrive late)
         for name in [name for name in self._known if name not in current]:
             gone = self._known.pop(name)
             self.health.forget(name)
@@ -203,31 +258,62 @@ class NodeLifecycleMonitor:
         zone_sizes: dict[str, int] = {}
         for node in nodes:
             started = time.perf_counter()
-            self._monitor_node(node, now, zone_statuses, zone_sizes, node.name in registered)
+            try:
+                self._monitor_node(node, now, zone_statuses, zone_sizes, node.name in registered)
+            except Exception:  # one node must never stop the others being checked
+                log.exception("monitoring node %s failed; the other nodes are still checked", node.name)
+                metrics.NODE_MONITOR_ERRORS.inc()
+                if not node.excluded_from_disruption:  # its zone's state still counts it, as last seen
+                    ready = node.ready_condition
+                    zone_statuses.setdefault(node.zone, []).append(ready.get("status") if ready else None)
             metrics.UPDATE_NODE_HEALTH_DURATION.observe(time.perf_counter() - started)
         self.handle_disruption(zone_statuses, now)
         self._mark_pods_not_ready(zone_sizes)  # after the zone states: a zone going down now is spread already
+        metrics.MASTER_DISRUPTION_MODE.set(1 if self.in_master_disruption else 0)
         metrics.UPDATE_ALL_NODES_HEALTH_DURATION.observe(time.perf_counter() - pass_started)
 
-    def _register(self, node: NodeView, now: float) -> None:
+    def _register(self, node: NodeView) -> None:
         self._known[node.name] = node
         self._events.node_event(node.name, node.uid, "RegisteredNode",
                                 f"Node {node.name} event: Registered Node {node.name} in Controller")
-        zone = node.zone
-        if zone not in self.zone_queues:
-            self.zone_states[zone] = ZoneState.INITIAL
+
+    def _ensure_zone(self, zone: str, now: float) -> None:
+        """Upstream addPodEvictorForNewZone: a zone without a state starts Initial, tainting at the normal rate.
+
+        A zone that vanished (its state was dropped) and comes back starts fresh the same way; its
+        queue is kept, so nodes already waiting for a token are not forgotten.
+        """
+        if zone in self.zone_states:
+            return
+        self.zone_states[zone] = ZoneState.INITIAL
+        self._set_zone_state_metric(zone, ZoneState.INITIAL)
+        queue = self.zone_queues.get(zone)
+        if queue is None:
             self.zone_queues[zone] = RateLimitedTimedQueue(self.settings.node_eviction_rate, now)
             metrics.ZONE_EVICTIONS.labels(zone_label(zone)).inc(0)
+        else:
+            queue.swap_limiter(self.settings.node_eviction_rate, now)
 
     def _monitor_node(self, node: NodeView, now: float, zone_statuses: dict[str, list[str | None]],
                       zone_sizes: dict[str, int], first_sight: bool) -> None:
         lease = self._leases.get(node.name)
-        verdict = self.health.update(node, lease.renew_time if lease else None, now)
-        if verdict.conditions_to_post:
-            if not self._api.post_conditions(node, verdict.conditions_to_post):
-                return  # retried on the next pass, with the node as it is then
-            if verdict.current_ready.get("status") != verdict.observed_ready.get("status"):
-                self.health.mark_posted(node.name, now)
+        renew_time = lease.renew_time if lease else None
+        verdict = self.health.update(node, renew_time, now)
+        attempt = 1
+        while verdict.conditions_to_post and not self._api.post_conditions(node, verdict.conditions_to_post):
+            if attempt >= NODE_HEALTH_UPDATE_RETRY:
+                log.warning("could not set the conditions of node %s to Unknown after %d attempts; next pass",
+                            node.name, attempt)
+                return
+            attempt += 1
+            self._sleep(RETRY_SLEEP)
+            fresh = self._api.read_node(node.name)  # e.g. the kubelet posted meanwhile: judge it again
+            if fresh is None:
+                return  # deleted meanwhile
+            node = fresh
+            verdict = self.health.update(node, renew_time, now)
+        if verdict.conditions_to_post and verdict.current_ready.get("status") != verdict.observed_ready.get("status"):
+            self.health.mark_posted(node.name, now)
         self._known[node.name] = node
         zone = node.zone
         zone_sizes[zone] = zone_sizes.get(zone, 0) + 1
@@ -253,12 +339,14 @@ class NodeLifecycleMonitor:
         queue = self.zone_queues[zone]
         if status == "False":
             if has_taint(node, UNREACHABLE_NO_EXECUTE):  # swap at once, never leave the node without either
+                self._no_execute_written.add(node.name)
                 if not self._api.swap_taints(node.name, [NOT_READY_NO_EXECUTE], [UNREACHABLE_NO_EXECUTE]):
                     log.warning("could not swap unreachable for not-ready on node %s; next pass", node.name)
             else:
                 self._mark_for_tainting(queue, node, NOT_READY_NO_EXECUTE, now)
         elif status == "Unknown":
             if has_taint(node, NOT_READY_NO_EXECUTE):
+                self._no_execute_written.add(node.name)
                 if not self._api.swap_taints(node.name, [UNREACHABLE_NO_EXECUTE], [NOT_READY_NO_EXECUTE]):
                     log.warning("could not swap not-ready for unreachable on node %s; next pass", node.name)
             else:
@@ -276,13 +364,15 @@ class NodeLifecycleMonitor:
     def _mark_reachable(self, node: NodeView, queue: RateLimitedTimedQueue | None) -> None:
         present = [t for t in (NOT_READY_NO_EXECUTE, UNREACHABLE_NO_EXECUTE) if has_taint(node, t)
                    ] if node.no_execute_taints else []  # the common case: a healthy node without any
+        if node.name in self._no_execute_written:  # swapped this pass: the view is older than the node
+            present = [NOT_READY_NO_EXECUTE, UNREACHABLE_NO_EXECUTE]
         if present and not self._api.swap_taints(node.name, [], present):
             log.warning("could not remove NoExecute taints from node %s; next pass", node.name)
         if queue is not None and node.name in queue.names_set:
             queue.remove(node.name)
 
     def _mark_pods_not_ready(self, zone_sizes: dict[str, int]) -> None:
-        if self._all_fully_disrupted:
+        if self.in_master_disruption:
             return
         budget: dict[str, int] = {}
         for name in sorted(self._pods_to_mark):
@@ -317,10 +407,14 @@ class NodeLifecycleMonitor:
     # --- zones ---------------------------------------------------------------------------------
 
     def handle_disruption(self, zone_statuses: dict[str, list[str | None]], now: float) -> None:
-        """Upstream handleDisruption: zone states, their tainting rates, and the all-zones brake."""
+        """Upstream handleDisruption: zone states, their tainting rates, and the all-zones brake.
+
+        Everything is derived from this pass's zones and the states kept from the last one, never
+        from a flag of our own, so no state can latch: a zone with no counted node this pass loses
+        its state (and starts afresh, Initial, when it comes back).
+        """
         settings = self.settings
         new_states: dict[str, ZoneState] = {}
-        all_are_fully = True
         for zone, statuses in zone_statuses.items():
             ready, not_ready, state = compute_zone_state(statuses, settings.unhealthy_zone_threshold)
             label = zone_label(zone)
@@ -328,49 +422,51 @@ class NodeLifecycleMonitor:
             metrics.ZONE_SIZE.labels(label).set(ready + not_ready)
             metrics.UNHEALTHY_NODES.labels(label).set(not_ready)
             new_states[zone] = state
-            if state != ZoneState.FULL_DISRUPTION:
-                all_are_fully = False
-        all_was_fully = True
-        for zone in list(self.zone_states):
-            if zone not in zone_statuses:
-                label = zone_label(zone)
-                metrics.ZONE_SIZE.labels(label).set(0)
-                metrics.ZONE_HEALTH.labels(label).set(100)
-                metrics.UNHEALTHY_NODES.labels(label).set(0)
-                del self.zone_states[zone]
-                continue
-            if self.zone_states[zone] != ZoneState.FULL_DISRUPTION:
-                all_was_fully = False
-        if not zone_statuses:
-            all_are_fully = False
-        if not self.zone_states:
-            all_was_fully = False
-
-        if all_are_fully and not all_was_fully:
+            if zone not in self.zone_states:
+                self._ensure_zone(zone, now)
+        for zone in [zone for zone in self.zone_states if zone not in zone_statuses]:
+            label = zone_label(zone)
+            metrics.ZONE_SIZE.labels(label).set(0)
+            metrics.ZONE_HEALTH.labels(label).set(100)
+            metrics.UNHEALTHY_NODES.labels(label).set(0)
+            self._set_zone_state_metric(zone, None)
+            del self.zone_states[zone]
+        # A zone still Initial joined this pass: it has no say on whether the brake was on (upstream
+        # counts it, so a zone joining during the brake kept the brake's zero rate on the others).
+        all_are_fully = bool(new_states) and all(s is ZoneState.FULL_DISRUPTION for s in new_states.values())
+        previous = [s for s in self.zone_states.values() if s is not ZoneState.INITIAL]
+        all_were_fully = bool(previous) and all(s is ZoneState.FULL_DISRUPTION for s in previous)
+        if all_are_fully and all_were_fully:
+            return
+        if all_are_fully:
             log.warning("every zone is fully disrupted: entering master disruption mode; no NoExecute tainting "
                         "and no NoExecute not-ready/unreachable taints until a zone recovers")
-            self._all_fully_disrupted = True
             for node in self._known.values():
-                self._mark_reachable(node, None)
-            for zone, queue in self.zone_queues.items():
-                queue.swap_limiter(0, now)
+                self._mark_reachable(node, self.zone_queues.get(node.zone))
+            for zone in self.zone_states:
+                self.zone_queues[zone].swap_limiter(0, now)
                 self.zone_states[zone] = ZoneState.FULL_DISRUPTION
+                self._set_zone_state_metric(zone, ZoneState.FULL_DISRUPTION)
             return
-        if all_was_fully and not all_are_fully:
+        if all_were_fully:
             log.warning("a zone recovered: leaving master disruption mode; every node gets a fresh grace period")
-            self._all_fully_disrupted = False
             self.health.reset_all(now)
             for zone, state in new_states.items():
                 self._set_zone_rate(zone, state, len(zone_statuses[zone]), now)
                 self.zone_states[zone] = state
-            return
-        if self._all_fully_disrupted:
+                self._set_zone_state_metric(zone, state)
             return
         for zone, state in new_states.items():
             if self.zone_states.get(zone) != state:
                 log.info("zone %r is now in state %s", zone_label(zone), state.value)
                 self._set_zone_rate(zone, state, len(zone_statuses[zone]), now)
                 self.zone_states[zone] = state
+                self._set_zone_state_metric(zone, state)
+
+    @staticmethod
+    def _set_zone_state_metric(zone: str, state: ZoneState | None) -> None:
+        for each in ZoneState:
+            metrics.ZONE_STATE.labels(zone_label(zone), each.value).set(1 if each is state else 0)
 
     def _set_zone_rate(self, zone: str, state: ZoneState, size: int, now: float) -> None:
         queue = self.zone_queues.get(zone)
@@ -422,16 +518,37 @@ class NodeLifecycleMonitor:
                 if time.monotonic() >= next_monitor:
                     next_monitor = time.monotonic() + self.settings.node_monitor_period
                     self.monitor_pass()
+                    self.last_pass_completed = time.monotonic()
+                    metrics.LAST_MONITOR_PASS.set(time.time())
                 self.tainting_pass()
             except Exception:  # a bug must not stop node monitoring
                 log.exception("node lifecycle pass failed")
+                metrics.MONITOR_PASS_FAILURES.inc()
             stop.wait(TAINTING_PERIOD)
 
-    def start(self, stop: threading.Event, no_schedule_workers: int = 4) -> list[threading.Thread]:
+    def stuck(self, now_monotonic: float | None = None) -> str | None:
+        """Why the monitor looks stuck (no completed pass in 3 monitor periods), or None.
+
+        The controller's /healthz fails on it, so the kubelet restarts the process and a stand-by
+        takes over instead of a leader that holds the Lease but no longer watches nodes.
+        """
+        now_monotonic = time.monotonic() if now_monotonic is None else now_monotonic
+        silent = now_monotonic - self.last_pass_completed
+        limit = 3 * self.settings.node_monitor_period
+        if silent > limit:
+            return f"node lifecycle monitor has not completed a pass in {silent:.0f}s (limit {limit:.0f}s)"
+        return None
+
+    def start(self, stop: threading.Event, no_schedule_workers: int = 4,
+              pod_workers: int = 4) -> list[threading.Thread]:
+        self.last_pass_completed = time.monotonic()
         threads = [threading.Thread(target=self.run, args=(stop,), name="node-lifecycle", daemon=True)]
         threads += [threading.Thread(target=run_worker, args=(self.no_schedule_queue, self._sync_no_schedule_key, stop,
                                                             "NoSchedule tainting"), name=f"no-schedule-{i}",
                                      daemon=True) for i in range(no_schedule_workers)]
+        threads += [threading.Thread(target=run_worker, args=(self.pod_queue, self._process_pod_key, stop,
+                                                            "pod NotReady marking"), name=f"node-pods-{i}",
+                                     daemon=True) for i in range(pod_workers)]
         for thread in threads:
             thread.start()
         return threads

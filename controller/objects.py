@@ -69,10 +69,18 @@ class PodView:
     ready: str | None  # status of the pod's Ready condition, None if absent
     skipped: bool = False  # labelled taintkeeper.io/skip=true: never given default tolerations
     mirror: bool = False  # a static pod's mirror (annotation kubernetes.io/config.mirror): cannot be updated
+    # When it was bound to its node: PodScheduled's lastTransitionTime, else its creation. A pod that
+    # lands on an already tainted node counts its tolerations from here.
+    bound: float | None = None
 
     @property
     def key(self) -> str:
         return f"{self.namespace}/{self.name}"
+
+    @property
+    def arrived(self) -> float | None:
+        """When the pod reached its node: its binding, else its creation."""
+        return self.bound if self.bound is not None else self.created
 
 
 def pod_view(pod: Json) -> PodView:
@@ -80,17 +88,21 @@ def pod_view(pod: Json) -> PodView:
     spec = pod.get("spec") or {}
     conditions = (pod.get("status") or {}).get("conditions") or []
     relevant = [t for t in spec.get("tolerations") or [] if (t.get("effect") or "") in ("", NO_EXECUTE)]
+    created = parse_time(metadata.get("creationTimestamp"))
+    scheduled = next((c for c in conditions if c.get("type") == "PodScheduled" and c.get("status") == "True"), None)
+    bound = parse_time(scheduled.get("lastTransitionTime")) if scheduled else None
     return PodView(
         namespace=metadata.get("namespace") or "",
         name=metadata.get("name") or "",
         uid=metadata.get("uid") or "",
         node_name=spec.get("nodeName") or "",
         tolerations=_intern(relevant, _interned_tolerations),
-        created=parse_time(metadata.get("creationTimestamp")),
+        created=created,
         terminating=bool(metadata.get("deletionTimestamp")),
         ready=next((str(c.get("status")) for c in conditions if c.get("type") == "Ready"), None),
         skipped=skips(metadata.get("labels")),
         mirror=MIRROR_ANNOTATION in (metadata.get("annotations") or {}),
+        bound=bound if bound is not None else created,
     )
 
 

@@ -64,6 +64,8 @@ def run(options: ControllerOptions) -> int:
             manager.on_pod_change(old, new)
         if backfill is not None:
             backfill.on_pod_change(old, new)
+        if monitor is not None:
+            monitor.on_pod_change(old, new)
 
     def on_namespace(old: NamespaceView | None, new: NamespaceView | None) -> None:
         if backfill is not None:
@@ -123,7 +125,11 @@ def run(options: ControllerOptions) -> int:
         unsynced = [i.name for i in informers if not i.has_synced]
         return (not unsynced, f"waiting for caches: {', '.join(unsynced)}" if unsynced else "ok")
 
-    health = serve_health(options.bind_address, options.port, readiness) if options.port else None
+    def liveness() -> tuple[bool, str]:
+        stuck = monitor.stuck() if monitor is not None else None
+        return (stuck is None, stuck or "ok")
+
+    health = serve_health(options.bind_address, options.port, readiness, liveness) if options.port else None
     for recorder in recorders:
         recorder.start(stop)
     for informer in informers:
@@ -170,6 +176,7 @@ def run(options: ControllerOptions) -> int:
             manager.queue.shut_down()
         if monitor is not None:
             monitor.no_schedule_queue.shut_down()
+            monitor.pod_queue.shut_down()
         if backfill is not None:
             backfill.queue.shut_down()
         for informer in informers:

@@ -45,6 +45,11 @@ def taint_identity(taint: Taint) -> tuple[str, str]:
     return (str(taint.get("key") or ""), str(taint.get("effect") or ""))
 
 
+def is_node_failure_taint(taint: Taint) -> bool:
+    """The `not-ready` or `unreachable` NoExecute taint: the two the node lifecycle swaps for each other."""
+    return taint_identity(taint) in ((NOT_READY, NO_EXECUTE), (UNREACHABLE, NO_EXECUTE))
+
+
 def node_taints(node: Node) -> list[Taint]:
     """The taints in a node's spec (an absent or null list reads as empty)."""
     spec = node.get("spec") or {}

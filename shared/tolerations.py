@@ -35,9 +35,13 @@ def tolerates(toleration: Toleration, taint: Taint) -> bool:
     return False
 
 
-def tolerations_for_taint(tolerations: Iterable[Toleration], taint: Taint) -> list[Toleration]:
-    """Every toleration that tolerates `taint`, in the pod's order."""
-    return [toleration for toleration in tolerations if tolerates(toleration, taint)]
+def first_toleration_for_taint(tolerations: Iterable[Toleration], taint: Taint) -> Toleration | None:
+    """The toleration that decides how long `taint` is tolerated: the pod's first that tolerates it.
+
+    Upstream `GetMatchingTolerations` takes this one and ignores later ones, so
+    `[unreachable Exists (forever), Exists NoExecute 60s]` tolerates `unreachable` forever.
+    """
+    return next((toleration for toleration in tolerations if tolerates(toleration, taint)), None)
 
 
 @dataclass(frozen=True)
@@ -61,7 +65,7 @@ def match_tolerations(taints: Iterable[Taint], tolerations: Sequence[Toleration]
     used: list[Toleration] = []
     untolerated: list[Taint] = []
     for taint in taints:
-        matching = next((t for t in tolerations if tolerates(t, taint)), None)
+        matching = first_toleration_for_taint(tolerations, taint)
         if matching is None:
             untolerated.append(taint)
         else:

@@ -18,8 +18,8 @@ from typing import Any
 from kubernetes import client
 from kubernetes.client.rest import ApiException
 
-from controller.objects import NodeView, PodView, format_time
-from shared.taints import NO_EXECUTE, taint_identity
+from controller.objects import NodeView, PodView, format_time, node_view
+from shared.taints import NO_EXECUTE, is_node_failure_taint, taint_identity
 
 log = logging.getLogger("taintkeeper.nodelifecycle")
 
@@ -33,16 +33,25 @@ Taint = dict[str, Any]
 
 def updated_taints(current: Sequence[Taint], add: Sequence[Taint], remove: Sequence[Taint],
                    now: float) -> list[Taint]:
-    """`current` without `remove` (by key+effect) plus `add` where missing; new NoExecute taints get timeAdded."""
+    """`current` without `remove` (by key+effect) plus `add` where missing; new NoExecute taints get timeAdded.
+
+    A not-ready NoExecute taint that replaces an unreachable one (or the reverse) keeps the replaced
+    taint's timeAdded: the node has been failing since then, and pods' eviction deadlines count from
+    it, so a node flapping between the two cannot postpone its pods' eviction.
+    """
     removed = {taint_identity(t) for t in remove}
     result = [dict(t) for t in current if taint_identity(t) not in removed]
     present = {taint_identity(t) for t in result}
+    swapped_out = [t for t in current if taint_identity(t) in removed and is_node_failure_taint(t)
+                   and t.get("timeAdded")]
     for taint in add:
         if taint_identity(taint) in present:
             continue
         new = dict(taint)
         if new.get("effect") == NO_EXECUTE:
             new["timeAdded"] = format_time(now)
+            if is_node_failure_taint(new) and swapped_out:
+                new["timeAdded"] = swapped_out[0]["timeAdded"]
         result.append(new)
         present.add(taint_identity(taint))
     return result
@@ -52,6 +61,15 @@ class KubeNodeLifecycleApi:
     def __init__(self, api_client: client.ApiClient, sleep=time.sleep) -> None:  # type: ignore[no-untyped-def]
         self._core = client.CoreV1Api(api_client)
         self._sleep = sleep
+
+    def read_node(self, node_name: str) -> NodeView | None:
+        try:
+            response = self._core.read_node(node_name, _preload_content=False, _request_timeout=REQUEST_TIMEOUT)
+        except ApiException as error:
+            if error.status == 404:
+                return None
+            raise
+        return node_view(json.loads(response.data))
 
     def swap_taints(self, node_name: str, add: Sequence[Taint], remove: Sequence[Taint]) -> bool:
         for attempt in range(CONFLICT_RETRIES):

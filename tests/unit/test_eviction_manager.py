@@ -512,3 +512,64 @@ def test_dry_run_records_the_event_and_deletes_nothing():
     h.drain()
     assert h.evicted_keys() == []
     assert h.events.recorded == [("default/p", "Normal", "TaintManagerEviction", "Marking for deletion Pod default/p")]
+
+
+# --- issue 10: corners where the manager broke ------------------------------------------------------------
+
+NOT_READY = "node.kubernetes.io/not-ready"
+
+
+def test_a_not_ready_unreachable_swap_does_not_restart_the_eviction_clock(h):
+    """Defect 4: even when whoever swapped gave the new taint a fresh timeAdded (upstream does)."""
+    h.set_node(node("node1", taint(NOT_READY, added=START)))
+    h.add_pod(pod("p", [tol(NOT_READY, 30), tol(UNREACHABLE, 30)]))
+    h.run_for(20)
+    h.set_node(node("node1", taint(UNREACHABLE, added=START + 20)))
+    h.run_for(9.8)
+    assert h.evicted_keys() == []
+    h.run_for(0.4)
+    assert h.evicted_keys() == ["default/p"]
+    assert h.evicted_at("default/p") == pytest.approx(30, abs=0.11)
+
+
+def test_a_node_that_recovers_in_between_starts_a_new_clock(h):
+    h.set_node(node("node1", taint(NOT_READY, added=START)))
+    h.add_pod(pod("p", [tol(NOT_READY, 30), tol(UNREACHABLE, 30)]))
+    h.run_for(20)
+    h.set_node(node("node1"))  # Ready again: the failure is over
+    h.run_for(5)
+    h.set_node(node("node1", taint(UNREACHABLE, added=START + 25)))
+    h.run_for(29.8)
+    assert h.evicted_keys() == []
+    h.run_for(0.4)
+    assert h.evicted_at("default/p") == pytest.approx(55, abs=0.11)
+
+
+def test_a_pod_is_deleted_once_even_when_an_update_reschedules_it_during_the_delete(h):
+    """Defect 6: a reconcile that replaced the scheduled entry while the DELETE ran made a second one."""
+    h.set_node(node("node1", taint(added=START)))
+    h.add_pod(pod("p", [tol(seconds=5)]))
+    real_evict = h.actions.evict
+
+    def evict_while_the_pod_changes(p: PodView) -> None:
+        real_evict(p)
+        h.add_pod(pod("p", [tol(seconds=1)]))  # an update lands before the deletion is seen
+
+    h.actions.evict = evict_while_the_pod_changes
+    h.run_for(10)
+    assert h.evicted_keys() == ["default/p"]
+    assert [e for e in h.events.recorded if "Marking" in e[3]] == [
+        ("default/p", "Normal", "TaintManagerEviction", "Marking for deletion Pod default/p")]
+    assert h.manager.pending() == 0
+
+
+def test_a_pod_bound_after_the_taint_counts_from_its_binding_not_its_creation(h):
+    """Defect 7: created before the taint (it waited unscheduled), bound to the node after it."""
+    h.set_node(node("node1", taint(added=START)))
+    late = PodView("default", "p", "uid-p", "node1", (tol(seconds=30),), START - 600, False, None, bound=START + 10)
+    h.clock.advance(10)
+    h.add_pod(late)
+    h.run_for(29.8)
+    assert h.evicted_keys() == []
+    h.run_for(0.4)
+    assert h.evicted_at("default/p") == pytest.approx(40, abs=0.11)

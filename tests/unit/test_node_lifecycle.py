@@ -13,6 +13,7 @@ from dataclasses import replace
 import pytest
 
 from controller.clock import FakeClock
+from controller.kube.node_api import updated_taints
 from controller.node_lifecycle import MonitorSettings, NodeLifecycleMonitor
 from controller.objects import LeaseView, NodeView, PodView, format_time
 from shared.zones import ZoneState, zone_key
@@ -44,6 +45,7 @@ class World:
         self.events: list[tuple] = []
         self.fail_pod_updates = 0
         self.fail_taint_writes = False
+        self.kubelet_posts_before_write: dict[str, bool] = {}
         self.version = 0
         self.monitor = NodeLifecycleMonitor(self, self.LeaseStore(self), self.PodStore(self), self, self, settings,
                                             clock=self.clock)
@@ -67,20 +69,22 @@ class World:
         def __init__(self, world: World) -> None:
             self.world = world
 
+        def get(self, key: str) -> PodView | None:
+            return self.world.pods.get(key)
+
         def by_index(self, node_name: str) -> list[PodView]:
             return [p for p in self.world.pods.values() if p.node_name == node_name]
 
     # -- the API edge --------------------------------------------------------------------------------
+    def read_node(self, node_name):
+        self.writes.append(("read", node_name))
+        return self.nodes.get(node_name)
+
     def swap_taints(self, node_name, add, remove) -> bool:
         if self.fail_taint_writes:
             return False
         node = self.nodes[node_name]
-        gone = {(t["key"], t["effect"]) for t in remove}
-        taints = [t for t in node.taints if (t["key"], t["effect"]) not in gone]
-        for t in add:
-            if (t["key"], t["effect"]) not in {(x["key"], x["effect"]) for x in taints}:
-                taints.append({**t, "timeAdded": format_time(self.clock.now())} if t["effect"] == "NoExecute"
-                              else dict(t))
+        taints = updated_taints(node.taints, add, remove, self.clock.now())  # the API edge's own rule
         self._put_node(replace(node, taints=tuple(taints),
                                no_execute_taints=tuple(t for t in taints if t["effect"] == "NoExecute")))
         self.writes.append(("taints", node_name, tuple(sorted(f"{t['key']}:{t['effect']}" for t in add)),
@@ -89,6 +93,9 @@ class World:
 
     def post_conditions(self, node, conditions) -> bool:
         current = self.nodes[node.name]
+        if self.kubelet_posts_before_write.pop(node.name, False):  # the kubelet wins the race: 409
+            self.set_ready(node.name, next(c["status"] for c in current.conditions if c["type"] == "Ready"))
+            return False
         if current.resource_version != node.resource_version:
             return False
         by_type = {c["type"]: c for c in current.conditions}
@@ -145,6 +152,11 @@ class World:
 
     def add_pod(self, name: str, node: str) -> None:
         self.pods[f"default/{name}"] = PodView("default", name, f"uid-{name}", node, (), START - 100, False, "True")
+
+    def set_zone(self, name: str, zone: str) -> None:
+        node = self.nodes[name]
+        labels = tuple(kv for kv in node.labels if kv[0] != "topology.kubernetes.io/zone")
+        self._put_node(replace(node, labels=(("topology.kubernetes.io/zone", zone), *labels)))
 
     # -- running ---------------------------------------------------------------------------------------
     def run_for(self, seconds: float, alive: tuple[str, ...] = (), step: float = 1.0) -> None:
@@ -418,3 +430,133 @@ def test_a_failed_status_write_is_retried_next_pass_against_the_fresh_node(world
     world.fail_taint_writes = False
     world.run_for(10, alive=("h1", "h2"))
     assert world.no_execute("dead") == [UR]
+
+
+# --- issue 10: corners where the monitor broke -----------------------------------------------------------
+
+
+def test_a_known_node_moved_to_an_unseen_zone_is_still_tainted_when_it_dies(world):
+    """Defect 1: a cloud controller labels a registered node with a brand-new zone; the pass must not abort."""
+    for name in ("mover", "h1", "h2"):
+        world.add_node(name)
+    world.run_for(10, alive=("mover", "h1", "h2"))
+    world.set_zone("mover", "z-new")
+    world.run_for(10, alive=("mover", "h1", "h2"))
+    assert world.monitor.zone_states[zone_of("z-new")] == ZoneState.NORMAL
+    world.run_for(70, alive=("h1", "h2"))
+    assert world.no_execute("mover") == [UR]
+
+
+def test_a_zone_emptied_and_refilled_after_the_brake_taints_at_the_normal_rate_again(world):
+    """Defect 2a: every node of the only zone dies (the brake) and is deleted; new nodes join that zone."""
+    for name in ("old1", "old2"):
+        world.add_node(name)
+    world.run_for(10, alive=("old1", "old2"))
+    world.run_for(60)
+    assert world.monitor.in_master_disruption
+    for name in ("old1", "old2"):
+        del world.nodes[name]
+    world.run_for(10)
+    for name in ("new1", "new2", "new3"):
+        world.add_node(name)
+    world.run_for(10, alive=("new1", "new2", "new3"))
+    assert not world.monitor.in_master_disruption
+    assert world.monitor.zone_states == {zone_of("z1"): ZoneState.NORMAL}
+    world.run_for(70, alive=("new2", "new3"))
+    assert world.no_execute("new1") == [UR]
+
+
+def test_a_new_zone_joining_during_the_brake_lets_the_cluster_leave_it(world):
+    """Defect 2b: a new zone starts Initial; once it is Normal the brake is left and dead nodes are tainted."""
+    for name in ("a1", "a2"):
+        world.add_node(name, zone="za")
+    world.run_for(10, alive=("a1", "a2"))
+    world.run_for(60)
+    assert world.monitor.in_master_disruption
+    world.add_node("b1", zone="zb")
+    world.run_for(10, alive=("b1",))
+    assert not world.monitor.in_master_disruption
+    assert world.monitor.zone_states[zone_of("zb")] == ZoneState.NORMAL
+    world.run_for(60, alive=("b1",))  # a fresh grace period after leaving the brake, then tainted
+    assert world.no_execute("a1") == [UR] and world.no_execute("a2") == [UR]
+
+
+def test_entering_the_brake_removes_a_taint_swapped_in_on_the_same_pass(world):
+    """Defect 3: the swap reads this pass's status, the brake the pass's first snapshot; neither may win."""
+    world.add_node("flapper")
+    world.add_node("healthy")
+    world.run_for(10, alive=("flapper", "healthy"))
+    world.set_ready("flapper", "False")
+    world.run_for(10, alive=("flapper", "healthy"))  # its kubelet renews the Lease but reports not ready
+    assert world.no_execute("flapper") == [NR]
+    world.run_for(60)  # both silent from the same moment: the swap and the brake on the same pass
+    assert world.monitor.in_master_disruption
+    assert world.no_execute("flapper") == []
+
+
+def test_a_not_ready_unreachable_swap_keeps_the_failure_start(world):
+    """Defect 4: the swapped-in taint carries the swapped-out one's timeAdded."""
+    for name in ("flapper", "h1", "h2"):
+        world.add_node(name)
+    world.run_for(10, alive=("flapper", "h1", "h2"))
+    world.set_ready("flapper", "False")
+    world.run_for(10, alive=("h1", "h2"))
+    first = next(t for t in world.nodes["flapper"].taints if t["key"] == NR)
+    world.run_for(60, alive=("h1", "h2"))
+    swapped = next(t for t in world.nodes["flapper"].taints if t["key"] == UR)
+    assert world.no_execute("flapper") == [UR]
+    assert swapped["timeAdded"] == first["timeAdded"]
+
+
+def test_a_pod_bound_to_a_node_that_is_already_not_ready_is_marked_not_ready(world):
+    """Defect 7: upstream processPod marks a pod when it is bound to a not-ready node."""
+    for name in ("dead", "h1", "h2"):
+        world.add_node(name)
+    world.run_for(70, alive=("h1", "h2"))
+    assert world.ready_of("dead") == "Unknown"
+    world.add_pod("late", "dead")
+    world.monitor.on_pod_change(None, world.pods["default/late"])
+    key = world.monitor.pod_queue.get(timeout=0)
+    assert key == "default/late" and world.monitor.process_pod(key)
+    assert world.pods["default/late"].ready == "False"
+    assert ("default/late", "uid-late", "NodeNotReady", "Node is not ready", "Warning") in world.events
+    world.add_pod("fine", "h1")
+    assert world.monitor.process_pod("default/fine")
+    assert world.pods["default/fine"].ready == "True"
+
+
+def test_an_unknown_write_that_loses_a_race_is_retried_in_the_same_pass_on_a_fresh_read(world):
+    """Defect 8: upstream re-reads the node and retries (NodeHealthUpdateRetry); here the kubelet posted."""
+    for name in ("racer", "h1", "h2"):
+        world.add_node(name)
+    world.run_for(10, alive=("racer", "h1", "h2"))
+    world.run_for(55, alive=("h1", "h2"))  # one more pass makes it stale
+    world.kubelet_posts_before_write["racer"] = True
+    world.monitor.monitor_pass()
+    assert ("read", "racer") in world.writes
+    assert world.ready_of("racer") == "True"  # the fresh read showed a live kubelet: no Unknown written
+
+
+def test_one_failing_node_does_not_stop_the_pass_for_the_others(world, monkeypatch):
+    for name in ("broken", "dead", "h1"):
+        world.add_node(name)
+    world.run_for(10, alive=("broken", "dead", "h1"))
+    real_update = world.monitor.health.update
+
+    def update(node, renew, now):
+        if node.name == "broken":
+            raise ValueError("a malformed node")
+        return real_update(node, renew, now)
+
+    monkeypatch.setattr(world.monitor.health, "update", update)
+    world.run_for(70, alive=("broken", "h1"))
+    assert world.ready_of("dead") == "Unknown"
+    assert world.no_execute("dead") == [UR]
+    assert world.monitor.zone_states[zone_of("z1")] == ZoneState.NORMAL  # 'broken' still counted, as Ready
+
+
+def test_a_monitor_without_a_completed_pass_in_three_periods_is_stuck(world):
+    world.monitor.last_pass_completed = 100.0
+    period = world.monitor.settings.node_monitor_period
+    assert world.monitor.stuck(100.0 + 3 * period) is None
+    assert "has not completed a pass" in (world.monitor.stuck(100.0 + 3 * period + 1) or "")

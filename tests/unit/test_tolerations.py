@@ -4,7 +4,7 @@ import pytest
 from hypothesis import given
 from hypothesis import strategies as st
 
-from shared.tolerations import match_tolerations, min_toleration_seconds, tolerates, tolerations_for_taint
+from shared.tolerations import first_toleration_for_taint, match_tolerations, min_toleration_seconds, tolerates
 
 TAINT = {"key": "dedicated", "value": "gpu", "effect": "NoExecute"}
 
@@ -65,9 +65,15 @@ def test_match_tolerations(taints, tolerations, all_tolerated, used, untolerated
     assert match.untolerated == untolerated
 
 
-def test_tolerations_for_taint_lists_every_match_in_order():
-    tolerations = [TOL_NOT_READY_60, {"key": "other", "operator": "Exists"}, TOL_WILDCARD]
-    assert tolerations_for_taint(tolerations, NOT_READY) == [TOL_NOT_READY_60, TOL_WILDCARD]
+@pytest.mark.parametrize("tolerations, expected", [
+    pytest.param([TOL_NOT_READY_60, {"key": "other", "operator": "Exists"}, TOL_WILDCARD], TOL_NOT_READY_60,
+                 id="the first tolerating toleration wins over later ones"),
+    pytest.param([{"key": "other", "operator": "Exists"}, TOL_WILDCARD, TOL_NOT_READY_60], TOL_WILDCARD,
+                 id="a wildcard earlier in the list wins over a keyed one after it"),
+    pytest.param([{"key": "other", "operator": "Exists"}], None, id="no tolerating toleration gives None"),
+])
+def test_first_toleration_for_taint(tolerations, expected):
+    assert first_toleration_for_taint(tolerations, NOT_READY) == expected
 
 
 def secs(value):
