@@ -14,6 +14,10 @@
 #   hack/local-cluster.sh stop-apiserver DIR / start-apiserver DIR
 #                                     stop or start only kube-apiserver (same port; etcd keeps the data)
 #   hack/local-cluster.sh build       only build (and cache) kube-apiserver
+#   hack/local-cluster.sh deps [--nodes]
+#                                     install every Debian package the demo and the tests use and build
+#                                     (and cache) kube-apiserver; with --nodes also the kubelet and node
+#                                     images. Idempotent: the test fixtures run it before anything else
 #
 # Besides DIR/kubeconfig (cluster-admin), DIR/kubeconfig-<name> authenticates as the
 # ServiceAccount user system:serviceaccount:taintkeeper-system:<name> for each name in
@@ -40,7 +44,7 @@ die() { echo "local-cluster: $*" >&2; exit 1; }
 log() { echo "local-cluster: $*" >&2; }
 
 usage() {
-  sed -n '2,22p' "$0" | sed 's/^# \{0,1\}//' >&2
+  sed -n '2,26p' "$0" | sed 's/^# \{0,1\}//' >&2
   exit 2
 }
 
@@ -90,7 +94,8 @@ build_apiserver() {
   exec 9>"$KUBE_CACHE/.build.lock"
   flock 9
   [ -x "$APISERVER_BIN" ] && { exec 9>&-; return 0; }
-  apt_install golang-1.19-go rsync golang-github-modern-go-reflect2-dev dpkg-dev make
+  # shellcheck disable=SC2086
+  apt_install $BUILD_PACKAGES
   local src=$KUBE_CACHE/src
   if [ ! -f "$src/Makefile" ]; then
     local work
@@ -116,6 +121,10 @@ build_apiserver() {
 }
 
 KUBELET_BIN=$KUBE_CACHE/bin/kubelet
+BUILD_PACKAGES="golang-1.19-go rsync golang-github-modern-go-reflect2-dev dpkg-dev make"
+CONTROL_PLANE_PACKAGES="etcd-server openssl curl"
+# promtool (tests/unit/test_alert_rules.py) comes with Debian's prometheus package.
+TEST_PACKAGES=prometheus
 PAUSE_BIN=$KUBE_CACHE/bin/pause
 IMAGES_DIR=$KUBE_CACHE/images
 NODE_PACKAGES="containerd runc containernetworking-plugins busybox-static iptables gcc libc6-dev util-linux iproute2"
@@ -164,6 +173,16 @@ build_images() {
     mv "$IMAGES_DIR/busybox.tar.tmp" "$IMAGES_DIR/busybox.tar"
   fi
   exec 8>&-
+}
+
+# Everything the demo and the suite need from the host, installed before any of it is used, so
+# no test depends on what an earlier run or an earlier test happened to install.
+cmd_deps() { # [--nodes]
+  # shellcheck disable=SC2086
+  apt_install $CONTROL_PLANE_PACKAGES $TEST_PACKAGES $BUILD_PACKAGES
+  build_apiserver
+  [ "${1:-}" = --nodes ] && build_node
+  return 0
 }
 
 build_node() {
@@ -842,7 +861,8 @@ cmd_up() { # dir [node count]
     return 0
   fi
   cmd_down "$dir" 2>/dev/null || true
-  apt_install etcd-server openssl curl
+  # shellcheck disable=SC2086
+  apt_install $CONTROL_PLANE_PACKAGES
   [ -x "$ETCD_BIN" ] || die "$ETCD_BIN not found after installing etcd-server"
   build_apiserver
   mkdir -p "$dir/logs"
@@ -984,6 +1004,10 @@ case "$1" in
     [ $# -eq 1 ] || usage
     build_apiserver
     echo "$APISERVER_BIN" ;;
+  deps)
+    if [ $# -eq 1 ]; then cmd_deps
+    elif [ $# -eq 2 ] && [ "$2" = --nodes ]; then cmd_deps --nodes
+    else usage; fi ;;
   build-node)
     [ $# -eq 1 ] || usage
     build_node

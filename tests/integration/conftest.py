@@ -17,6 +17,7 @@ import pytest
 from kubernetes import client, config
 
 from tests.integration.kube import LocalCluster
+from tests.integration.simulated import Cluster
 
 ROOT = Path(__file__).resolve().parents[2]
 SCRIPT = ROOT / "hack" / "local-cluster.sh"
@@ -30,7 +31,7 @@ def pytest_collection_modifyitems(items: list[pytest.Item]) -> None:
 
 
 @pytest.fixture(scope="session")
-def local_cluster(tmp_path_factory: pytest.TempPathFactory) -> Iterator[LocalCluster]:
+def local_cluster(tmp_path_factory: pytest.TempPathFactory, host_packages: None) -> Iterator[LocalCluster]:
     reuse = os.environ.get("TAINTKEEPER_TEST_CLUSTER_DIR")
     directory = Path(reuse) if reuse else tmp_path_factory.mktemp("cluster")
     result = subprocess.run(["bash", str(SCRIPT), "up", str(directory)], capture_output=True, text=True,
@@ -56,3 +57,11 @@ def namespace(local_cluster: LocalCluster) -> Iterator[str]:
     core.create_namespace(body={"metadata": {"name": name, "labels": {"taintkeeper-test": name}}})
     yield name
     core.delete_collection_namespaced_pod(name, grace_period_seconds=0)
+
+
+@pytest.fixture
+def cluster(local_cluster: LocalCluster, namespace: str, tmp_path: Path) -> Iterator[Cluster]:
+    """Simulated nodes in the real apiserver; the test starts the controller (`cluster.start_controller`)."""
+    world = Cluster(local_cluster, namespace, tmp_path)
+    yield world
+    world.close()

@@ -251,7 +251,7 @@ def control_plane(command: str, directory: Path) -> None:
 
 
 @pytest.fixture(scope="module")
-def private_cluster(tmp_path_factory: pytest.TempPathFactory) -> Iterator[LocalCluster]:
+def private_cluster(tmp_path_factory: pytest.TempPathFactory, host_packages: None) -> Iterator[LocalCluster]:
     """A control plane of its own, for tests that restart or freeze the apiserver."""
     directory = tmp_path_factory.mktemp("informer-cluster")
     result = subprocess.run(["bash", str(SCRIPT), "up", str(directory)], capture_output=True, text=True,

@@ -44,7 +44,7 @@ def bring_up(directory: Path, nodes: int) -> tuple[Path, float]:
 
 
 @pytest.fixture(scope="session")
-def real_cluster(tmp_path_factory: pytest.TempPathFactory) -> Iterator[RealCluster]:
+def real_cluster(tmp_path_factory: pytest.TempPathFactory, node_packages: None) -> Iterator[RealCluster]:
     directory = tmp_path_factory.mktemp("realnodes")
     kubeconfig, seconds = bring_up(directory, NODE_COUNT)
     api_client = config.new_client_from_config(config_file=str(kubeconfig))

@@ -70,7 +70,7 @@ def differences(before: dict, after: dict) -> dict[str, tuple[object, object]]:
     return {key: (before[key], after[key]) for key in before if before[key] != after[key]}
 
 
-def test_down_leaves_the_host_as_up_found_it(tmp_path: Path):
+def test_down_leaves_the_host_as_up_found_it(tmp_path: Path, node_packages: None):
     before = snapshot()
     directory = tmp_path / "cluster"
     kubeconfig, _ = bring_up(directory, 2)
