@@ -97,7 +97,6 @@ class TaintEvictionManager:
         """Start acting (this replica leads): recompute every pod on a tainted node, fire what is due."""
         with self._lock:
             self._active = True
-            metrics.IS_LEADER.set(1)
             self._resync_locked()
             self._timer_wakeup.notify_all()
         log.info("taint eviction manager active")
@@ -106,7 +105,6 @@ class TaintEvictionManager:
         """Stop acting at once; in-flight API calls finish, nothing new starts."""
         with self._lock:
             self._active = False
-            metrics.IS_LEADER.set(0)
         log.info("taint eviction manager inactive")
 
     # --- informer handlers ----------------------------------------------------------------

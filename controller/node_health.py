@@ -110,7 +110,9 @@ class HealthTracker:
         if now <= health.probe_timestamp + grace:
             return HealthVerdict(grace, observed_ready, observed_ready, [])
         to_post = self._unknown_conditions(node, created, now)
-        current = next((c for c in to_post if c["type"] == "Ready"), observed_ready)
+        current = next((c for c in to_post if c["type"] == "Ready"), None)
+        if current is None:  # Ready is Unknown already: upstream writes only when Ready itself changes
+            return HealthVerdict(grace, observed_ready, observed_ready, [])
         return HealthVerdict(grace, observed_ready, current, to_post)
 
     @staticmethod

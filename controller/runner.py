@@ -20,6 +20,7 @@ from types import FrameType
 
 from kubernetes import client
 
+from controller import metrics
 from controller.backfill import COMPONENT as BACKFILL_COMPONENT
 from controller.backfill import BackfillController
 from controller.eviction_manager import TaintEvictionManager
@@ -30,8 +31,8 @@ from controller.kube.events import EventRecorder
 from controller.kube.eviction_api import KubeEvictionActions
 from controller.kube.informer import Informer
 from controller.kube.leader import LeaderElectionConfig, LeaderElector, LeaseClient, default_identity
-from controller.kube.node_api import KubeNodeLifecycleApi
-from controller.node_lifecycle import NodeLifecycleMonitor
+from controller.kube.node_api import DryRunNodeLifecycleApi, KubeNodeLifecycleApi
+from controller.node_lifecycle import NodeLifecycleApi, NodeLifecycleMonitor
 from controller.objects import (
     LeaseView,
     NamespaceView,
@@ -93,7 +94,10 @@ def run(options: ControllerOptions) -> int:
         informers.append(leases)
         recorder = EventRecorder(api, NODE_CONTROLLER_COMPONENT)
         recorders.append(recorder)
-        monitor = NodeLifecycleMonitor(nodes, leases, pods, KubeNodeLifecycleApi(api), recorder, options.monitor)
+        node_api: NodeLifecycleApi = KubeNodeLifecycleApi(api)
+        if options.dry_run:
+            node_api = DryRunNodeLifecycleApi(node_api)
+        monitor = NodeLifecycleMonitor(nodes, leases, pods, node_api, recorder, options.monitor)
     if options.backfill.enabled:
         namespaces: Informer[NamespaceView] = Informer("namespaces", core.list_namespace, namespace_view,
                                                        on_namespace)
@@ -107,8 +111,10 @@ def run(options: ControllerOptions) -> int:
     def activate() -> None:
         for component in components:
             component.activate()
+        metrics.IS_LEADER.set(1)  # whichever controllers run: the alerts key on it
 
     def deactivate() -> None:
+        metrics.IS_LEADER.set(0)
         for component in components:
             component.deactivate()
 

@@ -3,11 +3,15 @@
 A pod "already tolerates" a key when some toleration has that key or an empty key, AND effect
 NoExecute or an empty effect. Operator, value and tolerationSeconds are deliberately ignored:
 an existing toleration, whatever its seconds, is the pod author's choice and is kept.
+
+The one exception, only when asked (the webhook's --replace-builtin-defaults): a toleration that is
+exactly what the built-in DefaultTolerationSeconds plugin adds is taken to be the plugin's, not the
+author's, and gets taintkeeper's seconds (`builtin_default_replacements`).
 """
 
 from __future__ import annotations
 
-from collections.abc import Iterable, Mapping
+from collections.abc import Iterable, Mapping, Sequence
 from dataclasses import dataclass
 
 from shared.taints import NO_EXECUTE, NOT_READY, UNREACHABLE
@@ -110,3 +114,48 @@ def namespace_seconds(annotations: Mapping[str, str] | None, cluster: DefaultSec
         else:
             values[field_name] = parsed
     return DefaultSeconds(**values), warnings
+
+
+# --- replacing the built-in plugin's defaults (the webhook's --replace-builtin-defaults) -------------------
+
+# kube-apiserver's --default-not-ready-toleration-seconds / --default-unreachable-toleration-seconds default.
+BUILTIN_DEFAULT_TOLERATION_SECONDS = 300
+
+
+@dataclass(frozen=True)
+class SecondsReplacement:
+    """A toleration at `index` that the built-in plugin added, and the seconds taintkeeper gives it instead."""
+
+    index: int
+    key: str
+    old_seconds: int
+    new_seconds: int
+
+
+def is_builtin_default(toleration: Toleration, builtin_seconds: int = BUILTIN_DEFAULT_TOLERATION_SECONDS) -> bool:
+    """Whether `toleration` is exactly what the built-in DefaultTolerationSeconds plugin adds.
+
+    A pod author who wrote this very toleration cannot be told apart from the plugin: that is the
+    documented price of --replace-builtin-defaults.
+    """
+    seconds = toleration.get("tolerationSeconds")
+    return (toleration.get("key") in (NOT_READY, UNREACHABLE) and toleration.get("operator") == "Exists"
+            and not toleration.get("value") and toleration.get("effect") == NO_EXECUTE
+            and type(seconds) is int and seconds == builtin_seconds)  # not a bool, nor 300.0
+
+
+def builtin_default_replacements(tolerations: Sequence[Toleration], seconds: DefaultSeconds,
+                                 builtin_seconds: int = BUILTIN_DEFAULT_TOLERATION_SECONDS,
+                                 ) -> list[SecondsReplacement]:
+    """The built-in plugin's tolerations whose seconds are not `seconds` (taintkeeper's), in list order.
+
+    Every other toleration is left alone, and so is a built-in one that already has our seconds.
+    """
+    wanted = {NOT_READY: seconds.not_ready, UNREACHABLE: seconds.unreachable}
+    replacements = []
+    for index, toleration in enumerate(tolerations):
+        if is_builtin_default(toleration, builtin_seconds):
+            key = str(toleration["key"])
+            if wanted[key] != builtin_seconds:
+                replacements.append(SecondsReplacement(index, key, builtin_seconds, wanted[key]))
+    return replacements

@@ -12,6 +12,7 @@ import sys
 
 from webhook.settings import (
     APP_SETTINGS,
+    BOOLEAN_SETTINGS,
     SERVING_SETTINGS,
     ServingSettings,
     SettingsError,
@@ -29,8 +30,9 @@ def parse_args(argv: list[str]) -> dict[str, str]:
     """The flags given, as {environment variable: value}."""
     parser = _Parser(prog="python -m webhook", description=__doc__.splitlines()[0])
     for setting in (*APP_SETTINGS, *SERVING_SETTINGS):
+        bare = {"nargs": "?", "const": "true"} if setting in BOOLEAN_SETTINGS else {}
         parser.add_argument(
-            setting.flag, dest=setting.env, metavar="VALUE",
+            setting.flag, dest=setting.env, metavar="VALUE", **bare,  # type: ignore[arg-type]
             help=f"{setting.help} (env {setting.env}, default {setting.default})",
         )
     given = vars(parser.parse_args(argv))

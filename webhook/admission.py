@@ -9,6 +9,11 @@ The seconds come from the cluster-wide settings, unless `namespace_defaults(name
 the caller passes in, e.g. the webhook's namespace cache) knows better: a namespace's annotations
 override them, and a namespace labelled `taintkeeper.io/skip=true` is skipped like a pod with that
 label. The lookup must be cheap and must not block: it is called once per pod review.
+
+With `replace_builtin_seconds` (the webhook's --replace-builtin-defaults), a pod CREATE whose
+tolerations include exactly what the built-in DefaultTolerationSeconds plugin adds (it runs before
+every webhook and cannot be switched off on managed clusters) gets those tolerations' seconds
+replaced by taintkeeper's: outcome `replaced`. UPDATEs never change an existing toleration.
 """
 
 from __future__ import annotations
@@ -19,12 +24,20 @@ from dataclasses import dataclass, field
 
 import jsonpatch
 
-from shared.defaults import DEFAULT_TOLERATION_SECONDS, DefaultSeconds, missing_default_tolerations, skips
+from shared.defaults import (
+    DEFAULT_TOLERATION_SECONDS,
+    DefaultSeconds,
+    SecondsReplacement,
+    builtin_default_replacements,
+    missing_default_tolerations,
+    skips,
+)
 
 SUPPORTED_API_VERSIONS = ("admission.k8s.io/v1", "admission.k8s.io/v1beta1")
 MUTATED_OPERATIONS = ("CREATE", "UPDATE")
 
 PATCHED = "patched"
+REPLACED = "replaced"  # the built-in plugin's seconds were replaced (tolerations may also have been added)
 UNCHANGED = "unchanged"
 SKIPPED = "skipped"
 
@@ -58,6 +71,7 @@ class Verdict:
     namespace: str = ""
     pod: str = ""
     added: list[str] = field(default_factory=list)
+    replaced: list[str] = field(default_factory=list)  # keys whose built-in seconds were replaced
     warnings: list[str] = field(default_factory=list)  # also in the response: shown to the pod's creator
     reason: str = ""  # why a pod review was skipped
 
@@ -77,20 +91,31 @@ def _pod_name(request: dict[str, object], pod: dict[str, object]) -> str:
     return str(name or "")
 
 
-def _patch_for(spec: dict[str, object], added: list[dict[str, object]]) -> jsonpatch.JsonPatch:
-    """A JSONPatch appending `added` to spec.tolerations, creating the list when absent or null.
+def _patch_for(spec: dict[str, object], added: list[dict[str, object]],
+               replacements: list[SecondsReplacement]) -> jsonpatch.JsonPatch:
+    """A JSONPatch replacing the seconds of `replacements`, then appending `added` to spec.tolerations
+    (creating the list when absent or null).
 
-    The operations are written out rather than diffed (`jsonpatch.make_patch` deep-copies and
-    walks both documents: about 6x the cost of the whole rest of a review); jsonpatch still
-    checks and serialises them.
+    Each replacement first `test`s the old seconds, so a patch applied to any other pod fails rather
+    than changing a toleration it did not mean to. The operations are written out rather than diffed
+    (`jsonpatch.make_patch` deep-copies and walks both documents: about 6x the cost of the whole rest
+    of a review); jsonpatch still checks and serialises them.
     """
+    operations: list[dict[str, object]] = []
+    for replacement in replacements:
+        path = f"/spec/tolerations/{replacement.index}/tolerationSeconds"
+        operations += [{"op": "test", "path": path, "value": replacement.old_seconds},
+                       {"op": "replace", "path": path, "value": replacement.new_seconds}]
     existing = spec.get("tolerations")
     if existing is None:
-        operation = "replace" if "tolerations" in spec else "add"  # replace a null, add a missing field
-        return jsonpatch.JsonPatch([{"op": operation, "path": "/spec/tolerations", "value": added}])
+        if added:
+            operation = "replace" if "tolerations" in spec else "add"  # replace a null, add a missing field
+            operations.append({"op": operation, "path": "/spec/tolerations", "value": added})
+        return jsonpatch.JsonPatch(operations)
     start = len(existing)  # type: ignore[arg-type]
-    return jsonpatch.JsonPatch([{"op": "add", "path": f"/spec/tolerations/{start + i}", "value": toleration}
-                                for i, toleration in enumerate(added)])
+    operations += [{"op": "add", "path": f"/spec/tolerations/{start + i}", "value": toleration}
+                   for i, toleration in enumerate(added)]
+    return jsonpatch.JsonPatch(operations)
 
 
 def _no_namespace_facts(namespace: str) -> None:
@@ -99,10 +124,13 @@ def _no_namespace_facts(namespace: str) -> None:
 
 def review_pod(review: object, not_ready_seconds: int = DEFAULT_TOLERATION_SECONDS,
                unreachable_seconds: int = DEFAULT_TOLERATION_SECONDS, *,
-               namespace_defaults: NamespaceLookup = _no_namespace_facts) -> Verdict:
+               namespace_defaults: NamespaceLookup = _no_namespace_facts,
+               replace_builtin_seconds: int | None = None) -> Verdict:
     """Decide one AdmissionReview; raises MalformedReview for anything not well formed.
 
     The two seconds are the cluster defaults; `namespace_defaults` may override them per namespace.
+    `replace_builtin_seconds`: None leaves every existing toleration alone; a number is the
+    built-in plugin's tolerationSeconds, whose exact default tolerations get our seconds on CREATE.
     Warnings about a namespace's annotations are returned only when its defaults were applied (the
     pod was patched), so updates of pods that already carry the tolerations stay quiet.
     """
@@ -159,7 +187,12 @@ def review_pod(review: object, not_ready_seconds: int = DEFAULT_TOLERATION_SECON
             return answer(SKIPPED, reason="the namespace is labelled taintkeeper.io/skip=true", **facts)
         not_ready_seconds, unreachable_seconds = known.seconds.not_ready, known.seconds.unreachable
         warnings = known.warnings
+    replacements: list[SecondsReplacement] = []
+    if replace_builtin_seconds is not None and operation == "CREATE":  # UPDATEs keep every existing toleration
+        ours = DefaultSeconds(not_ready_seconds, unreachable_seconds)
+        replacements = builtin_default_replacements(tolerations or [], ours, replace_builtin_seconds)
     added = missing_default_tolerations(tolerations or [], not_ready_seconds, unreachable_seconds)
-    if not added:
+    if not added and not replacements:
         return answer(UNCHANGED, **facts)
-    return answer(PATCHED, _patch_for(spec, added), warnings, added=[str(t["key"]) for t in added], **facts)
+    return answer(REPLACED if replacements else PATCHED, _patch_for(spec, added, replacements), warnings,
+                  added=[str(t["key"]) for t in added], replaced=[r.key for r in replacements], **facts)

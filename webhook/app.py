@@ -14,7 +14,7 @@ import time
 from flask import Flask, Response, request
 
 from webhook import metrics
-from webhook.admission import PATCHED, MalformedReview, review_pod
+from webhook.admission import PATCHED, REPLACED, MalformedReview, review_pod
 from webhook.namespaces import NamespaceCache
 from webhook.settings import WebhookSettings
 
@@ -39,6 +39,7 @@ def create_app(settings: WebhookSettings | None = None, namespace_cache: Namespa
     app = Flask("taintkeeper-webhook")
     app.extensions[NAMESPACE_CACHE_EXTENSION] = cache
     not_ready_seconds, unreachable_seconds = settings.not_ready_seconds, settings.unreachable_seconds
+    replace_builtin_seconds = settings.replace_builtin_seconds
 
     def bad_request(message: str) -> Response:
         metrics.REVIEWS.labels(metrics.BAD_REQUEST).inc()
@@ -59,18 +60,23 @@ def create_app(settings: WebhookSettings | None = None, namespace_cache: Namespa
         cache.ensure_started()  # a no-op but for the first review of a process that has not started it
         try:
             verdict = review_pod(json.loads(body), not_ready_seconds, unreachable_seconds,
-                                 namespace_defaults=cache.lookup)
+                                 namespace_defaults=cache.lookup, replace_builtin_seconds=replace_builtin_seconds)
         except (ValueError, RecursionError) as error:  # JSONDecodeError and MalformedReview are ValueErrors
             reason = str(error) if isinstance(error, MalformedReview) else "the body is not valid JSON"
             return bad_request(reason)
         metrics.REVIEWS.labels(verdict.outcome).inc()
         for key in verdict.added:
             metrics.TOLERATIONS_ADDED.labels(key).inc()
+        for key in verdict.replaced:
+            metrics.TOLERATIONS_REPLACED.labels(key).inc()
         metrics.REVIEW_DURATION.observe(time.perf_counter() - started)
         facts = {"uid": verdict.uid, "operation": verdict.operation, "namespace": verdict.namespace, "pod": verdict.pod}
         if verdict.warnings:
             log.warning("ignored namespace annotation: %s", "; ".join(verdict.warnings), extra=facts)
-        if verdict.outcome == PATCHED:
+        if verdict.outcome == REPLACED:
+            log.info("replaced the built-in default tolerationSeconds of %s%s", ",".join(verdict.replaced),
+                     f"; added default tolerations {','.join(verdict.added)}" if verdict.added else "", extra=facts)
+        elif verdict.outcome == PATCHED:
             log.info("added default tolerations %s", ",".join(verdict.added), extra=facts)
         else:
             log.debug("admitted without a patch (%s%s)", verdict.outcome,

@@ -21,13 +21,19 @@ from prometheus_client import (
 
 REVIEWS = Counter(
     "taintkeeper_webhook_admission_reviews_total",
-    "AdmissionReviews answered, by outcome: patched, unchanged, skipped (not a pod create/update, or a pod or "
-    "namespace labelled taintkeeper.io/skip=true) or bad_request.",
+    "AdmissionReviews answered, by outcome: patched, replaced (the built-in plugin's default tolerationSeconds "
+    "replaced, --replace-builtin-defaults), unchanged, skipped (not a pod create/update, or a pod or namespace "
+    "labelled taintkeeper.io/skip=true) or bad_request.",
     ["outcome"],
 )
 TOLERATIONS_ADDED = Counter(
     "taintkeeper_webhook_tolerations_added_total",
     "Default NoExecute tolerations added to pods, by taint key.",
+    ["key"],
+)
+TOLERATIONS_REPLACED = Counter(
+    "taintkeeper_webhook_tolerations_replaced_total",
+    "Tolerations added by the built-in DefaultTolerationSeconds plugin whose seconds were replaced, by taint key.",
     ["key"],
 )
 REVIEW_DURATION = Histogram(

@@ -11,7 +11,7 @@ import os
 from collections.abc import Mapping
 from dataclasses import dataclass
 
-from shared.defaults import DEFAULT_TOLERATION_SECONDS, DefaultSeconds
+from shared.defaults import BUILTIN_DEFAULT_TOLERATION_SECONDS, DEFAULT_TOLERATION_SECONDS, DefaultSeconds
 from shared.jsonlog import LOG_FORMATS
 
 # controller-runtime's cap; an AdmissionReview carries the object twice on UPDATE, and
@@ -61,9 +61,21 @@ KUBECONFIG = Setting("--kubeconfig", "TAINTKEEPER_KUBECONFIG", "",
                      "else no cache")
 NAMESPACE_CACHE = Setting("--namespace-cache", "TAINTKEEPER_NAMESPACE_CACHE", "true",
                           "true or false: watch namespaces for per-namespace seconds and the skip label")
+REPLACE_BUILTIN_DEFAULTS = Setting(
+    "--replace-builtin-defaults", "TAINTKEEPER_REPLACE_BUILTIN_DEFAULTS", "false",
+    "true or false: on pod CREATE, give taintkeeper's seconds to tolerations that are exactly the built-in "
+    "DefaultTolerationSeconds plugin's (for clusters where it cannot be disabled)",
+)
+BUILTIN_DEFAULT_SECONDS = Setting(
+    "--builtin-default-seconds", "TAINTKEEPER_BUILTIN_DEFAULT_SECONDS", str(BUILTIN_DEFAULT_TOLERATION_SECONDS),
+    "tolerationSeconds the built-in plugin adds (kube-apiserver's --default-*-toleration-seconds); "
+    "used by --replace-builtin-defaults",
+)
 
 APP_SETTINGS = (NOT_READY_SECONDS, UNREACHABLE_SECONDS, MAX_REQUEST_BYTES, LOG_FORMAT, LOG_LEVEL, KUBECONFIG,
-                NAMESPACE_CACHE)
+                NAMESPACE_CACHE, REPLACE_BUILTIN_DEFAULTS, BUILTIN_DEFAULT_SECONDS)
+# Booleans may be given bare (`--replace-builtin-defaults` means true), as kube-apiserver's flags can.
+BOOLEAN_SETTINGS = (NAMESPACE_CACHE, REPLACE_BUILTIN_DEFAULTS)
 SERVING_SETTINGS = (BIND, CERT_FILE, KEY_FILE, WORKERS, THREADS)
 
 
@@ -117,10 +129,17 @@ class WebhookSettings:
     kubeconfig: str = ""  # empty: the in-cluster config when running in a pod, else no namespace cache
     # Off by default here, so an app built in a test never talks to a cluster; from_env defaults to on.
     namespace_cache: bool = False
+    replace_builtin_defaults: bool = False
+    builtin_default_seconds: int = BUILTIN_DEFAULT_TOLERATION_SECONDS
 
     @property
     def cluster_seconds(self) -> DefaultSeconds:
         return DefaultSeconds(self.not_ready_seconds, self.unreachable_seconds)
+
+    @property
+    def replace_builtin_seconds(self) -> int | None:
+        """The built-in plugin's seconds to replace, or None to leave existing tolerations alone."""
+        return self.builtin_default_seconds if self.replace_builtin_defaults else None
 
     @classmethod
     def from_env(cls, env: Mapping[str, str] | None = None) -> WebhookSettings:
@@ -133,6 +152,8 @@ class WebhookSettings:
             log_level=parse_choice(LOG_LEVEL, lookup(LOG_LEVEL, env), LOG_LEVELS),
             kubeconfig=parse_file(KUBECONFIG, lookup(KUBECONFIG, env)),
             namespace_cache=parse_bool(NAMESPACE_CACHE, lookup(NAMESPACE_CACHE, env)),
+            replace_builtin_defaults=parse_bool(REPLACE_BUILTIN_DEFAULTS, lookup(REPLACE_BUILTIN_DEFAULTS, env)),
+            builtin_default_seconds=parse_int(BUILTIN_DEFAULT_SECONDS, lookup(BUILTIN_DEFAULT_SECONDS, env), 0),
         )
 
 

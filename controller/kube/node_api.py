@@ -131,3 +131,30 @@ class KubeNodeLifecycleApi:
             if error.status in (404, 409):
                 return  # gone, or replaced by another pod with the same name
             raise
+
+
+class DryRunNodeLifecycleApi:
+    """--dry-run: the monitor decides as usual, but its writes are logged, not made (it reads live).
+
+    Beside the built-in node lifecycle controller (a managed cluster), this observes without fighting it.
+    """
+
+    def __init__(self, real: KubeNodeLifecycleApi) -> None:
+        self._real = real
+
+    def read_node(self, node_name: str) -> NodeView | None:
+        return self._real.read_node(node_name)
+
+    def swap_taints(self, node_name: str, add: Sequence[Taint], remove: Sequence[Taint]) -> bool:
+        log.info("dry run: would update taints", extra={"node": node_name,
+                                                        "added": [f"{t['key']}:{t['effect']}" for t in add],
+                                                        "removed": [f"{t['key']}:{t['effect']}" for t in remove]})
+        return True
+
+    def post_conditions(self, node: NodeView, conditions: Sequence[dict[str, Any]]) -> bool:
+        log.info("dry run: would set node conditions to Unknown",
+                 extra={"node": node.name, "conditions": [c["type"] for c in conditions]})
+        return True
+
+    def mark_pod_not_ready(self, pod: PodView) -> None:
+        log.info("dry run: would mark pod NotReady", extra={"pod": pod.key, "node": pod.node_name})

@@ -3,7 +3,8 @@ kubernetes-validate), and the choices the code depends on checked against the co
 
 The cert-manager resources are custom resources: kubernetes-validate ships only the built-in
 schemas, so they are checked by `test_cert_manager_resources` instead (and that test proves the
-built-in schemas indeed do not cover them).
+built-in schemas indeed do not cover them). `monitoring/` (a PrometheusRule and the same rules as a
+plain Prometheus rules file, applied on their own) is checked by test_alert_rules.py.
 """
 
 from __future__ import annotations
@@ -26,6 +27,7 @@ from webhook.registration import mutating_webhook_configuration
 
 ROOT = Path(__file__).resolve().parents[2]
 MANIFESTS = ROOT / "manifests"
+MONITORING = MANIFESTS / "monitoring"  # not part of the kustomizations: test_alert_rules.py checks it
 KUBERNETES_VERSIONS = ("1.28", "1.29", "1.30", "1.31", "1.32", "1.33")
 CUSTOM_GROUPS = ("cert-manager.io",)  # CRDs: not in the built-in schemas
 NAMESPACE = "taintkeeper-system"
@@ -35,7 +37,8 @@ CERTS_SYNC_ARGS = ["--namespace", NAMESPACE, "--secret", "taintkeeper-webhook-tl
 
 
 def manifest_files() -> list[Path]:
-    return sorted(p for p in MANIFESTS.rglob("*.yaml") if p.name != "kustomization.yaml")
+    return sorted(p for p in MANIFESTS.rglob("*.yaml")
+                  if p.name != "kustomization.yaml" and MONITORING not in p.parents)
 
 
 def documents() -> list[tuple[str, int, dict[str, Any]]]:

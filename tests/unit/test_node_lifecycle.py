@@ -13,7 +13,7 @@ from dataclasses import replace
 import pytest
 
 from controller.clock import FakeClock
-from controller.kube.node_api import updated_taints
+from controller.kube.node_api import DryRunNodeLifecycleApi, updated_taints
 from controller.node_lifecycle import MonitorSettings, NodeLifecycleMonitor
 from controller.objects import LeaseView, NodeView, PodView, format_time
 from shared.zones import ZoneState, zone_key
@@ -560,3 +560,19 @@ def test_a_monitor_without_a_completed_pass_in_three_periods_is_stuck(world):
     period = world.monitor.settings.node_monitor_period
     assert world.monitor.stuck(100.0 + 3 * period) is None
     assert "has not completed a pass" in (world.monitor.stuck(100.0 + 3 * period + 1) or "")
+
+
+def test_dry_run_logs_the_monitors_writes_and_makes_none(caplog):
+    class Refusing:
+        def __getattr__(self, name):
+            raise AssertionError(f"dry run called the API: {name}")
+
+    api = DryRunNodeLifecycleApi(Refusing())  # type: ignore[arg-type]
+    node = NodeView("n1", "uid-n1", ())
+    with caplog.at_level("INFO", logger="taintkeeper.nodelifecycle"):
+        assert api.swap_taints("n1", [{"key": UR, "effect": "NoExecute"}], [])
+        assert api.post_conditions(node, [{"type": "Ready", "status": "Unknown"}])
+        api.mark_pod_not_ready(PodView("default", "p", "uid-p", "n1", (), None, False, "True"))
+    assert [r.getMessage() for r in caplog.records] == [
+        "dry run: would update taints", "dry run: would set node conditions to Unknown",
+        "dry run: would mark pod NotReady"]

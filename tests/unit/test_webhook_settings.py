@@ -7,6 +7,7 @@ from pathlib import Path
 
 import pytest
 
+from webhook.__main__ import parse_args as webhook_args
 from webhook.settings import ServingSettings, SettingsError, WebhookSettings
 
 ROOT = Path(__file__).resolve().parents[2]
@@ -37,6 +38,43 @@ def test_the_namespace_cache_is_turned_on_or_off(raw, expected):
     assert WebhookSettings.from_env({"TAINTKEEPER_NAMESPACE_CACHE": raw}).namespace_cache is expected
 
 
+def test_builtin_defaults_are_left_alone_by_default_and_are_300_seconds():
+    settings = WebhookSettings.from_env({})
+    assert (settings.replace_builtin_defaults, settings.builtin_default_seconds) == (False, 300)
+    assert settings.replace_builtin_seconds is None
+
+
+REPLACE_VALUES = [
+    ("true turns it on", {"TAINTKEEPER_REPLACE_BUILTIN_DEFAULTS": "true"}, 300),
+    ("case and spaces do not matter", {"TAINTKEEPER_REPLACE_BUILTIN_DEFAULTS": " TRUE "}, 300),
+    ("false keeps it off", {"TAINTKEEPER_REPLACE_BUILTIN_DEFAULTS": "false"}, None),
+    ("the built-in seconds are the apiserver's", {"TAINTKEEPER_REPLACE_BUILTIN_DEFAULTS": "true",
+                                                  "TAINTKEEPER_BUILTIN_DEFAULT_SECONDS": "120"}, 120),
+    ("the built-in seconds alone change nothing", {"TAINTKEEPER_BUILTIN_DEFAULT_SECONDS": "120"}, None),
+]
+
+
+@pytest.mark.parametrize(("env", "replaced"), [c[1:] for c in REPLACE_VALUES], ids=[c[0] for c in REPLACE_VALUES])
+def test_replacing_the_builtin_defaults_is_set_from_the_environment(env, replaced):
+    assert WebhookSettings.from_env(env).replace_builtin_seconds == replaced
+
+
+FLAG_VALUES = [
+    ("a bare boolean flag means true", ["--replace-builtin-defaults"], "true"),
+    ("a boolean flag takes a value", ["--replace-builtin-defaults=false"], "false"),
+    ("a separate value is taken too", ["--replace-builtin-defaults", "false"], "false"),
+]
+
+
+@pytest.mark.parametrize(("argv", "value"), [c[1:] for c in FLAG_VALUES], ids=[c[0] for c in FLAG_VALUES])
+def test_boolean_flags_may_be_given_bare(argv, value):
+    assert webhook_args(argv) == {"TAINTKEEPER_REPLACE_BUILTIN_DEFAULTS": value}
+
+
+def test_the_builtin_seconds_flag_sets_its_environment_variable():
+    assert webhook_args(["--builtin-default-seconds", "120"]) == {"TAINTKEEPER_BUILTIN_DEFAULT_SECONDS": "120"}
+
+
 def test_an_existing_kubeconfig_is_accepted(tmp_path):
     kubeconfig = tmp_path / "kubeconfig"
     kubeconfig.write_text("")
@@ -55,6 +93,12 @@ BAD_ENV = [
     ("an empty namespace cache value", {"TAINTKEEPER_NAMESPACE_CACHE": ""}, "--namespace-cache must be true or false"),
     ("a kubeconfig that does not exist", {"TAINTKEEPER_KUBECONFIG": "/nonexistent/kubeconfig"},
      "--kubeconfig '/nonexistent/kubeconfig' is not a readable file"),
+    ("a replace-builtin-defaults that is neither true nor false", {"TAINTKEEPER_REPLACE_BUILTIN_DEFAULTS": "1"},
+     "--replace-builtin-defaults must be true or false, got '1'"),
+    ("negative built-in seconds", {"TAINTKEEPER_BUILTIN_DEFAULT_SECONDS": "-300"},
+     "--builtin-default-seconds must be >= 0"),
+    ("fractional built-in seconds", {"TAINTKEEPER_BUILTIN_DEFAULT_SECONDS": "300.0"},
+     "--builtin-default-seconds must be a whole number"),
 ]
 
 
@@ -79,6 +123,10 @@ BAD_FLAGS = [
     ("a namespace cache flag that is not a boolean", ["--namespace-cache", "maybe"],
      "--namespace-cache must be true or false"),
     ("a missing kubeconfig", ["--kubeconfig", "/nonexistent/kubeconfig"], "is not a readable file"),
+    ("a replace-builtin-defaults flag that is not a boolean", ["--replace-builtin-defaults=yes"],
+     "--replace-builtin-defaults must be true or false, got 'yes'"),
+    ("built-in seconds that are a word", ["--builtin-default-seconds", "five"],
+     "--builtin-default-seconds must be a whole number"),
 ]
 
 

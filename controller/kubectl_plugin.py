@@ -1,0 +1,64 @@
+"""`kubectl taintkeeper explain node NAME [--kubeconfig FILE]`: the kubectl plugin.
+
+Installed as the console script `kubectl-taintkeeper`; kubectl runs any `kubectl-*` on the PATH,
+passing its environment and every argument after the plugin's name. The work is
+`python -m controller explain --node NAME` (controller/explain.py); this module only parses.
+"""
+
+from __future__ import annotations
+
+import argparse
+import os
+import sys
+from dataclasses import dataclass
+from typing import NoReturn
+
+PROG = "kubectl taintkeeper"
+
+
+class _Parser(argparse.ArgumentParser):
+    """argparse whose errors are one line and exit 2, like the other commands."""
+
+    def error(self, message: str) -> NoReturn:
+        self.exit(2, f"{PROG}: error: {message}\n")
+
+
+@dataclass(frozen=True)
+class ExplainNode:
+    node: str
+    kubeconfig: str | None  # None: the in-cluster config, else ~/.kube/config
+
+
+def build_parser() -> argparse.ArgumentParser:
+    kubeconfig_help = "kubeconfig file (default: $KUBECONFIG, else the in-cluster config, else ~/.kube/config)"
+    parser = _Parser(prog=PROG, description="taintkeeper's view of a cluster, from its own decision code.")
+    parser.add_argument("--kubeconfig", help=kubeconfig_help)
+    commands = parser.add_subparsers(dest="command", metavar="COMMAND", required=True)
+    explain = commands.add_parser("explain", help="why and when pods will be evicted")
+    kinds = explain.add_subparsers(dest="kind", metavar="KIND", required=True)
+    node = kinds.add_parser("node", help="each pod on node NAME: whether, when and why it will be evicted")
+    node.add_argument("name", metavar="NAME")
+    # Also accepted after the node's name; SUPPRESS keeps an absent one from hiding the one given earlier.
+    node.add_argument("--kubeconfig", default=argparse.SUPPRESS, help=kubeconfig_help)
+    return parser
+
+
+def parse_args(argv: list[str], environ: dict[str, str] | None = None) -> ExplainNode:
+    """The command asked for; a bad command line exits 2 with one line on stderr."""
+    args = build_parser().parse_args(argv)
+    environ = dict(os.environ) if environ is None else environ
+    # Passed on explicitly: without it the client would try the in-cluster config before $KUBECONFIG,
+    # while kubectl itself prefers $KUBECONFIG.
+    return ExplainNode(node=args.name, kubeconfig=args.kubeconfig or environ.get("KUBECONFIG") or None)
+
+
+def main(argv: list[str] | None = None) -> int:
+    command = parse_args(sys.argv[1:] if argv is None else argv)
+    from controller.explain import main as explain_main
+
+    kubeconfig = ["--kubeconfig", command.kubeconfig] if command.kubeconfig else []
+    return explain_main(["--node", command.node, *kubeconfig])
+
+
+if __name__ == "__main__":
+    sys.exit(main())

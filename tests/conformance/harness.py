@@ -1,0 +1,393 @@
+"""An in-memory cluster for the node lifecycle conformance ports (tests/conformance/test_node_lifecycle_controller.py).
+
+Upstream's tests drive `monitorNodeHealth` / `doNoExecuteTaintingPass` against a fake clientset
+and a fixed `nc.now`; this harness does the same for taintkeeper's `NodeLifecycleMonitor`:
+
+- objects are kept as raw API JSON (camelCase dicts) and handed to the monitor as the slim views
+  `controller.objects` builds from them (`node_view`, `pod_view`, `lease_view`), as the informers do;
+- the clock is `controller.clock.FakeClock`, set to upstream's `fakeNow` and moved by its `timeToPass`;
+- the API edge applies every write to the stored JSON (so the next pass sees it, like upstream's
+  `syncNodeStore` after an update) and records it; failures can be injected per call;
+- events are recorded as `Event` tuples.
+
+Nothing here decides anything: all decisions are the monitor's.
+"""
+
+from __future__ import annotations
+
+import copy
+import inspect
+from collections.abc import Iterable, Sequence
+from dataclasses import dataclass
+from datetime import UTC, datetime
+from typing import Any
+
+from controller.clock import FakeClock
+from controller.node_lifecycle import MonitorSettings, NodeLifecycleMonitor
+from controller.objects import (
+    LeaseView,
+    NodeView,
+    PodView,
+    format_micro_time,
+    format_time,
+    lease_view,
+    node_view,
+    pod_view,
+)
+
+Json = dict[str, Any]
+
+READY = "Ready"
+NO_EXECUTE = "NoExecute"
+NO_SCHEDULE = "NoSchedule"
+NOT_READY_KEY = "node.kubernetes.io/not-ready"
+UNREACHABLE_KEY = "node.kubernetes.io/unreachable"
+
+# The upstream test file's constants (node_lifecycle_controller_test.go, 1.32+): grace 50 s,
+# startup grace 60 s, period 5 s, every rate 100000/s, large-cluster threshold 20, threshold 0.55.
+UPSTREAM_TEST_SETTINGS = MonitorSettings(
+    node_monitor_period=5.0,
+    node_monitor_grace_period=50.0,
+    node_startup_grace_period=60.0,
+    node_eviction_rate=100000.0,
+    secondary_node_eviction_rate=100000.0,
+    large_cluster_size_threshold=20,
+    unhealthy_zone_threshold=0.55,
+)
+
+
+def at(year: int, month: int, day: int, hour: int = 0, minute: int = 0, second: int = 0) -> float:
+    """metav1.Date(...) in UTC, as epoch seconds (the fake clock's unit)."""
+    return datetime(year, month, day, hour, minute, second, tzinfo=UTC).timestamp()
+
+
+def zone_id(region: str, zone: str) -> str:
+    """Upstream testutil.CreateZoneID: region, a NUL between colons, zone."""
+    return f"{region}:\x00:{zone}"
+
+
+def zone_labels(region: str, zone: str) -> dict[str, str]:
+    """The four failure-domain labels upstream's nodes carry (stable topology.* and beta failure-domain.*)."""
+    return {
+        "topology.kubernetes.io/region": region,
+        "topology.kubernetes.io/zone": zone,
+        "failure-domain.beta.kubernetes.io/region": region,
+        "failure-domain.beta.kubernetes.io/zone": zone,
+    }
+
+
+def condition(condition_type: str, status: str, heartbeat: float, transition: float) -> Json:
+    return {"type": condition_type, "status": status, "lastHeartbeatTime": format_time(heartbeat),
+            "lastTransitionTime": format_time(transition)}
+
+
+def ready(status: str, heartbeat: float, transition: float) -> Json:
+    return condition(READY, status, heartbeat, transition)
+
+
+def node_json(name: str, *, created: float, conditions: Iterable[Json] = (), labels: dict[str, str] | None = None,
+              uid: str | None = None, taints: Iterable[Json] = (), unschedulable: bool = False) -> Json:
+    spec: Json = {}
+    if taints:
+        spec["taints"] = [dict(t) for t in taints]
+    if unschedulable:
+        spec["unschedulable"] = True
+    return {
+        "apiVersion": "v1",
+        "kind": "Node",
+        "metadata": {"name": name, "uid": uid or f"uid-{name}", "creationTimestamp": format_time(created),
+                     "labels": dict(labels or {})},
+        "spec": spec,
+        "status": {"conditions": [dict(c) for c in conditions]},
+    }
+
+
+def pod_json(name: str, node: str, *, namespace: str = "default", ready_status: str | None = "True") -> Json:
+    """Upstream testutil.NewPod: a pod bound to `node` whose Ready condition is True."""
+    conditions = [] if ready_status is None else [{"type": "Ready", "status": ready_status}]
+    return {
+        "apiVersion": "v1",
+        "kind": "Pod",
+        "metadata": {"name": name, "namespace": namespace, "uid": f"uid-{namespace}-{name}"},
+        "spec": {"nodeName": node},
+        "status": {"conditions": conditions},
+    }
+
+
+def lease_json(node: str, renew: float) -> Json:
+    """Upstream createNodeLease: the node's Lease in kube-node-lease, renewed at `renew`."""
+    return {"metadata": {"name": node, "namespace": "kube-node-lease"},
+            "spec": {"holderIdentity": node, "renewTime": format_micro_time(renew)}}
+
+
+@dataclass(frozen=True)
+class Event:
+    kind: str  # "Node" or "Pod"
+    name: str  # node name, or namespace/name of the pod
+    uid: str
+    reason: str
+    message: str
+    type: str
+
+
+@dataclass(frozen=True)
+class Write:
+    what: str  # "status" | "taints" | "pod-status"
+    name: str
+    detail: Any
+    ok: bool = True
+
+
+class _Nodes:
+    def __init__(self, cluster: Cluster) -> None:
+        self._cluster = cluster
+
+    def get(self, key: str) -> NodeView | None:
+        return self._cluster.node_views.get(key)
+
+    def list(self) -> list[NodeView]:
+        return list(self._cluster.node_views.values())
+
+
+class _Leases:
+    def __init__(self, cluster: Cluster) -> None:
+        self._cluster = cluster
+
+    def get(self, key: str) -> LeaseView | None:
+        return self._cluster.lease_views.get(key)
+
+
+class _Pods:
+    def __init__(self, cluster: Cluster) -> None:
+        self._cluster = cluster
+
+    def get(self, key: str) -> PodView | None:
+        return self._cluster.pod_views.get(key)
+
+    def by_index(self, node_name: str) -> list[PodView]:
+        cluster = self._cluster
+        if cluster.fail_pod_lists > 0:
+            cluster.fail_pod_lists -= 1
+            raise RuntimeError(f"failed to get Pods assigned to node {node_name}")
+        return [cluster.pod_views[key] for key in sorted(cluster.pods_by_node.get(node_name, ()))]
+
+
+class _Api:
+    """The monitor's write edge (NodeLifecycleApi) and event sink, applied to the stored JSON."""
+
+    def __init__(self, cluster: Cluster) -> None:
+        self._cluster = cluster
+
+    def read_node(self, node_name: str) -> NodeView | None:
+        return self._cluster.node_views.get(node_name)
+
+    def post_conditions(self, node: NodeView, conditions: Sequence[dict[str, Any]]) -> bool:
+        cluster = self._cluster
+        raw = cluster.nodes.get(node.name)
+        posted = [dict(c) for c in conditions]
+        if raw is None or cluster.fail_status_writes > 0 or raw["metadata"]["resourceVersion"] != node.resource_version:
+            if raw is not None and cluster.fail_status_writes > 0:
+                cluster.fail_status_writes -= 1
+            cluster.writes.append(Write("status", node.name, posted, ok=False))
+            return False
+        current = raw["status"].setdefault("conditions", [])
+        for new in posted:
+            for i, old in enumerate(current):
+                if old.get("type") == new["type"]:
+                    current[i] = dict(new)
+                    break
+            else:
+                current.append(dict(new))
+        cluster.store_node(raw)
+        cluster.writes.append(Write("status", node.name, posted))
+        return True
+
+    def swap_taints(self, node_name: str, add: Sequence[dict[str, Any]], remove: Sequence[dict[str, Any]]) -> bool:
+        cluster = self._cluster
+        raw = cluster.nodes.get(node_name)
+        detail = (tuple(sorted(f"{t['key']}:{t['effect']}" for t in add)),
+                  tuple(sorted(f"{t['key']}:{t['effect']}" for t in remove)))
+        if raw is None or cluster.fail_taint_writes > 0:
+            if raw is not None:
+                cluster.fail_taint_writes -= 1
+            cluster.writes.append(Write("taints", node_name, detail, ok=False))
+            return False
+        gone = {(t["key"], t["effect"]) for t in remove}
+        taints = [t for t in raw["spec"].get("taints") or [] if (t.get("key"), t.get("effect")) not in gone]
+        for taint in add:
+            if any((t.get("key"), t.get("effect")) == (taint["key"], taint["effect"]) for t in taints):
+                continue
+            new = {"key": taint["key"], "effect": taint["effect"]}
+            if taint.get("value"):
+                new["value"] = taint["value"]
+            if taint["effect"] == NO_EXECUTE:
+                new["timeAdded"] = format_time(cluster.clock.now())
+            taints.append(new)
+        raw["spec"]["taints"] = taints
+        cluster.store_node(raw)
+        cluster.writes.append(Write("taints", node_name, detail))
+        return True
+
+    def mark_pod_not_ready(self, pod: PodView) -> None:
+        cluster = self._cluster
+        if cluster.fail_pod_status_writes > 0:
+            cluster.fail_pod_status_writes -= 1
+            cluster.writes.append(Write("pod-status", pod.key, "Ready=False", ok=False))
+            raise RuntimeError("fake error")
+        raw = cluster.pods[pod.key]
+        conditions = raw["status"].setdefault("conditions", [])
+        for c in conditions:
+            if c.get("type") == "Ready":
+                c["status"] = "False"
+                break
+        else:
+            conditions.append({"type": "Ready", "status": "False"})
+        cluster.store_pod(raw)
+        cluster.writes.append(Write("pod-status", pod.key, "Ready=False"))
+
+    def node_event(self, name: str, uid: str, reason: str, message: str, event_type: str = "Normal") -> None:
+        self._cluster.events.append(Event("Node", name, uid, reason, message, event_type))
+
+    def pod_event(self, pod: PodView, reason: str, message: str, event_type: str = "Normal") -> None:
+        self._cluster.events.append(Event("Pod", pod.key, pod.uid, reason, message, event_type))
+
+
+class Cluster:
+    """Stores, API edge and clock around one NodeLifecycleMonitor (active, as the leader)."""
+
+    def __init__(self, now: float, settings: MonitorSettings = UPSTREAM_TEST_SETTINGS) -> None:
+        self.clock = FakeClock(now)
+        self.nodes: dict[str, Json] = {}
+        self.node_views: dict[str, NodeView] = {}
+        self.lease_views: dict[str, LeaseView] = {}
+        self.pods: dict[str, Json] = {}
+        self.pod_views: dict[str, PodView] = {}
+        self.pods_by_node: dict[str, set[str]] = {}
+        self.writes: list[Write] = []
+        self.events: list[Event] = []
+        self.pass_errors: list[Exception] = []
+        self.fail_status_writes = 0
+        self.fail_taint_writes = 0
+        self.fail_pod_status_writes = 0
+        self.fail_pod_lists = 0
+        self._version = 0
+        api = _Api(self)
+        options: dict[str, Any] = {"clock": self.clock}
+        if "sleep" in inspect.signature(NodeLifecycleMonitor).parameters:
+            options["sleep"] = lambda seconds: None  # retries within a pass must not sleep for real
+        self.monitor = NodeLifecycleMonitor(_Nodes(self), _Leases(self), _Pods(self), api, api, settings, **options)
+        self.monitor.activate()
+
+    # -- the objects (what a kubelet, a user or upstream's fake clientset changes) ------------------------
+
+    def store_node(self, raw: Json) -> None:
+        self._version += 1
+        raw["metadata"]["resourceVersion"] = str(self._version)
+        self.nodes[raw["metadata"]["name"]] = raw
+        self.node_views[raw["metadata"]["name"]] = node_view(raw)
+
+    def put_node(self, raw: Json) -> None:
+        """Create or replace a whole node (upstream fakeNodeHandler.Update / Existing = ...)."""
+        self.store_node(copy.deepcopy(raw))
+
+    def set_conditions(self, name: str, conditions: Iterable[Json]) -> None:
+        """Replace a node's status conditions (upstream `Existing[i].Status = newStatus`)."""
+        raw = self.nodes[name]
+        raw["status"] = {"conditions": [dict(c) for c in conditions]}
+        self.store_node(raw)
+
+    def delete_node(self, name: str) -> None:
+        self.nodes.pop(name)
+        self.node_views.pop(name)
+
+    def put_lease(self, raw: Json | None) -> None:
+        if raw is not None:
+            self.lease_views[raw["metadata"]["name"]] = lease_view(raw)
+
+    def store_pod(self, raw: Json) -> None:
+        key = f"{raw['metadata']['namespace']}/{raw['metadata']['name']}"
+        old = self.pod_views.get(key)
+        if old is not None:
+            self.pods_by_node.get(old.node_name, set()).discard(key)
+        self.pods[key] = raw
+        view = pod_view(raw)
+        self.pod_views[key] = view
+        self.pods_by_node.setdefault(view.node_name, set()).add(key)
+
+    def put_pod(self, raw: Json) -> PodView:
+        self.store_pod(copy.deepcopy(raw))
+        return self.pod_views[f"{raw['metadata']['namespace']}/{raw['metadata']['name']}"]
+
+    # -- time and the controller's loops ----------------------------------------------------------------
+
+    def advance_to(self, when: float) -> None:
+        assert when >= self.clock.now(), "the fake clock only moves forward"
+        self.clock.advance(when - self.clock.now())
+
+    def monitor_pass(self, *, as_the_loop_does: bool = False) -> None:
+        """One monitorNodeHealth. With `as_the_loop_does`, an exception is logged and kept, as `run()` does."""
+        if not as_the_loop_does:
+            self.monitor.monitor_pass()
+            return
+        try:
+            self.monitor.monitor_pass()
+        except Exception as error:
+            self.pass_errors.append(error)
+
+    def tainting_passes(self, rounds: int = 20, step: float = 1e-5) -> None:
+        """doNoExecuteTaintingPass until the queues are drained.
+
+        Upstream's limiter runs on the real clock, so at 100000/s a single Try hands out a token per
+        node; taintkeeper's bucket reads the fake clock, so the clock moves 10 us (one token at
+        100000/s) between passes. 20 rounds are 200 us: far below the 50 ms retry of a node without
+        a Ready condition, and far below any grace period.
+        """
+        for _ in range(rounds):
+            self.monitor.tainting_pass()
+            self.clock.advance(step)
+
+    def no_schedule_sync(self, name: str) -> bool:
+        return self.monitor.sync_no_schedule_taints(name)
+
+    def deliver_pod_event(self, old: PodView | None, new: PodView | None) -> bool:
+        """Hand a pod informer event to the monitor (upstream podUpdated + processPod); False if it has no handler."""
+        handler = getattr(self.monitor, "on_pod_change", None)
+        if handler is None:
+            return False
+        handler(old, new)
+        queue = getattr(self.monitor, "pod_queue", None)
+        process = getattr(self.monitor, "process_pod", None)
+        while queue is not None and process is not None and len(queue):
+            key = queue.get(timeout=0)
+            if key is None:
+                break
+            try:
+                process(key)
+            finally:
+                queue.done(key)
+        return True
+
+    # -- what to look at ------------------------------------------------------------------------------------
+
+    def taints(self, name: str, effect: str | None = None) -> list[tuple[str, str]]:
+        return sorted((t["key"], t["effect"]) for t in self.nodes[name]["spec"].get("taints") or []
+                      if effect is None or t.get("effect") == effect)
+
+    def no_execute_keys(self, name: str) -> list[str]:
+        return [key for key, _ in self.taints(name, NO_EXECUTE)]
+
+    def conditions(self, name: str) -> list[Json]:
+        return [dict(c) for c in self.nodes[name]["status"].get("conditions") or []]
+
+    def ready_status(self, name: str) -> str | None:
+        return next((c["status"] for c in self.conditions(name) if c["type"] == READY), None)
+
+    def status_writes(self, name: str | None = None) -> list[Write]:
+        return [w for w in self.writes if w.what == "status" and (name is None or w.name == name)]
+
+    def pod_status_attempts(self) -> list[Write]:
+        """Every pods/status update the monitor sent, failed ones included (upstream counts actions)."""
+        return [w for w in self.writes if w.what == "pod-status"]
+
+    def pods_marked_not_ready(self) -> list[str]:
+        return sorted(key for key, view in self.pod_views.items() if view.ready == "False")
