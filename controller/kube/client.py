@@ -22,6 +22,17 @@ REQUEST_TIMEOUT = (CONNECT_TIMEOUT, 30)
 REQUEST_RETRIES = 1
 
 
+def read_node_json(core: client.CoreV1Api, name: str, timeout: tuple[float, float] = REQUEST_TIMEOUT) -> dict | None:
+    """The Node as the API has it now, as raw JSON; None when it is gone (404); other errors raise."""
+    try:
+        response = core.read_node(name, _preload_content=False, _request_timeout=timeout)
+    except client.ApiException as error:
+        if error.status == 404:
+            return None
+        raise
+    return json.loads(response.data)
+
+
 class ClientConfigError(ValueError):
     """The client configuration (kubeconfig or in-cluster) could not be loaded."""
 

@@ -7,7 +7,6 @@ that took the same name is never touched. Gone (404) or replaced (409 on the uid
 
 from __future__ import annotations
 
-import json
 import logging
 import time
 from collections.abc import Sequence
@@ -16,6 +15,7 @@ from typing import Any
 from kubernetes import client
 from kubernetes.client.rest import ApiException
 
+from controller.kube.client import read_node_json
 from controller.objects import PodView, format_time
 from shared.taints import no_execute_taints, node_taints
 
@@ -42,13 +42,8 @@ class KubeEvictionActions:
         self._core = client.CoreV1Api(api_client)
 
     def live_no_execute_taints(self, node_name: str) -> Sequence[dict[str, Any]] | None:
-        try:
-            response = self._core.read_node(node_name, _preload_content=False, _request_timeout=REQUEST_TIMEOUT)
-        except ApiException as error:
-            if error.status == 404:
-                return None
-            raise
-        return no_execute_taints(node_taints(json.loads(response.data)))
+        node = read_node_json(self._core, node_name, REQUEST_TIMEOUT)
+        return None if node is None else no_execute_taints(node_taints(node))
 
     def evict(self, pod: PodView) -> None:
         try:

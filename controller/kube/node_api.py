@@ -18,6 +18,7 @@ from typing import Any
 from kubernetes import client
 from kubernetes.client.rest import ApiException
 
+from controller.kube.client import read_node_json
 from controller.objects import NodeView, PodView, format_time, node_view
 from shared.taints import NO_EXECUTE, is_node_failure_taint, taint_identity
 
@@ -63,13 +64,8 @@ class KubeNodeLifecycleApi:
         self._sleep = sleep
 
     def read_node(self, node_name: str) -> NodeView | None:
-        try:
-            response = self._core.read_node(node_name, _preload_content=False, _request_timeout=REQUEST_TIMEOUT)
-        except ApiException as error:
-            if error.status == 404:
-                return None
-            raise
-        return node_view(json.loads(response.data))
+        node = read_node_json(self._core, node_name, REQUEST_TIMEOUT)
+        return None if node is None else node_view(node)
 
     def swap_taints(self, node_name: str, add: Sequence[Taint], remove: Sequence[Taint]) -> bool:
         for attempt in range(CONFLICT_RETRIES):

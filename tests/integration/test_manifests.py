@@ -22,6 +22,7 @@ from kubernetes.dynamic import DynamicClient
 from kubernetes.dynamic.exceptions import ResourceNotFoundError
 
 from tests.integration.kube import LocalCluster
+from tests.unit.test_manifests import manifest_files
 
 ROOT = Path(__file__).resolve().parents[2]
 MANIFESTS = ROOT / "manifests"
@@ -45,9 +46,7 @@ DROPPED = {
 def manifest_documents() -> list[tuple[str, int, dict[str, Any]]]:
     """(path relative to manifests/, index in the file, document) for every document."""
     found = []
-    for path in sorted(MANIFESTS.rglob("*.yaml")):
-        if path.name == "kustomization.yaml":
-            continue
+    for path in manifest_files():  # monitoring/ is not installed here (it needs the Prometheus operator)
         for index, doc in enumerate(yaml.safe_load_all(path.read_text())):
             if doc is not None:
                 found.append((str(path.relative_to(MANIFESTS)), index, doc))
