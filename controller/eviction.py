@@ -6,9 +6,9 @@ Upstream semantics (taint-eviction-controller) with taintkeeper's deliberate dif
   or in the future) plus the `tolerationSeconds` of the pod's first toleration that tolerates
   that taint (upstream `GetMatchingTolerations`); the pod's deadline is the earliest over its
   node's taints. A restart or leader hand-over therefore resets nobody's clock;
-- a not-ready <-> unreachable swap does not restart the clock: `continuing_since` gives the start
-  of the node's failure when the swapped-in taint is younger (upstream keeps the scheduled
-  eviction's start the same way);
+- a not-ready <-> unreachable swap does not restart the clock of a pod whose eviction was already
+  counting down (`carry_swap_start`; upstream's processPodOnNode keeps the scheduled eviction's
+  start the same way); a pod that tolerated the old taint forever starts counting at the swap;
 - a pod bound to the node after a taint was added counts from its binding (a pod that lands on an
   already tainted node gets its full toleration, as upstream gives it), which is equally
   restart-proof;
@@ -20,10 +20,11 @@ never; seconds <= 0 mean now.
 from __future__ import annotations
 
 from collections.abc import Callable, Iterable, Mapping, Sequence
-from dataclasses import dataclass
+from dataclasses import dataclass, replace
 from typing import Any
 
 from controller.objects import parse_time
+from shared.taints import is_node_failure_taint, taint_identity
 from shared.tolerations import first_toleration_for_taint, min_toleration_seconds
 
 Taint = Mapping[str, Any]
@@ -68,12 +69,10 @@ def decide_eviction(
     first_seen: Callable[[Taint], float],
     pod_arrived: float | None,
     now: float,
-    continuing_since: Callable[[Taint], float | None] | None = None,
 ) -> EvictionDecision:
     """The eviction decision for a pod with `tolerations` on a node with NoExecute `taints`.
 
-    `pod_arrived` is when the pod was bound to the node; `continuing_since(taint)` an earlier start
-    the taint's clock carries over (a swap), or None.
+    `pod_arrived` is when the pod was bound to the node.
     """
     earliest: EvictionDecision | None = None
     any_taint = False
@@ -86,9 +85,6 @@ def decide_eviction(
         if seconds is None:
             continue
         started = taint_start(taint, first_seen(taint), now)
-        carried = continuing_since(taint) if continuing_since is not None else None
-        if carried is not None and carried < started:
-            started = carried
         if pod_arrived is not None and pod_arrived > started:
             started = min(pod_arrived, now)
         at = started + seconds
@@ -97,3 +93,22 @@ def decide_eviction(
     if earliest is not None:
         return earliest
     return EvictionDecision(at=None, reason=FOREVER if any_taint else NO_TAINTS)
+
+
+def carry_swap_start(decision: EvictionDecision, pending_taint: Taint | None,
+                     pending_started: float | None) -> EvictionDecision:
+    """Keep the start of a pending eviction across a not-ready <-> unreachable swap.
+
+    `pending_taint` and `pending_started` describe the pod's eviction that was counting down before
+    this decision (None if none was). When the new decision's taint is the other node-failure taint,
+    its clock starts where the pending one did, so a node flapping between the two cannot postpone
+    the eviction; the very same taint (same timeAdded) keeps a start carried so once. Anything else,
+    a new taint of the same key after a recovery included, keeps the new decision as it is.
+    """
+    if (decision.at is None or decision.taint is None or decision.started is None or pending_taint is None
+            or pending_started is None or pending_started >= decision.started
+            or not is_node_failure_taint(decision.taint) or not is_node_failure_taint(pending_taint)):
+        return decision
+    if taint_identity(decision.taint) == taint_identity(pending_taint) and decision.taint != pending_taint:
+        return decision
+    return replace(decision, at=decision.at - (decision.started - pending_started), started=pending_started)

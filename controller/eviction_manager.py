@@ -18,11 +18,10 @@ from typing import Any, Protocol
 
 from controller import metrics
 from controller.clock import Clock, RealClock
-from controller.eviction import EvictionDecision, decide_eviction, taint_start
+from controller.eviction import EvictionDecision, carry_swap_start, decide_eviction
 from controller.objects import NodeView, PodView
 from controller.timers import TimerHeap
 from controller.workqueue import WorkQueue, run_worker
-from shared.taints import is_node_failure_taint, taint_identity
 
 log = logging.getLogger("taintkeeper.eviction")
 
@@ -57,6 +56,8 @@ class ScheduledEviction:
     uid: str
     node_name: str
     at: float
+    taint: Taint | None = None  # the taint whose toleration runs out, and since when it counts
+    started: float | None = None
 
 
 class TaintEvictionManager:
@@ -73,9 +74,6 @@ class TaintEvictionManager:
         self._node_taints: dict[str, tuple[Taint, ...]] = {}
         # node -> taint identity (key, effect) -> when this controller first saw it
         self._first_seen: dict[str, dict[tuple[str, str], float]] = {}
-        # node -> since when it has carried a not-ready or unreachable NoExecute taint without a break:
-        # a swap between the two does not restart anybody's clock.
-        self._failing_since: dict[str, float] = {}
         self._timers = TimerHeap()
         self._scheduled: dict[str, ScheduledEviction] = {}
         # Pods (key -> uid) already deleted or marked: a later update must not evict them twice,
@@ -124,19 +122,8 @@ class TaintEvictionManager:
                 self._node_taints[name] = taints
             else:
                 self._node_taints.pop(name, None)
-            self._track_failure_locked(name, taints, now)
             for pod in self._pods.by_index(name):
                 self._reconcile_pod_locked(pod, now)
-
-    def _track_failure_locked(self, name: str, taints: Sequence[Taint], now: float) -> None:
-        failure = [t for t in taints if is_node_failure_taint(t)]
-        if not failure:
-            self._failing_since.pop(name, None)
-            return
-        seen = self._first_seen.get(name, {})
-        starts = [taint_start(t, seen.get(taint_identity(t), now), now) for t in failure]
-        previous = self._failing_since.get(name)
-        self._failing_since[name] = min(starts) if previous is None else min(previous, *starts)
 
     def on_pod_change(self, old: PodView | None, new: PodView | None) -> None:
         with self._lock:
@@ -152,18 +139,18 @@ class TaintEvictionManager:
     # --- deciding -------------------------------------------------------------------------
 
     def decide(self, pod: PodView, taints: Sequence[Taint], now: float) -> EvictionDecision:
-        """The decision for `pod` under `taints`, using this manager's first-seen times."""
+        """The decision for `pod` under `taints`, using this manager's first-seen times and the
+        start of the pod's pending eviction (kept across a not-ready <-> unreachable swap)."""
         seen = self._first_seen.get(pod.node_name, {})
 
         def first_seen(taint: Taint) -> float:
             return seen.get((str(taint.get("key") or ""), str(taint.get("effect") or "")), now)
 
-        failing_since = self._failing_since.get(pod.node_name)
-
-        def continuing_since(taint: Taint) -> float | None:
-            return failing_since if is_node_failure_taint(taint) else None
-
-        return decide_eviction(pod.tolerations, taints, first_seen, pod.arrived, now, continuing_since)
+        decision = decide_eviction(pod.tolerations, taints, first_seen, pod.arrived, now)
+        pending = self._scheduled.get(pod.key)
+        if pending is None or pending.uid != pod.uid:
+            return decision
+        return carry_swap_start(decision, pending.taint, pending.started)
 
     def scheduled_at(self, key: str) -> float | None:
         with self._lock:
@@ -188,9 +175,10 @@ class TaintEvictionManager:
             self._cancel_locked(pod)
             return
         entry = self._scheduled.get(key)
-        if entry is not None and entry.uid == pod.uid and entry.at == decision.at:
+        if entry is not None and entry.uid == pod.uid and entry.at == decision.at and entry.taint == decision.taint:
             return
-        self._scheduled[key] = ScheduledEviction(pod.uid, pod.node_name, decision.at)
+        self._scheduled[key] = ScheduledEviction(pod.uid, pod.node_name, decision.at, decision.taint,
+                                                 decision.started)
         self._timers.schedule(key, decision.at)
         metrics.PENDING_EVICTIONS.set(len(self._scheduled))
         self._timer_wakeup.notify_all()
@@ -268,7 +256,7 @@ class TaintEvictionManager:
                 self._cancel_locked(pod)  # the cache was stale: the live node no longer calls for it
                 return
             if decision.at > now:
-                entry.at = decision.at
+                entry.at, entry.taint, entry.started = decision.at, decision.taint, decision.started
                 self._timers.schedule(key, decision.at)
                 self._timer_wakeup.notify_all()
                 return

@@ -19,8 +19,6 @@ Deliberate differences from upstream:
 - A node first seen by this controller (a restart, a new leader) keeps NoExecute taints that its
   Ready status still calls for; upstream strips them and re-adds them later, which resets their
   timeAdded and so every pod's eviction clock.
-- A not-ready <-> unreachable swap keeps the swapped-out taint's timeAdded (controller/kube/
-  node_api.py): the node has been failing since then, and eviction deadlines count from it.
 - Marking pods NotReady (k8s #77864) is spread out in a disrupted zone: in a zone whose state is
   PartialDisruption or FullDisruption, at most 10 % of the zone's nodes (at least one) have their
   pods marked per monitor pass, the rest on later passes; when every zone is fully disrupted,

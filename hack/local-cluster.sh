@@ -14,10 +14,11 @@
 #   hack/local-cluster.sh stop-apiserver DIR / start-apiserver DIR
 #                                     stop or start only kube-apiserver (same port; etcd keeps the data)
 #   hack/local-cluster.sh build       only build (and cache) kube-apiserver
-#   hack/local-cluster.sh deps [--nodes]
+#   hack/local-cluster.sh deps [--tools|--nodes]
 #                                     install every Debian package the demo and the tests use and build
-#                                     (and cache) kube-apiserver; with --nodes also the kubelet and node
-#                                     images. Idempotent: the test fixtures run it before anything else
+#                                     (and cache) kube-apiserver; --tools: only the test tools (promtool);
+#                                     --nodes: also the kubelet and node images. Idempotent: the test
+#                                     fixtures run it before anything else
 #
 # Besides DIR/kubeconfig (cluster-admin), DIR/kubeconfig-<name> authenticates as the
 # ServiceAccount user system:serviceaccount:taintkeeper-system:<name> for each name in
@@ -59,9 +60,11 @@ apt_install() {
   done
   [ ${#missing[@]} -eq 0 ] && return 0
   log "installing Debian packages: ${missing[*]}"
-  # Debian's etcd-server would start a system etcd on 2379; taintkeeper runs its own.
-  as_root env DEBIAN_FRONTEND=noninteractive RUNLEVEL=1 apt-get install -y -q --no-install-recommends "${missing[@]}" >&2 \
-    || { as_root apt-get update -q >&2 && as_root env DEBIAN_FRONTEND=noninteractive RUNLEVEL=1 apt-get install -y -q --no-install-recommends "${missing[@]}" >&2; } \
+  # Debian's etcd-server would start a system etcd on 2379; taintkeeper runs its own. Another
+  # install running at the same time (a second test session) holds dpkg's lock: wait for it.
+  local apt=(apt-get -o DPkg::Lock::Timeout=900)
+  as_root env DEBIAN_FRONTEND=noninteractive RUNLEVEL=1 "${apt[@]}" install -y -q --no-install-recommends "${missing[@]}" >&2 \
+    || { as_root "${apt[@]}" update -q >&2 && as_root env DEBIAN_FRONTEND=noninteractive RUNLEVEL=1 "${apt[@]}" install -y -q --no-install-recommends "${missing[@]}" >&2; } \
     || die "could not install ${missing[*]}"
 }
 
@@ -177,9 +180,12 @@ build_images() {
 
 # Everything the demo and the suite need from the host, installed before any of it is used, so
 # no test depends on what an earlier run or an earlier test happened to install.
-cmd_deps() { # [--nodes]
+cmd_deps() { # [--tools|--nodes]
   # shellcheck disable=SC2086
-  apt_install $CONTROL_PLANE_PACKAGES $TEST_PACKAGES $BUILD_PACKAGES
+  apt_install $TEST_PACKAGES
+  [ "${1:-}" = --tools ] && return 0
+  # shellcheck disable=SC2086
+  apt_install $CONTROL_PLANE_PACKAGES $BUILD_PACKAGES
   build_apiserver
   [ "${1:-}" = --nodes ] && build_node
   return 0
@@ -1006,7 +1012,7 @@ case "$1" in
     echo "$APISERVER_BIN" ;;
   deps)
     if [ $# -eq 1 ]; then cmd_deps
-    elif [ $# -eq 2 ] && [ "$2" = --nodes ]; then cmd_deps --nodes
+    elif [ $# -eq 2 ] && { [ "$2" = --nodes ] || [ "$2" = --tools ]; }; then cmd_deps "$2"
     else usage; fi ;;
   build-node)
     [ $# -eq 1 ] || usage

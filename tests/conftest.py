@@ -32,6 +32,12 @@ def install_host_prerequisites(*args: str) -> None:
 
 
 @pytest.fixture(scope="session")
+def test_tools() -> None:
+    """The test tools from Debian (promtool), without building anything."""
+    install_host_prerequisites("--tools")
+
+
+@pytest.fixture(scope="session")
 def host_packages() -> None:
     """The Debian packages of the control plane and the test tools (promtool), and kube-apiserver."""
     install_host_prerequisites()

@@ -20,7 +20,7 @@ from kubernetes.client.rest import ApiException
 
 from controller.kube.client import read_node_json
 from controller.objects import NodeView, PodView, format_time, node_view
-from shared.taints import NO_EXECUTE, is_node_failure_taint, taint_identity
+from shared.taints import NO_EXECUTE, taint_identity
 
 log = logging.getLogger("taintkeeper.nodelifecycle")
 
@@ -34,25 +34,16 @@ Taint = dict[str, Any]
 
 def updated_taints(current: Sequence[Taint], add: Sequence[Taint], remove: Sequence[Taint],
                    now: float) -> list[Taint]:
-    """`current` without `remove` (by key+effect) plus `add` where missing; new NoExecute taints get timeAdded.
-
-    A not-ready NoExecute taint that replaces an unreachable one (or the reverse) keeps the replaced
-    taint's timeAdded: the node has been failing since then, and pods' eviction deadlines count from
-    it, so a node flapping between the two cannot postpone its pods' eviction.
-    """
+    """`current` without `remove` (by key+effect) plus `add` where missing; new NoExecute taints get timeAdded."""
     removed = {taint_identity(t) for t in remove}
     result = [dict(t) for t in current if taint_identity(t) not in removed]
     present = {taint_identity(t) for t in result}
-    swapped_out = [t for t in current if taint_identity(t) in removed and is_node_failure_taint(t)
-                   and t.get("timeAdded")]
     for taint in add:
         if taint_identity(taint) in present:
             continue
         new = dict(taint)
         if new.get("effect") == NO_EXECUTE:
             new["timeAdded"] = format_time(now)
-            if is_node_failure_taint(new) and swapped_out:
-                new["timeAdded"] = swapped_out[0]["timeAdded"]
         result.append(new)
         present.add(taint_identity(taint))
     return result

@@ -1,6 +1,6 @@
 """manifests/monitoring/: the PrometheusRule, the same rules as a plain rules file, and promtool's unit
 tests of every alert, each firing and not firing (`promtool test rules`, from Debian's prometheus
-package, which the `host_packages` fixture installs)."""
+package, which the `test_tools` fixture installs)."""
 
 from __future__ import annotations
 
@@ -234,7 +234,7 @@ def run_promtool(*args: str) -> subprocess.CompletedProcess[str]:
     return subprocess.run([str(PROMTOOL), *args], capture_output=True, text=True, timeout=120)
 
 
-def test_promtool_unit_tests_of_every_alert_pass(host_packages: None, tmp_path: Path):
+def test_promtool_unit_tests_of_every_alert_pass(test_tools: None, tmp_path: Path):
     if not PROMTOOL.is_file():
         pytest.fail(f"{PROMTOOL} is missing after `hack/local-cluster.sh deps` (Debian package prometheus): "
                     "the alert rules cannot be tested", pytrace=False)

@@ -532,6 +532,18 @@ def test_a_not_ready_unreachable_swap_does_not_restart_the_eviction_clock(h):
     assert h.evicted_at("default/p") == pytest.approx(30, abs=0.11)
 
 
+def test_a_pod_that_tolerated_the_old_taint_forever_counts_from_the_swap(h):
+    """Nothing was counting down for it before the swap, so nothing is carried (as upstream)."""
+    h.set_node(node("node1", taint(NOT_READY, added=START)))
+    h.add_pod(pod("p", [tol(NOT_READY), tol(UNREACHABLE, 30)]))
+    h.run_for(1000, step=10)
+    h.set_node(node("node1", taint(UNREACHABLE, added=START + 1000)))
+    h.run_for(29.8)
+    assert h.evicted_keys() == []
+    h.run_for(0.4)
+    assert h.evicted_at("default/p") == pytest.approx(1030, abs=0.11)
+
+
 def test_a_node_that_recovers_in_between_starts_a_new_clock(h):
     h.set_node(node("node1", taint(NOT_READY, added=START)))
     h.add_pod(pod("p", [tol(NOT_READY, 30), tol(UNREACHABLE, 30)]))

@@ -494,8 +494,8 @@ def test_entering_the_brake_removes_a_taint_swapped_in_on_the_same_pass(world):
     assert world.no_execute("flapper") == []
 
 
-def test_a_not_ready_unreachable_swap_keeps_the_failure_start(world):
-    """Defect 4: the swapped-in taint carries the swapped-out one's timeAdded."""
+def test_a_not_ready_unreachable_swap_writes_the_new_taint_as_upstream_does(world):
+    """The swapped-in taint gets its own timeAdded; pods' clocks are kept by the eviction manager (defect 4)."""
     for name in ("flapper", "h1", "h2"):
         world.add_node(name)
     world.run_for(10, alive=("flapper", "h1", "h2"))
@@ -505,7 +505,7 @@ def test_a_not_ready_unreachable_swap_keeps_the_failure_start(world):
     world.run_for(60, alive=("h1", "h2"))
     swapped = next(t for t in world.nodes["flapper"].taints if t["key"] == UR)
     assert world.no_execute("flapper") == [UR]
-    assert swapped["timeAdded"] == first["timeAdded"]
+    assert swapped["timeAdded"] > first["timeAdded"]
 
 
 def test_a_pod_bound_to_a_node_that_is_already_not_ready_is_marked_not_ready(world):
