@@ -56,6 +56,9 @@ class InstantApi:
         self.nodes = nodes
         self.writes = 0
 
+    def read_node(self, node_name):
+        return self.nodes.get(node_name)
+
     def swap_taints(self, node_name, add, remove) -> bool:
         self.writes += 1
         node = self.nodes.get(node_name)

@@ -12,7 +12,7 @@ from __future__ import annotations
 
 import logging
 import threading
-from collections.abc import Callable, Sequence
+from collections.abc import Sequence
 from dataclasses import dataclass
 from typing import Any, Protocol
 
@@ -285,7 +285,8 @@ class TaintEvictionManager:
 
     def _finish(self, key: str, entry: ScheduledEviction) -> None:
         with self._lock:
-            self._executed[key] = entry.uid
+            if self._pods.get(key) is not None:  # its DELETED event has not come yet (it clears this)
+                self._executed[key] = entry.uid
             self._marked.pop(key, None)
             self._evicting.pop(key, None)
             current = self._scheduled.get(key)
@@ -308,12 +309,3 @@ class TaintEvictionManager:
             thread.start()
         return threads
 
-
-def on_change_handler(handler: Callable[[Any, Any], None]) -> Callable[[Any, Any], None]:
-    """Wrap an informer handler so an exception is logged instead of killing the informer."""
-    def safe(old: Any, new: Any) -> None:
-        try:
-            handler(old, new)
-        except Exception:
-            log.exception("handler %s failed", getattr(handler, "__name__", handler))
-    return safe

@@ -1,6 +1,7 @@
 """The node lifecycle monitor: notices dead nodes and taints them (upstream NodeLifecycleController).
 
-Two passes run on one loop thread, so the monitor's own state needs no lock:
+Two passes run on one loop thread, which alone changes the monitor's zone and health state (the
+pod workers only read it; a change of leadership resets it between passes):
 - `monitor_pass` (every --node-monitor-period): per node, decide health (controller/node_health.py),
   post Unknown conditions for stale nodes, queue NoExecute tainting per zone, mark pods NotReady;
   then compute zone states and set each zone's tainting rate (`handle_disruption`);
@@ -11,7 +12,8 @@ NoSchedule condition taints are event-driven: `on_node_change` queues the node a
 already not ready are marked NotReady the same way (`on_pod_change` -> `process_pod`).
 
 An error on one node is logged and counted; the pass goes on with the other nodes and still
-computes the zone states. `last_pass_completed` tells the health endpoint whether the loop is stuck.
+computes the zone states (without that node, as upstream). `stuck()` tells the health endpoint
+whether the loop has stopped making progress.
 
 Deliberate differences from upstream:
 - A NoExecute taint is queued from the Ready status *after* this pass's Unknown update, not the
@@ -61,6 +63,9 @@ RETRY_WAIT = 0.05  # upstream: a node without a Ready condition is retried after
 NOT_READY_SPREAD = 0.10  # share of a disrupted zone's nodes whose pods are marked NotReady per pass
 NODE_HEALTH_UPDATE_RETRY = 5  # upstream: an Unknown-condition write is retried on a fresh read, 5 times
 RETRY_SLEEP = 0.02  # upstream retrySleepTime
+# /healthz fails after 3 monitor periods without progress, but never sooner than this: one API call
+# may take its connect and read timeouts (5 s + 15 s) during an apiserver brownout.
+STUCK_FLOOR = 30.0
 
 Taint = dict[str, Any]
 
@@ -142,6 +147,7 @@ class NodeLifecycleMonitor:
         self._sleep = sleep
         self._active = False
         self.last_pass_completed = time.monotonic()
+        self.last_progress = self.last_pass_completed  # a node checked, a pod marked: a slow pass still moves
         self._reset()
 
     def _reset(self) -> None:
@@ -161,6 +167,8 @@ class NodeLifecycleMonitor:
 
     def activate(self) -> None:
         self._reset()
+        metrics.ZONE_STATE.clear()  # a zone this replica saw in an earlier term may be gone
+        metrics.MASTER_DISRUPTION_MODE.set(0)
         self._active = True
         for node in self._nodes.list():  # NoSchedule taints may have drifted while we were not leading
             self.no_schedule_queue.add(node.name)
@@ -168,6 +176,8 @@ class NodeLifecycleMonitor:
 
     def deactivate(self) -> None:
         self._active = False
+        metrics.ZONE_STATE.clear()  # the leader's view, not a stand-by's stale one
+        metrics.MASTER_DISRUPTION_MODE.set(0)
         log.info("node lifecycle monitor inactive")
 
     # --- NoSchedule taints from conditions (event-driven) -----------------------------------------
@@ -203,8 +213,8 @@ class NodeLifecycleMonitor:
     def process_pod(self, key: str) -> bool:
         """Mark a newly bound pod NotReady if its node is not ready; True when done (else retried)."""
         pod = self._pods.get(key)
-        if pod is None or not self._active or pod.terminating or pod.ready == "False":
-            return True
+        if pod is None or not self._active or pod.terminating or pod.ready in (None, "False"):
+            return True  # upstream MarkPodsNotReady only flips a Ready condition the pod has
         if self.health.get(pod.node_name) is None:
             return True  # not observed yet: the node's own pass will handle its pods
         node = self._nodes.get(pod.node_name)
@@ -250,21 +260,23 @@ class NodeLifecycleMonitor:
             gone = self._known.pop(name)
             self.health.forget(name)
             self._pods_to_mark.discard(name)
+            for queue in self.zone_queues.values():  # a deleted node must not stay in a queue's name set
+                queue.remove(name)
             self._events.node_event(name, gone.uid, "RemovingNode", f"Node {name} event: Removing Node {name} from "
                                                                    "Controller")
         zone_statuses: dict[str, list[str | None]] = {}
         zone_sizes: dict[str, int] = {}
         for node in nodes:
+            if not self._active:
+                return  # leadership lost mid-pass: the new leader acts from here on
             started = time.perf_counter()
             try:
                 self._monitor_node(node, now, zone_statuses, zone_sizes, node.name in registered)
-            except Exception:  # one node must never stop the others being checked
+            except Exception:  # one node must never stop the others being checked; it is not counted
                 log.exception("monitoring node %s failed; the other nodes are still checked", node.name)
                 metrics.NODE_MONITOR_ERRORS.inc()
-                if not node.excluded_from_disruption:  # its zone's state still counts it, as last seen
-                    ready = node.ready_condition
-                    zone_statuses.setdefault(node.zone, []).append(ready.get("status") if ready else None)
             metrics.UPDATE_NODE_HEALTH_DURATION.observe(time.perf_counter() - started)
+            self.last_progress = time.monotonic()
         self.handle_disruption(zone_statuses, now)
         self._mark_pods_not_ready(zone_sizes)  # after the zone states: a zone going down now is spread already
         metrics.MASTER_DISRUPTION_MODE.set(1 if self.in_master_disruption else 0)
@@ -359,10 +371,14 @@ class NodeLifecycleMonitor:
         queue.remove(node.name)  # a name stays in the queue's set after processing; let it back in
         queue.add(node.name, node.uid, now)
 
-    def _mark_reachable(self, node: NodeView, queue: RateLimitedTimedQueue | None) -> None:
+    def _mark_reachable(self, node: NodeView, queue: RateLimitedTimedQueue | None, braking: bool = False) -> None:
         present = [t for t in (NOT_READY_NO_EXECUTE, UNREACHABLE_NO_EXECUTE) if has_taint(node, t)
                    ] if node.no_execute_taints else []  # the common case: a healthy node without any
-        if node.name in self._no_execute_written:  # swapped this pass: the view is older than the node
+        # The view may be older than the node: swapped this pass, or tainted by the tainting pass
+        # before the informer delivered it. Braking, remove both from any node not known healthy
+        # (swap_taints reads the node live and writes nothing when neither is there).
+        ready = node.ready_condition
+        if node.name in self._no_execute_written or (braking and (ready is None or ready.get("status") != "True")):
             present = [NOT_READY_NO_EXECUTE, UNREACHABLE_NO_EXECUTE]
         if present and not self._api.swap_taints(node.name, [], present):
             log.warning("could not remove NoExecute taints from node %s; next pass", node.name)
@@ -400,6 +416,7 @@ class NodeLifecycleMonitor:
                 done = False
                 continue
             self._events.pod_event(pod, "NodeNotReady", "Node is not ready", "Warning")
+            self.last_progress = time.monotonic()
         return done
 
     # --- zones ---------------------------------------------------------------------------------
@@ -435,16 +452,15 @@ class NodeLifecycleMonitor:
         previous = [s for s in self.zone_states.values() if s is not ZoneState.INITIAL]
         all_were_fully = bool(previous) and all(s is ZoneState.FULL_DISRUPTION for s in previous)
         if all_are_fully and all_were_fully:
+            # The brake stays on: a zone that joined it fully disrupted is braked like the others.
+            for zone in [zone for zone in new_states if self.zone_states.get(zone) is ZoneState.INITIAL]:
+                self._brake_zone(zone, now)
             return
         if all_are_fully:
             log.warning("every zone is fully disrupted: entering master disruption mode; no NoExecute tainting "
                         "and no NoExecute not-ready/unreachable taints until a zone recovers")
-            for node in self._known.values():
-                self._mark_reachable(node, self.zone_queues.get(node.zone))
-            for zone in self.zone_states:
-                self.zone_queues[zone].swap_limiter(0, now)
-                self.zone_states[zone] = ZoneState.FULL_DISRUPTION
-                self._set_zone_state_metric(zone, ZoneState.FULL_DISRUPTION)
+            for zone in list(self.zone_states):
+                self._brake_zone(zone, now)
             return
         if all_were_fully:
             log.warning("a zone recovered: leaving master disruption mode; every node gets a fresh grace period")
@@ -460,6 +476,16 @@ class NodeLifecycleMonitor:
                 self._set_zone_rate(zone, state, len(zone_statuses[zone]), now)
                 self.zone_states[zone] = state
                 self._set_zone_state_metric(zone, state)
+
+    def _brake_zone(self, zone: str, now: float) -> None:
+        """Master disruption mode for one zone: no NoExecute tainting, and no such taint kept."""
+        queue = self.zone_queues[zone]
+        for node in self._known.values():
+            if node.zone == zone:
+                self._mark_reachable(node, queue, braking=True)
+        queue.swap_limiter(0, now)
+        self.zone_states[zone] = ZoneState.FULL_DISRUPTION
+        self._set_zone_state_metric(zone, ZoneState.FULL_DISRUPTION)
 
     @staticmethod
     def _set_zone_state_metric(zone: str, state: ZoneState | None) -> None:
@@ -525,21 +551,23 @@ class NodeLifecycleMonitor:
             stop.wait(TAINTING_PERIOD)
 
     def stuck(self, now_monotonic: float | None = None) -> str | None:
-        """Why the monitor looks stuck (no completed pass in 3 monitor periods), or None.
+        """Why the monitor looks stuck, or None: no completed pass and no progress within a pass for
+        3 monitor periods (at least STUCK_FLOOR).
 
         The controller's /healthz fails on it, so the kubelet restarts the process and a stand-by
-        takes over instead of a leader that holds the Lease but no longer watches nodes.
+        takes over instead of a leader that holds the Lease but no longer watches nodes. A long pass
+        that still checks nodes and marks pods (a large failure) is not stuck.
         """
         now_monotonic = time.monotonic() if now_monotonic is None else now_monotonic
-        silent = now_monotonic - self.last_pass_completed
-        limit = 3 * self.settings.node_monitor_period
+        silent = now_monotonic - max(self.last_pass_completed, self.last_progress)
+        limit = max(3 * self.settings.node_monitor_period, STUCK_FLOOR)
         if silent > limit:
-            return f"node lifecycle monitor has not completed a pass in {silent:.0f}s (limit {limit:.0f}s)"
+            return f"node lifecycle monitor has made no progress in {silent:.0f}s (limit {limit:.0f}s)"
         return None
 
     def start(self, stop: threading.Event, no_schedule_workers: int = 4,
               pod_workers: int = 4) -> list[threading.Thread]:
-        self.last_pass_completed = time.monotonic()
+        self.last_pass_completed = self.last_progress = time.monotonic()
         threads = [threading.Thread(target=self.run, args=(stop,), name="node-lifecycle", daemon=True)]
         threads += [threading.Thread(target=run_worker, args=(self.no_schedule_queue, self._sync_no_schedule_key, stop,
                                                             "NoSchedule tainting"), name=f"no-schedule-{i}",

@@ -16,7 +16,9 @@ import gc
 import logging
 import signal
 import threading
+from collections.abc import Callable
 from types import FrameType
+from typing import Any
 
 from kubernetes import client
 
@@ -52,6 +54,17 @@ NODE_LEASE_NAMESPACE = "kube-node-lease"
 NODE_CONTROLLER_COMPONENT = "node-controller"
 
 
+def fan_out(old: Any, new: Any, *handlers: Callable[[Any, Any], None] | None) -> None:
+    """Give one informer event to each component; one failing must not keep it from the others."""
+    for handler in handlers:
+        if handler is None:
+            continue
+        try:
+            handler(old, new)
+        except Exception:
+            log.exception("event handler %s failed", getattr(handler, "__qualname__", handler))
+
+
 def run(options: ControllerOptions) -> int:
     stop = threading.Event()
     api = make_api_client(options.kubeconfig)
@@ -61,22 +74,14 @@ def run(options: ControllerOptions) -> int:
     backfill: BackfillController | None = None
 
     def on_pod(old: PodView | None, new: PodView | None) -> None:
-        if manager is not None:
-            manager.on_pod_change(old, new)
-        if backfill is not None:
-            backfill.on_pod_change(old, new)
-        if monitor is not None:
-            monitor.on_pod_change(old, new)
+        fan_out(old, new, manager and manager.on_pod_change, backfill and backfill.on_pod_change,
+                monitor and monitor.on_pod_change)
 
     def on_namespace(old: NamespaceView | None, new: NamespaceView | None) -> None:
-        if backfill is not None:
-            backfill.on_namespace_change(old, new)
+        fan_out(old, new, backfill and backfill.on_namespace_change)
 
     def on_node(old: NodeView | None, new: NodeView | None) -> None:
-        if manager is not None:
-            manager.on_node_change(old, new)
-        if monitor is not None:
-            monitor.on_node_change(old, new)
+        fan_out(old, new, manager and manager.on_node_change, monitor and monitor.on_node_change)
 
     pods: Informer[PodView] = Informer("pods", core.list_pod_for_all_namespaces, pod_view, on_pod,
                                        index_by=lambda pod: pod.node_name)

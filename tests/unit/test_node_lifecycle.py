@@ -555,11 +555,74 @@ def test_one_failing_node_does_not_stop_the_pass_for_the_others(world, monkeypat
     assert world.monitor.zone_states[zone_of("z1")] == ZoneState.NORMAL  # 'broken' still counted, as Ready
 
 
-def test_a_monitor_without_a_completed_pass_in_three_periods_is_stuck(world):
+@pytest.mark.parametrize(("period", "limit"), [(5, 30), (1, 30), (20, 60)],
+                         ids=["3 periods below the floor: 30 s", "a 1 s period: still 30 s", "3 periods of 20 s"])
+def test_a_monitor_without_progress_for_three_periods_is_stuck(period, limit):
+    world = World(replace(SETTINGS, node_monitor_period=period))
+    world.monitor.last_pass_completed = world.monitor.last_progress = 100.0
+    assert world.monitor.stuck(100.0 + limit) is None
+    assert "has made no progress" in (world.monitor.stuck(100.0 + limit + 1) or "")
+
+
+def test_a_long_pass_that_still_checks_nodes_is_not_stuck(world):
     world.monitor.last_pass_completed = 100.0
-    period = world.monitor.settings.node_monitor_period
-    assert world.monitor.stuck(100.0 + 3 * period) is None
-    assert "has not completed a pass" in (world.monitor.stuck(100.0 + 3 * period + 1) or "")
+    world.monitor.last_progress = 150.0  # a large failure: one pass marks thousands of pods
+    assert world.monitor.stuck(170.0) is None
+
+
+def test_healthz_fails_while_the_monitor_is_stuck():
+    from urllib.error import HTTPError
+    from urllib.request import urlopen
+
+    from controller.health import serve_health
+
+    stuck = {"reason": None}
+    server = serve_health("127.0.0.1", 0, lambda: (True, "ok"),
+                          lambda: (stuck["reason"] is None, stuck["reason"] or "ok"))
+    url = f"http://127.0.0.1:{server.server_address[1]}/healthz"
+    try:
+        with urlopen(url, timeout=5) as response:
+            assert response.status == 200
+        stuck["reason"] = "node lifecycle monitor has made no progress in 31s (limit 30s)"
+        with pytest.raises(HTTPError) as failed:
+            urlopen(url, timeout=5)
+        assert failed.value.code == 500 and b"no progress" in failed.value.read()
+    finally:
+        server.shutdown()
+
+
+def test_a_pod_bound_without_a_ready_condition_is_left_alone(world):
+    """Upstream MarkPodsNotReady flips only an existing Ready condition: no write, no event."""
+    for name in ("dead", "h1", "h2"):
+        world.add_node(name)
+    world.run_for(70, alive=("h1", "h2"))
+    world.pods["default/new"] = PodView("default", "new", "uid-new", "dead", (), START, False, None)
+    assert world.monitor.process_pod("default/new")
+    assert ("pod-not-ready", "default/new") not in world.writes
+
+
+def test_a_dead_zone_joining_during_the_brake_is_braked_too(world):
+    for name in ("a1", "a2"):
+        world.add_node(name, zone="za")
+    world.run_for(10, alive=("a1", "a2"))
+    world.run_for(60)
+    assert world.monitor.in_master_disruption
+    world.add_node("b1", zone="zb")  # registers, then never heartbeats
+    world.run_for(200)
+    assert world.monitor.zone_states == {zone_of("za"): ZoneState.FULL_DISRUPTION,
+                                         zone_of("zb"): ZoneState.FULL_DISRUPTION}
+    assert world.monitor.in_master_disruption
+    assert all(world.no_execute(name) == [] for name in world.nodes)
+
+
+def test_a_deleted_node_leaves_its_zone_queue(world):
+    for name in ("gone", "h1", "h2"):
+        world.add_node(name)
+    world.run_for(10, alive=("gone", "h1", "h2"))
+    world.monitor.zone_queues[zone_of("z1")].add("gone", "uid-gone", world.clock.now())
+    del world.nodes["gone"]
+    world.run_for(6, alive=("h1", "h2"))
+    assert "gone" not in world.monitor.zone_queues[zone_of("z1")].names_set
 
 
 def test_dry_run_logs_the_monitors_writes_and_makes_none(caplog):
