@@ -34,7 +34,7 @@ from controller.kube.eviction_api import KubeEvictionActions
 from controller.kube.informer import Informer
 from controller.kube.leader import LeaderElectionConfig, LeaderElector, LeaseClient, default_identity
 from controller.kube.node_api import DryRunNodeLifecycleApi, KubeNodeLifecycleApi
-from controller.node_lifecycle import NodeLifecycleApi, NodeLifecycleMonitor
+from controller.node_lifecycle import NodeLifecycleMonitor
 from controller.objects import (
     LeaseView,
     NamespaceView,
@@ -99,10 +99,11 @@ def run(options: ControllerOptions) -> int:
         informers.append(leases)
         recorder = EventRecorder(api, NODE_CONTROLLER_COMPONENT)
         recorders.append(recorder)
-        node_api: NodeLifecycleApi = KubeNodeLifecycleApi(api)
-        if options.dry_run:
-            node_api = DryRunNodeLifecycleApi(node_api)
-        monitor = NodeLifecycleMonitor(nodes, leases, pods, node_api, recorder, options.monitor)
+        if options.dry_run:  # the monitor reads its nodes as its logged writes would have left them
+            dry_run_api = DryRunNodeLifecycleApi(KubeNodeLifecycleApi(api), nodes)
+            monitor = NodeLifecycleMonitor(dry_run_api, leases, pods, dry_run_api, recorder, options.monitor)
+        else:
+            monitor = NodeLifecycleMonitor(nodes, leases, pods, KubeNodeLifecycleApi(api), recorder, options.monitor)
     if options.backfill.enabled:
         namespaces: Informer[NamespaceView] = Informer("namespaces", core.list_namespace, namespace_view,
                                                        on_namespace)

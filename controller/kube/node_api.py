@@ -11,9 +11,11 @@ from __future__ import annotations
 import json
 import logging
 import random
+import threading
 import time
 from collections.abc import Sequence
-from typing import Any
+from dataclasses import replace
+from typing import Any, Protocol
 
 from kubernetes import client
 from kubernetes.client.rest import ApiException
@@ -30,6 +32,12 @@ CONFLICT_RETRIES = 5  # upstream UpdateTaintBackoff: 5 steps of 100 ms with jitt
 CONFLICT_BACKOFF = 0.1
 
 Taint = dict[str, Any]
+
+
+class NodeStore(Protocol):
+    def get(self, key: str) -> NodeView | None: ...
+
+    def list(self) -> list[NodeView]: ...
 
 
 def updated_taints(current: Sequence[Taint], add: Sequence[Taint], remove: Sequence[Taint],
@@ -121,24 +129,59 @@ class KubeNodeLifecycleApi:
 
 
 class DryRunNodeLifecycleApi:
-    """--dry-run: the monitor decides as usual, but its writes are logged, not made (it reads live).
+    """--dry-run: the monitor decides as usual, but its writes are logged, not made.
 
-    Beside the built-in node lifecycle controller (a managed cluster), this observes without fighting it.
+    The monitor reads its nodes through this too (`get`, `list`): each node as it would be had the
+    writes been made, until the real node changes (a new resourceVersion), so a dry run announces
+    each transition once instead of on every pass. Beside the built-in node lifecycle controller (a
+    managed cluster), this observes without fighting it.
     """
 
-    def __init__(self, real: KubeNodeLifecycleApi) -> None:
+    def __init__(self, real: KubeNodeLifecycleApi, nodes: NodeStore) -> None:
         self._real = real
+        self._nodes = nodes
+        self._would_be: dict[str, NodeView] = {}  # by name, with the resourceVersion of the node it was made from
+        self._lock = threading.Lock()
+
+    def get(self, key: str) -> NodeView | None:
+        return self._overlaid(self._nodes.get(key))
+
+    def list(self) -> list[NodeView]:
+        return [view for view in map(self._overlaid, self._nodes.list()) if view is not None]
+
+    def _overlaid(self, node: NodeView | None) -> NodeView | None:
+        if node is None:
+            return None
+        with self._lock:
+            would_be = self._would_be.get(node.name)
+            if would_be is None:
+                return node
+            if would_be.resource_version != node.resource_version:  # the real node moved on: it wins
+                del self._would_be[node.name]
+                return node
+            return would_be
 
     def read_node(self, node_name: str) -> NodeView | None:
-        return self._real.read_node(node_name)
+        return self._overlaid(self._real.read_node(node_name))
 
     def swap_taints(self, node_name: str, add: Sequence[Taint], remove: Sequence[Taint]) -> bool:
+        node = self.get(node_name)
+        if node is None:
+            return True
+        taints = tuple(updated_taints(node.taints, add, remove, time.time()))
+        no_execute = tuple(t for t in taints if t.get("effect") == NO_EXECUTE)
+        with self._lock:
+            self._would_be[node_name] = replace(node, taints=taints, no_execute_taints=no_execute)
         log.info("dry run: would update taints", extra={"node": node_name,
                                                         "added": [f"{t['key']}:{t['effect']}" for t in add],
                                                         "removed": [f"{t['key']}:{t['effect']}" for t in remove]})
         return True
 
     def post_conditions(self, node: NodeView, conditions: Sequence[dict[str, Any]]) -> bool:
+        current = self.get(node.name) or node
+        by_type = {c["type"]: c for c in current.conditions} | {c["type"]: dict(c) for c in conditions}
+        with self._lock:
+            self._would_be[node.name] = replace(current, conditions=tuple(by_type.values()))
         log.info("dry run: would set node conditions to Unknown",
                  extra={"node": node.name, "conditions": [c["type"] for c in conditions]})
         return True

@@ -625,17 +625,33 @@ def test_a_deleted_node_leaves_its_zone_queue(world):
     assert "gone" not in world.monitor.zone_queues[zone_of("z1")].names_set
 
 
-def test_dry_run_logs_the_monitors_writes_and_makes_none(caplog):
+def test_dry_run_announces_a_dead_node_once_and_writes_nothing(caplog):
+    """--dry-run: the monitor reads nodes as its logged writes would have left them."""
+    world = World()
+    real_writes = world.writes
+
     class Refusing:
+        def read_node(self, name):
+            return world.nodes.get(name)
+
         def __getattr__(self, name):
             raise AssertionError(f"dry run called the API: {name}")
 
-    api = DryRunNodeLifecycleApi(Refusing())  # type: ignore[arg-type]
-    node = NodeView("n1", "uid-n1", ())
+    dry = DryRunNodeLifecycleApi(Refusing(), world)  # type: ignore[arg-type]
+    world.monitor = NodeLifecycleMonitor(dry, World.LeaseStore(world), World.PodStore(world), dry, world, SETTINGS,
+                                         clock=world.clock)
+    world.monitor.activate()
+    for name in ("dead", "h1", "h2"):
+        world.add_node(name)
+    world.add_pod("p", "dead")
     with caplog.at_level("INFO", logger="taintkeeper.nodelifecycle"):
-        assert api.swap_taints("n1", [{"key": UR, "effect": "NoExecute"}], [])
-        assert api.post_conditions(node, [{"type": "Ready", "status": "Unknown"}])
-        api.mark_pod_not_ready(PodView("default", "p", "uid-p", "n1", (), None, False, "True"))
-    assert [r.getMessage() for r in caplog.records] == [
-        "dry run: would update taints", "dry run: would set node conditions to Unknown",
-        "dry run: would mark pod NotReady"]
+        world.run_for(10, alive=("dead", "h1", "h2"))
+        world.run_for(120, alive=("h1", "h2"))
+    messages = [r.getMessage() for r in caplog.records if r.getMessage().startswith("dry run")]
+    assert messages.count("dry run: would set node conditions to Unknown") == 1
+    assert messages.count("dry run: would mark pod NotReady") == 1
+    assert "dry run: would update taints" in messages
+    assert [e[2] for e in world.events if e[0] == "dead"].count("NodeNotReady") == 1
+    assert world.ready_of("dead") == "True" and world.no_execute("dead") == []  # nothing really written
+    assert not [w for w in real_writes if w[0] != "read"]
+    assert dry.get("dead").ready_condition["status"] == "Unknown"
