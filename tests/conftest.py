@@ -25,10 +25,35 @@ settings.register_profile("dev")
 settings.load_profile(os.environ.get("HYPOTHESIS_PROFILE", "ci"))
 
 
-def install_host_prerequisites(*args: str) -> None:
-    result = subprocess.run(["bash", str(SCRIPT), "deps", *args], capture_output=True, text=True, timeout=3600)
-    if result.returncode != 0:
-        pytest.fail(f"hack/local-cluster.sh deps {' '.join(args)} failed:\n{result.stderr[-4000:]}", pytrace=False)
+# What each fixture needs from `hack/local-cluster.sh deps`, least first.
+PREREQUISITE_LEVELS = {"test_tools": "--tools", "host_packages": "", "node_packages": "--nodes"}
+_installed: dict[str, str | None] = {}  # deps argument -> None when done, else why it failed
+
+
+def install_host_prerequisites(level: str) -> None:
+    """Run `deps LEVEL` once per session (a cold machine builds kube-apiserver and the kubelet here)."""
+    if level not in _installed:
+        args = [level] if level else []
+        result = subprocess.run(["bash", str(SCRIPT), "deps", *args], capture_output=True, text=True, timeout=3600)
+        _installed[level] = None if result.returncode == 0 else (
+            f"hack/local-cluster.sh deps {level} failed:\n{result.stderr[-4000:]}")
+    failure = _installed[level]
+    if failure:
+        pytest.fail(failure, pytrace=False)
+
+
+def pytest_collection_finish(session: pytest.Session) -> None:
+    """Install what the selected tests need before the first of them starts: outside every test's
+    timeout (the first build on a machine takes minutes), whatever order the tests run in."""
+    wanted = [level for fixture, level in PREREQUISITE_LEVELS.items()
+              if any(fixture in getattr(item, "fixturenames", ()) for item in session.items)]
+    if wanted and not session.config.option.collectonly:
+        try:
+            install_host_prerequisites(wanted[-1])
+            for level in wanted[:-1]:  # a larger level includes the smaller ones
+                _installed.setdefault(level, None)
+        except pytest.fail.Exception:
+            pass  # the fixtures report it, on each test that needs it
 
 
 @pytest.fixture(scope="session")
@@ -40,7 +65,7 @@ def test_tools() -> None:
 @pytest.fixture(scope="session")
 def host_packages() -> None:
     """The Debian packages of the control plane and the test tools (promtool), and kube-apiserver."""
-    install_host_prerequisites()
+    install_host_prerequisites("")
 
 
 @pytest.fixture(scope="session")
