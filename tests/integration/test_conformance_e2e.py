@@ -7,7 +7,7 @@ from __future__ import annotations
 
 import time
 
-from controller.objects import parse_time
+from controller.objects import format_time, parse_time
 from tests.integration.kube import raw, wait_for
 from tests.integration.simulated import NR, UR, Cluster, unreachable
 
@@ -98,6 +98,11 @@ def test_a_pod_bound_to_a_dead_node_counts_from_its_binding_and_is_marked_not_re
     cluster.sim.stop_heartbeats(dead)
     wait_for(lambda: cluster.taint(dead, UR, "NoExecute"), 15, "unreachable:NoExecute")
     time.sleep(2)  # the pod is older than the taint by more than this
+    # Upstream's processPod flips only a Ready condition the pod has (MarkPodsNotReady): give it one,
+    # as a kubelet that ran it elsewhere would have.
+    cluster.core.patch_namespaced_pod_status("late", cluster.namespace, {"status": {"conditions": [
+        {"type": "Ready", "status": "True", "lastTransitionTime": format_time(time.time())}]}},
+        _content_type="application/strategic-merge-patch+json")
     cluster.core.create_namespaced_binding(cluster.namespace, {
         "metadata": {"name": "late"}, "target": {"kind": "Node", "name": dead}}, _preload_content=False)
     bound = time.time()

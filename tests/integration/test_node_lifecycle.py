@@ -45,8 +45,11 @@ def test_a_dead_node_is_marked_tainted_and_drained_on_schedule_and_recovers(clus
     cluster.sim.resume_heartbeats(dead)
     wait_for(lambda: cluster.taints(dead, "NoExecute") == [] and cluster.taints(dead, "NoSchedule") == [], 15,
              "taints removed after the node returned")
-    events = raw(cluster.core.list_namespaced_event, cluster.namespace, field_selector=f"involvedObject.name={sixty}")
-    assert "Cancelling deletion of Pod " + f"{cluster.namespace}/{sixty}" in [e["message"] for e in events["items"]]
+    def cancel_recorded() -> bool:  # events are posted asynchronously, after the cancellation
+        events = raw(cluster.core.list_namespaced_event, cluster.namespace,
+                     field_selector=f"involvedObject.name={sixty}")
+        return "Cancelling deletion of Pod " + f"{cluster.namespace}/{sixty}" in [e["message"] for e in events["items"]]
+    wait_for(cancel_recorded, 10, "the Cancelling deletion event")
     time.sleep(1)
     assert not cluster.deleted(sixty)
     assert not cluster.deleted(forever)
