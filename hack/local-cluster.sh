@@ -267,7 +267,8 @@ EOF
 wait_ready() {
   local dir=$1 port=$2 deadline=$((SECONDS + 60))
   while [ $SECONDS -lt $deadline ]; do
-    pid_alive "$dir/apiserver.pid" "$dir" || die "kube-apiserver exited; see $dir/logs/kube-apiserver.log"
+    # By pid alone: right after the start, /proc/PID/cmdline can read empty while setsid execs.
+    running "$(cat "$dir/apiserver.pid")" || die "kube-apiserver exited; see $dir/logs/kube-apiserver.log"
     if curl -fsS --max-time 2 --cacert "$dir/pki/ca.crt" -H "Authorization: Bearer $(cat "$dir/pki/admin.token")" \
          "https://127.0.0.1:$port/readyz" >/dev/null 2>&1; then
       return 0
@@ -961,7 +962,13 @@ stop_pidfile() {
       running "$pid" || break
       sleep 0.1
     done
-    if running "$pid"; then kill -KILL "$pid" 2>/dev/null || true; fi
+    if running "$pid"; then
+      kill -KILL "$pid" 2>/dev/null || true
+      for _ in $(seq 1 50); do  # until it is gone: a restart must find its port free
+        running "$pid" || break
+        sleep 0.1
+      done
+    fi
   fi
   rm -f "$pidfile"
 }

@@ -244,8 +244,9 @@ def test_an_apiserver_restart_mid_countdown_loses_and_duplicates_no_eviction(wor
     try:
         time.sleep(5)  # the outage spans pod a's deadline
     finally:
-        subprocess.run(["bash", str(SCRIPT), "start-apiserver", directory], check=True, capture_output=True,
-                       timeout=120)
+        restarted = subprocess.run(["bash", str(SCRIPT), "start-apiserver", directory], capture_output=True,
+                                   text=True, timeout=120)
+        assert restarted.returncode == 0, f"start-apiserver failed:\n{restarted.stderr[-3000:]}"
     deleted = {name: world.deleted_at(name, timeout=60) - start for name in names}
     assert deleted["c"] == pytest.approx(30, abs=1.5)  # after the outage, on time
     for name in names:
