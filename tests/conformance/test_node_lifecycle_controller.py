@@ -323,10 +323,10 @@ UPDATE_STATUS_ROWS = [
 ]
 
 
-@pytest.mark.parametrize(("node", "time_to_pass", "later_conditions", "written", "pod_marked", "healthy_elsewhere"),
-                         UPDATE_STATUS_ROWS)
-def test_monitor_node_health_update_status(node, time_to_pass, later_conditions, written, pod_marked,
-                                           healthy_elsewhere):
+def node0_with_pod0_over_two_passes(node: dict, time_to_pass: float, later_conditions: list,
+                                    healthy_elsewhere: bool) -> Cluster:
+    """Upstream's two-step table shape: node0 and pod0 seen once; after `time_to_pass` (if any), node0
+    reports `later_conditions` and a second pass runs."""
     cluster = Cluster(NOW_2015)
     cluster.put_node(node)
     cluster.put_pod(pod_json("pod0", "node0"))
@@ -338,6 +338,14 @@ def test_monitor_node_health_update_status(node, time_to_pass, later_conditions,
         cluster.set_conditions("node0", later_conditions)
         heartbeat_elsewhere(cluster)
         cluster.monitor_pass()
+    return cluster
+
+
+@pytest.mark.parametrize(("node", "time_to_pass", "later_conditions", "written", "pod_marked", "healthy_elsewhere"),
+                         UPDATE_STATUS_ROWS)
+def test_monitor_node_health_update_status(node, time_to_pass, later_conditions, written, pod_marked,
+                                           healthy_elsewhere):
+    cluster = node0_with_pod0_over_two_passes(node, time_to_pass, later_conditions, healthy_elsewhere)
 
     writes = cluster.status_writes("node0")
     if written is None:
@@ -445,17 +453,8 @@ MARK_PODS_ROWS = [
 @pytest.mark.parametrize(("node", "time_to_pass", "later_conditions", "pod_marked", "healthy_elsewhere"),
                          MARK_PODS_ROWS)
 def test_monitor_node_health_mark_pods_not_ready(node, time_to_pass, later_conditions, pod_marked, healthy_elsewhere):
-    cluster = Cluster(NOW_2015)
-    cluster.put_node(node)
-    cluster.put_pod(pod_json("pod0", "node0"))
-    if healthy_elsewhere:
-        add_healthy_elsewhere(cluster)
-    cluster.monitor_pass()
+    cluster = node0_with_pod0_over_two_passes(node, time_to_pass, later_conditions, healthy_elsewhere)
     if time_to_pass:
-        cluster.advance_to(NOW_2015 + time_to_pass)
-        cluster.set_conditions("node0", later_conditions)
-        heartbeat_elsewhere(cluster)
-        cluster.monitor_pass()
         assert cluster.ready_status("node0") == "Unknown"  # "... and Unknown node status posted"
     assert [w.name for w in cluster.pod_status_attempts()] == (["default/pod0"] if pod_marked else [])
     assert cluster.pods_marked_not_ready() == (["default/pod0"] if pod_marked else [])
