@@ -157,6 +157,9 @@ class NodeLifecycleMonitor:
         self.zone_states: dict[str, ZoneState] = {}
         self.zone_queues: dict[str, RateLimitedTimedQueue] = {}
         self._pods_to_mark: set[str] = set()
+        # node -> (the resourceVersion our Unknown write was made against, the Ready status written):
+        # until the informer delivers the write, the cached node is older than what we know.
+        self._posted_ready: dict[str, tuple[str, str]] = {}
         self._no_execute_written: set[str] = set()  # nodes whose NoExecute taints this pass changed
 
     # --- leadership -------------------------------------------------------------------------
@@ -255,10 +258,10 @@ class NodeLifecycleMonitor:
         for node in nodes:
             if node.name in registered:
                 self._register(node)
-            self._ensure_zone(node.zone, now)  # a node may move to a zone never seen (cloud labels arrive late)
         for name in [name for name in self._known if name not in current]:
             gone = self._known.pop(name)
             self.health.forget(name)
+            self._posted_ready.pop(name, None)
             self._pods_to_mark.discard(name)
             for queue in self.zone_queues.values():  # a deleted node must not stay in a queue's name set
                 queue.remove(name)
@@ -322,10 +325,13 @@ class NodeLifecycleMonitor:
                 return  # deleted meanwhile
             node = fresh
             verdict = self.health.update(node, renew_time, now)
-        if verdict.conditions_to_post and verdict.current_ready.get("status") != verdict.observed_ready.get("status"):
-            self.health.mark_posted(node.name, now)
+        if verdict.conditions_to_post:
+            self._posted_ready[node.name] = (node.resource_version, str(verdict.current_ready.get("status")))
+            if verdict.current_ready.get("status") != verdict.observed_ready.get("status"):
+                self.health.mark_posted(node.name, now)
         self._known[node.name] = node
         zone = node.zone
+        self._ensure_zone(zone, now)  # a node may move to a zone never seen (cloud labels arrive late)
         zone_sizes[zone] = zone_sizes.get(zone, 0) + 1
         # No Ready condition and not yet stale: a node still within its startup grace. It counts as
         # not ready for its zone (as upstream) but nothing is done to it yet.
@@ -437,8 +443,6 @@ class NodeLifecycleMonitor:
             metrics.ZONE_SIZE.labels(label).set(ready + not_ready)
             metrics.UNHEALTHY_NODES.labels(label).set(not_ready)
             new_states[zone] = state
-            if zone not in self.zone_states:
-                self._ensure_zone(zone, now)
         for zone in [zone for zone in self.zone_states if zone not in zone_statuses]:
             label = zone_label(zone)
             metrics.ZONE_SIZE.labels(label).set(0)
@@ -512,14 +516,25 @@ class NodeLifecycleMonitor:
             self.zone_queues[zone].try_process(lambda name, _uid, zone=zone: self._taint_queued_node(name, zone),
                                                now)
 
+    def _ready_status(self, node: NodeView) -> str | None:
+        """The node's Ready status, counting the Unknown this monitor wrote but the cache has not shown
+        yet (else the tainting pass right after the write would drop the node as ready and spend
+        the zone's token: a 1/--node-eviction-rate delay)."""
+        posted = self._posted_ready.get(node.name)
+        if posted is not None:
+            if posted[0] == node.resource_version:
+                return posted[1]
+            del self._posted_ready[node.name]  # the cache caught up, or the kubelet posted since
+        ready = node.ready_condition
+        return None if ready is None else ready.get("status")
+
     def _taint_queued_node(self, name: str, zone: str) -> tuple[bool, float]:
         node = self._nodes.get(name)
         if node is None:
             return True, 0.0
-        ready = node.ready_condition
-        if ready is None:
+        status = self._ready_status(node)
+        if status is None:
             return False, RETRY_WAIT
-        status = ready.get("status")
         if status == "False":
             add, remove = NOT_READY_NO_EXECUTE, UNREACHABLE_NO_EXECUTE
         elif status == "Unknown":

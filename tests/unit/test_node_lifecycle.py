@@ -655,3 +655,23 @@ def test_dry_run_announces_a_dead_node_once_and_writes_nothing(caplog):
     assert world.ready_of("dead") == "True" and world.no_execute("dead") == []  # nothing really written
     assert not [w for w in real_writes if w[0] != "read"]
     assert dry.get("dead").ready_condition["status"] == "Unknown"
+
+
+def test_a_node_just_written_unknown_is_tainted_before_the_informer_shows_the_write():
+    """The tainting pass right after our Unknown write must not drop the node as ready (the cache is
+    older than the write) and spend the zone's only token: that cost 1/--node-eviction-rate (10 s)."""
+    world = World(replace(SETTINGS, node_eviction_rate=0.1))
+    for name in ("dead", "h1", "h2"):
+        world.add_node(name)
+    world.run_for(10, alive=("dead", "h1", "h2"))
+    unseen_writes = []
+
+    def written_but_not_yet_delivered(node, conditions) -> bool:
+        unseen_writes.append(node.name)
+        return True
+
+    world.post_conditions = written_but_not_yet_delivered
+    world.run_for(56, alive=("h1", "h2"))
+    assert unseen_writes == ["dead"]
+    assert world.ready_of("dead") == "True"  # what the informer still shows
+    assert world.no_execute("dead") == [UR]
