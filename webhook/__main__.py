@@ -18,6 +18,7 @@ from webhook.settings import (
     SettingsError,
     WebhookSettings,
     check_kubeconfig,
+    patch_for_gevent,
 )
 
 
@@ -44,7 +45,9 @@ def main(argv: list[str] | None = None) -> None:
     os.environ.update(overrides)
     try:
         settings = WebhookSettings.from_env()
-        ServingSettings.from_env().check_files()
+        serving = ServingSettings.from_env()
+        serving.check_files()
+        patch_for_gevent(serving)  # before check_kubeconfig imports urllib3
         check_kubeconfig(settings)
     except SettingsError as error:
         print(f"webhook: error: {error}", file=sys.stderr)

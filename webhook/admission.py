@@ -22,8 +22,6 @@ import base64
 from collections.abc import Callable
 from dataclasses import dataclass, field
 
-import jsonpatch
-
 from shared.defaults import (
     DEFAULT_TOLERATION_SECONDS,
     DefaultSeconds,
@@ -32,6 +30,7 @@ from shared.defaults import (
     missing_default_tolerations,
     skips,
 )
+from webhook.codec import dumps
 
 SUPPORTED_API_VERSIONS = ("admission.k8s.io/v1", "admission.k8s.io/v1beta1")
 MUTATED_OPERATIONS = ("CREATE", "UPDATE")
@@ -92,14 +91,16 @@ def _pod_name(request: dict[str, object], pod: dict[str, object]) -> str:
 
 
 def _patch_for(spec: dict[str, object], added: list[dict[str, object]],
-               replacements: list[SecondsReplacement]) -> jsonpatch.JsonPatch:
-    """A JSONPatch replacing the seconds of `replacements`, then appending `added` to spec.tolerations
-    (creating the list when absent or null).
+               replacements: list[SecondsReplacement]) -> list[dict[str, object]]:
+    """The JSONPatch operations replacing the seconds of `replacements`, then appending `added` to
+    spec.tolerations (creating the list when absent or null).
 
     Each replacement first `test`s the old seconds, so a patch applied to any other pod fails rather
     than changing a toleration it did not mean to. The operations are written out rather than diffed
     (`jsonpatch.make_patch` deep-copies and walks both documents: about 6x the cost of the whole rest
-    of a review); jsonpatch still checks and serialises them.
+    of a review), and serialised as they are: their paths are built here, so parsing them back into
+    `jsonpatch` objects only to check them cost a tenth of a review. The tests apply every patch with
+    `jsonpatch`.
     """
     operations: list[dict[str, object]] = []
     for replacement in replacements:
@@ -111,11 +112,11 @@ def _patch_for(spec: dict[str, object], added: list[dict[str, object]],
         if added:
             operation = "replace" if "tolerations" in spec else "add"  # replace a null, add a missing field
             operations.append({"op": operation, "path": "/spec/tolerations", "value": added})
-        return jsonpatch.JsonPatch(operations)
+        return operations
     start = len(existing)  # type: ignore[arg-type]
     operations += [{"op": "add", "path": f"/spec/tolerations/{start + i}", "value": toleration}
                    for i, toleration in enumerate(added)]
-    return jsonpatch.JsonPatch(operations)
+    return operations
 
 
 def _no_namespace_facts(namespace: str) -> None:
@@ -147,12 +148,12 @@ def review_pod(review: object, not_ready_seconds: int = DEFAULT_TOLERATION_SECON
     if not isinstance(uid, str) or not uid:
         raise MalformedReview("request.uid must be a non-empty string")
 
-    def answer(outcome: str, patch: jsonpatch.JsonPatch | None = None, warnings: tuple[str, ...] = (),
+    def answer(outcome: str, patch: list[dict[str, object]] | None = None, warnings: tuple[str, ...] = (),
                **facts: object) -> Verdict:
         response: dict[str, object] = {"uid": uid, "allowed": True}
         if patch is not None:
             response["patchType"] = "JSONPatch"
-            response["patch"] = base64.b64encode(patch.to_string().encode()).decode()
+            response["patch"] = base64.b64encode(dumps(patch)).decode()
         if warnings:
             response["warnings"] = list(warnings)
         return Verdict(

@@ -2,29 +2,68 @@
 
 `create_app()` with no arguments reads its settings from the environment (see settings.py). The
 namespace cache (namespaces.py) is made here but started in the serving process: by gunicorn's
-`post_worker_init` hook, or else by the first review.
+`post_worker_init` hook, or else by the first review. So is each review's bookkeeping (its log
+lines and metrics, bookkeeping.py): done at once, until `post_worker_init` starts it in batches.
 """
 
 from __future__ import annotations
 
-import json
 import logging
 import time
 
 from flask import Flask, Response, request
 
-from webhook import metrics
-from webhook.admission import PATCHED, REPLACED, MalformedReview, review_pod
+from webhook import codec, metrics
+from webhook.admission import PATCHED, REPLACED, MalformedReview, Verdict, review_pod
+from webhook.bookkeeping import Bookkeeping, log_at
 from webhook.namespaces import NamespaceCache
 from webhook.settings import WebhookSettings
 
 log = logging.getLogger("taintkeeper.webhook")
 
 NAMESPACE_CACHE_EXTENSION = "taintkeeper.namespace_cache"
+BOOKKEEPING_EXTENSION = "taintkeeper.bookkeeping"
+JSON = "application/json"
 
 
 def _json(body: object, status: int = 200) -> Response:
-    return Response(json.dumps(body), status=status, mimetype="application/json")
+    return Response(codec.dumps(body), status=status, content_type=JSON)
+
+
+class _Children(dict):  # type: ignore[type-arg]
+    """A metric's labelled children, made on first use (as `labels()` would) and then only looked up
+    (`labels()` checks its arguments, builds a key and takes a lock on every call)."""
+
+    def __init__(self, metric: object) -> None:
+        super().__init__()
+        self.metric = metric
+
+    def __missing__(self, label: str) -> object:
+        child = self[label] = self.metric.labels(label)  # type: ignore[attr-defined]
+        return child
+
+
+def _read_body(cap: int) -> bytes | str:
+    """The request body, or why it is refused (a str).
+
+    The usual request (Content-Type exactly application/json, a Content-Length, no Transfer-Encoding)
+    is read straight from the WSGI environ; anything else goes through werkzeug's parsing as before.
+    """
+    environ = request.environ
+    content_type = environ.get("CONTENT_TYPE")
+    if content_type != JSON and request.mimetype != JSON:
+        return f"Content-Type must be application/json, got {request.mimetype or 'none'!r}"
+    length = environ.get("CONTENT_LENGTH", "")
+    if length.isdigit() and length.isascii() and "HTTP_TRANSFER_ENCODING" not in environ:
+        if int(length) > cap:
+            return f"request body is larger than {cap} bytes"
+        return environ["wsgi.input"].read(int(length))
+    if request.content_length is not None and request.content_length > cap:
+        return f"request body is larger than {cap} bytes"
+    body = request.stream.read(cap + 1)
+    if len(body) > cap:
+        return f"request body is larger than {cap} bytes"
+    return body
 
 
 def namespace_cache_of(app: object) -> NamespaceCache | None:
@@ -33,54 +72,69 @@ def namespace_cache_of(app: object) -> NamespaceCache | None:
     return extensions.get(NAMESPACE_CACHE_EXTENSION) if isinstance(extensions, dict) else None
 
 
+def bookkeeping_of(app: object) -> Bookkeeping | None:
+    """The bookkeeping (batched log lines and metrics) of an app made by create_app, else None."""
+    extensions = getattr(app, "extensions", None)
+    return extensions.get(BOOKKEEPING_EXTENSION) if isinstance(extensions, dict) else None
+
+
 def create_app(settings: WebhookSettings | None = None, namespace_cache: NamespaceCache | None = None) -> Flask:
     settings = settings or WebhookSettings.from_env()
     cache = namespace_cache or NamespaceCache.from_settings(settings)
     app = Flask("taintkeeper-webhook")
     app.extensions[NAMESPACE_CACHE_EXTENSION] = cache
+    bookkeeping = app.extensions[BOOKKEEPING_EXTENSION] = Bookkeeping()
     not_ready_seconds, unreachable_seconds = settings.not_ready_seconds, settings.unreachable_seconds
     replace_builtin_seconds = settings.replace_builtin_seconds
 
+    cap = settings.max_request_bytes
+    # Each labelled series still appears on its first use, as with labels() on every review.
+    reviews, added_total, replaced_total = (_Children(metrics.REVIEWS), _Children(metrics.TOLERATIONS_ADDED),
+                                            _Children(metrics.TOLERATIONS_REPLACED))
+
+    def refused(created: float, message: str, remote: str | None) -> None:
+        bookkeeping.count(reviews[metrics.BAD_REQUEST])
+        log_at(log, created, logging.WARNING, "refused admission request: %s", message, extra={"remote": remote})
+
+    def answered(created: float, duration: float, verdict: Verdict) -> None:
+        bookkeeping.count(reviews[verdict.outcome])
+        for key in verdict.added:
+            bookkeeping.count(added_total[key])
+        for key in verdict.replaced:
+            bookkeeping.count(replaced_total[key])
+        metrics.REVIEW_DURATION.observe(duration)
+        facts = {"uid": verdict.uid, "operation": verdict.operation, "namespace": verdict.namespace, "pod": verdict.pod}
+        if verdict.warnings:
+            log_at(log, created, logging.WARNING, "ignored namespace annotation: %s", "; ".join(verdict.warnings),
+                   extra=facts)
+        if verdict.outcome == REPLACED:
+            log_at(log, created, logging.INFO, "replaced the built-in default tolerationSeconds of %s%s",
+                   ",".join(verdict.replaced),
+                   f"; added default tolerations {','.join(verdict.added)}" if verdict.added else "", extra=facts)
+        elif verdict.outcome == PATCHED:
+            log_at(log, created, logging.INFO, "added default tolerations %s", ",".join(verdict.added), extra=facts)
+        else:
+            log_at(log, created, logging.DEBUG, "admitted without a patch (%s%s)", verdict.outcome,
+                   f": {verdict.reason}" if verdict.reason else "", extra=facts)
+
     def bad_request(message: str) -> Response:
-        metrics.REVIEWS.labels(metrics.BAD_REQUEST).inc()
-        log.warning("refused admission request: %s", message, extra={"remote": request.remote_addr})
+        bookkeeping.submit(refused, time.time(), message, request.remote_addr)
         return _json({"error": message}, 400)
 
     @app.post("/mutate")
     def mutate() -> Response:
         started = time.perf_counter()
-        if request.mimetype != "application/json":
-            return bad_request(f"Content-Type must be application/json, got {request.mimetype or 'none'!r}")
-        cap = settings.max_request_bytes
-        if request.content_length is not None and request.content_length > cap:
-            return bad_request(f"request body is larger than {cap} bytes")
-        body = request.stream.read(cap + 1)
-        if len(body) > cap:
-            return bad_request(f"request body is larger than {cap} bytes")
+        body = _read_body(cap)
+        if isinstance(body, str):
+            return bad_request(body)
         cache.ensure_started()  # a no-op but for the first review of a process that has not started it
         try:
-            verdict = review_pod(json.loads(body), not_ready_seconds, unreachable_seconds,
+            verdict = review_pod(codec.loads(body), not_ready_seconds, unreachable_seconds,
                                  namespace_defaults=cache.lookup, replace_builtin_seconds=replace_builtin_seconds)
         except (ValueError, RecursionError) as error:  # JSONDecodeError and MalformedReview are ValueErrors
             reason = str(error) if isinstance(error, MalformedReview) else "the body is not valid JSON"
             return bad_request(reason)
-        metrics.REVIEWS.labels(verdict.outcome).inc()
-        for key in verdict.added:
-            metrics.TOLERATIONS_ADDED.labels(key).inc()
-        for key in verdict.replaced:
-            metrics.TOLERATIONS_REPLACED.labels(key).inc()
-        metrics.REVIEW_DURATION.observe(time.perf_counter() - started)
-        facts = {"uid": verdict.uid, "operation": verdict.operation, "namespace": verdict.namespace, "pod": verdict.pod}
-        if verdict.warnings:
-            log.warning("ignored namespace annotation: %s", "; ".join(verdict.warnings), extra=facts)
-        if verdict.outcome == REPLACED:
-            log.info("replaced the built-in default tolerationSeconds of %s%s", ",".join(verdict.replaced),
-                     f"; added default tolerations {','.join(verdict.added)}" if verdict.added else "", extra=facts)
-        elif verdict.outcome == PATCHED:
-            log.info("added default tolerations %s", ",".join(verdict.added), extra=facts)
-        else:
-            log.debug("admitted without a patch (%s%s)", verdict.outcome,
-                      f": {verdict.reason}" if verdict.reason else "", extra=facts)
+        bookkeeping.submit(answered, time.time(), time.perf_counter() - started, verdict)
         return _json(verdict.response)
 
     @app.get("/healthz")
@@ -94,6 +148,7 @@ def create_app(settings: WebhookSettings | None = None, namespace_cache: Namespa
 
     @app.get("/metrics")
     def metrics_endpoint() -> Response:
+        bookkeeping.drain()  # this worker's counts exact; the other workers' at most a batch interval behind
         payload, content_type = metrics.exposition()
         return Response(payload, content_type=content_type)
 

@@ -1,13 +1,18 @@
-"""gunicorn configuration for the webhook: TLS 1.2+, gthread workers, multiprocess metrics.
+"""gunicorn configuration for the webhook: TLS 1.2+, gevent workers, multiprocess metrics.
 
 Use: gunicorn -c python:webhook.gunicorn_conf 'webhook.app:create_app()'
 (`python -m webhook` does exactly this after validating its flags). Settings come from the
 TAINTKEEPER_* environment variables (webhook/settings.py).
 
-Why gthread: kube-apiserver keeps its connections to webhooks alive, and the sync worker
-closes every connection, so each review would pay a full TLS handshake (10-40x slower here).
-gunicorn builds a fresh SSL context per accepted connection, so a rotated certificate file is
-served to new connections without a restart.
+Why keep-alive workers: kube-apiserver keeps its connections to webhooks alive, and the sync
+worker closes every connection, so each review would pay a full TLS handshake (10-40x slower).
+Why gevent (webhook/worker.py) over gthread: a client that never completes its handshake or its
+request holds a gthread thread, so 16 of them stopped the webhook; a greenlet per connection, with
+deadlines on handshakes, requests and idle time, keeps serving under 100 and more (bench/REPORT.md).
+Each gevent worker listens on its own SO_REUSEPORT socket, so the kernel spreads connections over
+the workers: on one shared socket, the first worker to wake took every connection of a burst.
+Every accepted connection gets a fresh TLS context, so a renewed certificate file is served to new
+connections without a restart.
 """
 
 from __future__ import annotations
@@ -19,9 +24,10 @@ import ssl
 import tempfile
 
 from shared.jsonlog import configure_logging
-from webhook.settings import ServingSettings, WebhookSettings
+from webhook.settings import ServingSettings, WebhookSettings, patch_for_gevent
 
 _serving = ServingSettings.from_env()
+patch_for_gevent(_serving)  # before on_starting imports urllib3 (`python -m webhook` has done it already)
 _app_settings = WebhookSettings.from_env()
 
 # Must be set before prometheus_client is first imported (in the workers, after fork).
@@ -31,11 +37,17 @@ bind = [_serving.bind]
 certfile = _serving.cert_file
 keyfile = _serving.key_file
 workers = _serving.workers
-threads = _serving.threads
-worker_class = "gthread"
-keepalive = 75  # longer than kube-apiserver's idle connection timeout, so it closes first
+if _serving.worker_class == "gevent":
+    worker_class = "webhook.worker.WebhookWorker"
+    reuse_port = True
+else:
+    worker_class = "gthread"
+    threads = _serving.threads
+worker_connections = _serving.max_connections
+keepalive = _serving.keepalive_timeout  # 75 s by default: longer than kube-apiserver's idle timeout, so it closes first
 graceful_timeout = 20
 accesslog = None
+control_socket_disable = True  # gunicorn 25.1+ would open a management socket in $HOME; nothing here uses it
 
 
 def ssl_context(config, default_ssl_context_factory):  # type: ignore[no-untyped-def]
@@ -62,18 +74,25 @@ def on_starting(server) -> None:  # type: ignore[no-untyped-def]
 
 
 def post_worker_init(worker) -> None:  # type: ignore[no-untyped-def]
-    # After fork, in the worker: the watch thread must live in the process that serves.
-    from webhook.app import namespace_cache_of
+    # After fork, in the worker: the watch thread and the bookkeeping thread must live in the process that serves.
+    from webhook.app import bookkeeping_of, namespace_cache_of
 
     cache = namespace_cache_of(worker.wsgi)
     if cache is not None:
         cache.ensure_started()
+    bookkeeping = bookkeeping_of(worker.wsgi)
+    if bookkeeping is not None:
+        bookkeeping.start()
 
 
 def worker_exit(server, worker) -> None:  # type: ignore[no-untyped-def]
-    from webhook.app import namespace_cache_of
+    from webhook.app import bookkeeping_of, namespace_cache_of
 
-    cache = namespace_cache_of(getattr(worker, "wsgi", None))
+    app = getattr(worker, "wsgi", None)
+    bookkeeping = bookkeeping_of(app)
+    if bookkeeping is not None:
+        bookkeeping.drain()  # the log lines and counts of the last reviews
+    cache = namespace_cache_of(app)
     if cache is not None:
         cache.stop()
 

@@ -55,7 +55,21 @@ CERT_FILE = Setting("--cert-file", "TAINTKEEPER_CERT_FILE", "/etc/taintkeeper/tl
                     "PEM serving certificate (re-read for new connections, so rotation needs no restart)")
 KEY_FILE = Setting("--key-file", "TAINTKEEPER_KEY_FILE", "/etc/taintkeeper/tls/tls.key", "PEM private key")
 WORKERS = Setting("--workers", "TAINTKEEPER_WORKERS", "2", "gunicorn worker processes")
-THREADS = Setting("--threads", "TAINTKEEPER_THREADS", "8", "threads per worker (gthread keeps connections alive)")
+WORKER_CLASS = Setting(
+    "--worker-class", "TAINTKEEPER_WORKER_CLASS", "gevent",
+    "gevent (a greenlet per connection, every client's time bounded) or gthread (a thread per connection "
+    "being served: as many stuck clients as threads stop the webhook)",
+)
+THREADS = Setting("--threads", "TAINTKEEPER_THREADS", "8", "threads per worker (gthread only)")
+REQUEST_TIMEOUT = Setting(
+    "--request-timeout", "TAINTKEEPER_REQUEST_TIMEOUT", "10",
+    "seconds a connection has for its TLS handshake and first request, and each later request from its "
+    "first byte, to arrive in full and be answered; slower connections are closed (gevent only)",
+)
+KEEPALIVE_TIMEOUT = Setting("--keepalive-timeout", "TAINTKEEPER_KEEPALIVE_TIMEOUT", "75",
+                            "seconds an idle keep-alive connection stays open between two requests")
+MAX_CONNECTIONS = Setting("--max-connections", "TAINTKEEPER_MAX_CONNECTIONS", "500",
+                          "open connections per worker; a worker that has this many accepts no more until one closes")
 KUBECONFIG = Setting("--kubeconfig", "TAINTKEEPER_KUBECONFIG", "",
                      "kubeconfig for the namespace cache; empty: the in-cluster config if running in a pod, "
                      "else no cache")
@@ -76,7 +90,9 @@ APP_SETTINGS = (NOT_READY_SECONDS, UNREACHABLE_SECONDS, MAX_REQUEST_BYTES, LOG_F
                 NAMESPACE_CACHE, REPLACE_BUILTIN_DEFAULTS, BUILTIN_DEFAULT_SECONDS)
 # Booleans may be given bare (`--replace-builtin-defaults` means true), as kube-apiserver's flags can.
 BOOLEAN_SETTINGS = (NAMESPACE_CACHE, REPLACE_BUILTIN_DEFAULTS)
-SERVING_SETTINGS = (BIND, CERT_FILE, KEY_FILE, WORKERS, THREADS)
+SERVING_SETTINGS = (BIND, CERT_FILE, KEY_FILE, WORKERS, WORKER_CLASS, THREADS, REQUEST_TIMEOUT, KEEPALIVE_TIMEOUT,
+                    MAX_CONNECTIONS)
+WORKER_CLASSES = ("gevent", "gthread")
 
 
 def parse_int(setting: Setting, raw: str, minimum: int) -> int:
@@ -180,6 +196,10 @@ class ServingSettings:
     key_file: str
     workers: int
     threads: int
+    worker_class: str = "gevent"
+    request_timeout: int = 10
+    keepalive_timeout: int = 75
+    max_connections: int = 500
 
     @classmethod
     def from_env(cls, env: Mapping[str, str] | None = None) -> ServingSettings:
@@ -194,6 +214,10 @@ class ServingSettings:
             key_file=lookup(KEY_FILE, env),
             workers=parse_int(WORKERS, lookup(WORKERS, env), 1),
             threads=parse_int(THREADS, lookup(THREADS, env), 1),
+            worker_class=parse_choice(WORKER_CLASS, lookup(WORKER_CLASS, env), WORKER_CLASSES),
+            request_timeout=parse_int(REQUEST_TIMEOUT, lookup(REQUEST_TIMEOUT, env), 1),
+            keepalive_timeout=parse_int(KEEPALIVE_TIMEOUT, lookup(KEEPALIVE_TIMEOUT, env), 1),
+            max_connections=parse_int(MAX_CONNECTIONS, lookup(MAX_CONNECTIONS, env), 1),
         )
 
     def check_files(self) -> None:
@@ -201,3 +225,20 @@ class ServingSettings:
         for setting, path in ((CERT_FILE, self.cert_file), (KEY_FILE, self.key_file)):
             if not os.path.isfile(path):
                 raise SettingsError(f"{setting.flag} {path!r} is not a readable file")
+
+
+def patch_for_gevent(serving: ServingSettings) -> None:
+    """With the gevent worker class: gevent's monkey-patching, as early as the process allows.
+
+    Must run before anything imports urllib3 (the namespace cache's Kubernetes client): urllib3 binds
+    `ssl.SSLContext` when first imported, and a context made from the unpatched class would block a
+    whole worker on the namespace watch. gunicorn's gevent worker patches only in the worker, after
+    fork, too late for modules the master has imported. Forking, child reaping and signals stay
+    unpatched in the gunicorn master (the worker patches them for itself).
+    """
+    if serving.worker_class != "gevent":
+        return
+    from gevent import monkey
+
+    monkey.patch_all(os=False, signal=False, subprocess=False)
+

@@ -4,7 +4,9 @@ kubernetes-validate), and the choices the code depends on checked against the co
 The cert-manager resources are custom resources: kubernetes-validate ships only the built-in
 schemas, so they are checked by `test_cert_manager_resources` instead (and that test proves the
 built-in schemas indeed do not cover them). `monitoring/` (a PrometheusRule and the same rules as a
-plain Prometheus rules file, applied on their own) is checked by test_alert_rules.py.
+plain Prometheus rules file, applied on their own) is checked by test_alert_rules.py. `network-policy/`
+is optional and applied on its own (its apiserver address is the cluster's): validated here like the
+rest, and kept out of both installations.
 """
 
 from __future__ import annotations
@@ -28,6 +30,7 @@ from webhook.registration import mutating_webhook_configuration
 ROOT = Path(__file__).resolve().parents[2]
 MANIFESTS = ROOT / "manifests"
 MONITORING = MANIFESTS / "monitoring"  # not part of the kustomizations: test_alert_rules.py checks it
+NETWORK_POLICY = MANIFESTS / "network-policy"  # optional, applied on its own (its CIDR is the cluster's)
 KUBERNETES_VERSIONS = ("1.28", "1.29", "1.30", "1.31", "1.32", "1.33")
 CUSTOM_GROUPS = ("cert-manager.io",)  # CRDs: not in the built-in schemas
 NAMESPACE = "taintkeeper-system"
@@ -301,7 +304,7 @@ def identities(docs: list[dict[str, Any]]) -> set[tuple[str, str | None, str]]:
 def test_kustomize_renders_both_installations():
     self_managed = kustomize(MANIFESTS)
     with_cert_manager = kustomize(MANIFESTS / "cert-manager")
-    all_files = identities([d for _, _, d in DOCUMENTS])
+    all_files = identities([d for r, _, d in DOCUMENTS if not r.startswith("network-policy/")])
     certs_sync = identities([d for r, _, d in DOCUMENTS if r.startswith("self-managed-certs/")])
     cert_manager = identities([d for r, _, d in DOCUMENTS if r.startswith("cert-manager/")])
     assert identities(self_managed) == all_files - cert_manager
@@ -328,3 +331,31 @@ def test_containerfile():
     uid, _, gid = user.split()[1].partition(":")
     assert uid.isdigit() and int(uid) > 0 and (not gid or gid.isdigit())
     assert any(re.search(r"pip install .*\s\.$", line) for line in lines)
+
+
+# -- the optional NetworkPolicy ---------------------------------------------------------------------
+
+def test_the_network_policy_lets_only_the_apiserver_and_prometheus_reach_the_webhook_port():
+    policy = find("NetworkPolicy", "taintkeeper-webhook", NAMESPACE)
+    deployment = find("Deployment", "taintkeeper-webhook", NAMESPACE)
+    (container,) = deployment["spec"]["template"]["spec"]["containers"]
+    port = next(p for p in container["ports"] if p["name"] == "https")
+    spec = policy["spec"]
+    assert spec["podSelector"] == {"matchLabels": deployment["spec"]["template"]["metadata"]["labels"]}
+    assert spec["policyTypes"] == ["Ingress"]  # egress stays open: the namespace cache watches the apiserver
+    apiserver, prometheus = spec["ingress"]
+    for rule in (apiserver, prometheus):
+        assert rule["from"], "a rule without sources would let anything in"
+        assert rule["ports"] == [{"protocol": "TCP", "port": port["containerPort"]}]
+    (source,) = apiserver["from"]
+    assert set(source) == {"ipBlock"}  # the apiserver is no pod: it is known by its address only
+    (source,) = prometheus["from"]
+    assert set(source) == {"namespaceSelector", "podSelector"}  # both: pods of that namespace, not all of it
+
+
+def test_the_network_policy_is_applied_on_its_own_never_by_default():
+    rendered = kustomize(NETWORK_POLICY)
+    assert identities(rendered) == {("NetworkPolicy", NAMESPACE, "taintkeeper-webhook")}
+    for directory in (MANIFESTS, MANIFESTS / "cert-manager"):
+        assert not any(d["kind"] == "NetworkPolicy" for d in kustomize(directory))
+

@@ -1,6 +1,7 @@
 """webhook settings and `python -m webhook` start-up: bad values fail at start with one line."""
 
 import json
+import os
 import subprocess
 import sys
 from pathlib import Path
@@ -75,6 +76,55 @@ def test_the_builtin_seconds_flag_sets_its_environment_variable():
     assert webhook_args(["--builtin-default-seconds", "120"]) == {"TAINTKEEPER_BUILTIN_DEFAULT_SECONDS": "120"}
 
 
+def test_serving_defaults_are_gevent_with_bounded_clients():
+    serving = ServingSettings.from_env({})
+    assert (serving.worker_class, serving.request_timeout, serving.keepalive_timeout, serving.max_connections,
+            serving.workers, serving.threads) == ("gevent", 10, 75, 500, 2, 8)
+
+
+SERVING_VALUES = [
+    ("gthread, case and spaces aside", {"TAINTKEEPER_WORKER_CLASS": " GThread "}, "worker_class", "gthread"),
+    ("a request timeout", {"TAINTKEEPER_REQUEST_TIMEOUT": "3"}, "request_timeout", 3),
+    ("a keep-alive timeout", {"TAINTKEEPER_KEEPALIVE_TIMEOUT": "120"}, "keepalive_timeout", 120),
+    ("a connection limit", {"TAINTKEEPER_MAX_CONNECTIONS": "50"}, "max_connections", 50),
+]
+
+
+@pytest.mark.parametrize(("env", "field", "value"), [c[1:] for c in SERVING_VALUES], ids=[c[0] for c in SERVING_VALUES])
+def test_serving_settings_are_read_from_the_environment(env, field, value):
+    assert getattr(ServingSettings.from_env(env), field) == value
+
+
+def test_the_serving_flags_set_their_environment_variables():
+    assert webhook_args(["--worker-class", "gthread", "--request-timeout", "5", "--keepalive-timeout", "30",
+                         "--max-connections", "200"]) == {
+        "TAINTKEEPER_WORKER_CLASS": "gthread", "TAINTKEEPER_REQUEST_TIMEOUT": "5",
+        "TAINTKEEPER_KEEPALIVE_TIMEOUT": "30", "TAINTKEEPER_MAX_CONNECTIONS": "200"}
+
+
+GUNICORN_CONFIG = [
+    ("gevent by default", {}, {"worker_class": "webhook.worker.WebhookWorker", "reuse_port": True,
+                              "worker_connections": 500, "keepalive": 75, "control_socket_disable": True}),
+    ("gthread on request", {"TAINTKEEPER_WORKER_CLASS": "gthread", "TAINTKEEPER_THREADS": "4"},
+     {"worker_class": "gthread", "threads": 4, "reuse_port": None}),
+    ("limits and timeouts", {"TAINTKEEPER_MAX_CONNECTIONS": "64", "TAINTKEEPER_KEEPALIVE_TIMEOUT": "20"},
+     {"worker_connections": 64, "keepalive": 20}),
+]
+
+
+@pytest.mark.parametrize(("env", "expected"), [c[1:] for c in GUNICORN_CONFIG], ids=[c[0] for c in GUNICORN_CONFIG])
+def test_the_gunicorn_config_follows_the_serving_settings(tmp_path, env, expected):
+    """In a subprocess: with gevent, importing the config monkey-patches the process (as it must, early)."""
+    code = ("import json, webhook.gunicorn_conf as c\n"
+            f"print(json.dumps({{name: getattr(c, name, None) for name in {sorted(expected)!r}}}))\n")
+    environment = {**{k: v for k, v in os.environ.items() if not k.startswith("TAINTKEEPER_")}, **env,
+                   "PROMETHEUS_MULTIPROC_DIR": str(tmp_path)}
+    result = subprocess.run([sys.executable, "-c", code], cwd=ROOT, capture_output=True, text=True, timeout=60,
+                            env=environment)
+    assert result.returncode == 0, result.stderr
+    assert json.loads(result.stdout.splitlines()[-1]) == expected
+
+
 def test_an_existing_kubeconfig_is_accepted(tmp_path):
     kubeconfig = tmp_path / "kubeconfig"
     kubeconfig.write_text("")
@@ -108,6 +158,25 @@ def test_bad_environment_values_are_refused(env, message):
         WebhookSettings.from_env(env)
 
 
+BAD_SERVING_ENV = [
+    ("an unknown worker class", {"TAINTKEEPER_WORKER_CLASS": "sync"},
+     "--worker-class must be one of gevent, gthread, got 'sync'"),
+    ("a zero request timeout", {"TAINTKEEPER_REQUEST_TIMEOUT": "0"}, "--request-timeout must be >= 1, got 0"),
+    ("a fractional request timeout", {"TAINTKEEPER_REQUEST_TIMEOUT": "2.5"},
+     "--request-timeout must be a whole number"),
+    ("a negative keep-alive timeout", {"TAINTKEEPER_KEEPALIVE_TIMEOUT": "-1"}, "--keepalive-timeout must be >= 1"),
+    ("no connections allowed", {"TAINTKEEPER_MAX_CONNECTIONS": "0"}, "--max-connections must be >= 1"),
+    ("a connection limit that is a word", {"TAINTKEEPER_MAX_CONNECTIONS": "many"},
+     "--max-connections must be a whole number"),
+]
+
+
+@pytest.mark.parametrize(("env", "message"), [c[1:] for c in BAD_SERVING_ENV], ids=[c[0] for c in BAD_SERVING_ENV])
+def test_bad_serving_values_are_refused(env, message):
+    with pytest.raises(SettingsError, match=message):
+        ServingSettings.from_env(env)
+
+
 @pytest.mark.parametrize("bind", ["8443", ":8443", "host:", "host:99999", "host:https"])
 def test_a_bind_address_must_be_host_and_port(bind):
     with pytest.raises(SettingsError, match="--bind must be HOST:PORT"):
@@ -127,6 +196,10 @@ BAD_FLAGS = [
      "--replace-builtin-defaults must be true or false, got 'yes'"),
     ("built-in seconds that are a word", ["--builtin-default-seconds", "five"],
      "--builtin-default-seconds must be a whole number"),
+    ("an unknown worker class", ["--worker-class=eventlet"], "--worker-class must be one of gevent, gthread"),
+    ("a zero request timeout", ["--request-timeout", "0"], "--request-timeout must be >= 1"),
+    ("a fractional keep-alive timeout", ["--keepalive-timeout", "7.5"], "--keepalive-timeout must be a whole number"),
+    ("a negative connection limit", ["--max-connections=-5"], "--max-connections must be >= 1"),
 ]
 
 

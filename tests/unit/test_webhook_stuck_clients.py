@@ -1,0 +1,84 @@
+"""Slow or stuck clients cannot starve the webhook: the real `python -m webhook` on loopback.
+
+100 connections that never complete a request (half plain TCP that never sends a TLS ClientHello,
+half TLS that never sends a request or sends only part of one) are held open while a fresh client
+sends reviews: every review is answered, each well within the apiserver's timeoutSeconds. Then the
+server closes every stuck connection once its --request-timeout has passed.
+"""
+
+from __future__ import annotations
+
+import http.client
+import select
+import ssl
+import time
+from pathlib import Path
+
+import pytest
+
+from bench.review import mutation_problem, review_bytes
+from hack.servers import WebhookServer, make_certs
+from hack.stuck_clients import post_review, server_closed, stuck_connections, wait_until_closed
+
+STUCK = {"tcp": 50, "tls": 17, "headers": 17, "body": 16}
+REVIEWS = 30
+# Generous for a loaded 2-core CI machine; bench/webhook_bench.py reports the real figures (target 100 ms).
+REVIEW_BOUND = 1.0
+REQUEST_TIMEOUT = 6  # seconds: long enough for the reviews to run while every stuck connection is still open
+CLOSE_SLACK = 3.0  # seconds past the request timeout within which the server must have closed them
+
+
+@pytest.fixture(scope="module")
+def webhook(tmp_path_factory: pytest.TempPathFactory):
+    directory: Path = tmp_path_factory.mktemp("stuck-clients")
+    make_certs(directory)
+    server = WebhookServer(directory, directory / "webhook.log", workers=2,
+                           extra_args=("--request-timeout", str(REQUEST_TIMEOUT)))
+    with server:
+        yield server
+
+
+def test_stuck_connections_neither_starve_reviews_nor_stay_open(webhook: WebhookServer):
+    assert sum(STUCK.values()) == 100 and STUCK["tcp"] == 50
+    context: ssl.SSLContext = webhook.ssl_context()
+    body = review_bytes()
+    with stuck_connections("127.0.0.1", webhook.port, context, STUCK, timeout=REVIEW_BOUND * 5) as stuck:
+        assert len(stuck) == 100
+        latencies = []
+        for _ in range(REVIEWS):
+            seconds, status, payload = post_review("127.0.0.1", webhook.port, context, body, timeout=REVIEW_BOUND * 5)
+            assert status == 200, payload[:300]
+            assert mutation_problem(payload) is None
+            latencies.append(seconds)
+        assert not any(server_closed(c) for c in stuck), "the reviews took longer than the request timeout"
+        assert max(latencies) < REVIEW_BOUND, f"review latencies (s) beside 100 stuck connections: {latencies}"
+
+        started = time.monotonic()
+        still_open = wait_until_closed(stuck, limit=REQUEST_TIMEOUT + CLOSE_SLACK + 1)
+        assert not still_open, f"{len(still_open)} stuck connections still open after {time.monotonic() - started:.1f}s"
+        for connection in stuck:
+            assert REQUEST_TIMEOUT - 0.5 <= connection.closed_after <= REQUEST_TIMEOUT + CLOSE_SLACK, (
+                connection.kind, connection.closed_after)
+
+    seconds, status, payload = post_review("127.0.0.1", webhook.port, context, body, timeout=REVIEW_BOUND * 5)
+    assert status == 200 and mutation_problem(payload) is None
+    log = webhook.log_text()
+    assert "Traceback" not in log and " ERROR " not in log, log[-3000:]
+
+
+def test_a_connection_idle_between_reviews_is_kept_alive(webhook: WebhookServer):
+    """The request timeout bounds requests, not the idle time between them (--keepalive-timeout, 75 s)."""
+    connection = http.client.HTTPSConnection("127.0.0.1", webhook.port, context=webhook.ssl_context(), timeout=5)
+    try:
+        for review in range(2):
+            connection.request("POST", "/mutate", body=review_bytes(), headers={"Content-Type": "application/json"})
+            response = connection.getresponse()
+            assert response.status == 200 and mutation_problem(response.read()) is None
+            if review == 0:
+                sock = connection.sock
+                # Readable here would mean the server closed it: wait past the request timeout for that.
+                readable, _, _ = select.select([sock], [], [], REQUEST_TIMEOUT + 1)
+                assert not readable, "the server closed a keep-alive connection idle for less than 75 s"
+        assert connection.sock is sock  # one connection served both reviews
+    finally:
+        connection.close()

@@ -1,0 +1,113 @@
+"""The webhook's bookkeeping of each review (its log lines and metrics), done in batches off the request path.
+
+A review's log line and metric updates cost more than the review itself: Python's logging and
+prometheus_client run a lot of code, which runs slower in between requests (the caches hold
+gunicorn's and Flask's code then) than a batch of them does in a row. So, once `start`ed in the
+serving process (gunicorn's post_worker_init), a review only queues its bookkeeping, and a
+thread (a greenlet under the gevent worker) does what has queued every INTERVAL seconds:
+
+- each log line keeps the time of its review (`created`), its level, message and fields, and the
+  order of the lines of one worker; lines reach the log at most INTERVAL later (and a worker that
+  is killed outright loses at most that much; one that stops drains the queue first);
+- metrics are updated in the same pass (counters once per batch, with what the batch added up:
+  `count`), and `drain()` runs before every /metrics answer, so a worker's own counts are exact when
+  it is scraped and the others' at most INTERVAL behind.
+
+Not started (tests, the Flask test client, any other WSGI server), everything is done at once.
+"""
+
+from __future__ import annotations
+
+import collections
+import logging
+import os
+import threading
+import time
+from collections.abc import Callable
+from typing import Any
+
+INTERVAL = 0.05  # seconds between two batches
+
+log = logging.getLogger("taintkeeper.webhook.bookkeeping")
+
+
+class Bookkeeping:
+    """Runs each submitted `(function, args)` now, or, once started in this process, in the next batch."""
+
+    def __init__(self, interval: float = INTERVAL) -> None:
+        self.interval = interval
+        self._queue: collections.deque[tuple[Callable[..., None], tuple[Any, ...]]] = collections.deque()
+        self._started_in: int | None = None  # the pid whose thread drains the queue
+        self._wake = threading.Event()
+        self._lock = threading.Lock()
+        self._draining = threading.Lock()  # one batch at a time: the thread's, or /metrics'
+        self._counts: collections.Counter[Any] = collections.Counter()  # counter child -> amount, this batch
+
+    def count(self, counter: Any, amount: float = 1) -> None:
+        """`counter.inc(amount)` at the end of this batch, added up with the batch's other increments.
+        Only from functions run by `submit`."""
+        self._counts[counter] += amount
+
+    @property
+    def started(self) -> bool:
+        return self._started_in == os.getpid()
+
+    def start(self) -> None:
+        """Batch from now on in this process (idempotent; a forked child must start its own)."""
+        with self._lock:
+            if self.started:
+                return
+            self._queue.clear()  # inherited through fork: the parent does these
+            self._started_in = os.getpid()
+            threading.Thread(target=self._run, name="webhook-bookkeeping", daemon=True).start()
+
+    def submit(self, function: Callable[..., None], *args: Any) -> None:
+        if not self.started:
+            with self._draining:
+                self._do(function, args)
+                self._add_up()
+            return
+        self._queue.append((function, args))
+        if not self._wake.is_set():
+            self._wake.set()
+
+    def drain(self) -> None:
+        """Do everything queued so far, in order (from any thread: one batch at a time)."""
+        with self._draining:
+            queue = self._queue
+            while queue:
+                self._do(*queue.popleft())
+            self._add_up()
+
+    def _do(self, function: Callable[..., None], args: tuple[Any, ...]) -> None:
+        try:
+            function(*args)
+        except Exception:  # one bad item must not stop the others, nor the thread
+            log.exception("bookkeeping of a review failed")
+
+    def _add_up(self) -> None:
+        counts, self._counts = self._counts, collections.Counter()
+        for counter, amount in counts.items():
+            try:
+                counter.inc(amount)
+            except Exception:
+                log.exception("bookkeeping of a review failed")
+
+    def _run(self) -> None:
+        while True:
+            self._wake.wait()
+            time.sleep(self.interval)  # let a batch gather
+            self._wake.clear()
+            self.drain()
+
+
+def log_at(logger: logging.Logger, created: float, level: int, message: str, *args: object,
+           extra: dict[str, object] | None = None) -> None:
+    """`logger.log(level, message, *args, extra=extra)` as if called at `created` (a time.time())."""
+    if not logger.isEnabledFor(level):
+        return
+    record = logger.makeRecord(logger.name, level, "(unknown file)", 0, message, args, None, extra=extra)
+    record.relativeCreated -= (record.created - created) * 1000
+    record.created = created
+    record.msecs = int((created - int(created)) * 1000) + 0.0
+    logger.handle(record)
