@@ -4,7 +4,7 @@ VENV ?= .venv
 PY := $(VENV)/bin/python
 STAMP := $(VENV)/.installed
 
-.PHONY: setup demo demo-real test unit realnodes lint bench clean
+.PHONY: setup demo demo-real test unit realnodes lint bench image clean
 
 $(STAMP): pyproject.toml
 	$(PYTHON) -m venv $(VENV)
@@ -36,6 +36,11 @@ lint: setup
 bench: setup
 	$(PY) -m pip install -q -e '.[test,bench]'
 	$(PY) bench/webhook_bench.py
+
+# taintkeeper's container image, built offline (Debian packages + PyPI, no Docker, no registry) from
+# manifests/Containerfile: prints the OCI archive's path (`ctr -n k8s.io images import PATH`).
+image: setup
+	@$(PY) hack/image.py
 
 clean:
 	rm -rf $(VENV) .pytest_cache

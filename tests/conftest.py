@@ -10,6 +10,7 @@ from __future__ import annotations
 import os
 import subprocess
 from pathlib import Path
+from typing import Any
 
 import pytest
 from hypothesis import HealthCheck, settings
@@ -28,6 +29,7 @@ settings.load_profile(os.environ.get("HYPOTHESIS_PROFILE", "ci"))
 # What each fixture needs from `hack/local-cluster.sh deps`, least first.
 PREREQUISITE_LEVELS = {"test_tools": "--tools", "host_packages": "", "node_packages": "--nodes"}
 _installed: dict[str, str | None] = {}  # deps argument -> None when done, else why it failed
+_image: dict[str, Any] = {}  # "built": the BuiltImage, or "error": why it could not be built
 
 
 def install_host_prerequisites(level: str) -> None:
@@ -42,18 +44,38 @@ def install_host_prerequisites(level: str) -> None:
         pytest.fail(failure, pytrace=False)
 
 
-def pytest_collection_finish(session: pytest.Session) -> None:
-    """Install what the selected tests need before the first of them starts: outside every test's
-    timeout (the first build on a machine takes minutes), whatever order the tests run in."""
-    wanted = [level for fixture, level in PREREQUISITE_LEVELS.items()
-              if any(fixture in getattr(item, "fixturenames", ()) for item in session.items)]
-    if wanted and not session.config.option.collectonly:
+def build_image() -> Any:
+    """taintkeeper's image (hack/image.py), built once per session if stale: a BuiltImage."""
+    if not _image:
+        from hack import image
+
         try:
+            _image["built"] = image.ensure_image()
+        except Exception as error:  # the builder says why in one message
+            _image["error"] = f"the image could not be built: {error}"
+    if "error" in _image:
+        pytest.fail(_image["error"], pytrace=False)
+    return _image["built"]
+
+
+def pytest_collection_finish(session: pytest.Session) -> None:
+    """Install what the selected tests need, and build the image, before the first of them starts:
+    outside every test's timeout (the first build on a machine takes minutes), in any test order."""
+    def wanted_by_some(fixture: str) -> bool:
+        return any(fixture in getattr(item, "fixturenames", ()) for item in session.items)
+
+    if session.config.option.collectonly:
+        return
+    wanted = [level for fixture, level in PREREQUISITE_LEVELS.items() if wanted_by_some(fixture)]
+    try:
+        if wanted:
             install_host_prerequisites(wanted[-1])
             for level in wanted[:-1]:  # a larger level includes the smaller ones
                 _installed.setdefault(level, None)
-        except pytest.fail.Exception:
-            pass  # the fixtures report it, on each test that needs it
+        if wanted_by_some("taintkeeper_image"):
+            build_image()
+    except pytest.fail.Exception:
+        pass  # the fixtures report it, on each test that needs it
 
 
 @pytest.fixture(scope="session")
@@ -72,3 +94,10 @@ def host_packages() -> None:
 def node_packages(host_packages: None) -> None:
     """Also what real nodes need: containerd, runc, CNI plugins, iptables, the kubelet and node images."""
     install_host_prerequisites("--nodes")
+
+
+@pytest.fixture(scope="session")
+def taintkeeper_image(node_packages: None) -> Any:
+    """taintkeeper's image as an OCI archive (hack.image.BuiltImage), built offline if stale. The node
+    packages include the compiler its build stage needs (gcc, for a dependency published as source)."""
+    return build_image()
