@@ -4,7 +4,7 @@ VENV ?= .venv
 PY := $(VENV)/bin/python
 STAMP := $(VENV)/.installed
 
-.PHONY: setup demo demo-real test unit realnodes lint bench image clean
+.PHONY: setup demo demo-real demo-deployed test unit realnodes lint bench image clean
 
 $(STAMP): pyproject.toml
 	$(PYTHON) -m venv $(VENV)
@@ -19,6 +19,9 @@ demo: setup
 
 demo-real: setup
 	$(PY) hack/demo.py --real-nodes
+
+demo-deployed: setup
+	$(PY) hack/demo.py --deployed
 
 test: setup
 	$(VENV)/bin/ruff check .

@@ -8,7 +8,11 @@ node coming back and its taints going. Everything it starts is stopped at the en
 
 Flags: --keep leaves it all running (Ctrl-C stops it); --dir DIR puts the control plane's files
 somewhere other than .local/demo; --real-nodes runs the same story on three real kubelets (real
-containers; the node "crashes" when its kubelet is killed) instead of the simulated nodes.
+containers; the node "crashes" when its kubelet is killed) instead of the simulated nodes;
+--deployed (`make demo-deployed`) runs it on the complete local cluster (three real nodes,
+kube-scheduler, kube-controller-manager, kube-proxy) with taintkeeper deployed as its users deploy
+it: from its own image and manifests (`hack/local-cluster.sh deploy`), as two Deployments behind a
+MutatingWebhookConfiguration, the controller's replicas sharing a Lease.
 """
 
 from __future__ import annotations
@@ -34,6 +38,9 @@ from webhook.registration import mutating_webhook_configuration  # noqa: E402
 SCRIPT = ROOT / "hack" / "local-cluster.sh"
 NAMESPACE = "demo"
 GRACE = 8  # --node-monitor-grace-period for the demo (50 s by default)
+DEPLOYED_GRACE = 20  # the same, as hack/demo-overlay deploys the controller
+DEPLOYED_OVERLAY = ROOT / "hack" / "demo-overlay"
+VICTIM_LABEL = "taintkeeper.io/e2e-victim"  # the overlay keeps taintkeeper's pods off the node so labelled
 NAMESPACE_SECONDS = 20  # the demo namespace's own default tolerationSeconds (the cluster's stays 300 s)
 STARTED = time.monotonic()
 
@@ -109,13 +116,51 @@ def tolerations_text(pod: dict) -> str:
     return ", ".join(parts) or "none"
 
 
+def start_processes(admission: client.AdmissionregistrationV1Api, directory: Path, kubeconfig: Path,
+                    registration: str) -> tuple[WebhookServer, ControllerProcess]:
+    """The webhook serving and registered, and the controller (not started yet: the nodes come first),
+    as host processes."""
+    ca_bundle = make_certs(directory / "webhook-certs")
+    webhook = WebhookServer(directory / "webhook-certs", directory / "webhook.log", workers=2,
+                            kubeconfig=kubeconfig).start()
+    say(f"webhook serving over TLS at {webhook.url} (log {directory / 'webhook.log'})")
+    with _ignore_missing():
+        admission.delete_mutating_webhook_configuration(registration)
+    admission.create_mutating_webhook_configuration(body=mutating_webhook_configuration(
+        ca_bundle, url=webhook.url, name=registration, failure_policy="Fail"))
+    controller = ControllerProcess(kubeconfig, directory / "controller.log", "--node-monitor-period=1s",
+                                   f"--node-monitor-grace-period={GRACE}s", "--node-eviction-rate=1",
+                                   "--leader-elect-retry-period=1s", "--leader-elect-renew-deadline=4s",
+                                   "--leader-elect-lease-duration=6s")
+    return webhook, controller
+
+
+def deploy(core: client.CoreV1Api, directory: Path) -> None:
+    """taintkeeper from its image and manifests, as Deployments on the real nodes (hack/local-cluster.sh deploy)."""
+    victim = raw(core.list_node)["items"][-1]["metadata"]["name"]
+    core.patch_node(victim, {"metadata": {"labels": {VICTIM_LABEL: "true"}}})
+    say(f"deploying taintkeeper from its own image and manifests, off {victim} (the node that will fail; "
+        "the first run builds the image: minutes)")
+    deployed = subprocess.run(["bash", str(SCRIPT), "deploy", str(directory), "--overlay", str(DEPLOYED_OVERLAY)],
+                              text=True)
+    if deployed.returncode != 0:
+        raise SystemExit("demo: taintkeeper could not be deployed (see the messages above)")
+    for pod in raw(core.list_namespaced_pod, "taintkeeper-system")["items"]:
+        if pod["status"].get("phase") == "Running":
+            say(f"  {pod['metadata']['name']:<45} on {pod['spec'].get('nodeName')}")
+
+
 def main() -> int:
     parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
     parser.add_argument("--dir", type=Path, default=ROOT / ".local" / "demo")
     parser.add_argument("--keep", action="store_true")
     parser.add_argument("--real-nodes", action="store_true",
                         help="three real kubelets + containerd (hack/local-cluster.sh up DIR --nodes 3)")
+    parser.add_argument("--deployed", action="store_true",
+                        help="taintkeeper deployed from its image and manifests into the complete local cluster")
     args = parser.parse_args()
+    args.real_nodes = args.real_nodes or args.deployed
+    grace = DEPLOYED_GRACE if args.deployed else GRACE
     directory: Path = args.dir.resolve()
     directory.mkdir(parents=True, exist_ok=True)
 
@@ -138,14 +183,10 @@ def main() -> int:
     registration = "taintkeeper-demo"
     try:
         say(f"control plane ready; kubeconfig {kubeconfig}")
-        ca_bundle = make_certs(directory / "webhook-certs")
-        webhook = WebhookServer(directory / "webhook-certs", directory / "webhook.log", workers=2,
-                                kubeconfig=kubeconfig).start()
-        say(f"webhook serving over TLS at {webhook.url} (log {directory / 'webhook.log'})")
-        with _ignore_missing():
-            admission.delete_mutating_webhook_configuration(registration)
-        admission.create_mutating_webhook_configuration(body=mutating_webhook_configuration(
-            ca_bundle, url=webhook.url, name=registration, failure_policy="Fail"))
+        if args.deployed:
+            deploy(core, directory)
+        else:
+            webhook, controller = start_processes(admission, directory, kubeconfig, registration)
         with _ignore_missing(409):
             core.create_namespace(body={"metadata": {"name": "taintkeeper-system"}})
         annotated = {"metadata": {"name": NAMESPACE, "annotations": {
@@ -172,13 +213,11 @@ def main() -> int:
             sim = Simulator(api, lease_period=1.0, status_period=30.0, node_prefix="demo").start()
             nodes = sim.add_nodes(4, zones=["zone-a", "zone-b"])
             say(f"4 simulated nodes: {', '.join(nodes)} in zone-a and zone-b, renewing their Leases every second")
-        controller = ControllerProcess(kubeconfig, directory / "controller.log", "--node-monitor-period=1s",
-                                       f"--node-monitor-grace-period={GRACE}s", "--node-eviction-rate=1",
-                                       "--leader-elect-retry-period=1s", "--leader-elect-renew-deadline=4s",
-                                       "--leader-elect-lease-duration=6s").start()
-        say(f"controller running: grace period {GRACE}s (log {directory / 'controller.log'})")
+        if controller is not None:
+            controller.start()
+            say(f"controller running: grace period {GRACE}s (log {directory / 'controller.log'})")
 
-        victim = nodes[0]
+        victim = nodes[-1] if args.deployed else nodes[0]
         deadline = time.monotonic() + 30
         while time.monotonic() < deadline:  # until the apiserver calls the webhook and its namespace cache has synced
             probe = raw(core.create_namespaced_pod, NAMESPACE, body={"metadata": {"name": "probe"}, "spec": {
@@ -207,7 +246,7 @@ def main() -> int:
         say(f"{victim} crashes: its kubelet " + ("is killed (SIGKILL; its containers keep running)"
                                                  if args.real_nodes else "stops heartbeating"))
         sim.stop_heartbeats(victim)
-        narrator.watch(GRACE + NAMESPACE_SECONDS + 15, until=lambda: sum(1 for r, d in narrator.pods.values() if d) >= 3
+        narrator.watch(grace + NAMESPACE_SECONDS + 15, until=lambda: sum(1 for r, d in narrator.pods.values() if d) >= 3
                        and "log-agent" not in {n.rsplit("-", 1)[0] for n, (r, d) in narrator.pods.items() if d})
         explain = subprocess.run([sys.executable, "-m", "controller", "explain", "--node", victim, "--kubeconfig",
                                   str(kubeconfig)], cwd=ROOT, capture_output=True, text=True)

@@ -584,7 +584,32 @@ def debian_layer(debs: list[Path]) -> LayerWriter:
                     writer.add(name, tarfile.REGTYPE, mode, handle.read())
         if stream.wait() != 0:
             raise BuildError(f"dpkg-deb --fsys-tarfile {deb.name} failed")
+    _stdlib_bytecode(writer)
     return writer
+
+
+def _stdlib_bytecode(writer: LayerWriter) -> None:
+    """The standard library's bytecode, which Debian's packages leave to their maintainer scripts (not
+    run here) and python:X.Y-slim ships: without it every process compiles what it imports, at each
+    start (the root is read-only), and holds on to the memory that took (+70 MB for `certs sync`,
+    which then outgrew its 128 MiB limit). Unchecked-hash .pyc files, so the fixed mtimes do not matter."""
+    sources = {name: data for name, (info, data) in writer.entries.items()
+               if re.fullmatch(r"usr/lib/python3\.\d+/.+\.py", name) and "/site-packages/" not in name
+               and isinstance(data, bytes)}
+    if not sources:
+        return
+    with tempfile.TemporaryDirectory(prefix="stdlib-") as scratch_name:
+        scratch = Path(scratch_name)
+        for name, data in sources.items():
+            (scratch / name).parent.mkdir(parents=True, exist_ok=True)
+            (scratch / name).write_bytes(data)
+        stdlib = next(iter(sources)).split("/")[:3]  # usr, lib, python3.X
+        # Files that are not valid Python 3 (test data, lib2to3 fixtures) are skipped, as py3compile does.
+        subprocess.run([sys.executable, "-m", "compileall", "-q", "-j0", "--invalidation-mode", "unchecked-hash",
+                        "-s", str(scratch), "-p", "/", str(scratch / "/".join(stdlib))], capture_output=True,
+                       check=False)
+        for path in sorted(scratch.rglob("*.pyc")):
+            writer.add(str(path.relative_to(scratch)), tarfile.REGTYPE, 0o644, path.read_bytes())
 
 
 # --- ELF: every shared library a wheel links to must be in the image ------------------------------------

@@ -7,9 +7,9 @@
 #    control plane and two workers, kube-apiserver without DefaultTolerationSeconds and
 #    kube-controller-manager without its node lifecycle and taint eviction controllers;
 # 2. builds taintkeeper:dev from manifests/Containerfile and loads it into the cluster;
-# 3. applies tests/e2e_kind/overlay (manifests/ plus short grace periods for the controller) and
+# 3. applies tests/e2e/overlay/kind (manifests/ plus short grace periods for the controller) and
 #    waits for the rollouts;
-# 4. runs `pytest -m kind tests/e2e_kind` against the cluster.
+# 4. runs the end-to-end suite against it: `pytest -m e2e tests/e2e` with TAINTKEEPER_E2E_PROVIDER=kind.
 #
 # The cluster is deleted at the end unless --keep is given (a kept cluster is reused by the next
 # run, which rebuilds and reloads the image). On a failure, cluster state and logs are printed and
@@ -26,7 +26,7 @@ KIND_VERSION=v0.25.0               # the kind release the pinned node image was 
 IMAGE=taintkeeper:dev              # the image manifests/kustomization.yaml deploys
 NAMESPACE=taintkeeper-system
 CONFIG=$ROOT/hack/kind-config.yaml
-OVERLAY=$ROOT/tests/e2e_kind/overlay
+OVERLAY=$ROOT/tests/e2e/overlay/kind
 WORK=${TAINTKEEPER_KIND_DIR:-$ROOT/.local/kind-e2e}
 KUBECONFIG_FILE=$WORK/kubeconfig
 ROLLOUT_TIMEOUT=${ROLLOUT_TIMEOUT:-300s}
@@ -125,7 +125,7 @@ load_image() {
 }
 
 deploy() {
-  log "applying tests/e2e_kind/overlay (manifests/ with short controller grace periods)"
+  log "applying tests/e2e/overlay/kind (manifests/ with short controller grace periods)"
   kubectl apply -k "$OVERLAY"
   if [ "$REUSED" -eq 1 ]; then
     # The cluster may run an older build under the same tag: restart so the new one is used.
@@ -180,8 +180,8 @@ build_image            # first: a broken build fails before any cluster is made
 create_cluster
 load_image
 deploy
-log "running pytest -m kind tests/e2e_kind"
+log "running pytest -m e2e tests/e2e on kind"
 cd "$ROOT"
 # TAINTKEEPER_KIND_E2E=1: a missing prerequisite now fails the suite instead of skipping it.
-KUBECONFIG=$KUBECONFIG_FILE TAINTKEEPER_KIND_E2E=1 TAINTKEEPER_KIND_CLUSTER=$CLUSTER \
-  "$PYTHON" -m pytest -m kind tests/e2e_kind -v -rs "${PYTEST_ARGS[@]}"
+KUBECONFIG=$KUBECONFIG_FILE TAINTKEEPER_KIND_E2E=1 TAINTKEEPER_KIND_CLUSTER=$CLUSTER TAINTKEEPER_E2E_PROVIDER=kind \
+  "$PYTHON" -m pytest -m e2e tests/e2e -v -rs "${PYTEST_ARGS[@]}"

@@ -1,23 +1,38 @@
 #!/usr/bin/env bash
-# A real kube-apiserver + etcd on loopback, for the tests and the local demo.
+# A real kube-apiserver + etcd on loopback, for the tests and the local demo; with --nodes, a
+# complete local cluster.
 #
 #   hack/local-cluster.sh up DIR [--nodes N]
 #                                     start etcd + kube-apiserver, write DIR/kubeconfig, print its path;
-#                                     with N > 0 also N real nodes (containerd + kubelet each), until Ready
+#                                     with N > 0 a complete cluster: also N real nodes (containerd +
+#                                     kubelet each) until Ready, kube-scheduler, kube-controller-manager
+#                                     without its node lifecycle controller, kube-proxy (iptables) and a
+#                                     pod network across the nodes; the apiserver then serves on the
+#                                     host's IP too and admits with ServiceAccount (a DIR started plain
+#                                     gets its apiserver restarted so). One such cluster per host at a time
+#   hack/local-cluster.sh deploy DIR [--overlay KUSTOMIZATION]
+#                                     taintkeeper from its own image and manifests into DIR's complete
+#                                     cluster: build the image (make image), import it into every node's
+#                                     containerd, apply manifests/kube-1.20 (or the overlay given) with
+#                                     server-side apply, wait for the certificate Job's Secret and caBundle
+#                                     and for both Deployments to be Available. Idempotent (hack/deploy.py;
+#                                     runs with the project's .venv, or $PYTHON)
 #   hack/local-cluster.sh down DIR    stop exactly the processes started for DIR and undo the host changes
-#                                     its nodes made (sysctls, iptables chains, dirs, cgroups, bridges)
+#                                     its nodes and kube-proxy made (sysctls, iptables chains, dirs,
+#                                     cgroups, bridges)
 #   hack/local-cluster.sh nodes DIR   the real nodes as JSON (name, zone, pids, containerd socket, ...)
 #   hack/local-cluster.sh stop-kubelet DIR NODE [--signal KILL|TERM] / start-kubelet DIR NODE
 #                                     stop (default TERM) or start one node's kubelet; containers keep running
-#   hack/local-cluster.sh build-node  only build (and cache) the kubelet, pause and the node images
+#   hack/local-cluster.sh build-node  only build (and cache) the kubelet, kube-proxy, kube-scheduler,
+#                                     kube-controller-manager, pause and the node images
 #   hack/local-cluster.sh status DIR  say whether DIR's control plane is running
 #   hack/local-cluster.sh stop-apiserver DIR / start-apiserver DIR
-#                                     stop or start only kube-apiserver (same port; etcd keeps the data)
+#                                     stop or start only kube-apiserver (same port and mode; etcd keeps the data)
 #   hack/local-cluster.sh build       only build (and cache) kube-apiserver
 #   hack/local-cluster.sh deps [--tools|--nodes]
 #                                     install every Debian package the demo and the tests use and build
 #                                     (and cache) kube-apiserver; --tools: only the test tools (promtool);
-#                                     --nodes: also the kubelet and node images. Idempotent: the test
+#                                     --nodes: also what build-node builds. Idempotent: the test
 #                                     fixtures run it before anything else
 #
 # Besides DIR/kubeconfig (cluster-admin), DIR/kubeconfig-<name> authenticates as the
@@ -27,8 +42,9 @@
 # No registry ships a kube-apiserver binary, so the first run on a machine builds 1.20.2 from
 # Debian's `kubernetes` source package (about 3-5 minutes on 2 cores) and caches it under
 # ${TAINTKEEPER_CACHE:-~/.cache/taintkeeper}. etcd comes from Debian's etcd-server.
-# The apiserver runs without DefaultTolerationSeconds: left on, it would add the very
-# tolerations taintkeeper's webhook adds and mask a broken webhook.
+# The apiserver runs without DefaultTolerationSeconds in every mode: left on, it would add the
+# very tolerations taintkeeper's webhook adds and mask a broken webhook. Without --nodes it also
+# runs without ServiceAccount admission (no controller creates `default` ServiceAccounts there).
 set -euo pipefail
 
 KUBE_VERSION=1.20.2
@@ -40,12 +56,14 @@ ETCD_BIN=/usr/bin/etcd
 ADMIN_TOKEN_USER=taintkeeper-admin
 SA_NAMESPACE=taintkeeper-system
 SERVICE_ACCOUNTS="taintkeeper-controller taintkeeper-webhook"
+SERVICE_CIDR=10.96.0.0/16
+KUBERNETES_SERVICE_IP=10.96.0.1
 
 die() { echo "local-cluster: $*" >&2; exit 1; }
 log() { echo "local-cluster: $*" >&2; }
 
-usage() {
-  sed -n '2,26p' "$0" | sed 's/^# \{0,1\}//' >&2
+usage() { # the comment block at the top, up to its second empty line
+  awk 'NR > 1 && /^#$/ && ++blank == 2 {exit} NR > 1 {sub(/^# ?/, ""); print}' "$0" >&2
   exit 2
 }
 
@@ -124,30 +142,38 @@ build_apiserver() {
 }
 
 KUBELET_BIN=$KUBE_CACHE/bin/kubelet
+PROXY_BIN=$KUBE_CACHE/bin/kube-proxy
+SCHEDULER_BIN=$KUBE_CACHE/bin/kube-scheduler
+CONTROLLER_MANAGER_BIN=$KUBE_CACHE/bin/kube-controller-manager
+# What build-node builds from the source tree: every binary of a complete cluster but the apiserver.
+NODE_COMPONENTS="kubelet kube-proxy kube-scheduler kube-controller-manager"
 BUILD_PACKAGES="golang-1.19-go rsync golang-github-modern-go-reflect2-dev dpkg-dev make"
 CONTROL_PLANE_PACKAGES="etcd-server openssl curl"
 # promtool (tests/unit/test_alert_rules.py) comes with Debian's prometheus package.
 TEST_PACKAGES=prometheus
 PAUSE_BIN=$KUBE_CACHE/bin/pause
 IMAGES_DIR=$KUBE_CACHE/images
-NODE_PACKAGES="containerd runc containernetworking-plugins busybox-static iptables gcc libc6-dev util-linux iproute2"
+# conntrack: kube-proxy clears stale UDP conntrack entries with it.
+NODE_PACKAGES="containerd runc containernetworking-plugins busybox-static iptables conntrack gcc libc6-dev util-linux iproute2"
 PAUSE_IMAGE=taintkeeper.local/pause:3.2
 BUSYBOX_IMAGE=taintkeeper.local/busybox:latest
 HERE=$(cd "$(dirname "${BASH_SOURCE[0]}")" && pwd)
 
-# The kubelet comes from the same source tree as kube-apiserver (fetched and patched by build_apiserver).
-build_kubelet() {
-  [ -x "$KUBELET_BIN" ] && return 0
+# kubelet, kube-proxy, kube-scheduler and kube-controller-manager come from the same source tree
+# as kube-apiserver (fetched and patched by build_apiserver), built the same way under the same lock.
+build_component() { # name (a cmd/ directory of the tree)
+  local name=$1 bin=$KUBE_CACHE/bin/$1
+  [ -x "$bin" ] && return 0
   build_apiserver
   exec 9>"$KUBE_CACHE/.build.lock"
   flock 9
-  [ -x "$KUBELET_BIN" ] && { exec 9>&-; return 0; }
-  log "building kubelet $KUBE_VERSION (first run on this machine only; a few minutes)"
+  [ -x "$bin" ] && { exec 9>&-; return 0; }
+  log "building $name $KUBE_VERSION (first run on this machine only; a few minutes)"
   (cd "$KUBE_CACHE/src" && PATH=/usr/lib/go-1.19/bin:$PATH GOPROXY=off GOSUMDB=off CGO_ENABLED=0 GOFLAGS='' \
-     make WHAT=cmd/kubelet >"$KUBE_CACHE/build-kubelet.log" 2>&1) \
-    || die "kubelet build failed (see $KUBE_CACHE/build-kubelet.log)"
-  cp "$KUBE_CACHE/src/_output/bin/kubelet" "$KUBELET_BIN.tmp" && mv "$KUBELET_BIN.tmp" "$KUBELET_BIN"
-  log "cached $KUBELET_BIN"
+     make WHAT="cmd/$name" >"$KUBE_CACHE/build-$name.log" 2>&1) \
+    || die "$name build failed (see $KUBE_CACHE/build-$name.log)"
+  cp "$KUBE_CACHE/src/_output/bin/$name" "$bin.tmp" && mv "$bin.tmp" "$bin"
+  log "cached $bin"
   exec 9>&-
 }
 
@@ -194,7 +220,8 @@ cmd_deps() { # [--tools|--nodes]
 build_node() {
   # shellcheck disable=SC2086
   apt_install $NODE_PACKAGES
-  build_kubelet
+  local name
+  for name in $NODE_COMPONENTS; do build_component "$name"; done
   build_images
 }
 
@@ -222,14 +249,10 @@ make_pki() {
   (umask 077
    openssl req -x509 -newkey ec -pkeyopt ec_paramgen_curve:prime256v1 -nodes -days 3650 \
      -subj "/CN=taintkeeper-local-ca" -keyout "$pki/ca.key" -out "$pki/ca.crt" 2>/dev/null
-   openssl req -newkey ec -pkeyopt ec_paramgen_curve:prime256v1 -nodes -subj "/CN=kube-apiserver" \
-     -keyout "$pki/apiserver.key" -out "$pki/apiserver.csr" 2>/dev/null
-   printf 'subjectAltName=IP:127.0.0.1,DNS:localhost,DNS:kubernetes,DNS:kubernetes.default,DNS:kubernetes.default.svc\nextendedKeyUsage=serverAuth\n' >"$pki/apiserver.ext"
-   openssl x509 -req -in "$pki/apiserver.csr" -CA "$pki/ca.crt" -CAkey "$pki/ca.key" -CAcreateserial \
-     -days 3650 -extfile "$pki/apiserver.ext" -out "$pki/apiserver.crt" 2>/dev/null
    openssl genrsa -out "$pki/sa.key" 2048 2>/dev/null
    openssl rsa -in "$pki/sa.key" -pubout -out "$pki/sa.pub" 2>/dev/null
    python3 -c 'import secrets; print(secrets.token_hex(24))' >"$pki/admin.token")
+  issue_apiserver_cert "$pki" 127.0.0.1 "$KUBERNETES_SERVICE_IP"
   # token,user,uid,"groups": later suites append ServiceAccount identities here.
   printf '%s,%s,%s,"system:masters"\n' "$(cat "$pki/admin.token")" "$ADMIN_TOKEN_USER" "$ADMIN_TOKEN_USER" >"$pki/tokens.csv"
   local sa token
@@ -239,6 +262,62 @@ make_pki() {
     printf '%s,system:serviceaccount:%s:%s,%s,"system:serviceaccounts,system:serviceaccounts:%s,system:authenticated"\n' \
       "$token" "$SA_NAMESPACE" "$sa" "$sa" "$SA_NAMESPACE" >>"$pki/tokens.csv"
   done
+}
+
+# The serving certificate, for these IPs (recorded in apiserver.ips): 127.0.0.1 for the host's
+# clients, the `kubernetes` Service IP for pods' in-cluster clients, the host's IP in a complete cluster.
+issue_apiserver_cert() { # pki ip...
+  local pki=$1 sans="" ip
+  shift
+  for ip in "$@"; do sans+="IP:$ip,"; done
+  (umask 077
+   openssl req -newkey ec -pkeyopt ec_paramgen_curve:prime256v1 -nodes -subj "/CN=kube-apiserver" \
+     -keyout "$pki/apiserver.key.tmp" -out "$pki/apiserver.csr" 2>/dev/null
+   printf 'subjectAltName=%sDNS:localhost,DNS:kubernetes,DNS:kubernetes.default,DNS:kubernetes.default.svc,DNS:kubernetes.default.svc.cluster.local\nextendedKeyUsage=serverAuth\n' \
+     "$sans" >"$pki/apiserver.ext"
+   openssl x509 -req -in "$pki/apiserver.csr" -CA "$pki/ca.crt" -CAkey "$pki/ca.key" -CAcreateserial \
+     -days 3650 -extfile "$pki/apiserver.ext" -out "$pki/apiserver.crt.tmp" 2>/dev/null) \
+    || die "could not issue the kube-apiserver certificate in $pki"
+  mv "$pki/apiserver.key.tmp" "$pki/apiserver.key"
+  mv "$pki/apiserver.crt.tmp" "$pki/apiserver.crt"
+  printf '%s\n' "$@" >"$pki/apiserver.ips"
+}
+
+# A client certificate signed by the cluster CA and a kubeconfig using it (for 127.0.0.1:API_PORT).
+make_client_kubeconfig() { # dir keydir subject user output
+  local dir=$1 kd=$2 subject=$3 user=$4 out=$5
+  [ -f "$out" ] && return 0
+  mkdir -p "$kd"
+  (umask 077
+   openssl req -newkey ec -pkeyopt ec_paramgen_curve:prime256v1 -nodes -subj "$subject" \
+     -keyout "$kd/client.key" -out "$kd/client.csr" 2>/dev/null
+   printf 'extendedKeyUsage=clientAuth\n' >"$kd/client.ext"
+   openssl x509 -req -in "$kd/client.csr" -CA "$dir/pki/ca.crt" -CAkey "$dir/pki/ca.key" -CAcreateserial \
+     -days 3650 -extfile "$kd/client.ext" -out "$kd/client.crt" 2>/dev/null) \
+    || die "could not make the certificate $subject"
+  # shellcheck disable=SC1091
+  . "$dir/ports"
+  (umask 077
+   cat >"$out.tmp" <<KC
+apiVersion: v1
+kind: Config
+clusters:
+- name: local
+  cluster:
+    server: https://127.0.0.1:$API_PORT
+    certificate-authority-data: $(base64 -w0 <"$dir/pki/ca.crt")
+users:
+- name: $user
+  user:
+    client-certificate-data: $(base64 -w0 <"$kd/client.crt")
+    client-key-data: $(base64 -w0 <"$kd/client.key")
+contexts:
+- name: local
+  context: {cluster: local, user: $user}
+current-context: local
+KC
+  )
+  mv "$out.tmp" "$out"
 }
 
 write_kubeconfig() { # dir port token-file output
@@ -291,9 +370,13 @@ wait_ready() {
 # baseline. Everything per node (cgroup root, bridge, subnet) is keyed by a machine-wide slot,
 # so several DIRs can run nodes side by side.
 HOST_STATE=$CACHE/host
-# What a kubelet (1.20, setupKernelTunables) and the CNI bridge plugin write.
+# What a kubelet (1.20, setupKernelTunables), the CNI bridge plugin and kube-proxy (route_localnet;
+# the conntrack limits and timeouts only if its config asked, which ours does not; it only reads
+# bridge-nf-call-iptables) write. Keys the kernel lacks (no br_netfilter, no conntrack) are skipped.
 NODE_SYSCTLS="vm.overcommit_memory vm.panic_on_oom kernel.panic kernel.panic_on_oops kernel.keys.root_maxkeys
-kernel.keys.root_maxbytes net.ipv4.ip_forward"
+kernel.keys.root_maxbytes net.ipv4.ip_forward net.ipv4.conf.all.route_localnet net.bridge.bridge-nf-call-iptables
+net.netfilter.nf_conntrack_max net.netfilter.nf_conntrack_tcp_timeout_established
+net.netfilter.nf_conntrack_tcp_timeout_close_wait"
 # Fixed paths the kubelet, containerd and CNI use whatever their flags say; in each node's mount
 # namespace a per-node directory is bind-mounted over each (host side: an empty mountpoint).
 NODE_BIND_PATHS="/var/lib/kubelet /var/log/pods /var/log/containers /var/lib/cni /run/netns /run/containerd"
@@ -349,6 +432,7 @@ record_baseline() {
   mkdir -p "$HOST_STATE/baseline"
   local key
   for key in $NODE_SYSCTLS; do
+    [ -e "/proc/sys/${key//.//}" ] || continue
     printf '%s=%s\n' "$key" "$(sysctl -n "$key")"
   done >"$HOST_STATE/baseline/sysctls"
   iptables_chains >"$HOST_STATE/baseline/iptables"
@@ -398,6 +482,7 @@ prune_active() { # forget registrations whose DIR has no live node process
     d=$(sed -n 's/^DIR=//p' "$entry")
     if [ -z "$d" ] || ! node_processes_alive "$d"; then
       log "forgetting stale node registration for $d"
+      [ -n "$d" ] && components_down "$d"
       [ -n "$d" ] && [ -d "$d/nodes" ] && teardown_nodes "$d"
       rm -f "$entry"
     fi
@@ -437,37 +522,7 @@ cgroup_all_mounts() { findmnt -rn -t cgroup,cgroup2 -o TARGET; }
 
 make_node_pki() { # dir nodedir name
   local dir=$1 nd=$2 name=$3
-  [ -f "$nd/pki/node.crt" ] && return 0
-  mkdir -p "$nd/pki"
-  (umask 077
-   openssl req -newkey ec -pkeyopt ec_paramgen_curve:prime256v1 -nodes -subj "/O=system:nodes/CN=system:node:$name" \
-     -keyout "$nd/pki/node.key" -out "$nd/pki/node.csr" 2>/dev/null
-   printf 'extendedKeyUsage=clientAuth\n' >"$nd/pki/node.ext"
-   openssl x509 -req -in "$nd/pki/node.csr" -CA "$dir/pki/ca.crt" -CAkey "$dir/pki/ca.key" -CAcreateserial \
-     -days 3650 -extfile "$nd/pki/node.ext" -out "$nd/pki/node.crt" 2>/dev/null) \
-    || die "could not make the certificate for $name"
-  # shellcheck disable=SC1091
-  . "$dir/ports"
-  (umask 077
-   cat >"$nd/kubeconfig" <<KC
-apiVersion: v1
-kind: Config
-clusters:
-- name: local
-  cluster:
-    server: https://127.0.0.1:$API_PORT
-    certificate-authority-data: $(base64 -w0 <"$dir/pki/ca.crt")
-users:
-- name: $name
-  user:
-    client-certificate-data: $(base64 -w0 <"$nd/pki/node.crt")
-    client-key-data: $(base64 -w0 <"$nd/pki/node.key")
-contexts:
-- name: local
-  context: {cluster: local, user: $name}
-current-context: local
-KC
-  )
+  make_client_kubeconfig "$dir" "$nd/pki" "/O=system:nodes/CN=system:node:$name" "$name" "$nd/kubeconfig"
 }
 
 write_node_config() { # dir nodedir
@@ -660,6 +715,12 @@ nodes_up() { # dir count
   id=$(dir_id "$dir")
   host_lock
   prune_active
+  local other
+  other=$(other_node_dir "$dir")
+  if [ -n "$other" ]; then
+    host_unlock
+    die "$other already runs real nodes on this host, with kube-proxy owning the host's KUBE-* iptables chains; one complete cluster at a time (run: down $other)"
+  fi
   if ! compgen -G "$HOST_STATE/active/*" >/dev/null; then record_baseline; fi
   slot=$(allocate_slot)
   printf 'DIR=%s\nSLOT=%s\n' "$dir" "$slot" >"$HOST_STATE/active/$id"
@@ -700,6 +761,294 @@ ENV
   done
   wait_nodes_ready "$dir" 120 "${names[@]}"
   log "$count real node(s) Ready: ${names[*]}"
+}
+
+# ---------------------------------------------------------------------------------------------
+# The rest of a complete cluster, started with the nodes: kube-scheduler, kube-controller-manager
+# and kube-proxy, on the host, each with a client certificate (DIR/components/<name>/) for the
+# user the apiserver's bootstrap RBAC already binds (system:kube-scheduler,
+# system:kube-controller-manager, system:kube-proxy), pidfiles DIR/<name>.pid, logs
+# DIR/logs/<name>.log, ports in DIR/components.env (health endpoints on free loopback ports;
+# kube-scheduler's and kube-controller-manager's serve /healthz only: no delegated authentication,
+# which without a front proxy CA would only log an error every minute).
+#
+# kube-controller-manager runs every default controller but nodelifecycle (in 1.20 the node
+# monitor AND the NoExecute taint manager): taintkeeper's controller is the only one that taints
+# nodes and evicts pods. nodeipam (no --allocate-node-cidrs: every node has its own CNI subnet) and
+# the cloud loops (no cloud provider) are off too. It signs ServiceAccount tokens with DIR/pki/sa.key
+# (the apiserver verifies them with sa.pub) and runs each controller under its own ServiceAccount.
+#
+# ONE kube-proxy, not one per node: every node lives in the host's network namespace (they differ
+# only in their mount namespace), so there is one set of iptables rules for all of them. kube-proxy
+# (iptables mode) owns KUBE-SERVICES, KUBE-NODEPORTS, KUBE-POSTROUTING, KUBE-MARK-MASQ, KUBE-SVC-*,
+# KUBE-SEP-*, ... outright: each sync rewrites them whole and deletes the KUBE-SVC/SEP chains it does
+# not know. N kube-proxies writing the same chains would undo each other's syncs (and each would
+# delete the chains of the services the others were in the middle of adding), for rules that are
+# the same for every node anyway (ClusterIP rules do not depend on the node). It runs as node-1
+# (--hostname-override: the node it reports events for and counts as local for
+# externalTrafficPolicy=Local); every node has the same IP. For the same reason only one DIR with
+# nodes can run on a host at once (nodes_up refuses a second one): two clusters' kube-proxies would
+# fight over the same chains.
+#
+# The pod network: each node's CNI bridge tk<slot>-<i> holds its own /24 of 10.(100+slot).0.0/16,
+# and all bridges are in the host's network namespace, so the host has a connected route to every
+# pod subnet: it reaches every pod, and a pod on node-1 reaches a pod on node-2 through its gateway
+# (the host routes between the bridges; net.ipv4.ip_forward=1, set here and restored by down). No
+# overlay and no masquerading is needed; kube-proxy gets that /16 as its cluster CIDR.
+#
+# The 1.20 apiserver's TaintNodesByCondition admission gives every new Node
+# node.kubernetes.io/not-ready:NoSchedule; the node lifecycle controller would lift it once the
+# node is Ready. With that controller off and taintkeeper's controller not necessarily running,
+# `up` lifts it once for the nodes it registered, so they are schedulable; after that nothing but
+# taintkeeper's controller taints or untaints nodes.
+COMPONENTS="kube-scheduler kube-controller-manager kube-proxy"
+KCM_CONTROLLERS='*,-nodelifecycle,-nodeipam,-route,-service,-cloud-node-lifecycle'
+REGISTRATION_TAINT=node.kubernetes.io/not-ready
+
+cluster_mode() { # dir -> plain or complete (DIR/mode.env, written by up)
+  local mode
+  mode=$(sed -n 's/^MODE=//p' "$1/mode.env" 2>/dev/null)
+  echo "${mode:-plain}"
+}
+
+cluster_node_ip() { sed -n 's/^NODE_IP=//p' "$1/mode.env" 2>/dev/null; }
+
+set_mode() { # dir mode [node ip]
+  printf 'MODE=%s\nNODE_IP=%s\n' "$2" "${3:-}" >"$1/mode.env"
+}
+
+# The apiserver of a complete cluster must be reachable from pods (the `kubernetes` Service is
+# DNATed to its advertised address, and a DNAT to 127.0.0.1 from a pod is dropped as martian), so
+# it serves on every address, advertises the host's IP, and that IP is in its certificate.
+ensure_apiserver_cert() { # dir node-ip
+  local dir=$1 ip=$2
+  grep -qx -- "$ip" "$dir/pki/apiserver.ips" 2>/dev/null && grep -qx -- "$KUBERNETES_SERVICE_IP" "$dir/pki/apiserver.ips" \
+    && return 0
+  issue_apiserver_cert "$dir/pki" 127.0.0.1 "$KUBERNETES_SERVICE_IP" "$ip"
+}
+
+other_node_dir() { # dir -> another DIR registered with live nodes on this host (call under host_lock after prune_active)
+  local dir=$1 entry d
+  for entry in "$HOST_STATE"/active/*; do
+    [ -f "$entry" ] || continue
+    d=$(sed -n 's/^DIR=//p' "$entry")
+    if [ -n "$d" ] && [ "$d" != "$dir" ]; then echo "$d"; return 0; fi
+  done
+}
+
+# Early, before anything starts (nodes_up checks again under the host lock).
+refuse_second_cluster() { # dir
+  local other
+  other=$(other_node_dir "$1")
+  if [ -n "$other" ] && node_processes_alive "$other"; then
+    die "$other already runs real nodes on this host, with kube-proxy owning the host's KUBE-* iptables chains; one complete cluster at a time (run: down $other)"
+  fi
+  return 0
+}
+
+api_get() { # dir path -> the object's JSON (admin token); fails on any HTTP error
+  local dir=$1 path=$2
+  # shellcheck disable=SC1091
+  . "$dir/ports"
+  curl -fsS --max-time 5 --cacert "$dir/pki/ca.crt" -H "Authorization: Bearer $(cat "$dir/pki/admin.token")" \
+    "https://127.0.0.1:$API_PORT$path" 2>/dev/null
+}
+
+healthy() { # url: GET answers 200 "ok" (the components' own self-signed serving certs: -k)
+  [ "$(curl -ksS --max-time 2 "$1" 2>/dev/null)" = ok ]
+}
+
+write_components_env() { # dir
+  local dir=$1
+  [ -f "$dir/components.env" ] && return 0
+  printf 'SCHEDULER_PORT=%s\nCONTROLLER_MANAGER_PORT=%s\nPROXY_HEALTHZ_PORT=%s\nPROXY_METRICS_PORT=%s\n' \
+    "$(free_port)" "$(free_port)" "$(free_port)" "$(free_port)" >"$dir/components.env"
+}
+
+start_scheduler() { # dir
+  local dir=$1 cd=$1/components/kube-scheduler
+  pid_alive "$dir/kube-scheduler.pid" "$dir" && return 0
+  make_client_kubeconfig "$dir" "$cd" "/CN=system:kube-scheduler" system:kube-scheduler "$cd/kubeconfig"
+  # shellcheck disable=SC1091
+  . "$dir/components.env"
+  mkdir -p "$cd/certs"
+  setsid "$SCHEDULER_BIN" --kubeconfig "$cd/kubeconfig" \
+    --bind-address 127.0.0.1 --secure-port "$SCHEDULER_PORT" --port 0 --cert-dir "$cd/certs" \
+    --leader-elect=false --profiling=false --v=1 \
+    >>"$dir/logs/kube-scheduler.log" 2>&1 </dev/null &
+  echo $! >"$dir/kube-scheduler.pid"
+}
+
+start_controller_manager() { # dir
+  local dir=$1 cd=$1/components/kube-controller-manager
+  pid_alive "$dir/kube-controller-manager.pid" "$dir" && return 0
+  make_client_kubeconfig "$dir" "$cd" "/CN=system:kube-controller-manager" system:kube-controller-manager "$cd/kubeconfig"
+  # shellcheck disable=SC1091
+  . "$dir/components.env"
+  mkdir -p "$cd/certs"
+  setsid "$CONTROLLER_MANAGER_BIN" --kubeconfig "$cd/kubeconfig" \
+    --bind-address 127.0.0.1 --secure-port "$CONTROLLER_MANAGER_PORT" --port 0 --cert-dir "$cd/certs" \
+    --controllers "$KCM_CONTROLLERS" --leader-elect=false \
+    --service-account-private-key-file "$dir/pki/sa.key" --root-ca-file "$dir/pki/ca.crt" \
+    --use-service-account-credentials=true \
+    --cluster-signing-cert-file "$dir/pki/ca.crt" --cluster-signing-key-file "$dir/pki/ca.key" \
+    --service-cluster-ip-range "$SERVICE_CIDR" --allocate-node-cidrs=false \
+    --profiling=false --v=1 \
+    >>"$dir/logs/kube-controller-manager.log" 2>&1 </dev/null &
+  echo $! >"$dir/kube-controller-manager.pid"
+}
+
+start_proxy() { # dir node-ip slot hostname
+  local dir=$1 ip=$2 slot=$3 host=$4 cd=$1/components/kube-proxy
+  pid_alive "$dir/kube-proxy.pid" "$dir" && return 0
+  make_client_kubeconfig "$dir" "$cd" "/CN=system:kube-proxy" system:kube-proxy "$cd/kubeconfig"
+  # shellcheck disable=SC1091
+  . "$dir/components.env"
+  # conntrack maxPerCore 0 and timeouts 0s: leave the host's conntrack table alone. oomScoreAdj 0:
+  # the default -999 needs CAP_SYS_RESOURCE, which root lacks here. bindAddress: the node IP.
+  cat >"$cd/config.yaml" <<YAML
+apiVersion: kubeproxy.config.k8s.io/v1alpha1
+kind: KubeProxyConfiguration
+clientConnection:
+  kubeconfig: $cd/kubeconfig
+mode: iptables
+hostnameOverride: $host
+bindAddress: $ip
+clusterCIDR: 10.$((100 + slot)).0.0/16
+healthzBindAddress: 127.0.0.1:$PROXY_HEALTHZ_PORT
+metricsBindAddress: 127.0.0.1:$PROXY_METRICS_PORT
+oomScoreAdj: 0
+conntrack:
+  maxPerCore: 0
+  min: 0
+  tcpEstablishedTimeout: 0s
+  tcpCloseWaitTimeout: 0s
+iptables:
+  masqueradeAll: false
+  syncPeriod: 30s
+  minSyncPeriod: 0s
+YAML
+  setsid "$PROXY_BIN" --config "$cd/config.yaml" --v=1 \
+    >>"$dir/logs/kube-proxy.log" 2>&1 </dev/null &
+  echo $! >"$dir/kube-proxy.pid"
+}
+
+lift_registration_taints() { # dir names...: drop not-ready:NoSchedule from these (Ready) nodes
+  local dir=$1
+  shift
+  # shellcheck disable=SC1091
+  . "$dir/ports"
+  API="https://127.0.0.1:$API_PORT" CA="$dir/pki/ca.crt" TOKEN="$(cat "$dir/pki/admin.token")" \
+    TAINT="$REGISTRATION_TAINT" python3 - "$@" <<'PY' || die "could not lift the registration taints of $*"
+import json, os, ssl, sys, urllib.error, urllib.request
+
+context = ssl.create_default_context(cafile=os.environ["CA"])
+headers = {"Authorization": "Bearer " + os.environ["TOKEN"]}
+
+def call(method, path, body=None, content_type=None):
+    request = urllib.request.Request(os.environ["API"] + path, method=method, headers=dict(headers),
+                                     data=None if body is None else json.dumps(body).encode())
+    if content_type:
+        request.add_header("Content-Type", content_type)
+    with urllib.request.urlopen(request, context=context, timeout=10) as response:
+        return json.load(response)
+
+for name in sys.argv[1:]:
+    for _ in range(10):
+        node = call("GET", f"/api/v1/nodes/{name}")
+        taints = node["spec"].get("taints") or []
+        kept = [t for t in taints if (t["key"], t["effect"]) != (os.environ["TAINT"], "NoSchedule")]
+        if kept == taints:
+            break
+        patch = [{"op": "test", "path": "/metadata/resourceVersion", "value": node["metadata"]["resourceVersion"]},
+                 {"op": "replace", "path": "/spec/taints", "value": kept}]
+        try:
+            call("PATCH", f"/api/v1/nodes/{name}", patch, "application/json-patch+json")
+            break
+        except urllib.error.HTTPError as error:
+            if error.code not in (409, 422):  # a failed test: the node changed, read it again
+                raise
+    else:
+        sys.exit(f"{name}: the node kept changing")
+PY
+}
+
+# 0 when the cluster serves pods: every component healthy, the `default` ServiceAccount has its
+# token (pods in `default` can be admitted), the `kubernetes` Service's endpoints are the host's IP.
+# What is not yet goes to PENDING (not printed: a subshell would swallow die).
+components_ready() { # dir node-ip
+  local dir=$1 ip=$2 name pending=""
+  # shellcheck disable=SC1091
+  . "$dir/ports"
+  # shellcheck disable=SC1091
+  . "$dir/components.env"
+  for name in $COMPONENTS; do
+    pid_alive "$dir/$name.pid" "$dir" || die "$name exited; see $dir/logs/$name.log:
+$(tail -n 15 "$dir/logs/$name.log")"
+  done
+  healthy "https://127.0.0.1:$SCHEDULER_PORT/healthz" || pending+=" kube-scheduler"
+  healthy "https://127.0.0.1:$CONTROLLER_MANAGER_PORT/healthz" || pending+=" kube-controller-manager"
+  # kube-proxy's answers 200 (with JSON) once it has synced its rules, 503 before
+  curl -fsS --max-time 2 "http://127.0.0.1:$PROXY_HEALTHZ_PORT/healthz" >/dev/null 2>&1 || pending+=" kube-proxy"
+  api_get "$dir" /api/v1/namespaces/default/serviceaccounts/default \
+    | python3 -c 'import json, sys; sys.exit(0 if json.load(sys.stdin).get("secrets") else 1)' 2>/dev/null \
+    || pending+=" default-serviceaccount-token"
+  api_get "$dir" /api/v1/namespaces/default/endpoints/kubernetes | EXPECT="$ip:$API_PORT" python3 -c '
+import json, os, sys
+subsets = json.load(sys.stdin).get("subsets") or []
+seen = sorted("%s:%s" % (a["ip"], p["port"]) for s in subsets for a in s.get("addresses") or [] for p in s.get("ports") or [])
+sys.exit(0 if seen == [os.environ["EXPECT"]] else 1)' 2>/dev/null || pending+=" kubernetes-endpoints"
+  PENDING=$pending
+  [ -z "$pending" ]
+}
+
+components_up() { # dir: after nodes_up
+  local dir=$1 ip
+  ip=$(cluster_node_ip "$dir")
+  # shellcheck disable=SC1091
+  . "$dir/nodes.env"
+  write_components_env "$dir"
+  # the routed pod network (see above); restored with the rest of the baseline
+  sysctl -q -w net.ipv4.ip_forward=1 || die "could not set net.ipv4.ip_forward=1"
+  start_scheduler "$dir"
+  start_controller_manager "$dir"
+  local slot first
+  slot=$(sed -n 's/^SLOT=//p' "$dir/nodes.env")
+  first=$(sed -n 's/^NODES="\([^ "]*\).*/\1/p' "$dir/nodes.env")
+  start_proxy "$dir" "$ip" "$slot" "$first"
+  # shellcheck disable=SC2086
+  lift_registration_taints "$dir" $NODES
+  local deadline=$((SECONDS + 120))
+  until components_ready "$dir" "$ip"; do
+    [ $SECONDS -lt $deadline ] || die "complete cluster not ready after 120s:$PENDING (logs in $dir/logs)"
+    sleep 0.3
+  done
+  log "kube-scheduler, kube-controller-manager (all but nodelifecycle), kube-proxy running; pods reach the apiserver at $KUBERNETES_SERVICE_IP:443 -> $ip"
+}
+
+components_down() { # dir
+  local dir=$1 name
+  for name in kube-proxy kube-controller-manager kube-scheduler; do
+    stop_pidfile "$dir/$name.pid" "$dir"
+  done
+  return 0
+}
+
+# `up DIR --nodes N`: the apiserver in complete mode (restarted if it was started plain), the nodes,
+# then the other components.
+complete_up() { # dir count
+  local dir=$1 count=$2 ip
+  ip=$(node_ip)
+  refuse_second_cluster "$dir"
+  if [ "$(cluster_mode "$dir")" != complete ] || [ "$(cluster_node_ip "$dir")" != "$ip" ]; then
+    log "restarting kube-apiserver in $dir for a complete cluster (ServiceAccount admission, serving on $ip too)"
+    set_mode "$dir" complete "$ip"
+    ensure_apiserver_cert "$dir" "$ip"
+    stop_pidfile "$dir/apiserver.pid" "$dir"
+    start_apiserver "$dir"
+  fi
+  nodes_up "$dir" "$count"
+  components_up "$dir"
 }
 
 kill_pidfile() { # pidfile dir signal: signal a recorded process and wait (up to 10 s) for it to exit
@@ -790,6 +1139,8 @@ teardown_nodes() { # dir
 nodes_down() { # dir
   local dir=$1 id
   [ -d "$dir/nodes" ] || return 0
+  # first: a live kube-proxy would re-create the chains restore_baseline removes
+  components_down "$dir"
   teardown_nodes "$dir"
   id=$(dir_id "$dir")
   host_lock
@@ -863,10 +1214,11 @@ cmd_up() { # dir [node count]
   mkdir -p "$dir"
   dir=$(cd "$dir" && pwd)
   if pid_alive "$dir/apiserver.pid" "$dir" && pid_alive "$dir/etcd.pid" "$dir" && [ -f "$dir/kubeconfig" ]; then
-    [ "$nodes" -gt 0 ] && nodes_up "$dir" "$nodes"
+    [ "$nodes" -gt 0 ] && complete_up "$dir" "$nodes"
     echo "$dir/kubeconfig"
     return 0
   fi
+  [ "$nodes" -gt 0 ] && refuse_second_cluster "$dir"
   cmd_down "$dir" 2>/dev/null || true
   # shellcheck disable=SC2086
   apt_install $CONTROL_PLANE_PACKAGES
@@ -874,6 +1226,14 @@ cmd_up() { # dir [node count]
   build_apiserver
   mkdir -p "$dir/logs"
   [ -f "$dir/pki/tokens.csv" ] || make_pki "$dir/pki"
+  if [ "$nodes" -gt 0 ]; then
+    local ip
+    ip=$(node_ip)
+    set_mode "$dir" complete "$ip"
+    ensure_apiserver_cert "$dir" "$ip"
+  else
+    set_mode "$dir" plain
+  fi
 
   if [ ! -f "$dir/ports" ]; then
     printf 'ETCD_CLIENT=%s\nETCD_PEER=%s\nAPI_PORT=%s\n' "$(free_port)" "$(free_port)" "$(free_port)" >"$dir/ports"
@@ -888,7 +1248,7 @@ cmd_up() { # dir [node count]
     write_kubeconfig "$dir" "$API_PORT" "$dir/pki/$sa.token" "$dir/kubeconfig-$sa"
   done
   log "kube-apiserver $KUBE_VERSION ready on https://127.0.0.1:$API_PORT (logs in $dir/logs)"
-  [ "$nodes" -gt 0 ] && nodes_up "$dir" "$nodes"
+  [ "$nodes" -gt 0 ] && complete_up "$dir" "$nodes"
   echo "$dir/kubeconfig"
 }
 
@@ -905,21 +1265,32 @@ start_etcd() {
   echo $! >"$dir/etcd.pid"
 }
 
+# DIR/mode.env says how: plain (loopback only, no ServiceAccount admission: the integration tests
+# create pods in namespaces no controller gives a `default` ServiceAccount) or complete (every
+# address, advertising the host's IP, with ServiceAccount admission: kube-controller-manager
+# creates the ServiceAccounts and their tokens). DefaultTolerationSeconds is off in both.
 start_apiserver() {
-  local dir=$1
+  local dir=$1 bind=127.0.0.1 advertise=127.0.0.1
+  local admission=NamespaceLifecycle,MutatingAdmissionWebhook,ValidatingAdmissionWebhook
+  local disabled=ServiceAccount,DefaultTolerationSeconds
   # shellcheck disable=SC1091
   . "$dir/ports"
+  if [ "$(cluster_mode "$dir")" = complete ]; then
+    bind=0.0.0.0 advertise=$(cluster_node_ip "$dir")
+    [ -n "$advertise" ] || die "no node IP recorded in $dir/mode.env"
+    admission=NamespaceLifecycle,ServiceAccount,MutatingAdmissionWebhook,ValidatingAdmissionWebhook
+    disabled=DefaultTolerationSeconds
+  fi
   if ! pid_alive "$dir/apiserver.pid" "$dir"; then
     setsid "$APISERVER_BIN" --etcd-servers "http://127.0.0.1:$ETCD_CLIENT" \
-      --bind-address 127.0.0.1 --advertise-address 127.0.0.1 --secure-port "$API_PORT" --insecure-port 0 \
+      --bind-address "$bind" --advertise-address "$advertise" --secure-port "$API_PORT" --insecure-port 0 \
       --tls-cert-file "$dir/pki/apiserver.crt" --tls-private-key-file "$dir/pki/apiserver.key" \
       --client-ca-file "$dir/pki/ca.crt" --token-auth-file "$dir/pki/tokens.csv" \
       --authorization-mode Node,RBAC \
       --service-account-key-file "$dir/pki/sa.pub" --service-account-signing-key-file "$dir/pki/sa.key" \
       --service-account-issuer https://kubernetes.default.svc \
-      --service-cluster-ip-range 10.96.0.0/16 --allow-privileged=true \
-      --enable-admission-plugins NamespaceLifecycle,MutatingAdmissionWebhook,ValidatingAdmissionWebhook \
-      --disable-admission-plugins ServiceAccount,DefaultTolerationSeconds \
+      --service-cluster-ip-range "$SERVICE_CIDR" --allow-privileged=true \
+      --enable-admission-plugins "$admission" --disable-admission-plugins "$disabled" \
       --kubelet-preferred-address-types InternalIP \
       --profiling=false --v=1 \
       >>"$dir/logs/kube-apiserver.log" 2>&1 </dev/null &
@@ -977,6 +1348,7 @@ cmd_down() {
   local dir=$1
   [ -d "$dir" ] || die "no such directory: $dir"
   dir=$(cd "$dir" && pwd)
+  components_down "$dir"
   nodes_down "$dir"
   stop_pidfile "$dir/apiserver.pid" "$dir"
   stop_pidfile "$dir/etcd.pid" "$dir"
@@ -995,6 +1367,15 @@ cmd_status() {
     echo "stopped"
     return 1
   fi
+}
+
+cmd_deploy() { # dir [--overlay path]
+  local root python
+  root=$(cd "$HERE/.." && pwd)
+  python=${PYTHON:-$root/.venv/bin/python}
+  [ -x "$python" ] || command -v "$python" >/dev/null 2>&1 \
+    || die "no Python with taintkeeper's dependencies at $python: run \`make setup\` first (or set PYTHON)"
+  (cd "$root" && "$python" -m hack.deploy "$@")
 }
 
 [ $# -ge 1 ] || usage
@@ -1024,7 +1405,10 @@ case "$1" in
   build-node)
     [ $# -eq 1 ] || usage
     build_node
-    echo "$KUBELET_BIN" ;;
+    for name in $NODE_COMPONENTS; do echo "$KUBE_CACHE/bin/$name"; done ;;
+  deploy)
+    if [ $# -eq 2 ] || { [ $# -eq 4 ] && [ "$3" = --overlay ]; }; then cmd_deploy "${@:2}"
+    else usage; fi ;;
   -h|--help|help) usage ;;
   *) echo "local-cluster: unknown command '$1'" >&2; usage ;;
 esac

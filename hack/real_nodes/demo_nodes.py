@@ -2,7 +2,8 @@
 
 The nodes themselves are started by `hack/local-cluster.sh up DIR --nodes N`; here a node "crashes"
 when its kubelet is SIGKILLed and "comes back" when it is started again. Pods are real busybox
-containers placed with spec.nodeName (there is no scheduler) from the node's local image.
+containers placed with spec.nodeName (on the node the demo picked, not where kube-scheduler would put
+them) from the node's local image.
 """
 
 from __future__ import annotations
@@ -32,7 +33,26 @@ class RealNodes:
         return json.loads(self._script("nodes", str(self.directory)))
 
     def start(self) -> RealNodes:
-        return self
+        """Until every namespace's `default` ServiceAccount has its token: the complete cluster admits
+        pods with ServiceAccount admission, and kube-controller-manager makes them a moment after a
+        namespace is created."""
+        deadline = time.monotonic() + 60
+        while True:
+            pending = [ns.metadata.name for ns in self.core.list_namespace().items
+                       if ns.status.phase == "Active" and not self._has_token(ns.metadata.name)]
+            if not pending:
+                return self
+            if time.monotonic() > deadline:
+                raise RuntimeError(f"no default ServiceAccount token after 60 s in: {', '.join(pending)}")
+            time.sleep(0.2)
+
+    def _has_token(self, namespace: str) -> bool:
+        try:
+            return bool(self.core.read_namespaced_service_account("default", namespace).secrets)
+        except client.ApiException as error:
+            if error.status == 404:
+                return False
+            raise
 
     def add_nodes(self, count: int, zones: list[str] | None = None) -> list[str]:
         """The nodes `up --nodes N` started (their zones alternate zone-a/zone-b); they cannot be added here."""

@@ -10,6 +10,8 @@ from pathlib import Path
 
 from kubernetes import client
 
+from tests.integration.kube import wait_for
+
 ROOT = Path(__file__).resolve().parents[2]
 SCRIPT = ROOT / "hack" / "local-cluster.sh"
 # What `up` says when the kernel lacks something real nodes cannot do without.
@@ -65,6 +67,24 @@ class RealCluster:
             task_id, pid, status = line.split()
             tasks[task_id] = (int(pid), status)
         return tasks
+
+
+def wait_default_service_account(core: client.CoreV1Api, namespace: str, timeout: float = 60) -> None:
+    """`up --nodes N` admits pods with ServiceAccount admission: a pod can be created in a new namespace
+    once kube-controller-manager has given it its `default` ServiceAccount and that one its token."""
+    def has_token() -> bool:
+        return bool(core.read_namespaced_service_account("default", namespace).secrets)
+
+    wait_for(has_token, timeout, f"the default ServiceAccount of {namespace} and its token")
+
+
+def component_pid(directory: Path, name: str) -> int | None:
+    """The live pid of a control-plane component `up --nodes N` started (kube-proxy, kube-scheduler, ...)."""
+    try:
+        pid = int((directory / f"{name}.pid").read_text())
+    except (OSError, ValueError):
+        return None
+    return pid if process_running(pid) and str(directory) in " ".join(cmdline(pid)) else None
 
 
 def process_running(pid: int) -> bool:

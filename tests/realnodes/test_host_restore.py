@@ -16,10 +16,19 @@ from kubernetes import client, config
 
 from tests.integration.kube import wait_for
 from tests.realnodes.conftest import bring_up
-from tests.realnodes.nodes import RealCluster, checked, script
+from tests.realnodes.nodes import RealCluster, checked, script, wait_default_service_account
 
-SYSCTLS = ("vm.overcommit_memory", "vm.panic_on_oom", "kernel.panic", "kernel.panic_on_oops",
-           "kernel.keys.root_maxkeys", "kernel.keys.root_maxbytes", "net.ipv4.ip_forward")
+# kubelet, CNI bridge, and kube-proxy (route_localnet; it reads bridge-nf-call-iptables and would set the
+# conntrack ones if its config asked); keys this kernel lacks are left out
+SYSCTLS = tuple(key for key in (
+    "vm.overcommit_memory", "vm.panic_on_oom", "kernel.panic", "kernel.panic_on_oops", "kernel.keys.root_maxkeys",
+    "kernel.keys.root_maxbytes", "net.ipv4.ip_forward", "net.ipv4.conf.all.route_localnet",
+    "net.bridge.bridge-nf-call-iptables", "net.netfilter.nf_conntrack_max",
+    "net.netfilter.nf_conntrack_tcp_timeout_established", "net.netfilter.nf_conntrack_tcp_timeout_close_wait")
+    if Path("/proc/sys", *key.split(".")).exists())
+# iptables chains kube-proxy (iptables mode) creates whatever the services; KUBE-SVC-*/KUBE-SEP-* per service
+PROXY_CHAINS = ("iptables *nat KUBE-SERVICES", "iptables *nat KUBE-NODEPORTS", "iptables *nat KUBE-POSTROUTING",
+                "iptables *nat KUBE-MARK-MASQ", "iptables *filter KUBE-FORWARD", "iptables *filter KUBE-SERVICES")
 PATHS = ("/var/lib/kubelet", "/var/log/pods", "/var/log/containers", "/usr/libexec/kubernetes", "/run/containerd",
          "/run/netns", "/var/run/netns", "/var/lib/cni", "/var/lib/containerd", "/opt/containerd", "/etc/cni",
          "/opt/cni", "/run/kubernetes", "/etc/kubernetes", "/var/lib/dockershim", "/var/lib/kubelet/pki")
@@ -43,6 +52,18 @@ def iptables_rules() -> list[str]:
                 line = " ".join(line.split()[:2])
             lines.append(f"{family} {line}")
     return lines
+
+
+def iptables_chains(rules: list[str]) -> set[str]:
+    """"<family> *<table> <chain>" for every chain in iptables_rules()."""
+    chains, table = set(), ""
+    for line in rules:
+        family, rest = line.split(" ", 1)
+        if rest.startswith("*"):
+            table = rest
+        elif rest.startswith(":"):
+            chains.add(f"{family} {table} {rest[1:].split()[0]}")
+    return chains
 
 
 def snapshot() -> dict[str, object]:
@@ -80,20 +101,37 @@ def test_down_leaves_the_host_as_up_found_it(tmp_path: Path, node_packages: None
         core = client.CoreV1Api(cluster.api_client)
         namespace = f"host-{uuid.uuid4().hex[:6]}"
         core.create_namespace(body={"metadata": {"name": namespace}})
+        wait_default_service_account(core, namespace)
         for name, node in nodes.items():  # a running pod per node: sandboxes, netns, veths, bridges
             core.create_namespaced_pod(namespace, body={
-                "metadata": {"name": f"p-{name}", "labels": {"taintkeeper.io/skip": "true"}},
+                "metadata": {"name": f"p-{name}", "labels": {"taintkeeper.io/skip": "true", "app": "host"}},
                 "spec": {"nodeName": name, "terminationGracePeriodSeconds": 1, "containers": [{
                     "name": "c", "image": node["busyboxImage"], "imagePullPolicy": "Never",
                     "command": ["sleep", "3600"]}]}})
         for name in nodes:
             wait_for(lambda name=name: core.read_namespaced_pod(f"p-{name}", namespace).status.phase == "Running",
                      60, f"the pod on {name} to run")
+        # a Service with endpoints on both nodes (and a NodePort): kube-proxy's per-service chains
+        core.create_namespaced_service(namespace, body={"metadata": {"name": "host"}, "spec": {
+            "type": "NodePort", "selector": {"app": "host"}, "ports": [{"port": 80, "targetPort": 8080}]}})
+
+        def service_chains() -> set[str]:
+            chains = iptables_chains(iptables_rules())
+            sep = {c for c in chains if c.startswith("iptables *nat KUBE-SEP-")}
+            svc = {c for c in chains if c.startswith("iptables *nat KUBE-SVC-")}
+            return chains if len(svc) >= 2 and len(sep) >= 3 else set()  # kubernetes + host; 1 + 2 endpoints
+
+        wait_for(service_chains, 30, "kube-proxy's chains for the kubernetes and host Services")
         during = snapshot()
         changed = differences(before, during)
-        # the comparison below means something only if the nodes did change the host
-        assert {"cgroups", "links", "paths"} <= changed.keys(), changed.keys()
+        # the comparison below means something only if the nodes and kube-proxy did change the host
+        assert {"cgroups", "links", "paths", "iptables"} <= changed.keys(), changed.keys()
         assert all(node["bridge"] in during["links"]["bridge"] for node in nodes.values())
+        chains = iptables_chains(during["iptables"])  # type: ignore[arg-type]
+        assert set(PROXY_CHAINS) <= chains, set(PROXY_CHAINS) - chains
+        assert not set(PROXY_CHAINS) & iptables_chains(before["iptables"])  # type: ignore[arg-type]
+        assert during["sysctls"]["net.ipv4.conf.all.route_localnet"] == "1"  # type: ignore[index]
+        assert during["sysctls"]["net.ipv4.ip_forward"] == "1"  # type: ignore[index]
         cluster.api_client.close()
     finally:
         result = script("down", str(directory))

@@ -79,7 +79,7 @@ def test_config_values_the_manifests_rely_on() -> None:
     assert env["PYTHONDONTWRITEBYTECODE"] == "1"  # the root filesystem is read-only
     assert env["PYTHONUNBUFFERED"] == "1"
     assert recipe.python == "3.11"
-    assert recipe.compile is False
+    assert recipe.compile is True  # bytecode in the image: a read-only root cannot take it at run time
     assert recipe.uninstall == ["pip", "setuptools"]
 
 
@@ -162,8 +162,18 @@ def test_the_recipe_follows_the_containerfile(tmp_path: Path) -> None:
     assert config["Labels"] == {"k": "v"}
     path = variant(tmp_path, "COPY certs ./certs\n", "COPY certs ./certs\nCOPY bench ./bench\n")
     assert image.recipe_from_containerfile(path).sources[-1] == "bench"
-    path = variant(tmp_path, "pip install --no-compile .", "pip install .")
-    assert image.recipe_from_containerfile(path).compile is True
+    assert image.recipe_from_containerfile().compile is True
+    path = variant(tmp_path, "pip install .", "pip install --no-compile .")
+    assert image.recipe_from_containerfile(path).compile is False
+
+
+def test_the_build_stages_compiler_is_required_of_the_host(tmp_path: Path) -> None:
+    assert image.recipe_from_containerfile().build_packages == ["gcc", "libc6-dev"]
+    path = variant(tmp_path, "install -y --no-install-recommends gcc libc6-dev",
+                   "install -y --no-install-recommends gcc libc6-dev no-such-package-here")
+    recipe = image.recipe_from_containerfile(path)
+    with pytest.raises(image.BuildError, match="no-such-package-here"):
+        image.build(tmp_path / "out.tar", recipe, image.DEFAULT_TAG)
 
 
 def copy_project(tmp_path: Path) -> Path:

@@ -333,19 +333,6 @@ def test_the_kube_1_20_installation_differs_only_in_the_api_versions_1_20_lacks(
         assert {**old[key], "apiVersion": before} == doc, key
 
 
-def test_containerfile():
-    lines = [line.strip() for line in (MANIFESTS / "Containerfile").read_text().splitlines()
-             if line.strip() and not line.startswith("#")]
-    froms = [line for line in lines if line.startswith("FROM ")]
-    assert froms and all(line.split()[1] == "python:3.11-slim" for line in froms)
-    final_stage = lines[lines.index(froms[-1]):]
-    assert not any(line.startswith("RUN ") for line in final_stage), "the final stage only copies the venv"
-    (user,) = [line for line in final_stage if line.startswith("USER ")]
-    uid, _, gid = user.split()[1].partition(":")
-    assert uid.isdigit() and int(uid) > 0 and (not gid or gid.isdigit())
-    assert any(re.search(r"pip install .*\s\.$", line) for line in lines)
-
-
 # -- the optional NetworkPolicy ---------------------------------------------------------------------
 
 def test_the_network_policy_lets_only_the_apiserver_and_prometheus_reach_the_webhook_port():

@@ -1,10 +1,8 @@
-"""Helpers for the kind suite: the cluster handle, raw reads, pods, taints, and polling."""
+"""Helpers for the end-to-end suite: the cluster handle, raw reads, pods, taints, and polling."""
 
 from __future__ import annotations
 
 import json
-import os
-import subprocess
 import time
 from collections.abc import Callable
 from dataclasses import dataclass
@@ -13,6 +11,8 @@ from typing import Any, TypeVar
 
 from kubernetes import client
 
+from tests.e2e.providers import Provider
+
 T = TypeVar("T")
 
 SYSTEM_NAMESPACE = "taintkeeper-system"
@@ -20,9 +20,7 @@ NOT_READY = "node.kubernetes.io/not-ready"
 UNREACHABLE = "node.kubernetes.io/unreachable"
 CONTROL_PLANE_TAINT = "node-role.kubernetes.io/control-plane"
 SKIP_LABEL = "taintkeeper.io/skip"
-# The kind node image already holds the pause image (its containerd's sandbox image), so test
-# pods start without a registry; another image can be set for clusters where it is not present.
-POD_IMAGE = os.environ.get("TAINTKEEPER_E2E_POD_IMAGE", "registry.k8s.io/pause:3.10")
+VICTIM_LABEL = "taintkeeper.io/e2e-victim"  # the node the tests stop; taintkeeper's pods stay off it
 
 
 def toleration(key: str, seconds: int | None = None, effect: str = "NoExecute") -> dict[str, Any]:
@@ -57,21 +55,13 @@ def wait_for(condition: Callable[[], T | None], timeout: float, what: str, inter
         time.sleep(interval)
 
 
-def docker(*args: str, timeout: float = 180) -> str:
-    result = subprocess.run(["docker", *args], capture_output=True, text=True, timeout=timeout, check=False)
-    if result.returncode != 0:
-        raise AssertionError(f"docker {' '.join(args)} failed ({result.returncode}): {result.stderr.strip()}")
-    return result.stdout.strip()
-
-
 @dataclass
-class KindCluster:
-    name: str
+class E2ECluster:
+    provider: Provider  # kind or the local cluster: how nodes stop and containers die
     kubeconfig: Path
     api_client: client.ApiClient
-    control_plane: str
-    victim: str  # the worker the tests stop and start (`docker stop`): nothing of taintkeeper runs there
-    bystander: str  # the other worker, in the same zone
+    victim: str  # the worker the tests stop and start: nothing of taintkeeper runs there
+    bystander: str  # another worker, in the same zone
 
     @property
     def core(self) -> client.CoreV1Api:
@@ -109,8 +99,8 @@ class KindCluster:
         """The not-ready/unreachable taints on a node, as `key:effect`."""
         return sorted(f"{t['key']}:{t['effect']}" for t in self.taints(name) if t["key"] in (NOT_READY, UNREACHABLE))
 
-    def container_running(self, node: str) -> bool:
-        return docker("inspect", "--format", "{{.State.Running}}", node) == "true"
+    def nodes(self) -> list[str]:
+        return [n["metadata"]["name"] for n in self.raw(self.core.list_node)["items"]]
 
     # pods
 
@@ -120,7 +110,7 @@ class KindCluster:
         """Create a pause pod (pinned to `node` by its hostname label) and return the API's answer,
         which shows exactly what admission did to it."""
         spec: dict[str, Any] = {
-            "containers": [{"name": "pause", "image": POD_IMAGE, "imagePullPolicy": "IfNotPresent"}],
+            "containers": [{"name": "pause", "image": self.provider.pod_image, "imagePullPolicy": "IfNotPresent"}],
             "terminationGracePeriodSeconds": 1,
         }
         if node is not None:

