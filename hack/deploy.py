@@ -31,6 +31,8 @@ from typing import Any
 import yaml
 from kubernetes import client, config, dynamic
 
+from hack import image
+
 ROOT = Path(__file__).resolve().parents[1]
 LOCAL_CLUSTER = ROOT / "hack" / "local-cluster.sh"
 DEFAULT_OVERLAY = ROOT / "manifests" / "kube-1.20"
@@ -70,15 +72,12 @@ def cluster_nodes(directory: Path) -> list[dict[str, Any]]:
     return nodes
 
 
-def build_image() -> tuple[Path, str, str]:
-    """(OCI archive, image reference, manifest digest) of taintkeeper's image, built if stale."""
-    from hack import image
-
+def build_image() -> image.BuiltImage:
+    """taintkeeper's image (OCI archive, reference, manifest digest), built if stale."""
     try:
-        built = image.ensure_image()
+        return image.ensure_image()
     except Exception as error:  # the builder says why (a missing package, a failed pip, ...)
         raise DeployError(f"the image cannot be built: {error}") from error
-    return built.archive, built.reference, built.digest
 
 
 def import_image(nodes: list[dict[str, Any]], archive: Path, reference: str, digest: str) -> list[str]:
@@ -209,12 +208,12 @@ def deploy(directory: Path, overlay: Path, timeout: float) -> None:
     started = time.monotonic()
     nodes = cluster_nodes(directory)
     log(f"cluster in {directory}: {len(nodes)} nodes ({', '.join(n['name'] for n in nodes)})")
-    archive, reference, digest = build_image()
-    log(f"image {reference} ({digest}) from {archive}")
-    imported = import_image(nodes, archive, reference, digest)
+    built = build_image()
+    log(f"image {built.reference} ({built.digest}) from {built.archive}")
+    imported = import_image(nodes, built.archive, built.reference, built.digest)
     log(f"imported into {', '.join(imported)}" if imported else "every node already holds this image")
     objects = render(overlay)
-    stamp_image(objects, digest)
+    stamp_image(objects, built.digest)
     api_client = config.new_client_from_config(config_file=str(directory / "kubeconfig"))
     try:
         applied = apply(dynamic.DynamicClient(api_client), objects)

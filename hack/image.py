@@ -1023,11 +1023,6 @@ def ensure_image(tag: str = DEFAULT_TAG, *, force: bool = False, root: Path = RO
     return read_archive(out)
 
 
-def image_archive(tag: str = DEFAULT_TAG, *, force: bool = False, root: Path = ROOT) -> Path:
-    """The path of the image's OCI archive, built first if stale (ensure_image())."""
-    return ensure_image(tag, force=force, root=root).archive
-
-
 def main() -> int:
     parser = argparse.ArgumentParser(description=__doc__.splitlines()[0],
                                      epilog="Prints the archive's path. Import: ctr -n k8s.io images import PATH")
@@ -1040,7 +1035,7 @@ def main() -> int:
         if args.print_config:
             print(json.dumps(image_config(recipe_from_containerfile()), indent=2))
             return 0
-        print(image_archive(args.tag, force=args.force))
+        print(ensure_image(args.tag, force=args.force).archive)
     except (RecipeError, BuildError) as error:
         print(f"image: error: {error}", file=sys.stderr)
         return 1
