@@ -1,11 +1,15 @@
 """Kubernetes Events, recorded asynchronously so an eviction never waits on one.
 
 Events are best effort (as upstream's recorder): a full queue or a failed POST is logged and
-dropped. Cluster-scoped objects (Nodes) get their events in the `default` namespace, as upstream.
+dropped. What upstream's recorder expects the server to reject is logged at DEBUG, not as a
+warning: an event that already exists, and one for a namespace being deleted (a pod of a
+namespace going away is still marked NotReady or evicted). Cluster-scoped objects (Nodes) get
+their events in the `default` namespace, as upstream.
 """
 
 from __future__ import annotations
 
+import json
 import logging
 import queue
 import socket
@@ -20,6 +24,21 @@ from controller.objects import PodView, format_time
 log = logging.getLogger("taintkeeper.events")
 
 REQUEST_TIMEOUT = (5, 15)
+
+
+def expected_rejection(error: BaseException) -> bool:
+    """Whether the server refused an event as upstream's recorder expects it to, and so logs at V(5):
+    409 AlreadyExists, or any refusal whose causes include NamespaceTerminating (a 403)."""
+    if not isinstance(error, client.ApiException):
+        return False
+    if error.status == 409:
+        return True
+    try:
+        status = json.loads(error.body or "")
+    except (TypeError, ValueError):
+        return False
+    causes = ((status.get("details") or {}).get("causes") or []) if isinstance(status, dict) else []
+    return any(isinstance(cause, dict) and cause.get("reason") == "NamespaceTerminating" for cause in causes)
 
 
 def event_body(involved: dict[str, Any], namespace: str, reason: str, message: str, event_type: str,
@@ -73,7 +92,8 @@ class EventRecorder:
                 self._core.create_namespaced_event(namespace, body, _preload_content=False,
                                                    _request_timeout=REQUEST_TIMEOUT)
             except Exception as error:  # best effort, as upstream
-                log.warning("could not record event %s (%s): %s", body["reason"], body["message"], error)
+                level = logging.DEBUG if expected_rejection(error) else logging.WARNING
+                log.log(level, "could not record event %s (%s): %s", body["reason"], body["message"], error)
 
     def start(self, stop: threading.Event) -> threading.Thread:
         thread = threading.Thread(target=self.run, args=(stop,), name=f"events-{self.component}", daemon=True)
