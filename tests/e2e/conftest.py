@@ -64,8 +64,18 @@ def _local(tmp_path_factory: pytest.TempPathFactory) -> Iterator[Provider]:
             provider.down()
 
 
+if PROVIDER == "local":
+    @pytest.fixture(scope="package")
+    def provider_prerequisites(taintkeeper_image: object) -> None:
+        """The local cluster's binaries and taintkeeper's image, built before the first test (tests/conftest.py)."""
+else:
+    @pytest.fixture(scope="package")
+    def provider_prerequisites() -> None:
+        """kind's script built and loaded the image with Docker; nothing to build on this host."""
+
+
 @pytest.fixture(scope="package")  # down before the next suite: one cluster with nodes per host at a time
-def e2e(tmp_path_factory: pytest.TempPathFactory, taintkeeper_image: object) -> Iterator[E2ECluster]:
+def e2e(tmp_path_factory: pytest.TempPathFactory, provider_prerequisites: None) -> Iterator[E2ECluster]:
     """The running cluster with taintkeeper deployed and Available (the provider waits for it)."""
     if PROVIDER not in ("local", "kind"):
         pytest.fail(f"TAINTKEEPER_E2E_PROVIDER={PROVIDER!r}: expected local or kind", pytrace=False)
