@@ -295,6 +295,12 @@ make_client_kubeconfig() { # dir keydir subject user output
    openssl x509 -req -in "$kd/client.csr" -CA "$dir/pki/ca.crt" -CAkey "$dir/pki/ca.key" -CAcreateserial \
      -days 3650 -extfile "$kd/client.ext" -out "$kd/client.crt" 2>/dev/null) \
     || die "could not make the certificate $subject"
+  write_kubeconfig "$dir" "$out" "$user" "    client-certificate-data: $(base64 -w0 <"$kd/client.crt")
+    client-key-data: $(base64 -w0 <"$kd/client.key")"
+}
+
+write_kubeconfig() { # dir output user credentials: a kubeconfig for DIR's apiserver on 127.0.0.1
+  local dir=$1 out=$2 user=$3 credentials=$4
   # shellcheck disable=SC1091
   . "$dir/ports"
   (umask 077
@@ -309,8 +315,7 @@ clusters:
 users:
 - name: $user
   user:
-    client-certificate-data: $(base64 -w0 <"$kd/client.crt")
-    client-key-data: $(base64 -w0 <"$kd/client.key")
+$credentials
 contexts:
 - name: local
   context: {cluster: local, user: $user}
@@ -318,29 +323,6 @@ current-context: local
 KC
   )
   mv "$out.tmp" "$out"
-}
-
-write_kubeconfig() { # dir port token-file output
-  local dir=$1 port=$2 token_file=$3 out=$4
-  (umask 077
-   cat >"$out" <<EOF
-apiVersion: v1
-kind: Config
-clusters:
-- name: local
-  cluster:
-    server: https://127.0.0.1:$port
-    certificate-authority-data: $(base64 -w0 <"$dir/pki/ca.crt")
-users:
-- name: admin
-  user:
-    token: $(cat "$token_file")
-contexts:
-- name: local
-  context: {cluster: local, user: admin}
-current-context: local
-EOF
-  )
 }
 
 wait_ready() {
@@ -1242,10 +1224,10 @@ cmd_up() { # dir [node count]
   start_apiserver "$dir"
   # shellcheck disable=SC1091
   . "$dir/ports"
-  write_kubeconfig "$dir" "$API_PORT" "$dir/pki/admin.token" "$dir/kubeconfig"
+  write_kubeconfig "$dir" "$dir/kubeconfig" admin "    token: $(cat "$dir/pki/admin.token")"
   local sa
   for sa in $SERVICE_ACCOUNTS; do
-    write_kubeconfig "$dir" "$API_PORT" "$dir/pki/$sa.token" "$dir/kubeconfig-$sa"
+    write_kubeconfig "$dir" "$dir/kubeconfig-$sa" admin "    token: $(cat "$dir/pki/$sa.token")"
   done
   log "kube-apiserver $KUBE_VERSION ready on https://127.0.0.1:$API_PORT (logs in $dir/logs)"
   [ "$nodes" -gt 0 ] && complete_up "$dir" "$nodes"
