@@ -205,7 +205,7 @@ def main(argv: list[str]) -> int:
         parser.error("--loop must not be negative")
     logging.basicConfig(level=logging.INFO, format="%(asctime)s %(levelname)s %(message)s")
 
-    from controller.kube.client import ClientConfigError, describe_error, make_api_client
+    from kube.client import ClientConfigError, describe_error, make_api_client
 
     try:
         api_client = make_api_client(args.kubeconfig)

@@ -5,8 +5,8 @@ from __future__ import annotations
 
 import sys
 
-from controller.kube.client import ClientConfigError
 from controller.options import OptionsError, build_parser, parse_options
+from kube.client import ClientConfigError
 from shared.jsonlog import configure_logging
 
 

@@ -14,8 +14,8 @@ import sys
 import time
 from typing import Any
 
-from controller.eviction import EXPIRES, NO_TAINTS, UNTOLERATED, decide_eviction
 from controller.objects import format_time, node_view, pod_view
+from controller.tainteviction.decision import EXPIRES, NO_TAINTS, UNTOLERATED, decide_eviction
 
 Json = dict[str, Any]
 
@@ -84,7 +84,7 @@ def main(argv: list[str]) -> int:
     from kubernetes import client
     from kubernetes.client.rest import ApiException
 
-    from controller.kube.client import ClientConfigError, make_api_client
+    from kube.client import ClientConfigError, make_api_client
 
     try:
         api = make_api_client(args.kubeconfig)

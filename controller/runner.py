@@ -23,18 +23,12 @@ from typing import Any
 from kubernetes import client
 
 from controller import metrics
-from controller.backfill import COMPONENT as BACKFILL_COMPONENT
-from controller.backfill import BackfillController
-from controller.eviction_manager import TaintEvictionManager
+from controller.backfill.api import KubeBackfillApi
+from controller.backfill.controller import COMPONENT as BACKFILL_COMPONENT
+from controller.backfill.controller import BackfillController
 from controller.health import serve_health
-from controller.kube.backfill_api import KubeBackfillApi
-from controller.kube.client import make_api_client
-from controller.kube.events import EventRecorder
-from controller.kube.eviction_api import KubeEvictionActions
-from controller.kube.informer import Informer
-from controller.kube.leader import LeaderElectionConfig, LeaderElector, LeaseClient, default_identity
-from controller.kube.node_api import DryRunNodeLifecycleApi, KubeNodeLifecycleApi
-from controller.node_lifecycle import NodeLifecycleMonitor
+from controller.nodelifecycle.api import DryRunNodeLifecycleApi, KubeNodeLifecycleApi
+from controller.nodelifecycle.monitor import NodeLifecycleMonitor
 from controller.objects import (
     LeaseView,
     NamespaceView,
@@ -46,6 +40,12 @@ from controller.objects import (
     pod_view,
 )
 from controller.options import NODE_LIFECYCLE, TAINT_EVICTION, ControllerOptions
+from controller.tainteviction.api import KubeEvictionActions
+from controller.tainteviction.manager import TaintEvictionManager
+from kube.client import make_api_client
+from kube.events import EventRecorder
+from kube.informer import Informer
+from kube.leader import LeaderElectionConfig, LeaderElector, LeaseClient, default_identity
 
 log = logging.getLogger("taintkeeper.controller")
 

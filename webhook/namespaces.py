@@ -21,8 +21,8 @@ from collections.abc import Callable
 from dataclasses import dataclass
 from typing import Any
 
-from controller.kube.client import REQUEST_RETRIES, make_api_client
-from controller.kube.informer import Informer
+from kube.client import REQUEST_RETRIES, make_api_client
+from kube.informer import Informer
 from shared.defaults import (
     MAX_TOLERATION_SECONDS,
     NOT_READY_SECONDS_ANNOTATION,

@@ -181,7 +181,7 @@ def check_kubeconfig(settings: WebhookSettings) -> None:
     """
     if not (settings.namespace_cache and settings.kubeconfig):
         return
-    from controller.kube.client import ClientConfigError, make_api_client
+    from kube.client import ClientConfigError, make_api_client
 
     try:
         make_api_client(settings.kubeconfig).close()

@@ -28,9 +28,9 @@ from typing import Any
 from kubernetes.client.rest import ApiException
 
 from controller.clock import FakeClock
-from controller.eviction_manager import TaintEvictionManager
-from controller.kube.eviction_api import KubeEvictionActions
 from controller.objects import PodView, format_time, node_view, pod_view
+from controller.tainteviction.api import KubeEvictionActions
+from controller.tainteviction.manager import TaintEvictionManager
 from controller.workqueue import WorkQueue
 
 START = 1_800_000_000.0

@@ -23,7 +23,7 @@ from datetime import UTC, datetime
 from typing import Any
 
 from controller.clock import FakeClock
-from controller.node_lifecycle import MonitorSettings, NodeLifecycleMonitor
+from controller.nodelifecycle.monitor import MonitorSettings, NodeLifecycleMonitor
 from controller.objects import (
     LeaseView,
     NodeView,

@@ -29,7 +29,7 @@ from dataclasses import replace
 
 import pytest
 
-from controller.node_health import HealthTracker
+from controller.nodelifecycle.node_health import HealthTracker
 from controller.objects import node_view
 from shared.zones import ZoneState
 from tests.conformance.harness import (

@@ -14,7 +14,7 @@ from __future__ import annotations
 
 import pytest
 
-from controller.rate_limited_queue import RateLimitedTimedQueue
+from controller.nodelifecycle.rate_limited_queue import RateLimitedTimedQueue
 
 T0 = 1_800_000_000.0
 MS = 0.001

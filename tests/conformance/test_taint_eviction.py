@@ -33,11 +33,11 @@ import threading
 
 import pytest
 
-from controller.eviction_manager import EVENT_REASON
-from controller.kube.events import EventRecorder
-from controller.kube.eviction_api import DISRUPTION_TARGET
 from controller.objects import node_view
 from controller.options import TAINT_EVICTION
+from controller.tainteviction.api import DISRUPTION_TARGET
+from controller.tainteviction.manager import EVENT_REASON
+from kube.events import EventRecorder
 from shared.taints import no_execute_taints
 from shared.tolerations import match_tolerations, min_toleration_seconds, tolerates
 from tests.conformance.eviction_harness import (

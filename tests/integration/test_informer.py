@@ -20,9 +20,9 @@ from typing import Any
 import pytest
 from kubernetes import client
 
-from controller.kube.client import make_api_client
-from controller.kube.informer import Informer
 from controller.objects import NodeView, PodView, node_view, pod_view
+from kube.client import make_api_client
+from kube.informer import Informer
 from tests.integration.kube import LocalCluster, raw, wait_for
 
 ROOT = Path(__file__).resolve().parents[2]

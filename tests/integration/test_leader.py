@@ -21,7 +21,7 @@ import pytest
 from kubernetes import client
 from kubernetes.client.exceptions import ApiException
 
-from controller.kube.leader import LeaderElectionConfig, LeaderElector, LeaseApi, LeaseClient, LeaseConflict
+from kube.leader import LeaderElectionConfig, LeaderElector, LeaseApi, LeaseClient, LeaseConflict
 from tests.integration.kube import LocalCluster, raw, wait_for
 
 LEASE_DURATION, RENEW_DEADLINE, RETRY_PERIOD = 3.0, 2.0, 0.5

@@ -14,7 +14,7 @@ import jsonpatch
 import pytest
 
 from controller import metrics
-from controller.backfill import (
+from controller.backfill.controller import (
     ALREADY_TOLERATES,
     COMPONENT,
     EVENT_REASON,

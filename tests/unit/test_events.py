@@ -7,7 +7,7 @@ import json
 import pytest
 from kubernetes import client
 
-from controller.kube.events import expected_rejection
+from kube.events import expected_rejection
 
 
 def api_error(status: int, body: object) -> client.ApiException:

@@ -4,7 +4,7 @@ from datetime import UTC, datetime
 
 import pytest
 
-from controller.eviction import EXPIRES, FOREVER, NO_TAINTS, UNTOLERATED, decide_eviction
+from controller.tainteviction.decision import EXPIRES, FOREVER, NO_TAINTS, UNTOLERATED, decide_eviction
 
 NOW = 1_800_000_000.0
 

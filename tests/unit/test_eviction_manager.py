@@ -13,8 +13,8 @@ from datetime import UTC, datetime
 import pytest
 
 from controller.clock import FakeClock
-from controller.eviction_manager import TaintEvictionManager
 from controller.objects import NodeView, PodView
+from controller.tainteviction.manager import TaintEvictionManager
 from controller.workqueue import WorkQueue
 
 START = 1_800_000_000.0

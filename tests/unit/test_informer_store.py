@@ -19,9 +19,9 @@ from hypothesis import given, settings
 from hypothesis import strategies as st
 from kubernetes import client
 
-from controller.kube.client import REQUEST_RETRIES, ClientConfigError, make_api_client
-from controller.kube.informer import ADDED, DELETED, MODIFIED, Backoff, Informer, Store, iter_lines
 from controller.objects import PodView, pod_view
+from kube.client import REQUEST_RETRIES, ClientConfigError, make_api_client
+from kube.informer import ADDED, DELETED, MODIFIED, Backoff, Informer, Store, iter_lines
 from tests.unit.responses import http_response
 
 

@@ -14,7 +14,7 @@ from datetime import UTC, datetime, timedelta, timezone
 
 import pytest
 
-from controller.kube.leader import (
+from kube.leader import (
     LeaderElectionConfig,
     LeaderElector,
     LeaseConflict,

@@ -2,7 +2,7 @@
 
 import pytest
 
-from controller.node_health import HealthTracker
+from controller.nodelifecycle.node_health import HealthTracker
 from controller.objects import NodeView, format_time
 
 NOW = 1_800_000_000.0

@@ -13,8 +13,8 @@ from dataclasses import replace
 import pytest
 
 from controller.clock import FakeClock
-from controller.kube.node_api import DryRunNodeLifecycleApi, updated_taints
-from controller.node_lifecycle import MonitorSettings, NodeLifecycleMonitor
+from controller.nodelifecycle.api import DryRunNodeLifecycleApi, updated_taints
+from controller.nodelifecycle.monitor import MonitorSettings, NodeLifecycleMonitor
 from controller.objects import LeaseView, NodeView, PodView, format_time
 from shared.zones import ZoneState, zone_key
 

@@ -8,7 +8,7 @@ import pytest
 from hypothesis import given
 from hypothesis import strategies as st
 
-from controller.rate_limited_queue import RateLimitedTimedQueue
+from controller.nodelifecycle.rate_limited_queue import RateLimitedTimedQueue
 from controller.token_bucket import TokenBucket
 
 T0 = 1_800_000_000.0

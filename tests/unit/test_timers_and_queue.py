@@ -6,7 +6,7 @@ from hypothesis import given
 from hypothesis import strategies as st
 
 from controller.clock import FakeClock
-from controller.timers import TimerHeap
+from controller.tainteviction.timers import TimerHeap
 from controller.workqueue import ShutDown, WorkQueue
 
 

@@ -33,8 +33,8 @@ from typing import Any, Protocol
 from kubernetes import client
 from kubernetes.client.exceptions import ApiException
 
-from controller.kube.client import describe_error
 from controller.objects import format_micro_time
+from kube.client import describe_error
 
 Json = dict[str, Any]
 

@@ -18,9 +18,9 @@ from typing import Any, Protocol
 
 from controller import metrics
 from controller.clock import Clock, RealClock
-from controller.eviction import EvictionDecision, carry_swap_start, decide_eviction
 from controller.objects import NodeView, PodView
-from controller.timers import TimerHeap
+from controller.tainteviction.decision import EvictionDecision, carry_swap_start, decide_eviction
+from controller.tainteviction.timers import TimerHeap
 from controller.workqueue import WorkQueue, run_worker
 
 log = logging.getLogger("taintkeeper.eviction")

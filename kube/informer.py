@@ -21,7 +21,7 @@ from typing import Any, Generic, Protocol, TypeVar
 
 from kubernetes.client.exceptions import ApiException
 
-from controller.kube.client import CONNECT_TIMEOUT, REQUEST_TIMEOUT, describe_error
+from kube.client import CONNECT_TIMEOUT, REQUEST_TIMEOUT, describe_error
 
 log = logging.getLogger("taintkeeper.informer")
 

@@ -15,8 +15,8 @@ from typing import Any
 from kubernetes import client
 from kubernetes.client.rest import ApiException
 
-from controller.kube.client import read_node_json
 from controller.objects import PodView, format_time
+from kube.client import read_node_json
 from shared.taints import no_execute_taints, node_taints
 
 log = logging.getLogger("taintkeeper.eviction")

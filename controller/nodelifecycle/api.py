@@ -20,8 +20,8 @@ from typing import Any, Protocol
 from kubernetes import client
 from kubernetes.client.rest import ApiException
 
-from controller.kube.client import read_node_json
 from controller.objects import NodeView, PodView, format_time, node_view
+from kube.client import read_node_json
 from shared.taints import NO_EXECUTE, taint_identity
 
 log = logging.getLogger("taintkeeper.nodelifecycle")

@@ -15,7 +15,7 @@ from typing import Any
 from kubernetes import client
 from kubernetes.client.rest import ApiException
 
-from controller.backfill import Conflict
+from controller.backfill.controller import Conflict
 
 log = logging.getLogger("taintkeeper.backfill")
 

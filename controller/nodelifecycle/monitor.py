@@ -40,9 +40,9 @@ from typing import Any, Protocol
 
 from controller import metrics
 from controller.clock import Clock, RealClock
-from controller.node_health import HealthTracker
+from controller.nodelifecycle.node_health import HealthTracker
+from controller.nodelifecycle.rate_limited_queue import RateLimitedTimedQueue
 from controller.objects import LeaseView, NodeView, PodView
-from controller.rate_limited_queue import RateLimitedTimedQueue
 from controller.workqueue import WorkQueue, run_worker
 from shared.taints import (
     NO_EXECUTE,
