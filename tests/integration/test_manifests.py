@@ -22,7 +22,7 @@ from kubernetes.dynamic import DynamicClient
 from kubernetes.dynamic.exceptions import ResourceNotFoundError
 
 from tests.integration.kube import LocalCluster
-from tests.unit.test_manifests import manifest_files
+from tests.unit.manifests.test_manifests import manifest_files
 
 ROOT = Path(__file__).resolve().parents[2]
 MANIFESTS = ROOT / "manifests"

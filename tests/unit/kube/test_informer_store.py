@@ -22,7 +22,7 @@ from kubernetes import client
 from controller.objects import PodView, pod_view
 from kube.client import REQUEST_RETRIES, ClientConfigError, make_api_client
 from kube.informer import ADDED, DELETED, MODIFIED, Backoff, Informer, Store, iter_lines
-from tests.unit.responses import http_response
+from tests.support.responses import http_response
 
 
 @dataclass(frozen=True)

@@ -17,7 +17,7 @@ from prometheus_client.metrics import MetricWrapperBase
 import controller.metrics
 import webhook.metrics
 
-ROOT = Path(__file__).resolve().parents[2]
+ROOT = Path(__file__).resolve().parents[3]
 MONITORING = ROOT / "manifests" / "monitoring"
 PROMETHEUS_RULE = MONITORING / "prometheusrule.yaml"
 RULES_FILE = MONITORING / "prometheus" / "taintkeeper-rules.yaml"

@@ -28,7 +28,7 @@ from controller.options import parse_options
 from webhook.__main__ import parse_args as webhook_args
 from webhook.registration import mutating_webhook_configuration
 
-ROOT = Path(__file__).resolve().parents[2]
+ROOT = Path(__file__).resolve().parents[3]
 MANIFESTS = ROOT / "manifests"
 MONITORING = MANIFESTS / "monitoring"  # not part of the kustomizations: test_alert_rules.py checks it
 NETWORK_POLICY = MANIFESTS / "network-policy"  # optional, applied on its own (its CIDR is the cluster's)

@@ -11,7 +11,7 @@ import pytest
 from webhook.__main__ import parse_args as webhook_args
 from webhook.settings import ServingSettings, SettingsError, WebhookSettings
 
-ROOT = Path(__file__).resolve().parents[2]
+ROOT = Path(__file__).resolve().parents[3]
 NR_ENV = "TAINTKEEPER_DEFAULT_NOT_READY_TOLERATION_SECONDS"
 UR_ENV = "TAINTKEEPER_DEFAULT_UNREACHABLE_TOLERATION_SECONDS"
 

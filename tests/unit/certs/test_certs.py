@@ -25,7 +25,7 @@ from hypothesis import strategies as st
 from certs import issue, store
 from certs.issue import CertError
 
-REPO = Path(__file__).resolve().parents[2]
+REPO = Path(__file__).resolve().parents[3]
 # Passed explicitly everywhere; it is the real time (to the second, as X.509 stores it) only because
 # the TLS handshake tests verify certificates against the real clock.
 NOW = datetime.now(UTC).replace(microsecond=0)

@@ -24,7 +24,7 @@ import yaml
 
 from hack import image
 
-ROOT = Path(__file__).resolve().parents[2]
+ROOT = Path(__file__).resolve().parents[3]
 CONTAINERFILE = ROOT / "manifests" / "Containerfile"
 
 

@@ -10,7 +10,7 @@ import pytest
 from controller import kubectl_plugin
 from controller.kubectl_plugin import ExplainNode, parse_args
 
-ROOT = Path(__file__).resolve().parents[2]
+ROOT = Path(__file__).resolve().parents[3]
 
 GOOD = [
     ("a node name", ["explain", "node", "n1"], {}, ExplainNode("n1", None)),

@@ -12,7 +12,7 @@ from webhook.app import bookkeeping_of, create_app
 from webhook.bookkeeping import Bookkeeping, log_at
 from webhook.settings import WebhookSettings
 
-from .test_webhook_http import metric_value, pod_review
+from .test_app import metric_value, pod_review
 
 
 def wait_for(condition, timeout: float = 5.0) -> bool:

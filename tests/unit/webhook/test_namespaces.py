@@ -14,7 +14,7 @@ import pytest
 import urllib3
 
 from shared.defaults import DefaultSeconds
-from tests.unit.responses import http_response
+from tests.support.responses import http_response
 from webhook import namespaces
 from webhook.admission import NamespaceDefaults
 from webhook.namespaces import MAX_SECONDS, NamespaceCache, client_source, namespace_view, resolve
