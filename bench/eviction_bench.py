@@ -28,7 +28,7 @@ sys.path.insert(0, str(ROOT))
 from bench.webhook_bench import CALIBRATION_LOOPS, cpu_calibration  # noqa: E402
 from controller.objects import NodeView, PodView, node_view, pod_view  # noqa: E402
 from controller.tainteviction.manager import TaintEvictionManager  # noqa: E402
-from kube.informer import Store  # noqa: E402
+from kube.store import Store  # noqa: E402
 
 UNREACHABLE = "node.kubernetes.io/unreachable"
 NOT_READY = "node.kubernetes.io/not-ready"

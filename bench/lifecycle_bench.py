@@ -25,9 +25,9 @@ sys.path.insert(0, str(ROOT))
 
 from kubernetes import client, config  # noqa: E402
 
-from controller.objects import parse_time  # noqa: E402
 from hack.servers import ControllerProcess  # noqa: E402
 from hack.simulator import Simulator  # noqa: E402
+from kube.timestamps import parse_time  # noqa: E402
 
 UR = "node.kubernetes.io/unreachable"
 

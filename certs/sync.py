@@ -30,14 +30,17 @@ from pathlib import Path
 from typing import Any, NoReturn
 
 from cryptography import x509
+from kubernetes import client
+from kubernetes.client.rest import ApiException
 
 from certs import issue, store
+from kube.client import JSON_PATCH, REQUEST_TIMEOUT
+from kube.errors import describe_error, is_conflict, is_not_found
 
 log = logging.getLogger("taintkeeper.certs")
 
 PREVIOUS_CA = "ca-previous.crt"
 SECRET_FILES = (store.CA_CERT, store.CA_KEY, store.TLS_CERT, store.TLS_KEY)
-REQUEST_TIMEOUT = (5, 30)
 
 
 @dataclass(frozen=True)
@@ -99,16 +102,13 @@ class SyncError(Exception):
 def sync_once(api_client: Any, *, namespace: str, secret: str, service: str, configuration: str | None,
               ca_valid_for: timedelta, cert_valid_for: timedelta, renew_before: timedelta) -> str:
     """One round: Secret and caBundle brought up to date. Returns a one-line summary."""
-    from kubernetes import client
-    from kubernetes.client.rest import ApiException
-
     core = client.CoreV1Api(api_client)
     try:
         found = json.loads(core.read_namespaced_secret(secret, namespace, _preload_content=False,
                                                        _request_timeout=REQUEST_TIMEOUT).data)
     except ApiException as error:
-        if error.status != 404:
-            raise SyncError(f"reading Secret {namespace}/{secret}: {error.status} {error.reason}") from None
+        if not is_not_found(error):
+            raise SyncError(f"reading Secret {namespace}/{secret}: {describe_error(error)}") from None
         found = None
     decided = plan(_decode(found) if found else None, service, namespace, ca_valid_for=ca_valid_for,
                    cert_valid_for=cert_valid_for, renew_before=renew_before, now=datetime.now(UTC))
@@ -132,10 +132,10 @@ def sync_once(api_client: Any, *, namespace: str, secret: str, service: str, con
                 core.replace_namespaced_secret(secret, namespace, body, _preload_content=False,
                                                _request_timeout=REQUEST_TIMEOUT)
         except ApiException as error:
-            if error.status == 409:
+            if is_conflict(error):
                 raise SyncError(f"Secret {namespace}/{secret} changed meanwhile (another replica?); "
                                 "next round reads it again") from None
-            raise SyncError(f"writing Secret {namespace}/{secret}: {error.status} {error.reason}") from None
+            raise SyncError(f"writing Secret {namespace}/{secret}: {describe_error(error)}") from None
     bundle_note = ""
     if configuration:
         bundle_note = _publish_ca_bundle(api_client, configuration, store.ca_bundle(decided.ca_bundle_pem))
@@ -146,16 +146,12 @@ def sync_once(api_client: Any, *, namespace: str, secret: str, service: str, con
 
 
 def _publish_ca_bundle(api_client: Any, configuration: str, bundle: str) -> str:
-    from kubernetes import client
-    from kubernetes.client.rest import ApiException
-
     admission = client.AdmissionregistrationV1Api(api_client)
     try:
         current = json.loads(admission.read_mutating_webhook_configuration(
             configuration, _preload_content=False, _request_timeout=REQUEST_TIMEOUT).data)
     except ApiException as error:
-        raise SyncError(f"reading MutatingWebhookConfiguration {configuration}: {error.status} {error.reason}") \
-            from None
+        raise SyncError(f"reading MutatingWebhookConfiguration {configuration}: {describe_error(error)}") from None
     webhooks = current.get("webhooks") or []
     # `add` sets the field whether or not it exists (`replace` fails on a missing caBundle); the
     # `test` on the resourceVersion makes the patch fail rather than write over a concurrent edit.
@@ -168,10 +164,10 @@ def _publish_ca_bundle(api_client: Any, configuration: str, bundle: str) -> str:
         return f"; caBundle of {configuration} up to date"
     try:
         admission.patch_mutating_webhook_configuration(configuration, operations,
-                                                       _content_type="application/json-patch+json",
+                                                       _content_type=JSON_PATCH,
                                                        _preload_content=False, _request_timeout=REQUEST_TIMEOUT)
     except ApiException as error:
-        raise SyncError(f"patching caBundle of {configuration}: {error.status} {error.reason}") from None
+        raise SyncError(f"patching caBundle of {configuration}: {describe_error(error)}") from None
     return f"; caBundle of {configuration} written to {len(operations) - 1} webhook(s)"
 
 
@@ -205,7 +201,7 @@ def main(argv: list[str]) -> int:
         parser.error("--loop must not be negative")
     logging.basicConfig(level=logging.INFO, format="%(asctime)s %(levelname)s %(message)s")
 
-    from kube.client import ClientConfigError, describe_error, make_api_client
+    from kube.client import ClientConfigError, make_api_client
 
     try:
         api_client = make_api_client(args.kubeconfig)

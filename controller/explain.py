@@ -9,13 +9,13 @@ controller first saw it, and says so.
 from __future__ import annotations
 
 import argparse
-import json
 import sys
 import time
 from typing import Any
 
-from controller.objects import format_time, node_view, pod_view
+from controller.objects import node_view, pod_view
 from controller.tainteviction.decision import EXPIRES, NO_TAINTS, UNTOLERATED, decide_eviction
+from kube.timestamps import format_time
 
 Json = dict[str, Any]
 
@@ -81,23 +81,24 @@ def main(argv: list[str]) -> int:
     parser.add_argument("--kubeconfig", default=None)
     args = parser.parse_args(argv)
 
-    from kubernetes import client
-    from kubernetes.client.rest import ApiException
-
-    from kube.client import ClientConfigError, make_api_client
+    from kube.client import LIST_REQUEST_TIMEOUT, REQUEST_TIMEOUT, ClientConfigError, make_api_client
+    from kube.errors import describe_error, is_not_found, status_code
+    from kube.request import request_json
 
     try:
         api = make_api_client(args.kubeconfig)
     except ClientConfigError as error:
         print(f"explain: error: {error}", file=sys.stderr)
         return 2
-    core = client.CoreV1Api(api)
     try:
-        node = json.loads(core.read_node(args.node, _preload_content=False, _request_timeout=(5, 30)).data)
-        pods = json.loads(core.list_pod_for_all_namespaces(field_selector=f"spec.nodeName={args.node}",
-                                                           _preload_content=False, _request_timeout=(5, 60)).data)
-    except ApiException as error:
-        reason = "no such node" if error.status == 404 else f"{error.status} {error.reason}"
+        node = request_json(api, "GET", "/api/v1/nodes/{name}", path_params={"name": args.node},
+                            timeout=REQUEST_TIMEOUT)
+        pods = request_json(api, "GET", "/api/v1/pods", query=[("fieldSelector", f"spec.nodeName={args.node}")],
+                            timeout=LIST_REQUEST_TIMEOUT)
+    except Exception as error:
+        if status_code(error) is None:
+            raise  # not an answer from the API (a connection error): the traceback says more
+        reason = "no such node" if is_not_found(error) else describe_error(error)
         print(f"explain: error: node {args.node}: {reason}", file=sys.stderr)
         return 1
     finally:

@@ -7,11 +7,10 @@ Equal views mean nothing a decision reads has changed, so handlers can skip no-o
 
 from __future__ import annotations
 
-import functools
 from dataclasses import dataclass, field
-from datetime import UTC, datetime
 from typing import Any
 
+from kube.timestamps import parse_time
 from shared.defaults import NOT_READY_SECONDS_ANNOTATION, UNREACHABLE_SECONDS_ANNOTATION, skips
 from shared.taints import NO_EXECUTE
 from shared.zones import excluded_from_disruption, zone_key
@@ -33,27 +32,6 @@ def _intern(items: list[Json], table: dict) -> tuple[dict[str, Any], ...]:
         if len(table) < 100_000:  # bound the table; beyond it, lists are simply not shared
             table[key] = found
     return found
-
-
-def format_time(epoch: float) -> str:
-    """Epoch seconds -> the API's RFC 3339 form with whole seconds (`2026-11-22T13:00:00Z`)."""
-    return datetime.fromtimestamp(epoch, UTC).strftime("%Y-%m-%dT%H:%M:%SZ")
-
-
-def format_micro_time(epoch: float) -> str:
-    """Epoch seconds -> a MicroTime (Lease renewTime): the API wants exactly six fractional digits."""
-    return datetime.fromtimestamp(epoch, UTC).strftime("%Y-%m-%dT%H:%M:%S.%fZ")
-
-
-@functools.lru_cache(maxsize=65536)  # a few timestamps (timeAdded, renewTime) are read thousands of times
-def parse_time(value: str | None) -> float | None:
-    """RFC 3339 (as the API writes `creationTimestamp`, `timeAdded`, MicroTime) -> epoch seconds."""
-    if not value:
-        return None
-    try:
-        return datetime.fromisoformat(value.replace("Z", "+00:00")).timestamp()
-    except ValueError:
-        return None
 
 
 @dataclass(frozen=True, slots=True)

@@ -68,8 +68,11 @@ ROOT = Path(__file__).resolve().parents[1]
 if str(ROOT) not in sys.path:  # run as `python hack/simulator.py` from anywhere
     sys.path.insert(0, str(ROOT))
 
-from controller.objects import format_micro_time, format_time, parse_time  # noqa: E402
 from controller.options import parse_duration as go_duration  # noqa: E402
+from kube.client import MERGE_PATCH, STRATEGIC_MERGE  # noqa: E402
+from kube.errors import describe_error, is_conflict, is_not_found  # noqa: E402
+from kube.request import send  # noqa: E402
+from kube.timestamps import format_micro_time, format_time, parse_time  # noqa: E402
 
 log = logging.getLogger("simulator")
 
@@ -83,8 +86,6 @@ ZONE_LABEL = "topology.kubernetes.io/zone"
 REGION_LABEL = "topology.kubernetes.io/region"
 MANAGED_BY_LABEL = "app.kubernetes.io/managed-by"
 MANAGED_BY = "taintkeeper-simulator"
-STRATEGIC_MERGE = "application/strategic-merge-patch+json"
-MERGE_PATCH = "application/merge-patch+json"
 # What a healthy kubelet posts, condition by condition (status, reason, message).
 HEALTHY_CONDITIONS = {
     "Ready": ("True", "KubeletReady", "kubelet is posting ready status"),
@@ -429,7 +430,7 @@ class Simulator:
         try:
             self._request("POST", "/api/v1/namespaces", body={"metadata": {"name": LEASE_NAMESPACE}})
         except ApiException as error:
-            if error.status != 409:
+            if not is_conflict(error):
                 raise
         self._lease_namespace_ready = True
 
@@ -442,7 +443,7 @@ class Simulator:
             created = self._request("POST", "/api/v1/nodes", body={
                 "apiVersion": "v1", "kind": "Node", "metadata": {"name": name, "labels": node_labels}})
         except ApiException as error:
-            if error.status != 409:
+            if not is_conflict(error):
                 raise
             # A restarted kubelet finds its Node registered already and takes it over.
             created = self._request("PATCH", f"/api/v1/nodes/{quote(name)}", body={"metadata": {"labels": node_labels}},
@@ -471,7 +472,7 @@ class Simulator:
         try:
             self._request("POST", f"/apis/coordination.k8s.io/v1/namespaces/{LEASE_NAMESPACE}/leases", body=lease)
         except ApiException as error:
-            if error.status != 409:
+            if not is_conflict(error):
                 raise
             self._request("PATCH", _lease_path(node.name), body={"metadata": lease["metadata"], "spec": lease["spec"]},
                           content_type=MERGE_PATCH)
@@ -481,7 +482,7 @@ class Simulator:
             try:
                 self._request("DELETE", path)
             except ApiException as error:
-                if error.status != 404:
+                if not is_not_found(error):
                     raise
 
     # ----------------------------------------------------------------------------- heartbeats
@@ -561,7 +562,7 @@ class Simulator:
                 self._request("PATCH", _lease_path(node.name), content_type=MERGE_PATCH,
                               body={"spec": {"renewTime": format_micro_time(self.clock())}})
             except ApiException as error:
-                if error.status != 404:
+                if not is_not_found(error):
                     raise
                 self._create_lease(node)  # someone deleted it: the kubelet makes a new one
                 log.info("node %s: lease was missing, created it again", node.name)
@@ -635,7 +636,7 @@ class Simulator:
             first = not node.failing
             node.failing = True
         if first:  # an apiserver outage would otherwise log every retry of every node
-            log.warning("node %s: %s failed, retrying: %s", node.name, what, _short(error))
+            log.warning("node %s: %s failed, retrying: %s", node.name, what, describe_error(error))
 
     def _note_success(self, node: _Node) -> None:
         if node.failing:
@@ -664,7 +665,7 @@ class Simulator:
                 created = self._request("POST", f"/api/v1/namespaces/{quote(namespace)}/pods", body=body)
                 break
             except ApiException as error:
-                if error.status != 409:
+                if not is_conflict(error):
                     raise
         else:
             raise RuntimeError(f"no free pod name with prefix {prefix!r} in {namespace}")
@@ -698,7 +699,7 @@ class Simulator:
         try:
             self._request("DELETE", f"/api/v1/namespaces/{quote(namespace)}/pods/{quote(name)}", body=options)
         except ApiException as error:
-            if error.status in (404, 409):  # 409: the uid precondition failed, a new pod took the name
+            if is_not_found(error) or is_conflict(error):  # 409: the uid precondition failed, a new pod took the name
                 return False
             raise
         return True
@@ -728,7 +729,7 @@ class Simulator:
                 pod.retry_after = self.clock() + 1.0
                 pod.claimed = False
             log.warning("pod %s/%s on %s: deletion failed, retrying: %s", pod.namespace, pod.name, node.name,
-                        _short(error))
+                        describe_error(error))
             return
         with self._lock:
             pod.claimed = False
@@ -753,7 +754,7 @@ class Simulator:
             except Exception as error:
                 if self._stopping.is_set():
                     break
-                log.debug("pod watch failed, starting over: %s", _short(error))
+                log.debug("pod watch failed, starting over: %s", describe_error(error))
                 resource_version = None
                 self._stopping.wait(1.0)
             finally:
@@ -842,20 +843,14 @@ class Simulator:
     def _request(self, method: str, path: str, *, body: Json | None = None, query: list[tuple[str, str]] | None = None,
                  content_type: str = "application/json", stream: bool = False,
                  timeout: float | tuple[float, float] | None = None) -> Any:
-        """One API call with raw JSON: the generated methods would push bodies through pydantic
-        models, which rewrite timestamps (a MicroTime loses its fixed six digits) and cost CPU."""
-        request = self.api_client.param_serialize(
-            method=method, resource_path=path, query_params=query,
-            header_params={"Accept": "application/json", "Content-Type": content_type},
-            body=body, auth_settings=["BearerToken"])
+        """One API call with raw JSON (kube/request.py says why not the generated methods), counted."""
         with self._lock:
             self._stats.api_calls += 1
-        response = self.api_client.call_api(*request, _request_timeout=timeout or self.request_timeout)
-        if stream and 200 <= response.status <= 299:
+        response = send(self.api_client, method, path, query=query, body=body, content_type=content_type,
+                        timeout=timeout or self.request_timeout)
+        if stream:
             return response.response
         response.read()
-        if not 200 <= response.status <= 299:
-            raise ApiException.from_response(http_resp=response, body=None, data=None)
         return json.loads(response.data) if response.data else {}
 
 
@@ -875,15 +870,6 @@ def _unblock(response: Any) -> None:
 def _summarize(names: Sequence[str], limit: int = 5) -> str:
     shown = ", ".join(names[:limit])
     return shown + (f", ... ({len(names) - limit} more)" if len(names) > limit else "")
-
-
-def _short(error: Exception) -> str:
-    if isinstance(error, ApiException):
-        try:
-            return f"{error.status} {json.loads(error.body or '{}').get('message', error.reason)}"
-        except ValueError:
-            return f"{error.status} {error.reason}"
-    return f"{type(error).__name__}: {str(error)[:200]}"
 
 
 # --------------------------------------------------------------------------------- command line
@@ -1000,7 +986,7 @@ def main(argv: Sequence[str] | None = None) -> int:
     except KeyboardInterrupt:
         pass
     except Exception as error:
-        log.error("failed: %s", _short(error))
+        log.error("failed: %s", describe_error(error))
         return 1
     finally:
         simulator.stop()

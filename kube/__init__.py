@@ -1,1 +1,12 @@
-"""The controller's only contact with the API: client construction (client.py) and list/watch (informer.py)."""
+"""taintkeeper's contact with the Kubernetes API, used by the webhook, the controller, the
+certificate sync and the dev tools alike (client-go's place in upstream):
+
+- `client.py`: the ApiClient from a kubeconfig or the pod's service account; timeouts, patch types;
+- `errors.py`: what an API error means (not found, conflict, gone, invalid) and one line for a log;
+- `request.py`: one request with raw JSON in and out, where the generated methods do not serve;
+- `informer.py` + `store.py`: list+watch into an indexed store of slim views, with several handlers;
+- `leader.py`: leader election on a Lease; `events.py`: the asynchronous event recorder;
+- `timestamps.py`: the API's Time and MicroTime <-> epoch seconds.
+
+It imports nothing of the applications (webhook, controller, certs): they sit above it.
+"""

@@ -1,4 +1,4 @@
-"""Build the Kubernetes API client, and the timeouts every call should carry.
+"""Build the Kubernetes API client, and the timeouts and content types every call should carry.
 
 Each ApiClient gets its own Configuration: the client's loaders would otherwise write into a
 process-wide default, which tests and a second cluster connection would silently share.
@@ -9,48 +9,47 @@ from __future__ import annotations
 import json
 import os
 from pathlib import Path
+from typing import Any
 
 from kubernetes import client, config
+
+from kube.errors import describe_error, is_not_found
 
 # Without a client-side timeout a request to an unreachable or frozen apiserver blocks forever.
 CONNECT_TIMEOUT = 5
 # (connect, read) for ordinary calls; pass as `_request_timeout=REQUEST_TIMEOUT`.
 REQUEST_TIMEOUT = (CONNECT_TIMEOUT, 30)
+# (connect, read) for the calls a controller's loop or worker waits on (writes, live reads, events):
+# during an apiserver brownout one call must not hold a monitor pass or a worker for long.
+WORKER_REQUEST_TIMEOUT = (CONNECT_TIMEOUT, 15)
+# (connect, read) for a LIST that may be large (every pod of a node, in one page).
+LIST_REQUEST_TIMEOUT = (CONNECT_TIMEOUT, 60)
 # urllib3 retries inside one call. Its default (3) repeats connect failures and timed-out GETs
 # silently, so a frozen apiserver took 4 x 5 s before a call failed; one retry still covers a
 # keep-alive connection the server closed while idle. Callers (the informer) back off themselves.
 REQUEST_RETRIES = 1
 
+# PATCH content types (`_content_type=`).
+STRATEGIC_MERGE = "application/strategic-merge-patch+json"
+JSON_PATCH = "application/json-patch+json"
+MERGE_PATCH = "application/merge-patch+json"
 
-def read_node_json(core: client.CoreV1Api, name: str, timeout: tuple[float, float] = REQUEST_TIMEOUT) -> dict | None:
+
+def read_node_json(core: client.CoreV1Api, name: str,
+                   timeout: tuple[float, float] = REQUEST_TIMEOUT) -> dict[str, Any] | None:
     """The Node as the API has it now, as raw JSON; None when it is gone (404); other errors raise."""
     try:
         response = core.read_node(name, _preload_content=False, _request_timeout=timeout)
     except client.ApiException as error:
-        if error.status == 404:
+        if is_not_found(error):
             return None
         raise
-    return json.loads(response.data)
+    node: dict[str, Any] = json.loads(response.data)
+    return node
 
 
 class ClientConfigError(ValueError):
     """The client configuration (kubeconfig or in-cluster) could not be loaded."""
-
-
-def describe_error(error: BaseException) -> str:
-    """One short line for a log: an API error as `403 Forbidden: <the apiserver's message>`."""
-    status = getattr(error, "status", None)
-    if isinstance(status, int) and hasattr(error, "reason"):
-        message = ""
-        body = getattr(error, "body", None)
-        if body:
-            try:
-                message = json.loads(body).get("message", "")
-            except (ValueError, AttributeError):
-                message = ""
-        return f"{status} {error.reason}" + (f": {message}" if message else "")  # type: ignore[attr-defined]
-    text = " ".join(str(error).split())[:300]
-    return f"{type(error).__name__}: {text}" if text else type(error).__name__
 
 
 def make_api_client(kubeconfig: str | None) -> client.ApiClient:
@@ -71,6 +70,22 @@ def make_api_client(kubeconfig: str | None) -> client.ApiClient:
                                     f"at {fallback}") from in_cluster_error
         _load_kubeconfig(fallback, configuration)
         return _api_client(configuration)
+
+
+def in_cluster_available() -> bool:
+    """Whether this process runs in a pod with a service account (reads files only; never connects)."""
+    try:
+        config.load_incluster_config(client_configuration=client.Configuration())
+    except config.ConfigException:
+        return False
+    return True
+
+
+def make_in_cluster_client() -> client.ApiClient:
+    """An ApiClient from the pod's service account only (no kubeconfig fallback); raises ConfigException."""
+    configuration = client.Configuration()
+    config.load_incluster_config(client_configuration=configuration)
+    return _api_client(configuration)
 
 
 def _api_client(configuration: client.Configuration) -> client.ApiClient:

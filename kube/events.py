@@ -9,35 +9,51 @@ their events in the `default` namespace, as upstream.
 
 from __future__ import annotations
 
-import json
 import logging
 import queue
 import socket
 import threading
 import time
-from typing import Any
+from typing import Any, Protocol
 
 from kubernetes import client
 
-from controller.objects import PodView, format_time
+from kube.client import WORKER_REQUEST_TIMEOUT
+from kube.errors import is_conflict, status_body, status_code
+from kube.timestamps import format_time
 
 log = logging.getLogger("taintkeeper.events")
 
-REQUEST_TIMEOUT = (5, 15)
+
+class PodRef(Protocol):
+    """What an event needs of the pod it is about (a controller's pod view has it)."""
+
+    @property
+    def namespace(self) -> str: ...
+
+    @property
+    def name(self) -> str: ...
+
+    @property
+    def uid(self) -> str: ...
+
+
+class EventSink(Protocol):
+    """Where components record events: `EventRecorder`, or a test's recording stand-in."""
+
+    def pod_event(self, pod: PodRef, reason: str, message: str, event_type: str = "Normal") -> None: ...
+
+    def node_event(self, name: str, uid: str, reason: str, message: str, event_type: str = "Normal") -> None: ...
 
 
 def expected_rejection(error: BaseException) -> bool:
     """Whether the server refused an event as upstream's recorder expects it to, and so logs at V(5):
     409 AlreadyExists, or any refusal whose causes include NamespaceTerminating (a 403)."""
-    if not isinstance(error, client.ApiException):
-        return False
-    if error.status == 409:
+    if is_conflict(error):
         return True
-    try:
-        status = json.loads(error.body or "")
-    except (TypeError, ValueError):
+    if status_code(error) is None:
         return False
-    causes = ((status.get("details") or {}).get("causes") or []) if isinstance(status, dict) else []
+    causes = (status_body(error).get("details") or {}).get("causes") or []
     return any(isinstance(cause, dict) and cause.get("reason") == "NamespaceTerminating" for cause in causes)
 
 
@@ -66,7 +82,7 @@ class EventRecorder:
         self._host = socket.gethostname()
         self._queue: queue.Queue[tuple[str, dict[str, Any]]] = queue.Queue(max_queued)
 
-    def pod_event(self, pod: PodView, reason: str, message: str, event_type: str = "Normal") -> None:
+    def pod_event(self, pod: PodRef, reason: str, message: str, event_type: str = "Normal") -> None:
         involved = {"kind": "Pod", "apiVersion": "v1", "namespace": pod.namespace, "name": pod.name, "uid": pod.uid}
         self._enqueue(pod.namespace, involved, reason, message, event_type)
 
@@ -90,7 +106,7 @@ class EventRecorder:
                 continue
             try:
                 self._core.create_namespaced_event(namespace, body, _preload_content=False,
-                                                   _request_timeout=REQUEST_TIMEOUT)
+                                                   _request_timeout=WORKER_REQUEST_TIMEOUT)
             except Exception as error:  # best effort, as upstream
                 level = logging.DEBUG if expected_rejection(error) else logging.WARNING
                 log.log(level, "could not record event %s (%s): %s", body["reason"], body["message"], error)

@@ -7,7 +7,8 @@ socket, turns each object into a view with `transform` and drops the dict.
 
 Protocol (as client-go's reflector): LIST in pages, then WATCH from the list's resourceVersion.
 A dropped or timed-out stream resumes from the last resourceVersion seen; only 410 (Expired/Gone)
-forces a fresh LIST, which is reconciled against the store so handlers see exact differences.
+forces a fresh LIST, which is reconciled against the store (kube/store.py) so handlers see exact
+differences. One informer per resource serves every component: each adds its handler.
 """
 
 from __future__ import annotations
@@ -17,33 +18,22 @@ import logging
 import threading
 import time
 from collections.abc import Callable, Hashable, Iterable, Iterator
-from typing import Any, Generic, Protocol, TypeVar
+from typing import Any, Generic
 
 from kubernetes.client.exceptions import ApiException
 
-from kube.client import CONNECT_TIMEOUT, REQUEST_TIMEOUT, describe_error
+from kube.client import CONNECT_TIMEOUT, REQUEST_TIMEOUT
+from kube.errors import GONE, describe_error, is_gone
+from kube.store import ADDED, DELETED, MODIFIED, Change, Store, V
 
 log = logging.getLogger("taintkeeper.informer")
 
-ADDED = "ADDED"
-MODIFIED = "MODIFIED"
-DELETED = "DELETED"
 BOOKMARK = "BOOKMARK"
 ERROR = "ERROR"
 
-HTTP_GONE = 410
 # A stream that ends this fast without any event is treated as a failure, so a proxy that closes
 # watches at once cannot turn the loop into a busy loop.
 MIN_HEALTHY_STREAM_SECONDS = 1.0
-
-
-class Keyed(Protocol):
-    @property
-    def key(self) -> str: ...
-
-
-V = TypeVar("V", bound=Keyed)
-Change = tuple[V | None, V | None]  # (old, new): old None on add, new None on delete
 
 
 class ResourceExpired(Exception):
@@ -52,103 +42,6 @@ class ResourceExpired(Exception):
 
 class WatchError(Exception):
     """An ERROR event other than 410 on the watch stream."""
-
-
-class Store(Generic[V]):
-    """Views by key, plus an optional exact index (e.g. pods by node name). Thread-safe.
-
-    `apply` and `replace` return the changes to report instead of calling handlers, so the
-    caller can run handlers outside the lock and this class needs no server to test.
-    """
-
-    def __init__(self, index_by: Callable[[V], Hashable] | None = None) -> None:
-        self._lock = threading.Lock()
-        self._items: dict[str, V] = {}
-        self._index_by = index_by
-        # index value -> keys (a dict as an insertion-ordered set)
-        self._index: dict[Hashable, dict[str, None]] = {}
-
-    def get(self, key: str) -> V | None:
-        with self._lock:
-            return self._items.get(key)
-
-    def list(self) -> list[V]:
-        with self._lock:
-            return list(self._items.values())
-
-    def keys(self) -> list[str]:
-        with self._lock:
-            return list(self._items)
-
-    def __len__(self) -> int:
-        with self._lock:
-            return len(self._items)
-
-    def by_index(self, value: Hashable) -> list[V]:
-        """All views whose `index_by` value equals `value` (e.g. every pod on a node)."""
-        if self._index_by is None:
-            raise ValueError("this store has no index (index_by was not given)")
-        with self._lock:
-            return [self._items[key] for key in self._index.get(value, ())]
-
-    def index_snapshot(self) -> dict[Hashable, frozenset[str]]:
-        """A copy of the whole index (value -> keys), for checks and debugging."""
-        with self._lock:
-            return {value: frozenset(keys) for value, keys in self._index.items()}
-
-    def apply(self, event_type: str, view: V) -> Change[V] | None:
-        """Apply one watch event; return (old, new), or None when nothing a handler could see changed."""
-        with self._lock:
-            if event_type in (ADDED, MODIFIED):
-                return self._put(view)
-            if event_type == DELETED:
-                return self._remove(view.key)
-        raise ValueError(f"not a store event type: {event_type!r}")
-
-    def replace(self, views: Iterable[V]) -> list[Change[V]]:
-        """Make the store hold exactly `views` (a fresh LIST); return the differences: removals
-        first, then additions and changes in list order. Unchanged views yield nothing."""
-        fresh = {view.key: view for view in views}
-        with self._lock:
-            changes: list[Change[V]] = []
-            for key in [key for key in self._items if key not in fresh]:
-                removed = self._remove(key)
-                if removed is not None:
-                    changes.append(removed)
-            for view in fresh.values():
-                change = self._put(view)
-                if change is not None:
-                    changes.append(change)
-            return changes
-
-    def _put(self, view: V) -> Change[V] | None:
-        key = view.key
-        old = self._items.get(key)
-        if old is not None and old == view:
-            return None
-        self._items[key] = view
-        if self._index_by is not None:
-            new_value = self._index_by(view)
-            if old is not None:
-                self._unindex(self._index_by(old), key)
-            self._index.setdefault(new_value, {})[key] = None
-        return old, view
-
-    def _remove(self, key: str) -> Change[V] | None:
-        old = self._items.pop(key, None)
-        if old is None:
-            return None  # a delete we never saw the object for: nothing to report
-        if self._index_by is not None:
-            self._unindex(self._index_by(old), key)
-        return old, None
-
-    def _unindex(self, value: Hashable, key: str) -> None:
-        keys = self._index.get(value)
-        if keys is None:
-            return
-        keys.pop(key, None)
-        if not keys:
-            del self._index[value]  # no empty buckets: the index stays exactly what a rebuild gives
 
 
 class Backoff:
@@ -197,8 +90,10 @@ class Informer(Generic[V]):
     """Keeps a Store of views of one resource in sync with the API on a daemon thread.
 
     `list_call` is a generated list method, e.g. `CoreV1Api(api).list_pod_for_all_namespaces`,
-    `list_node`, or `functools.partial(core.list_namespaced_pod, "ns")`. `on_change(old, new)` runs
-    on the informer's thread, outside the store lock, in event order; its exceptions are logged.
+    `list_node`, or `functools.partial(core.list_namespaced_pod, "ns")`. Each handler
+    `(old, new)` (given here or with `add_handler` before `start`) runs on the informer's thread,
+    outside the store lock, in event order; an exception in one is logged and keeps the change
+    from no other handler.
     """
 
     def __init__(
@@ -206,8 +101,7 @@ class Informer(Generic[V]):
         name: str,
         list_call: Callable[..., Any],
         transform: Callable[[dict[str, Any]], V],
-        on_change: Callable[[V | None, V | None], None],
-        *,
+        *handlers: Callable[[V | None, V | None], None],
         index_by: Callable[[V], Hashable] | None = None,
         watch_timeout_seconds: int = 60,
         read_timeout: float = 75,
@@ -222,7 +116,7 @@ class Informer(Generic[V]):
         self.store: Store[V] = Store(index_by)
         self._list_call = list_call
         self._transform = transform
-        self._on_change = on_change
+        self._handlers: list[Callable[[V | None, V | None], None]] = list(handlers)
         self.watch_timeout_seconds = int(watch_timeout_seconds)
         self.read_timeout = read_timeout
         self.page_size = page_size
@@ -272,6 +166,12 @@ class Informer(Generic[V]):
         return self._resource_version
 
     # -- lifecycle ------------------------------------------------------------------------------
+
+    def add_handler(self, handler: Callable[[V | None, V | None], None]) -> None:
+        """Have `handler(old, new)` called on every change; only before `start`, so it sees the first LIST."""
+        if self._thread is not None:
+            raise RuntimeError(f"informer {self.name} is running: add handlers before start()")
+        self._handlers.append(handler)
 
     def start(self) -> None:
         if self._thread is not None:
@@ -410,7 +310,7 @@ class Informer(Generic[V]):
         try:
             return self._list_call(**kwargs)
         except ApiException as error:
-            if error.status == HTTP_GONE:
+            if is_gone(error):
                 raise ResourceExpired(f"HTTP 410 {error.reason}") from error
             raise
 
@@ -427,7 +327,7 @@ class Informer(Generic[V]):
         obj = event.get("object") or {}
         if event_type == ERROR:
             code, reason = obj.get("code"), obj.get("reason")
-            if code == HTTP_GONE or reason in ("Expired", "Gone"):
+            if code == GONE or reason in ("Expired", "Gone"):
                 raise ResourceExpired(f"watch ERROR {code} {reason}: {obj.get('message')}")
             raise WatchError(f"watch ERROR {code} {reason}: {obj.get('message')}")
         metadata = obj.get("metadata")
@@ -459,11 +359,13 @@ class Informer(Generic[V]):
 
     def _dispatch(self, changes: Iterable[Change[V]]) -> None:
         for old, new in changes:
-            try:
-                self._on_change(old, new)
-            except Exception:
-                key = (new or old).key  # type: ignore[union-attr]
-                log.exception("%s: handler failed for %s", self.name, key)
+            for handler in self._handlers:
+                try:
+                    handler(old, new)
+                except Exception:
+                    changed = new if new is not None else old
+                    log.exception("%s: handler failed for %s (%s)", self.name, changed.key if changed else "?",
+                                  getattr(handler, "__qualname__", handler))
 
 
 def _interrupt(response: Any) -> None:

@@ -17,7 +17,6 @@ it compares naive local times. Here:
 from __future__ import annotations
 
 import copy
-import json
 import logging
 import math
 import random
@@ -33,8 +32,9 @@ from typing import Any, Protocol
 from kubernetes import client
 from kubernetes.client.exceptions import ApiException
 
-from controller.objects import format_micro_time
-from kube.client import describe_error
+from kube.errors import describe_error, is_conflict, is_not_found, status_body
+from kube.request import request_json
+from kube.timestamps import format_micro_time
 
 Json = dict[str, Any]
 
@@ -129,7 +129,7 @@ class LeaseClient:
         try:
             return self._request("GET", _LEASE_PATH + "/{name}", {"namespace": namespace, "name": name})
         except ApiException as error:
-            if error.status == 404:
+            if is_not_found(error):
                 return None
             raise
 
@@ -146,24 +146,14 @@ class LeaseClient:
                              {"namespace": metadata["namespace"], "name": metadata["name"]}, body)
 
     def _request(self, method: str, path: str, path_params: dict[str, str], body: Json | None = None) -> Json:
-        request = self._api_client.param_serialize(
-            method=method, resource_path=path, path_params=path_params,
-            header_params={"Accept": "application/json", "Content-Type": "application/json"},
-            body=body, auth_settings=["BearerToken"])
-        response = self._api_client.call_api(*request, _request_timeout=self.request_timeout)
-        response.read()
-        if response.status == 409:
-            raise LeaseConflict(_status_message(response.data) or "conflict")
-        if not 200 <= response.status <= 299:
-            raise ApiException.from_response(http_resp=response, body=None, data=None)
-        return json.loads(response.data)
-
-
-def _status_message(data: bytes | None) -> str:
-    try:
-        return str(json.loads(data or b"{}").get("message") or "")
-    except ValueError:
-        return ""
+        try:
+            lease: Json = request_json(self._api_client, method, path, path_params=path_params, body=body,
+                                       timeout=self.request_timeout)
+        except ApiException as error:
+            if is_conflict(error):
+                raise LeaseConflict(str(status_body(error).get("message") or "conflict")) from None
+            raise
+        return lease
 
 
 class LeaderElector:

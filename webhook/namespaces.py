@@ -1,6 +1,6 @@
 """The webhook's watched namespace cache: per-namespace seconds and the namespace skip label.
 
-Each gunicorn worker keeps its own list+watch of Namespaces (the controller's raw-JSON `Informer`)
+Each gunicorn worker keeps its own list+watch of Namespaces (kube/informer.py's raw-JSON `Informer`)
 as slim `NamespaceView`s whose defaults are resolved once per change, so a review costs one dict
 lookup. The watch is started in the worker, after fork (gunicorn's `post_worker_init` hook, and
 again lazily by the first review if that hook did not run): a thread started before fork would
@@ -21,7 +21,7 @@ from collections.abc import Callable
 from dataclasses import dataclass
 from typing import Any
 
-from kube.client import REQUEST_RETRIES, make_api_client
+from kube.client import in_cluster_available, make_api_client, make_in_cluster_client
 from kube.informer import Informer
 from shared.defaults import (
     MAX_TOLERATION_SECONDS,
@@ -95,25 +95,6 @@ def namespace_view(namespace: dict[str, Any], cluster: DefaultSeconds) -> Namesp
 # -- reaching the API ------------------------------------------------------------------------------
 
 
-def _in_cluster_configured() -> bool:
-    from kubernetes import client, config
-
-    try:
-        config.load_incluster_config(client_configuration=client.Configuration())
-    except config.ConfigException:
-        return False
-    return True
-
-
-def _in_cluster_client() -> Any:
-    from kubernetes import client, config
-
-    configuration = client.Configuration()
-    config.load_incluster_config(client_configuration=configuration)
-    configuration.retries = REQUEST_RETRIES
-    return client.ApiClient(configuration)
-
-
 def client_source(settings: WebhookSettings) -> tuple[Callable[[], Any] | None, str]:
     """(a factory of the ApiClient the cache uses, what it is) or (None, why there is no cache).
 
@@ -123,13 +104,9 @@ def client_source(settings: WebhookSettings) -> tuple[Callable[[], Any] | None, 
         return None, f"{NAMESPACE_CACHE.flag}=false"
     if settings.kubeconfig:
         return functools.partial(make_api_client, settings.kubeconfig), f"kubeconfig {settings.kubeconfig}"
-    if _in_cluster_configured():
-        return _in_cluster_client, "the in-cluster config"
+    if in_cluster_available():
+        return make_in_cluster_client, "the in-cluster config"
     return None, f"no {KUBECONFIG.flag} given and not running in a cluster"
-
-
-def _ignore_change(old: NamespaceView | None, new: NamespaceView | None) -> None:
-    return None
 
 
 class NamespaceCache:
@@ -196,7 +173,7 @@ class NamespaceCache:
                           "apply to every namespace", self.source, " ".join(str(error).split()))
                 return
             informer: Informer[NamespaceView] = Informer(
-                "namespaces", list_call, functools.partial(namespace_view, cluster=self.cluster), _ignore_change,
+                "namespaces", list_call, functools.partial(namespace_view, cluster=self.cluster),
                 **self._informer_options)
             informer.start()
             self._informer = informer

@@ -16,12 +16,11 @@ from kubernetes import client
 from kubernetes.client.rest import ApiException
 
 from controller.backfill.controller import Conflict
+from kube.client import JSON_PATCH, WORKER_REQUEST_TIMEOUT
+from kube.errors import api_message, is_conflict, is_invalid, is_not_found
 
 log = logging.getLogger("taintkeeper.backfill")
 
-REQUEST_TIMEOUT = (5, 15)
-# The client defaults PATCH to json-patch already; say so explicitly, it is what the ops are.
-JSON_PATCH = "application/json-patch+json"
 
 
 class KubeBackfillApi:
@@ -31,9 +30,9 @@ class KubeBackfillApi:
     def read_pod(self, namespace: str, name: str) -> dict[str, Any] | None:
         try:
             response = self._core.read_namespaced_pod(name, namespace, _preload_content=False,
-                                                      _request_timeout=REQUEST_TIMEOUT)
+                                                      _request_timeout=WORKER_REQUEST_TIMEOUT)
         except ApiException as error:
-            if error.status == 404:
+            if is_not_found(error):
                 return None
             raise
         return json.loads(response.data)
@@ -41,19 +40,12 @@ class KubeBackfillApi:
     def patch_pod(self, namespace: str, name: str, ops: Sequence[Mapping[str, Any]]) -> bool:
         try:
             self._core.patch_namespaced_pod(name, namespace, [dict(op) for op in ops], _content_type=JSON_PATCH,
-                                            _preload_content=False, _request_timeout=REQUEST_TIMEOUT)
+                                            _preload_content=False, _request_timeout=WORKER_REQUEST_TIMEOUT)
         except ApiException as error:
-            if error.status == 404:
+            if is_not_found(error):
                 log.info("pod already gone", extra={"pod": f"{namespace}/{name}"})
                 return False
-            if error.status in (409, 422):
-                raise Conflict(f"HTTP {error.status}: {_message(error)}") from error
+            if is_conflict(error) or is_invalid(error):
+                raise Conflict(f"HTTP {error.status}: {api_message(error)}") from error
             raise
         return True
-
-
-def _message(error: ApiException) -> str:
-    try:
-        return str(json.loads(error.body or "{}").get("message") or error.reason)
-    except (ValueError, AttributeError):
-        return str(error.reason)

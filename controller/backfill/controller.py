@@ -27,6 +27,8 @@ from controller.clock import Clock, RealClock
 from controller.objects import NamespaceView, PodView, pod_view
 from controller.token_bucket import TokenBucket
 from controller.workqueue import WorkQueue, run_worker
+from kube.events import EventSink
+from kube.store import StoreReader
 from shared.defaults import DefaultSeconds, missing_default_tolerations, namespace_seconds
 
 log = logging.getLogger("taintkeeper.backfill")
@@ -145,16 +147,6 @@ class Conflict(Exception):
     """The pod changed since it was read (409, or 422 from a failed `test` op): re-read and retry."""
 
 
-class PodStore(Protocol):
-    def get(self, key: str) -> PodView | None: ...
-
-    def list(self) -> list[PodView]: ...
-
-
-class NamespaceStore(Protocol):
-    def get(self, key: str) -> NamespaceView | None: ...
-
-
 class BackfillApi(Protocol):
     """The API calls a backfill makes (controller/kube/backfill_api.py)."""
 
@@ -165,14 +157,10 @@ class BackfillApi(Protocol):
         """Apply the JSON patch; False if the pod is gone; raise Conflict on 409/422, else on failure."""
 
 
-class EventSink(Protocol):
-    def pod_event(self, pod: PodView, reason: str, message: str, event_type: str = "Normal") -> None: ...
-
-
 class BackfillController:
-    def __init__(self, pods: PodStore, namespaces: NamespaceStore, api: BackfillApi, events: EventSink,
-                 settings: BackfillSettings, *, clock: Clock | None = None, queue: WorkQueue | None = None,
-                 dry_run: bool = False) -> None:
+    def __init__(self, pods: StoreReader[PodView], namespaces: StoreReader[NamespaceView], api: BackfillApi,
+                 events: EventSink, settings: BackfillSettings, *, clock: Clock | None = None,
+                 queue: WorkQueue | None = None, dry_run: bool = False) -> None:
         self._pods = pods
         self._namespaces = namespaces
         self._api = api

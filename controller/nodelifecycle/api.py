@@ -13,31 +13,26 @@ import logging
 import random
 import threading
 import time
-from collections.abc import Sequence
+from collections.abc import Hashable, Sequence
 from dataclasses import replace
-from typing import Any, Protocol
+from typing import Any
 
 from kubernetes import client
 from kubernetes.client.rest import ApiException
 
-from controller.objects import NodeView, PodView, format_time, node_view
-from kube.client import read_node_json
+from controller.objects import NodeView, PodView, node_view
+from kube.client import STRATEGIC_MERGE, WORKER_REQUEST_TIMEOUT, read_node_json
+from kube.errors import describe_error, is_conflict, is_not_found
+from kube.store import StoreReader
+from kube.timestamps import format_time
 from shared.taints import NO_EXECUTE, taint_identity
 
 log = logging.getLogger("taintkeeper.nodelifecycle")
 
-REQUEST_TIMEOUT = (5, 15)
-STRATEGIC_MERGE = "application/strategic-merge-patch+json"
 CONFLICT_RETRIES = 5  # upstream UpdateTaintBackoff: 5 steps of 100 ms with jitter
 CONFLICT_BACKOFF = 0.1
 
 Taint = dict[str, Any]
-
-
-class NodeStore(Protocol):
-    def get(self, key: str) -> NodeView | None: ...
-
-    def list(self) -> list[NodeView]: ...
 
 
 def updated_taints(current: Sequence[Taint], add: Sequence[Taint], remove: Sequence[Taint],
@@ -63,14 +58,14 @@ class KubeNodeLifecycleApi:
         self._sleep = sleep
 
     def read_node(self, node_name: str) -> NodeView | None:
-        node = read_node_json(self._core, node_name, REQUEST_TIMEOUT)
+        node = read_node_json(self._core, node_name, WORKER_REQUEST_TIMEOUT)
         return None if node is None else node_view(node)
 
     def swap_taints(self, node_name: str, add: Sequence[Taint], remove: Sequence[Taint]) -> bool:
         for attempt in range(CONFLICT_RETRIES):
             try:
                 node = json.loads(self._core.read_node(node_name, _preload_content=False,
-                                                       _request_timeout=REQUEST_TIMEOUT).data)
+                                                       _request_timeout=WORKER_REQUEST_TIMEOUT).data)
                 current = (node.get("spec") or {}).get("taints") or []
                 wanted = updated_taints(current, add, remove, time.time())
                 if [taint_identity(t) for t in wanted] == [taint_identity(t) for t in current]:
@@ -78,18 +73,18 @@ class KubeNodeLifecycleApi:
                 body = {"metadata": {"resourceVersion": node["metadata"]["resourceVersion"]},
                         "spec": {"taints": wanted}}
                 self._core.patch_node(node_name, body, _content_type=STRATEGIC_MERGE, _preload_content=False,
-                                      _request_timeout=REQUEST_TIMEOUT)
+                                      _request_timeout=WORKER_REQUEST_TIMEOUT)
                 log.info("updated taints", extra={"node": node_name,
                                                    "added": [f"{t['key']}:{t['effect']}" for t in add],
                                                    "removed": [f"{t['key']}:{t['effect']}" for t in remove]})
                 return True
             except ApiException as error:
-                if error.status == 404:
+                if is_not_found(error):
                     return True  # the node is gone: nothing to taint
-                if error.status == 409 and attempt + 1 < CONFLICT_RETRIES:
+                if is_conflict(error) and attempt + 1 < CONFLICT_RETRIES:
                     self._sleep(CONFLICT_BACKOFF * (1 + random.random()))
                     continue
-                log.warning("could not update taints of node %s: %s %s", node_name, error.status, error.reason)
+                log.warning("could not update taints of node %s: %s", node_name, describe_error(error))
                 return False
             except Exception as error:
                 log.warning("could not update taints of node %s: %s", node_name, error)
@@ -101,12 +96,12 @@ class KubeNodeLifecycleApi:
         body = {"metadata": {"resourceVersion": node.resource_version}, "status": {"conditions": list(conditions)}}
         try:
             self._core.patch_node_status(node.name, body, _content_type=STRATEGIC_MERGE, _preload_content=False,
-                                         _request_timeout=REQUEST_TIMEOUT)
+                                         _request_timeout=WORKER_REQUEST_TIMEOUT)
         except ApiException as error:
-            if error.status == 409:
+            if is_conflict(error):
                 log.info("node %s changed since it was read; its health is judged again next pass", node.name)
             else:
-                log.warning("could not update status of node %s: %s %s", node.name, error.status, error.reason)
+                log.warning("could not update status of node %s: %s", node.name, describe_error(error))
             return False
         except Exception as error:
             log.warning("could not update status of node %s: %s", node.name, error)
@@ -121,9 +116,9 @@ class KubeNodeLifecycleApi:
                                            "lastTransitionTime": format_time(time.time())}]}}
         try:
             self._core.patch_namespaced_pod_status(pod.name, pod.namespace, body, _content_type=STRATEGIC_MERGE,
-                                                   _preload_content=False, _request_timeout=REQUEST_TIMEOUT)
+                                                   _preload_content=False, _request_timeout=WORKER_REQUEST_TIMEOUT)
         except ApiException as error:
-            if error.status in (404, 409):
+            if is_not_found(error) or is_conflict(error):
                 return  # gone, or replaced by another pod with the same name
             raise
 
@@ -137,7 +132,7 @@ class DryRunNodeLifecycleApi:
     managed cluster), this observes without fighting it.
     """
 
-    def __init__(self, real: KubeNodeLifecycleApi, nodes: NodeStore) -> None:
+    def __init__(self, real: KubeNodeLifecycleApi, nodes: StoreReader[NodeView]) -> None:
         self._real = real
         self._nodes = nodes
         self._would_be: dict[str, NodeView] = {}  # by name, with the resourceVersion of the node it was made from
@@ -148,6 +143,9 @@ class DryRunNodeLifecycleApi:
 
     def list(self) -> list[NodeView]:
         return [view for view in map(self._overlaid, self._nodes.list()) if view is not None]
+
+    def by_index(self, value: Hashable) -> list[NodeView]:
+        return [view for view in map(self._overlaid, self._nodes.by_index(value)) if view is not None]
 
     def _overlaid(self, node: NodeView | None) -> NodeView | None:
         if node is None:

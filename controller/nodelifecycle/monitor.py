@@ -44,6 +44,8 @@ from controller.nodelifecycle.node_health import HealthTracker
 from controller.nodelifecycle.rate_limited_queue import RateLimitedTimedQueue
 from controller.objects import LeaseView, NodeView, PodView
 from controller.workqueue import WorkQueue, run_worker
+from kube.events import EventSink
+from kube.store import StoreReader
 from shared.taints import (
     NO_EXECUTE,
     NOT_READY,
@@ -70,22 +72,6 @@ STUCK_FLOOR = 30.0
 Taint = dict[str, Any]
 
 
-class NodeSource(Protocol):
-    def get(self, key: str) -> NodeView | None: ...
-
-    def list(self) -> list[NodeView]: ...
-
-
-class LeaseSource(Protocol):
-    def get(self, key: str) -> LeaseView | None: ...
-
-
-class PodSource(Protocol):
-    def get(self, key: str) -> PodView | None: ...
-
-    def by_index(self, node_name: str) -> list[PodView]: ...
-
-
 class NodeLifecycleApi(Protocol):
     """The writes the monitor makes (controller/kube/node_api.py), and the live read a retry needs."""
 
@@ -100,12 +86,6 @@ class NodeLifecycleApi(Protocol):
 
     def mark_pod_not_ready(self, pod: PodView) -> None:
         """Set the pod's Ready condition False through pods/status; raise on failure."""
-
-
-class EventSink(Protocol):
-    def node_event(self, name: str, uid: str, reason: str, message: str, event_type: str = "Normal") -> None: ...
-
-    def pod_event(self, pod: PodView, reason: str, message: str, event_type: str = "Normal") -> None: ...
 
 
 @dataclass(frozen=True)
@@ -131,8 +111,8 @@ def zone_label(zone: str) -> str:
 
 
 class NodeLifecycleMonitor:
-    def __init__(self, nodes: NodeSource, leases: LeaseSource, pods: PodSource, api: NodeLifecycleApi,
-                 events: EventSink, settings: MonitorSettings, *, clock: Clock | None = None,
+    def __init__(self, nodes: StoreReader[NodeView], leases: StoreReader[LeaseView], pods: StoreReader[PodView],
+                 api: NodeLifecycleApi, events: EventSink, settings: MonitorSettings, *, clock: Clock | None = None,
                  no_schedule_queue: WorkQueue | None = None, pod_queue: WorkQueue | None = None,
                  sleep: Callable[[float], None] = time.sleep) -> None:
         self._nodes = nodes

@@ -13,7 +13,8 @@ from __future__ import annotations
 from dataclasses import dataclass
 from typing import Any
 
-from controller.objects import NodeView, format_time, parse_time
+from controller.objects import NodeView
+from kube.timestamps import format_time, parse_time
 
 STALE_CONDITION_TYPES = ("Ready", "MemoryPressure", "DiskPressure", "PIDPressure")
 REASON_UNKNOWN = "NodeStatusUnknown"

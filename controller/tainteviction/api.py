@@ -15,14 +15,14 @@ from typing import Any
 from kubernetes import client
 from kubernetes.client.rest import ApiException
 
-from controller.objects import PodView, format_time
-from kube.client import read_node_json
+from controller.objects import PodView
+from kube.client import STRATEGIC_MERGE, WORKER_REQUEST_TIMEOUT, read_node_json
+from kube.errors import is_conflict, is_not_found
+from kube.timestamps import format_time
 from shared.taints import no_execute_taints, node_taints
 
 log = logging.getLogger("taintkeeper.eviction")
 
-REQUEST_TIMEOUT = (5, 15)
-STRATEGIC_MERGE = "application/strategic-merge-patch+json"
 DISRUPTION_TARGET = {
     "type": "DisruptionTarget",
     "status": "True",
@@ -42,22 +42,22 @@ class KubeEvictionActions:
         self._core = client.CoreV1Api(api_client)
 
     def live_no_execute_taints(self, node_name: str) -> Sequence[dict[str, Any]] | None:
-        node = read_node_json(self._core, node_name, REQUEST_TIMEOUT)
+        node = read_node_json(self._core, node_name, WORKER_REQUEST_TIMEOUT)
         return None if node is None else no_execute_taints(node_taints(node))
 
     def evict(self, pod: PodView) -> None:
         try:
             self._core.patch_namespaced_pod_status(
                 pod.name, pod.namespace, disruption_target_patch(pod.uid, time.time()),
-                _content_type=STRATEGIC_MERGE, _preload_content=False, _request_timeout=REQUEST_TIMEOUT)
+                _content_type=STRATEGIC_MERGE, _preload_content=False, _request_timeout=WORKER_REQUEST_TIMEOUT)
             self._core.delete_namespaced_pod(
                 pod.name, pod.namespace, body={"preconditions": {"uid": pod.uid}},
-                _preload_content=False, _request_timeout=REQUEST_TIMEOUT)
+                _preload_content=False, _request_timeout=WORKER_REQUEST_TIMEOUT)
         except ApiException as error:
-            if error.status == 404:
+            if is_not_found(error):
                 log.info("pod already gone", extra={"pod": pod.key})
                 return
-            if error.status == 409:
+            if is_conflict(error):
                 log.info("pod was replaced by another with the same name; not deleting it", extra={"pod": pod.key})
                 return
             raise

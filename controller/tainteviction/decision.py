@@ -23,7 +23,7 @@ from collections.abc import Callable, Iterable, Mapping, Sequence
 from dataclasses import dataclass, replace
 from typing import Any
 
-from controller.objects import parse_time
+from kube.timestamps import parse_time
 from shared.taints import is_node_failure_taint, taint_identity
 from shared.tolerations import first_toleration_for_taint, min_toleration_seconds
 

@@ -22,19 +22,13 @@ from controller.objects import NodeView, PodView
 from controller.tainteviction.decision import EvictionDecision, carry_swap_start, decide_eviction
 from controller.tainteviction.timers import TimerHeap
 from controller.workqueue import WorkQueue, run_worker
+from kube.events import EventSink
+from kube.store import StoreReader
 
 log = logging.getLogger("taintkeeper.eviction")
 
 EVENT_REASON = "TaintManagerEviction"
 Taint = dict[str, Any]
-
-
-class PodIndex(Protocol):
-    """The pod informer's store: lookups by key and by node."""
-
-    def get(self, key: str) -> PodView | None: ...
-
-    def by_index(self, node_name: str) -> list[PodView]: ...
 
 
 class EvictionActions(Protocol):
@@ -47,10 +41,6 @@ class EvictionActions(Protocol):
         """Set DisruptionTarget and delete the pod; raise on failure. Gone or replaced counts as done."""
 
 
-class EventSink(Protocol):
-    def pod_event(self, pod: PodView, reason: str, message: str, event_type: str = "Normal") -> None: ...
-
-
 @dataclass
 class ScheduledEviction:
     uid: str
@@ -61,7 +51,7 @@ class ScheduledEviction:
 
 
 class TaintEvictionManager:
-    def __init__(self, pods: PodIndex, actions: EvictionActions, events: EventSink, *,
+    def __init__(self, pods: StoreReader[PodView], actions: EvictionActions, events: EventSink, *,
                  clock: Clock | None = None, dry_run: bool = False, queue: WorkQueue | None = None) -> None:
         self._pods = pods
         self._actions = actions

@@ -28,10 +28,11 @@ from typing import Any
 from kubernetes.client.rest import ApiException
 
 from controller.clock import FakeClock
-from controller.objects import PodView, format_time, node_view, pod_view
+from controller.objects import PodView, node_view, pod_view
 from controller.tainteviction.api import KubeEvictionActions
 from controller.tainteviction.manager import TaintEvictionManager
 from controller.workqueue import WorkQueue
+from kube.timestamps import format_time
 
 START = 1_800_000_000.0
 NAMESPACE = "default"

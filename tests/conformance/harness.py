@@ -24,16 +24,8 @@ from typing import Any
 
 from controller.clock import FakeClock
 from controller.nodelifecycle.monitor import MonitorSettings, NodeLifecycleMonitor
-from controller.objects import (
-    LeaseView,
-    NodeView,
-    PodView,
-    format_micro_time,
-    format_time,
-    lease_view,
-    node_view,
-    pod_view,
-)
+from controller.objects import LeaseView, NodeView, PodView, lease_view, node_view, pod_view
+from kube.timestamps import format_micro_time, format_time
 
 Json = dict[str, Any]
 

@@ -15,7 +15,7 @@ from typing import Any
 import pytest
 from kubernetes import client
 
-from controller.objects import parse_time
+from kube.timestamps import parse_time
 from tests.e2e.cluster import SYSTEM_NAMESPACE, UNREACHABLE, E2ECluster, default_tolerations, toleration, wait_for
 
 pytestmark = [pytest.mark.e2e, pytest.mark.usefixtures("webhook_ready")]

@@ -13,7 +13,7 @@ import time
 
 import pytest
 
-from controller.objects import parse_time
+from kube.timestamps import parse_time
 from tests.e2e.cluster import NOT_READY, UNREACHABLE, E2ECluster, toleration, wait_for
 
 pytestmark = [pytest.mark.e2e, pytest.mark.usefixtures("webhook_ready")]

@@ -7,7 +7,7 @@ from __future__ import annotations
 
 import time
 
-from controller.objects import format_time, parse_time
+from kube.timestamps import format_time, parse_time
 from tests.integration.kube import raw, wait_for
 from tests.integration.simulated import NR, UR, Cluster, unreachable
 

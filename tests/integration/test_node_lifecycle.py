@@ -9,7 +9,7 @@ import time
 
 import pytest
 
-from controller.objects import parse_time
+from kube.timestamps import parse_time
 from tests.integration.kube import raw, wait_for
 from tests.integration.simulated import NR, UR, Cluster, unreachable
 

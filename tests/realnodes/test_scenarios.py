@@ -19,8 +19,8 @@ from pathlib import Path
 import pytest
 from kubernetes import client
 
-from controller.objects import parse_time
 from hack.servers import ControllerProcess, WebhookServer, make_certs
+from kube.timestamps import parse_time
 from tests.integration.kube import raw, wait_for
 from tests.realnodes.nodes import (
     RealCluster,

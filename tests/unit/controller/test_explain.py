@@ -3,7 +3,7 @@
 import pytest
 
 from controller.explain import describe_duration, explain
-from controller.objects import format_time
+from kube.timestamps import format_time
 
 NOW = 1_800_000_000.0
 UR = "node.kubernetes.io/unreachable"

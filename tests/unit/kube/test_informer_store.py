@@ -21,7 +21,8 @@ from kubernetes import client
 
 from controller.objects import PodView, pod_view
 from kube.client import REQUEST_RETRIES, ClientConfigError, make_api_client
-from kube.informer import ADDED, DELETED, MODIFIED, Backoff, Informer, Store, iter_lines
+from kube.informer import Backoff, Informer, iter_lines
+from kube.store import ADDED, DELETED, MODIFIED, Store
 from tests.support.responses import http_response
 
 

@@ -15,7 +15,8 @@ import pytest
 from controller.clock import FakeClock
 from controller.nodelifecycle.api import DryRunNodeLifecycleApi, updated_taints
 from controller.nodelifecycle.monitor import MonitorSettings, NodeLifecycleMonitor
-from controller.objects import LeaseView, NodeView, PodView, format_time
+from controller.objects import LeaseView, NodeView, PodView
+from kube.timestamps import format_time
 from shared.zones import ZoneState, zone_key
 
 START = 1_800_000_000.0

@@ -3,7 +3,8 @@
 import pytest
 
 from controller.nodelifecycle.node_health import HealthTracker
-from controller.objects import NodeView, format_time
+from controller.objects import NodeView
+from kube.timestamps import format_time
 
 NOW = 1_800_000_000.0
 GRACE = 50.0
