@@ -11,8 +11,8 @@ import math
 import re
 from dataclasses import dataclass, field
 
-from controller.backfill.controller import DEFAULT_EXCLUDED_NAMESPACES, DEFAULT_RATE, BackfillSettings
-from controller.nodelifecycle.monitor import MonitorSettings
+from controller.backfill.decision import DEFAULT_EXCLUDED_NAMESPACES, DEFAULT_RATE, BackfillSettings
+from controller.nodelifecycle.decision import MonitorSettings
 from kube.leader import LeaderElectionConfig
 from shared.defaults import DEFAULT_TOLERATION_SECONDS, DefaultSeconds
 from shared.jsonlog import LOG_FORMATS

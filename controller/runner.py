@@ -24,8 +24,8 @@ from kubernetes import client
 
 from controller import metrics
 from controller.backfill.api import KubeBackfillApi
-from controller.backfill.controller import COMPONENT as BACKFILL_COMPONENT
 from controller.backfill.controller import BackfillController
+from controller.backfill.decision import COMPONENT as BACKFILL_COMPONENT
 from controller.health import serve_health
 from controller.nodelifecycle.api import DryRunNodeLifecycleApi, KubeNodeLifecycleApi
 from controller.nodelifecycle.monitor import NodeLifecycleMonitor

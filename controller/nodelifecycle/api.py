@@ -20,6 +20,7 @@ from typing import Any
 from kubernetes import client
 from kubernetes.client.rest import ApiException
 
+from controller.nodelifecycle.decision import updated_taints
 from controller.objects import NodeView, PodView, node_view
 from kube.client import STRATEGIC_MERGE, WORKER_REQUEST_TIMEOUT, read_node_json
 from kube.errors import describe_error, is_conflict, is_not_found
@@ -33,23 +34,6 @@ CONFLICT_RETRIES = 5  # upstream UpdateTaintBackoff: 5 steps of 100 ms with jitt
 CONFLICT_BACKOFF = 0.1
 
 Taint = dict[str, Any]
-
-
-def updated_taints(current: Sequence[Taint], add: Sequence[Taint], remove: Sequence[Taint],
-                   now: float) -> list[Taint]:
-    """`current` without `remove` (by key+effect) plus `add` where missing; new NoExecute taints get timeAdded."""
-    removed = {taint_identity(t) for t in remove}
-    result = [dict(t) for t in current if taint_identity(t) not in removed]
-    present = {taint_identity(t) for t in result}
-    for taint in add:
-        if taint_identity(taint) in present:
-            continue
-        new = dict(taint)
-        if new.get("effect") == NO_EXECUTE:
-            new["timeAdded"] = format_time(now)
-        result.append(new)
-        present.add(taint_identity(taint))
-    return result
 
 
 class KubeNodeLifecycleApi:

@@ -31,43 +31,39 @@ Deliberate differences from upstream:
 from __future__ import annotations
 
 import logging
-import math
 import threading
 import time
 from collections.abc import Callable, Sequence
-from dataclasses import dataclass
 from typing import Any, Protocol
 
-from controller import metrics
 from controller.clock import Clock, RealClock
+from controller.nodelifecycle import metrics
+from controller.nodelifecycle.decision import (
+    NOT_READY_NO_EXECUTE,
+    UNREACHABLE_NO_EXECUTE,
+    MonitorSettings,
+    has_taint,
+    no_execute_swap,
+    not_ready_marking_budget,
+    stuck_reason,
+    taint_name,
+)
+from controller.nodelifecycle.metrics import zone_label
 from controller.nodelifecycle.node_health import HealthTracker
 from controller.nodelifecycle.rate_limited_queue import RateLimitedTimedQueue
 from controller.objects import LeaseView, NodeView, PodView
 from controller.workqueue import WorkQueue, run_worker
 from kube.events import EventSink
 from kube.store import StoreReader
-from shared.taints import (
-    NO_EXECUTE,
-    NOT_READY,
-    UNREACHABLE,
-    desired_no_schedule_taints,
-    managed_no_schedule_taints,
-    taint_diff,
-)
+from shared.taints import desired_no_schedule_taints, managed_no_schedule_taints, taint_diff
 from shared.zones import ZoneState, compute_zone_state, eviction_rate, zone_health_percent
 
 log = logging.getLogger("taintkeeper.nodelifecycle")
 
-NOT_READY_NO_EXECUTE = {"key": NOT_READY, "effect": NO_EXECUTE}
-UNREACHABLE_NO_EXECUTE = {"key": UNREACHABLE, "effect": NO_EXECUTE}
 TAINTING_PERIOD = 0.1  # upstream NodeEvictionPeriod
 RETRY_WAIT = 0.05  # upstream: a node without a Ready condition is retried after 50 ms
-NOT_READY_SPREAD = 0.10  # share of a disrupted zone's nodes whose pods are marked NotReady per pass
 NODE_HEALTH_UPDATE_RETRY = 5  # upstream: an Unknown-condition write is retried on a fresh read, 5 times
 RETRY_SLEEP = 0.02  # upstream retrySleepTime
-# /healthz fails after 3 monitor periods without progress, but never sooner than this: one API call
-# may take its connect and read timeouts (5 s + 15 s) during an apiserver brownout.
-STUCK_FLOOR = 30.0
 
 Taint = dict[str, Any]
 
@@ -86,28 +82,6 @@ class NodeLifecycleApi(Protocol):
 
     def mark_pod_not_ready(self, pod: PodView) -> None:
         """Set the pod's Ready condition False through pods/status; raise on failure."""
-
-
-@dataclass(frozen=True)
-class MonitorSettings:
-    """Upstream flag names and 1.32+ defaults (kube-controller-manager)."""
-
-    node_monitor_period: float = 5.0
-    node_monitor_grace_period: float = 50.0
-    node_startup_grace_period: float = 60.0
-    node_eviction_rate: float = 0.1
-    secondary_node_eviction_rate: float = 0.01
-    large_cluster_size_threshold: int = 50
-    unhealthy_zone_threshold: float = 0.55
-
-
-def has_taint(node: NodeView, template: Taint) -> bool:
-    return any(t.get("key") == template["key"] and t.get("effect") == template["effect"] for t in node.taints)
-
-
-def zone_label(zone: str) -> str:
-    """The zone key as a metric label: upstream's key has a NUL byte between region and zone."""
-    return zone.replace("\x00", "")
 
 
 class NodeLifecycleMonitor:
@@ -279,7 +253,7 @@ class NodeLifecycleMonitor:
         if zone in self.zone_states:
             return
         self.zone_states[zone] = ZoneState.INITIAL
-        self._set_zone_state_metric(zone, ZoneState.INITIAL)
+        metrics.set_zone_state(zone, ZoneState.INITIAL)
         queue = self.zone_queues.get(zone)
         if queue is None:
             self.zone_queues[zone] = RateLimitedTimedQueue(self.settings.node_eviction_rate, now)
@@ -333,20 +307,16 @@ class NodeLifecycleMonitor:
 
     def _process_taint_based_eviction(self, node: NodeView, status: str | None, zone: str, now: float) -> None:
         queue = self.zone_queues[zone]
-        if status == "False":
-            if has_taint(node, UNREACHABLE_NO_EXECUTE):  # swap at once, never leave the node without either
+        swap = no_execute_swap(status)
+        if swap is not None:
+            add, remove = swap
+            if has_taint(node, remove):  # swap at once, never leave the node without either
                 self._no_execute_written.add(node.name)
-                if not self._api.swap_taints(node.name, [NOT_READY_NO_EXECUTE], [UNREACHABLE_NO_EXECUTE]):
-                    log.warning("could not swap unreachable for not-ready on node %s; next pass", node.name)
+                if not self._api.swap_taints(node.name, [add], [remove]):
+                    log.warning("could not swap %s for %s on node %s; next pass", taint_name(remove), taint_name(add),
+                                node.name)
             else:
-                self._mark_for_tainting(queue, node, NOT_READY_NO_EXECUTE, now)
-        elif status == "Unknown":
-            if has_taint(node, NOT_READY_NO_EXECUTE):
-                self._no_execute_written.add(node.name)
-                if not self._api.swap_taints(node.name, [UNREACHABLE_NO_EXECUTE], [NOT_READY_NO_EXECUTE]):
-                    log.warning("could not swap not-ready for unreachable on node %s; next pass", node.name)
-            else:
-                self._mark_for_tainting(queue, node, UNREACHABLE_NO_EXECUTE, now)
+                self._mark_for_tainting(queue, node, add, now)
         elif status == "True":
             self._mark_reachable(node, queue)
 
@@ -382,7 +352,7 @@ class NodeLifecycleMonitor:
                 continue
             zone = node.zone
             if self.zone_states.get(zone) in (ZoneState.PARTIAL_DISRUPTION, ZoneState.FULL_DISRUPTION):
-                allowed = budget.setdefault(zone, max(1, math.ceil(NOT_READY_SPREAD * zone_sizes.get(zone, 1))))
+                allowed = budget.setdefault(zone, not_ready_marking_budget(zone_sizes.get(zone, 1)))
                 if allowed <= 0:
                     continue
                 budget[zone] = allowed - 1
@@ -428,7 +398,7 @@ class NodeLifecycleMonitor:
             metrics.ZONE_SIZE.labels(label).set(0)
             metrics.ZONE_HEALTH.labels(label).set(100)
             metrics.UNHEALTHY_NODES.labels(label).set(0)
-            self._set_zone_state_metric(zone, None)
+            metrics.set_zone_state(zone, None)
             del self.zone_states[zone]
         # A zone still Initial joined this pass: it has no say on whether the brake was on (upstream
         # counts it, so a zone joining during the brake kept the brake's zero rate on the others).
@@ -452,14 +422,14 @@ class NodeLifecycleMonitor:
             for zone, state in new_states.items():
                 self._set_zone_rate(zone, state, len(zone_statuses[zone]), now)
                 self.zone_states[zone] = state
-                self._set_zone_state_metric(zone, state)
+                metrics.set_zone_state(zone, state)
             return
         for zone, state in new_states.items():
             if self.zone_states.get(zone) != state:
                 log.info("zone %r is now in state %s", zone_label(zone), state.value)
                 self._set_zone_rate(zone, state, len(zone_statuses[zone]), now)
                 self.zone_states[zone] = state
-                self._set_zone_state_metric(zone, state)
+                metrics.set_zone_state(zone, state)
 
     def _brake_zone(self, zone: str, now: float) -> None:
         """Master disruption mode for one zone: no NoExecute tainting, and no such taint kept."""
@@ -469,12 +439,7 @@ class NodeLifecycleMonitor:
                 self._mark_reachable(node, queue, braking=True)
         queue.swap_limiter(0, now)
         self.zone_states[zone] = ZoneState.FULL_DISRUPTION
-        self._set_zone_state_metric(zone, ZoneState.FULL_DISRUPTION)
-
-    @staticmethod
-    def _set_zone_state_metric(zone: str, state: ZoneState | None) -> None:
-        for each in ZoneState:
-            metrics.ZONE_STATE.labels(zone_label(zone), each.value).set(1 if each is state else 0)
+        metrics.set_zone_state(zone, ZoneState.FULL_DISRUPTION)
 
     def _set_zone_rate(self, zone: str, state: ZoneState, size: int, now: float) -> None:
         queue = self.zone_queues.get(zone)
@@ -515,12 +480,10 @@ class NodeLifecycleMonitor:
         status = self._ready_status(node)
         if status is None:
             return False, RETRY_WAIT
-        if status == "False":
-            add, remove = NOT_READY_NO_EXECUTE, UNREACHABLE_NO_EXECUTE
-        elif status == "Unknown":
-            add, remove = UNREACHABLE_NO_EXECUTE, NOT_READY_NO_EXECUTE
-        else:
+        swap = no_execute_swap(status)
+        if swap is None:
             return True, 0.0  # ready again: nothing to taint
+        add, remove = swap
         done = self._api.swap_taints(name, [add], [remove])
         if done:
             metrics.ZONE_EVICTIONS.labels(zone_label(zone)).inc()
@@ -555,10 +518,7 @@ class NodeLifecycleMonitor:
         """
         now_monotonic = time.monotonic() if now_monotonic is None else now_monotonic
         silent = now_monotonic - max(self.last_pass_completed, self.last_progress)
-        limit = max(3 * self.settings.node_monitor_period, STUCK_FLOOR)
-        if silent > limit:
-            return f"node lifecycle monitor has made no progress in {silent:.0f}s (limit {limit:.0f}s)"
-        return None
+        return stuck_reason(silent, self.settings.node_monitor_period)
 
     def start(self, stop: threading.Event, no_schedule_workers: int = 4,
               pod_workers: int = 4) -> list[threading.Thread]:

@@ -16,9 +16,9 @@ from collections.abc import Sequence
 from dataclasses import dataclass
 from typing import Any, Protocol
 
-from controller import metrics
 from controller.clock import Clock, RealClock
 from controller.objects import NodeView, PodView
+from controller.tainteviction import metrics
 from controller.tainteviction.decision import EvictionDecision, carry_swap_start, decide_eviction
 from controller.tainteviction.timers import TimerHeap
 from controller.workqueue import WorkQueue, run_worker

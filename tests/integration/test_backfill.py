@@ -14,7 +14,7 @@ from pathlib import Path
 import pytest
 from kubernetes import client
 
-from controller.backfill.controller import event_message
+from controller.backfill.decision import event_message
 from hack.servers import ControllerProcess
 from tests.integration.kube import LocalCluster, raw, wait_for
 

@@ -14,7 +14,10 @@ import pytest
 import yaml
 from prometheus_client.metrics import MetricWrapperBase
 
+import controller.backfill.metrics
 import controller.metrics
+import controller.nodelifecycle.metrics
+import controller.tainteviction.metrics
 import webhook.metrics
 
 ROOT = Path(__file__).resolve().parents[3]
@@ -214,7 +217,8 @@ def test_every_alert_is_tested_firing_and_not_firing():
 def exported_series() -> set[str]:
     suffixes = {"counter": ("_total",), "gauge": ("",), "histogram": ("_bucket", "_count", "_sum")}
     names = set()
-    for module in (controller.metrics, webhook.metrics):
+    for module in (controller.metrics, controller.nodelifecycle.metrics, controller.tainteviction.metrics,
+                   controller.backfill.metrics, webhook.metrics):
         for metric in vars(module).values():
             if isinstance(metric, MetricWrapperBase):
                 for family in metric.describe():

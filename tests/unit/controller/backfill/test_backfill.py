@@ -13,8 +13,9 @@ from typing import Any
 import jsonpatch
 import pytest
 
-from controller import metrics
-from controller.backfill.controller import (
+from controller.backfill import metrics
+from controller.backfill.controller import BackfillController, Conflict
+from controller.backfill.decision import (
     ALREADY_TOLERATES,
     COMPONENT,
     EVENT_REASON,
@@ -26,9 +27,7 @@ from controller.backfill.controller import (
     NAMESPACE_UNKNOWN,
     POD_SKIPPED,
     TERMINATING,
-    BackfillController,
     BackfillSettings,
-    Conflict,
     backfill_patch,
     decide_backfill,
     event_message,

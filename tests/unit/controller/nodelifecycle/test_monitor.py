@@ -13,8 +13,9 @@ from dataclasses import replace
 import pytest
 
 from controller.clock import FakeClock
-from controller.nodelifecycle.api import DryRunNodeLifecycleApi, updated_taints
-from controller.nodelifecycle.monitor import MonitorSettings, NodeLifecycleMonitor
+from controller.nodelifecycle.api import DryRunNodeLifecycleApi
+from controller.nodelifecycle.decision import MonitorSettings, updated_taints
+from controller.nodelifecycle.monitor import NodeLifecycleMonitor
 from controller.objects import LeaseView, NodeView, PodView
 from kube.timestamps import format_time
 from shared.zones import ZoneState, zone_key

@@ -1,0 +1,90 @@
+"""The node lifecycle controller's pure decisions, with every input passed in (no I/O, no clock).
+
+The monitor (monitor.py) keeps the state across passes and makes the writes; what it decides with
+is here: which NoExecute taint a Ready status calls for, the taint list a write produces, how many
+of a disrupted zone's nodes get their pods marked per pass, and when the loop counts as stuck.
+Node health (is a node heartbeating) is node_health.py; zone states are shared/zones.py.
+"""
+
+from __future__ import annotations
+
+import math
+from collections.abc import Sequence
+from dataclasses import dataclass
+from typing import Any
+
+from controller.objects import NodeView
+from kube.timestamps import format_time
+from shared.taints import NO_EXECUTE, NOT_READY, UNREACHABLE, taint_identity
+
+Taint = dict[str, Any]
+
+NOT_READY_NO_EXECUTE: Taint = {"key": NOT_READY, "effect": NO_EXECUTE}
+UNREACHABLE_NO_EXECUTE: Taint = {"key": UNREACHABLE, "effect": NO_EXECUTE}
+NOT_READY_SPREAD = 0.10  # share of a disrupted zone's nodes whose pods are marked NotReady per pass
+# /healthz fails after 3 monitor periods without progress, but never sooner than this: one API call
+# may take its connect and read timeouts (5 s + 15 s) during an apiserver brownout.
+STUCK_FLOOR = 30.0
+
+
+@dataclass(frozen=True)
+class MonitorSettings:
+    """Upstream flag names and 1.32+ defaults (kube-controller-manager)."""
+
+    node_monitor_period: float = 5.0
+    node_monitor_grace_period: float = 50.0
+    node_startup_grace_period: float = 60.0
+    node_eviction_rate: float = 0.1
+    secondary_node_eviction_rate: float = 0.01
+    large_cluster_size_threshold: int = 50
+    unhealthy_zone_threshold: float = 0.55
+
+
+def has_taint(node: NodeView, template: Taint) -> bool:
+    return any(t.get("key") == template["key"] and t.get("effect") == template["effect"] for t in node.taints)
+
+
+def no_execute_swap(ready_status: str | None) -> tuple[Taint, Taint] | None:
+    """(the NoExecute taint to add, the one to remove) for a node's Ready status; None when it calls
+    for neither (Ready, or no status yet). False is not-ready, Unknown is unreachable: never both."""
+    if ready_status == "False":
+        return NOT_READY_NO_EXECUTE, UNREACHABLE_NO_EXECUTE
+    if ready_status == "Unknown":
+        return UNREACHABLE_NO_EXECUTE, NOT_READY_NO_EXECUTE
+    return None
+
+
+def taint_name(taint: Taint) -> str:
+    """`not-ready` for node.kubernetes.io/not-ready: how the logs name the two failure taints."""
+    return str(taint["key"]).rsplit("/", 1)[-1]
+
+
+def updated_taints(current: Sequence[Taint], add: Sequence[Taint], remove: Sequence[Taint],
+                   now: float) -> list[Taint]:
+    """`current` without `remove` (by key+effect) plus `add` where missing; new NoExecute taints get timeAdded."""
+    removed = {taint_identity(t) for t in remove}
+    result = [dict(t) for t in current if taint_identity(t) not in removed]
+    present = {taint_identity(t) for t in result}
+    for taint in add:
+        if taint_identity(taint) in present:
+            continue
+        new = dict(taint)
+        if new.get("effect") == NO_EXECUTE:
+            new["timeAdded"] = format_time(now)
+        result.append(new)
+        present.add(taint_identity(taint))
+    return result
+
+
+def not_ready_marking_budget(zone_size: int) -> int:
+    """How many of a disrupted zone's nodes have their pods marked NotReady in one pass (at least one)."""
+    return max(1, math.ceil(NOT_READY_SPREAD * zone_size))
+
+
+def stuck_reason(silent_seconds: float, monitor_period: float) -> str | None:
+    """Why the monitor looks stuck after `silent_seconds` without a completed pass or progress, or None:
+    the limit is 3 monitor periods, at least STUCK_FLOOR."""
+    limit = max(3 * monitor_period, STUCK_FLOOR)
+    if silent_seconds > limit:
+        return f"node lifecycle monitor has made no progress in {silent_seconds:.0f}s (limit {limit:.0f}s)"
+    return None
