@@ -131,10 +131,10 @@ def main() -> int:
     pods: Store[PodView] = Store(index_by=lambda pod: pod.node_name)
     nodes: Store[NodeView] = Store()
     actions, events = InstantActions(), CountingEvents()
-    manager = TaintEvictionManager(pods, actions, events)
+    manager = TaintEvictionManager(pods, actions, events, workers=args.workers)
     manager.activate()
     stop = threading.Event()
-    manager.start(stop, args.workers)
+    manager.start(stop)
 
     def handle(store: Store, transform, line: bytes, on_change) -> None:
         """What the informer does with one watch line: parse, slim, store, hand to the manager."""

@@ -1,118 +1,89 @@
 """Assemble the controller and run it until SIGTERM/SIGINT.
 
-Informers (nodes, pods, node Leases) feed the components on every replica, so a stand-by has warm
-caches; leader election decides which replica acts. Leadership is sought only after the caches
-have synced, so no decision is taken on a half-filled cache. The components:
+Shared informers (controller/informers.py: nodes, pods, node Leases, namespaces) feed the
+components on every replica, so a stand-by has warm caches; leader election decides which replica
+acts. Leadership is sought only after the caches have synced, so no decision is taken on a
+half-filled cache. Each controller is a Component (controller/component.py) the runner drives the
+same way, in this order:
 - the node lifecycle monitor (`nodelifecycle`): health, Unknown conditions, taints;
 - the taint eviction manager (`taint-eviction-controller`): deletes pods on NoExecute taints;
-- the toleration backfill (`--backfill-default-tolerations`, with a namespace informer): appends the
+- the toleration backfill (`toleration-backfill`, with `--backfill-default-tolerations`): appends the
   default not-ready/unreachable tolerations to pods admitted without them (a webhook outage).
 """
 
 from __future__ import annotations
 
-import functools
 import gc
 import logging
 import signal
 import threading
-from collections.abc import Callable
 from types import FrameType
-from typing import Any
-
-from kubernetes import client
+from typing import TYPE_CHECKING
 
 from controller import metrics
 from controller.backfill.api import KubeBackfillApi
 from controller.backfill.controller import BackfillController
 from controller.backfill.decision import COMPONENT as BACKFILL_COMPONENT
+from controller.component import Component
 from controller.health import serve_health
+from controller.informers import SharedInformers
 from controller.nodelifecycle.api import DryRunNodeLifecycleApi, KubeNodeLifecycleApi
 from controller.nodelifecycle.monitor import NodeLifecycleMonitor
-from controller.objects import (
-    LeaseView,
-    NamespaceView,
-    NodeView,
-    PodView,
-    lease_view,
-    namespace_view,
-    node_view,
-    pod_view,
-)
 from controller.options import NODE_LIFECYCLE, TAINT_EVICTION, ControllerOptions
 from controller.tainteviction.api import KubeEvictionActions
 from controller.tainteviction.manager import TaintEvictionManager
 from kube.client import make_api_client
 from kube.events import EventRecorder
-from kube.informer import Informer
 from kube.leader import LeaderElectionConfig, LeaderElector, LeaseClient, default_identity
+
+if TYPE_CHECKING:
+    from kubernetes import client
 
 log = logging.getLogger("taintkeeper.controller")
 
-NODE_LEASE_NAMESPACE = "kube-node-lease"
 # Upstream event sources: the node lifecycle controller records as "node-controller".
 NODE_CONTROLLER_COMPONENT = "node-controller"
 
 
-def fan_out(old: Any, new: Any, *handlers: Callable[[Any, Any], None] | None) -> None:
-    """Give one informer event to each component; one failing must not keep it from the others."""
-    for handler in handlers:
-        if handler is None:
-            continue
-        try:
-            handler(old, new)
-        except Exception:
-            log.exception("event handler %s failed", getattr(handler, "__qualname__", handler))
+def node_lifecycle(api: client.ApiClient, informers: SharedInformers, recorder: EventRecorder,
+                   options: ControllerOptions) -> NodeLifecycleMonitor:
+    nodes, leases, pods = informers.nodes, informers.leases, informers.pods
+    if options.dry_run:  # the monitor reads its nodes as its logged writes would have left them
+        dry_run_api = DryRunNodeLifecycleApi(KubeNodeLifecycleApi(api), nodes)
+        return NodeLifecycleMonitor(dry_run_api, leases, pods, dry_run_api, recorder, options.monitor)
+    return NodeLifecycleMonitor(nodes, leases, pods, KubeNodeLifecycleApi(api), recorder, options.monitor)
+
+
+def taint_eviction(api: client.ApiClient, informers: SharedInformers, recorder: EventRecorder,
+                   options: ControllerOptions) -> TaintEvictionManager:
+    return TaintEvictionManager(informers.pods, KubeEvictionActions(api), recorder, dry_run=options.dry_run,
+                                workers=options.taint_eviction_workers)
+
+
+def toleration_backfill(api: client.ApiClient, informers: SharedInformers, recorder: EventRecorder,
+                        options: ControllerOptions) -> BackfillController:
+    return BackfillController(informers.pods, informers.namespaces, KubeBackfillApi(api), recorder,
+                              options.backfill, dry_run=options.dry_run)
 
 
 def run(options: ControllerOptions) -> int:
     stop = threading.Event()
     api = make_api_client(options.kubeconfig)
-    core = client.CoreV1Api(api)
-    manager: TaintEvictionManager | None = None
-    monitor: NodeLifecycleMonitor | None = None
-    backfill: BackfillController | None = None
-
-    def on_pod(old: PodView | None, new: PodView | None) -> None:
-        fan_out(old, new, manager and manager.on_pod_change, backfill and backfill.on_pod_change,
-                monitor and monitor.on_pod_change)
-
-    def on_namespace(old: NamespaceView | None, new: NamespaceView | None) -> None:
-        fan_out(old, new, backfill and backfill.on_namespace_change)
-
-    def on_node(old: NodeView | None, new: NodeView | None) -> None:
-        fan_out(old, new, manager and manager.on_node_change, monitor and monitor.on_node_change)
-
-    pods: Informer[PodView] = Informer("pods", core.list_pod_for_all_namespaces, pod_view, on_pod,
-                                       index_by=lambda pod: pod.node_name)
-    nodes: Informer[NodeView] = Informer("nodes", core.list_node, node_view, on_node)
-    informers: list[Informer] = [nodes, pods]
+    informers = SharedInformers(api)
+    nodes, pods = informers.nodes, informers.pods  # whichever controllers run: the sync log counts them
     recorders: list[EventRecorder] = []
-    if TAINT_EVICTION in options.controllers:
-        recorder = EventRecorder(api, TAINT_EVICTION)
-        recorders.append(recorder)
-        manager = TaintEvictionManager(pods, KubeEvictionActions(api), recorder, dry_run=options.dry_run)
-    if NODE_LIFECYCLE in options.controllers:
-        leases: Informer[LeaseView] = Informer(
-            "leases", functools.partial(client.CoordinationV1Api(api).list_namespaced_lease, NODE_LEASE_NAMESPACE),
-            lease_view, lambda old, new: None)
-        informers.append(leases)
-        recorder = EventRecorder(api, NODE_CONTROLLER_COMPONENT)
-        recorders.append(recorder)
-        if options.dry_run:  # the monitor reads its nodes as its logged writes would have left them
-            dry_run_api = DryRunNodeLifecycleApi(KubeNodeLifecycleApi(api), nodes)
-            monitor = NodeLifecycleMonitor(dry_run_api, leases, pods, dry_run_api, recorder, options.monitor)
-        else:
-            monitor = NodeLifecycleMonitor(nodes, leases, pods, KubeNodeLifecycleApi(api), recorder, options.monitor)
-    if options.backfill.enabled:
-        namespaces: Informer[NamespaceView] = Informer("namespaces", core.list_namespace, namespace_view,
-                                                       on_namespace)
-        informers.append(namespaces)
-        recorder = EventRecorder(api, BACKFILL_COMPONENT)
-        recorders.append(recorder)
-        backfill = BackfillController(pods, namespaces, KubeBackfillApi(api), recorder, options.backfill,
-                                      dry_run=options.dry_run)
-    components = [c for c in (monitor, manager, backfill) if c is not None]
+    components: list[Component] = []
+    # (whether it runs, its event source, how it is made), in the order they activate
+    for enabled, source, build in ((NODE_LIFECYCLE in options.controllers, NODE_CONTROLLER_COMPONENT, node_lifecycle),
+                                   (TAINT_EVICTION in options.controllers, TAINT_EVICTION, taint_eviction),
+                                   (options.backfill.enabled, BACKFILL_COMPONENT, toleration_backfill)):
+        if enabled:
+            recorder = EventRecorder(api, source)
+            recorders.append(recorder)
+            components.append(build(api, informers, recorder, options))
+    for component in components:
+        component.register(informers)
+    informer_list = informers.all()
 
     def activate() -> None:
         for component in components:
@@ -134,29 +105,25 @@ def run(options: ControllerOptions) -> int:
     signal.signal(signal.SIGINT, on_signal)
 
     def readiness() -> tuple[bool, str]:
-        unsynced = [i.name for i in informers if not i.has_synced]
+        unsynced = [i.name for i in informer_list if not i.has_synced]
         return (not unsynced, f"waiting for caches: {', '.join(unsynced)}" if unsynced else "ok")
 
     def liveness() -> tuple[bool, str]:
-        stuck = monitor.stuck() if monitor is not None else None
+        stuck = next((reason for reason in (c.stuck() for c in components) if reason is not None), None)
         return (stuck is None, stuck or "ok")
 
     health = serve_health(options.bind_address, options.port, readiness, liveness) if options.port else None
     for recorder in recorders:
         recorder.start(stop)
-    for informer in informers:
+    for informer in informer_list:
         informer.start()
-    if manager is not None:
-        manager.start(stop, options.taint_eviction_workers)
-    if monitor is not None:
-        monitor.start(stop)
-    if backfill is not None:
-        backfill.start(stop)
+    for component in components:
+        component.start(stop)
     if options.dry_run:
         log.info("dry run: decisions are logged and recorded as events; no pod is deleted or patched")
 
     try:
-        for informer in informers:
+        for informer in informer_list:
             while not informer.wait_for_sync(1.0):
                 if stop.is_set():
                     return 0
@@ -184,14 +151,9 @@ def run(options: ControllerOptions) -> int:
     finally:
         stop.set()
         deactivate()
-        if manager is not None:
-            manager.queue.shut_down()
-        if monitor is not None:
-            monitor.no_schedule_queue.shut_down()
-            monitor.pod_queue.shut_down()
-        if backfill is not None:
-            backfill.queue.shut_down()
-        for informer in informers:
+        for component in components:
+            component.stop()
+        for informer in informer_list:
             informer.stop()
         if health is not None:
             health.shutdown()

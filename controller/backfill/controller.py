@@ -19,7 +19,7 @@ from __future__ import annotations
 import logging
 import threading
 from collections.abc import Mapping, Sequence
-from typing import Any, Protocol
+from typing import TYPE_CHECKING, Any, Protocol
 
 from controller.backfill import metrics
 from controller.backfill.decision import (
@@ -38,6 +38,9 @@ from controller.token_bucket import TokenBucket
 from controller.workqueue import WorkQueue, run_worker
 from kube.events import EventSink
 from kube.store import StoreReader
+
+if TYPE_CHECKING:
+    from controller.informers import SharedInformers
 
 log = logging.getLogger("taintkeeper.backfill")
 
@@ -192,10 +195,20 @@ class BackfillController:
         log.warning("backfill of %s will be retried in %.2fs: %s", key, delay, why)
         return "retry"
 
-    def start(self, stop: threading.Event) -> threading.Thread:
+    # --- the component (controller/component.py) ----------------------------------------------
+
+    def register(self, informers: SharedInformers) -> None:
+        informers.pods.add_handler(self.on_pod_change)
+        informers.namespaces.add_handler(self.on_namespace_change)
+
+    def start(self, stop: threading.Event) -> None:
         """One worker: the rate limit, not parallelism, bounds the throughput."""
-        thread = threading.Thread(target=run_worker, args=(self.queue, lambda key: self.process(key, stop), stop,
-                                                   "backfill", metrics.BACKFILL_FAILURES.inc),
-                                  name="backfill-worker", daemon=True)
-        thread.start()
-        return thread
+        threading.Thread(target=run_worker, args=(self.queue, lambda key: self.process(key, stop), stop,
+                                                  "backfill", metrics.BACKFILL_FAILURES.inc),
+                         name="backfill-worker", daemon=True).start()
+
+    def stop(self) -> None:
+        self.queue.shut_down()
+
+    def stuck(self) -> str | None:
+        return None  # a worker waits for tokens and the API with timeouts: it cannot hang

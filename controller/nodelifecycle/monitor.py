@@ -34,7 +34,7 @@ import logging
 import threading
 import time
 from collections.abc import Callable, Sequence
-from typing import Any, Protocol
+from typing import TYPE_CHECKING, Any, Protocol
 
 from controller.clock import Clock, RealClock
 from controller.nodelifecycle import metrics
@@ -58,12 +58,17 @@ from kube.store import StoreReader
 from shared.taints import desired_no_schedule_taints, managed_no_schedule_taints, taint_diff
 from shared.zones import ZoneState, compute_zone_state, eviction_rate, zone_health_percent
 
+if TYPE_CHECKING:
+    from controller.informers import SharedInformers
+
 log = logging.getLogger("taintkeeper.nodelifecycle")
 
 TAINTING_PERIOD = 0.1  # upstream NodeEvictionPeriod
 RETRY_WAIT = 0.05  # upstream: a node without a Ready condition is retried after 50 ms
 NODE_HEALTH_UPDATE_RETRY = 5  # upstream: an Unknown-condition write is retried on a fresh read, 5 times
 RETRY_SLEEP = 0.02  # upstream retrySleepTime
+NO_SCHEDULE_WORKERS = 4  # reconcile NoSchedule condition taints
+POD_WORKERS = 4  # mark pods bound to a not-ready node NotReady
 
 Taint = dict[str, Any]
 
@@ -520,17 +525,27 @@ class NodeLifecycleMonitor:
         silent = now_monotonic - max(self.last_pass_completed, self.last_progress)
         return stuck_reason(silent, self.settings.node_monitor_period)
 
-    def start(self, stop: threading.Event, no_schedule_workers: int = 4,
-              pod_workers: int = 4) -> list[threading.Thread]:
+    # --- the component (controller/component.py) ----------------------------------------------
+
+    def register(self, informers: SharedInformers) -> None:
+        """Nodes (NoSchedule taints) and pods (marking newly bound ones); the leases are only read."""
+        informers.nodes.add_handler(self.on_node_change)
+        informers.pods.add_handler(self.on_pod_change)
+
+    def start(self, stop: threading.Event) -> None:
+        """The monitor loop, the NoSchedule tainting workers and the pod marking workers."""
         self.last_pass_completed = self.last_progress = time.monotonic()
         threads = [threading.Thread(target=self.run, args=(stop,), name="node-lifecycle", daemon=True)]
         threads += [threading.Thread(target=run_worker, args=(self.no_schedule_queue, self._sync_no_schedule_key, stop,
                                                             "NoSchedule tainting"), name=f"no-schedule-{i}",
-                                     daemon=True) for i in range(no_schedule_workers)]
+                                     daemon=True) for i in range(NO_SCHEDULE_WORKERS)]
         threads += [threading.Thread(target=run_worker, args=(self.pod_queue, self._process_pod_key, stop,
                                                             "pod NotReady marking"), name=f"node-pods-{i}",
-                                     daemon=True) for i in range(pod_workers)]
+                                     daemon=True) for i in range(POD_WORKERS)]
         for thread in threads:
             thread.start()
-        return threads
+
+    def stop(self) -> None:
+        self.no_schedule_queue.shut_down()
+        self.pod_queue.shut_down()
 

@@ -14,7 +14,7 @@ import logging
 import threading
 from collections.abc import Sequence
 from dataclasses import dataclass
-from typing import Any, Protocol
+from typing import TYPE_CHECKING, Any, Protocol
 
 from controller.clock import Clock, RealClock
 from controller.objects import NodeView, PodView
@@ -25,9 +25,13 @@ from controller.workqueue import WorkQueue, run_worker
 from kube.events import EventSink
 from kube.store import StoreReader
 
+if TYPE_CHECKING:
+    from controller.informers import SharedInformers
+
 log = logging.getLogger("taintkeeper.eviction")
 
 EVENT_REASON = "TaintManagerEviction"
+DEFAULT_WORKERS = 8  # concurrent pod deletions (--taint-eviction-workers)
 Taint = dict[str, Any]
 
 
@@ -52,8 +56,10 @@ class ScheduledEviction:
 
 class TaintEvictionManager:
     def __init__(self, pods: StoreReader[PodView], actions: EvictionActions, events: EventSink, *,
-                 clock: Clock | None = None, dry_run: bool = False, queue: WorkQueue | None = None) -> None:
+                 clock: Clock | None = None, dry_run: bool = False, queue: WorkQueue | None = None,
+                 workers: int = DEFAULT_WORKERS) -> None:
         self._pods = pods
+        self._workers = workers
         self._actions = actions
         self._events = events
         self._clock = clock or RealClock()
@@ -290,12 +296,24 @@ class TaintEvictionManager:
         delay = self.queue.add_rate_limited(key)
         log.warning("eviction of %s will be retried in %.2fs: %s", key, delay, why)
 
-    def start(self, stop: threading.Event, workers: int) -> list[threading.Thread]:
+    # --- the component (controller/component.py) ----------------------------------------------
+
+    def register(self, informers: SharedInformers) -> None:
+        informers.nodes.add_handler(self.on_node_change)
+        informers.pods.add_handler(self.on_pod_change)
+
+    def start(self, stop: threading.Event) -> None:
+        """The timer loop and the deletion workers."""
         threads = [threading.Thread(target=self.run_timers, args=(stop,), name="eviction-timers", daemon=True)]
         threads += [threading.Thread(target=run_worker, args=(self.queue, self.process, stop, "eviction"),
                                     name=f"eviction-worker-{i}", daemon=True)
-                    for i in range(workers)]
+                    for i in range(self._workers)]
         for thread in threads:
             thread.start()
-        return threads
+
+    def stop(self) -> None:
+        self.queue.shut_down()
+
+    def stuck(self) -> str | None:
+        return None  # the timer loop only sleeps and queues: nothing in it can hang on the API
 

@@ -498,7 +498,8 @@ def test_losing_leadership_while_waiting_for_a_token_gives_up():
 def test_a_worker_thread_patches_and_stops_on_shutdown():
     h = Harness(clock=FakeClock(START))
     stop = threading.Event()
-    thread = h.controller.start(stop)
+    h.controller.start(stop)
+    thread = next(thread for thread in threading.enumerate() if thread.name == "backfill-worker")
     h.add_pod(raw_pod("threaded"))
     for _ in range(200):
         if h.api.patches:
@@ -506,7 +507,7 @@ def test_a_worker_thread_patches_and_stops_on_shutdown():
         threading.Event().wait(0.01)
     assert [key for key, _, _ in h.api.patches] == ["apps/threaded"]
     stop.set()
-    h.controller.queue.shut_down()
+    h.controller.stop()
     thread.join(5)
     assert not thread.is_alive()
 

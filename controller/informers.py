@@ -1,0 +1,66 @@
+"""The controller's informers: one per resource, made when a component first asks for it, and shared.
+
+Every component watching pods reads the same store and adds its own handler (kube/informer.py
+calls each in turn), so a resource is listed and watched once however many controllers run.
+The views are controller/objects.py's; pods are indexed by node.
+"""
+
+from __future__ import annotations
+
+import functools
+from collections.abc import Callable
+from typing import Any
+
+from kubernetes import client
+
+from controller.objects import (
+    LeaseView,
+    NamespaceView,
+    NodeView,
+    PodView,
+    lease_view,
+    namespace_view,
+    node_view,
+    pod_view,
+)
+from kube.informer import Informer
+
+# Where kubelets renew their heartbeat Leases.
+NODE_LEASE_NAMESPACE = "kube-node-lease"
+
+
+class SharedInformers:
+    def __init__(self, api_client: client.ApiClient) -> None:
+        self._core = client.CoreV1Api(api_client)
+        self._coordination = client.CoordinationV1Api(api_client)
+        self._made: dict[str, Informer[Any]] = {}
+
+    @property
+    def nodes(self) -> Informer[NodeView]:
+        return self._informer("nodes", lambda: Informer("nodes", self._core.list_node, node_view))
+
+    @property
+    def pods(self) -> Informer[PodView]:
+        return self._informer("pods", lambda: Informer("pods", self._core.list_pod_for_all_namespaces, pod_view,
+                                                       index_by=lambda pod: pod.node_name))
+
+    @property
+    def leases(self) -> Informer[LeaseView]:
+        """The nodes' heartbeat Leases."""
+        list_leases = functools.partial(self._coordination.list_namespaced_lease, NODE_LEASE_NAMESPACE)
+        return self._informer("leases", lambda: Informer("leases", list_leases, lease_view))
+
+    @property
+    def namespaces(self) -> Informer[NamespaceView]:
+        return self._informer("namespaces", lambda: Informer("namespaces", self._core.list_namespace,
+                                                             namespace_view))
+
+    def all(self) -> list[Informer[Any]]:
+        """Every informer made so far, in the order they were first asked for."""
+        return list(self._made.values())
+
+    def _informer(self, name: str, make: Callable[[], Informer[Any]]) -> Informer[Any]:
+        informer = self._made.get(name)
+        if informer is None:
+            informer = self._made[name] = make()
+        return informer
