@@ -27,12 +27,13 @@ from typing import Any
 
 from kubernetes.client.rest import ApiException
 
-from controller.clock import FakeClock
 from controller.objects import PodView, node_view, pod_view
 from controller.tainteviction.api import KubeEvictionActions
 from controller.tainteviction.manager import TaintEvictionManager
 from controller.workqueue import WorkQueue
 from kube.timestamps import format_time
+from tests.support.clock import FakeClock
+from tests.support.fakes import MemoryStore, RecordingEvents
 
 START = 1_800_000_000.0
 NAMESPACE = "default"
@@ -98,19 +99,6 @@ def pod_key(name: str, namespace: str = NAMESPACE) -> str:
 
 # --- the manager's surroundings --------------------------------------------------------------------------
 
-class PodStore:
-    """The pod informer's store, as the manager reads it (by key, and by node)."""
-
-    def __init__(self) -> None:
-        self.views: dict[str, PodView] = {}
-
-    def get(self, key: str) -> PodView | None:
-        return self.views.get(key)
-
-    def by_index(self, node_name: str) -> list[PodView]:
-        return [view for view in self.views.values() if view.node_name == node_name]
-
-
 @dataclass
 class ApiCall:
     verb: str  # "get-node", "patch-status", "delete"
@@ -160,20 +148,12 @@ class RecordingCore:
         return SimpleNamespace(data=b"{}")
 
 
-class RecordingEvents:
-    def __init__(self) -> None:
-        self.recorded: list[tuple[str, str, str, str]] = []
-
-    def pod_event(self, pod: PodView, reason: str, message: str, event_type: str = "Normal") -> None:
-        self.recorded.append((pod.key, event_type, reason, message))
-
-
 class Cluster:
     """One taint eviction manager (acting as leader) and everything it talks to, on a fake clock."""
 
     def __init__(self, events: Any | None = None) -> None:
         self.clock = FakeClock(START)
-        self.store = PodStore()
+        self.store: MemoryStore[PodView] = MemoryStore()
         self.core = RecordingCore(self.clock)
         self.actions = KubeEvictionActions.__new__(KubeEvictionActions)
         self.actions._core = self.core  # the real API edge, on the recording CoreV1Api stand-in
@@ -189,16 +169,16 @@ class Cluster:
         """Pods already in the informer's store, with no event delivered (upstream's fake clientset)."""
         for pod in pods:
             view = pod_view(pod)
-            self.store.views[view.key] = view
+            self.store.items[view.key] = view
 
     def pod_event(self, old: Json | None, new: Json | None) -> None:
         """An informer add (old None), update, or delete (new None), as the pod handler receives it."""
         old_view = pod_view(old) if old is not None else None
         new_view = pod_view(new) if new is not None else None
         if new_view is not None:
-            self.store.views[new_view.key] = new_view
+            self.store.items[new_view.key] = new_view
         elif old_view is not None:
-            self.store.views.pop(old_view.key, None)
+            self.store.items.pop(old_view.key, None)
         self.manager.on_pod_change(old_view, new_view)
 
     def node_event(self, old: Json | None, new: Json | None) -> None:

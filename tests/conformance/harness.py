@@ -22,11 +22,11 @@ from dataclasses import dataclass
 from datetime import UTC, datetime
 from typing import Any
 
-from controller.clock import FakeClock
 from controller.nodelifecycle.decision import MonitorSettings
 from controller.nodelifecycle.monitor import NodeLifecycleMonitor
 from controller.objects import LeaseView, NodeView, PodView, lease_view, node_view, pod_view
 from kube.timestamps import format_micro_time, format_time
+from tests.support.clock import FakeClock
 
 Json = dict[str, Any]
 

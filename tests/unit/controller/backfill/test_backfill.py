@@ -33,11 +33,12 @@ from controller.backfill.decision import (
     event_message,
     json_patch,
 )
-from controller.clock import FakeClock
 from controller.objects import NamespaceView, PodView, namespace_view, pod_view
 from controller.options import OptionsError, parse_options
 from controller.workqueue import WorkQueue
 from shared.defaults import DefaultSeconds
+from tests.support.clock import FakeClock
+from tests.support.fakes import MemoryStore, RecordingEvents
 
 START = 1_800_000_000.0
 NOT_READY = "node.kubernetes.io/not-ready"
@@ -212,17 +213,6 @@ class SteppingClock(FakeClock):
         self._now += 1.0 if timeout is None else timeout
 
 
-class Store:
-    def __init__(self) -> None:
-        self.items: dict[str, Any] = {}
-
-    def get(self, key: str) -> Any:
-        return self.items.get(key)
-
-    def list(self) -> list[Any]:
-        return list(self.items.values())
-
-
 class FakeApi:
     """Pods as the API holds them; patches applied for real, bumping resourceVersion."""
 
@@ -263,22 +253,14 @@ class FakeApi:
         metadata["resourceVersion"] = str(int(metadata["resourceVersion"]) + 1)
 
 
-class Events:
-    def __init__(self) -> None:
-        self.recorded: list[tuple[str, str, str, str]] = []
-
-    def pod_event(self, pod: PodView, reason: str, message: str, event_type: str = "Normal") -> None:
-        self.recorded.append((pod.key, event_type, reason, message))
-
-
 class Harness:
     def __init__(self, rate: float = 10.0, active: bool = True, dry_run: bool = False,
                  cluster: DefaultSeconds = CLUSTER, clock: FakeClock | None = None) -> None:
         self.clock = clock or SteppingClock(START)
-        self.pods = Store()
-        self.namespaces = Store()
+        self.pods: MemoryStore[PodView] = MemoryStore()
+        self.namespaces: MemoryStore[NamespaceView] = MemoryStore()
         self.api = FakeApi(self.clock)
-        self.events = Events()
+        self.events = RecordingEvents()
         settings = BackfillSettings(rate=rate, excluded_namespaces=EXCLUDED, cluster_seconds=cluster)
         self.controller = BackfillController(self.pods, self.namespaces, self.api, self.events, settings,
                                              clock=self.clock, queue=WorkQueue(self.clock), dry_run=dry_run)
@@ -513,28 +495,6 @@ def test_a_worker_thread_patches_and_stops_on_shutdown():
 
 
 # --- flags --------------------------------------------------------------------------------------------------
-
-
-def test_backfill_flags_defaults_and_forms():
-    settings = parse_options([]).backfill
-    assert settings == BackfillSettings(True, 10.0, frozenset({"taintkeeper-system", "kube-system"}),
-                                        DefaultSeconds(300, 300))
-    settings = parse_options(["--backfill-default-tolerations=false", "--backfill-excluded-namespaces= a, b,",
-                              "--backfill-rate=2.5", "--default-not-ready-toleration-seconds=60",
-                              "--default-unreachable-toleration-seconds", "0"]).backfill
-    assert settings == BackfillSettings(False, 2.5, frozenset({"a", "b"}), DefaultSeconds(60, 0))
-    assert parse_options(["--backfill-default-tolerations"]).backfill.enabled
-    assert parse_options(["--backfill-default-tolerations=F"]).backfill.enabled is False
-    assert parse_options(["--backfill-excluded-namespaces="]).backfill.excluded_namespaces == frozenset()
-
-
-@pytest.mark.parametrize("argv", [["--backfill-rate=0"], ["--backfill-rate=-1"], ["--backfill-rate=fast"],
-                                  ["--backfill-default-tolerations=yes"],
-                                  ["--default-not-ready-toleration-seconds=-1"],
-                                  ["--default-unreachable-toleration-seconds=1.5"]])
-def test_bad_backfill_flags_stop_the_start(argv):
-    with pytest.raises(OptionsError, match=argv[0].split("=")[0]):
-        parse_options(argv)
 
 
 CONTROLLER_SELECTION = {

@@ -1,30 +1,12 @@
-"""controller.eviction.decide_eviction: the pure deadline rule, with `now` passed in."""
-
-from datetime import UTC, datetime
+"""controller.tainteviction.decision.decide_eviction: the pure deadline rule, with `now` passed in."""
 
 import pytest
 
 from controller.tainteviction.decision import EXPIRES, FOREVER, NO_TAINTS, UNTOLERATED, decide_eviction
+from tests.support.builders import taint
+from tests.support.builders import toleration as tol
 
 NOW = 1_800_000_000.0
-
-
-def stamp(epoch: float) -> str:
-    return datetime.fromtimestamp(epoch, UTC).strftime("%Y-%m-%dT%H:%M:%SZ")
-
-
-def taint(key="node.kubernetes.io/unreachable", added=None):
-    t = {"key": key, "effect": "NoExecute"}
-    if added is not None:
-        t["timeAdded"] = stamp(added)
-    return t
-
-
-def tol(key="node.kubernetes.io/unreachable", seconds=None):
-    t = {"key": key, "operator": "Exists", "effect": "NoExecute"}
-    if seconds is not None:
-        t["tolerationSeconds"] = seconds
-    return t
 
 
 def first_seen_at(when):

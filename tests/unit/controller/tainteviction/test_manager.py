@@ -1,4 +1,4 @@
-"""controller.eviction_manager on a fake clock, with recording stand-ins for the API edge.
+"""controller.tainteviction.manager on a fake clock, with recording stand-ins for the API edge.
 
 Covers upstream taint-eviction unit scenarios (adjusted for taintkeeper's differences) and each
 deliberate difference: deadlines from the taint, toleration edits, re-use of a name, retries,
@@ -8,60 +8,18 @@ the live re-read, one timer structure.
 from __future__ import annotations
 
 import threading
-from datetime import UTC, datetime
 
 import pytest
 
-from controller.clock import FakeClock
 from controller.objects import NodeView, PodView
 from controller.tainteviction.manager import TaintEvictionManager
 from controller.workqueue import WorkQueue
+from tests.support.builders import UNREACHABLE, node, pod, taint, toleration
+from tests.support.clock import FakeClock
+from tests.support.fakes import MemoryStore, RecordingEvents
 
 START = 1_800_000_000.0
 CANCELLED_P = ("default/p", "Normal", "TaintManagerEviction", "Cancelling deletion of Pod default/p")
-UNREACHABLE = "node.kubernetes.io/unreachable"
-
-
-def stamp(epoch: float) -> str:
-    return datetime.fromtimestamp(epoch, UTC).strftime("%Y-%m-%dT%H:%M:%SZ")
-
-
-def taint(key: str = UNREACHABLE, added: float | None = None) -> dict:
-    t = {"key": key, "effect": "NoExecute"}
-    if added is not None:
-        t["timeAdded"] = stamp(added)
-    return t
-
-
-def tol(key: str | None = UNREACHABLE, seconds: int | None = None) -> dict:
-    t = {"operator": "Exists", "effect": "NoExecute"}
-    if key:
-        t["key"] = key
-    if seconds is not None:
-        t["tolerationSeconds"] = seconds
-    return t
-
-
-def pod(name: str, tolerations=(), node: str = "node1", uid: str | None = None, created: float | None = None,
-        terminating: bool = False) -> PodView:
-    return PodView("default", name, uid or f"uid-{name}", node, tuple(tolerations), created, terminating, None)
-
-
-def node(name: str = "node1", *taints: dict) -> NodeView:
-    return NodeView(name, f"uid-{name}", tuple(taints))
-
-
-class Pods:
-    """The pod informer's store, as the manager sees it."""
-
-    def __init__(self) -> None:
-        self.by_key: dict[str, PodView] = {}
-
-    def get(self, key: str) -> PodView | None:
-        return self.by_key.get(key)
-
-    def by_index(self, node_name: str) -> list[PodView]:
-        return [p for p in self.by_key.values() if p.node_name == node_name]
 
 
 class Actions:
@@ -85,32 +43,24 @@ class Actions:
         self.evicted.append((p.key, p.uid, self.clock.now()))
 
 
-class Events:
-    def __init__(self) -> None:
-        self.recorded: list[tuple[str, str, str, str]] = []
-
-    def pod_event(self, p: PodView, reason: str, message: str, event_type: str = "Normal") -> None:
-        self.recorded.append((p.key, event_type, reason, message))
-
-
 class Harness:
     def __init__(self, active: bool = True) -> None:
         self.clock = FakeClock(START)
-        self.pods = Pods()
+        self.pods: MemoryStore[PodView] = MemoryStore()
         self.actions = Actions(self.clock)
-        self.events = Events()
+        self.events = RecordingEvents()
         self.manager = TaintEvictionManager(self.pods, self.actions, self.events, clock=self.clock,
                                             queue=WorkQueue(self.clock))
         if active:
             self.manager.activate()
 
     def add_pod(self, p: PodView) -> None:
-        old = self.pods.by_key.get(p.key)
-        self.pods.by_key[p.key] = p
+        old = self.pods.items.get(p.key)
+        self.pods.items[p.key] = p
         self.manager.on_pod_change(old, p)
 
     def delete_pod(self, key: str) -> None:
-        old = self.pods.by_key.pop(key)
+        old = self.pods.items.pop(key)
         self.manager.on_pod_change(old, None)
 
     def set_node(self, n: NodeView, live: bool = True) -> None:
@@ -179,7 +129,7 @@ def test_an_untolerating_pod_on_a_tainted_node_is_deleted_at_once(h, order):
 
 def test_a_pod_tolerating_for_a_while_is_deleted_when_it_runs_out(h):
     h.set_node(node("node1", taint()))
-    h.add_pod(pod("p", [tol(seconds=5)]))
+    h.add_pod(pod("p", [toleration(seconds=5)]))
     h.run_for(4.9)
     assert h.evicted_keys() == []
     h.run_for(0.2)
@@ -189,7 +139,7 @@ def test_a_pod_tolerating_for_a_while_is_deleted_when_it_runs_out(h):
 
 def test_a_pod_tolerating_forever_is_never_deleted(h):
     h.set_node(node("node1", taint()))
-    h.add_pod(pod("p", [tol()]))
+    h.add_pod(pod("p", [toleration()]))
     h.run_for(600, step=10)
     assert h.evicted_keys() == []
     assert h.manager.pending() == 0
@@ -197,14 +147,14 @@ def test_a_pod_tolerating_forever_is_never_deleted(h):
 
 def test_a_forever_toleration_of_another_taint_does_not_help(h):
     h.set_node(node("node1", taint()))
-    h.add_pod(pod("p", [tol("other")]))
+    h.add_pod(pod("p", [toleration("other")]))
     h.drain()
     assert h.evicted_keys() == ["default/p"]
 
 
 def test_removing_a_toleration_deletes_at_once(h):
     h.set_node(node("node1", taint()))
-    h.add_pod(pod("p", [tol(seconds=100)]))
+    h.add_pod(pod("p", [toleration(seconds=100)]))
     h.run_for(1)
     h.add_pod(pod("p", []))
     h.drain()
@@ -213,7 +163,7 @@ def test_removing_a_toleration_deletes_at_once(h):
 
 def test_a_pod_deleted_while_scheduled_is_forgotten_without_event(h):
     h.set_node(node("node1", taint()))
-    h.add_pod(pod("p", [tol(seconds=10)]))
+    h.add_pod(pod("p", [toleration(seconds=10)]))
     h.delete_pod("default/p")
     h.run_for(20, step=1)
     assert h.evicted_keys() == []
@@ -221,7 +171,7 @@ def test_a_pod_deleted_while_scheduled_is_forgotten_without_event(h):
 
 
 def test_only_one_of_two_taints_tolerated_means_now(h):
-    h.add_pod(pod("p", [tol(seconds=100)]))
+    h.add_pod(pod("p", [toleration(seconds=100)]))
     h.set_node(node("node1", taint(), taint("example.com/other")))
     h.drain()
     assert h.evicted_keys() == ["default/p"]
@@ -229,7 +179,7 @@ def test_only_one_of_two_taints_tolerated_means_now(h):
 
 def test_removing_the_taint_cancels_the_eviction_with_an_event(h):
     h.set_node(node("node1", taint()))
-    h.add_pod(pod("p", [tol(seconds=1)]))
+    h.add_pod(pod("p", [toleration(seconds=1)]))
     h.run_for(0.5)
     h.set_node(node("node1"))
     h.run_for(1.5)
@@ -239,13 +189,13 @@ def test_removing_the_taint_cancels_the_eviction_with_an_event(h):
 
 def test_with_several_tolerations_the_first_to_run_out_counts(h):
     h.set_node(node("node1", taint(), taint("node.kubernetes.io/not-ready")))
-    h.add_pod(pod("p", [tol(seconds=100), tol("node.kubernetes.io/not-ready", 1)]))
+    h.add_pod(pod("p", [toleration(seconds=100), toleration("node.kubernetes.io/not-ready", 1)]))
     h.run_for(1.1)
     assert h.evicted_keys() == ["default/p"]
 
 
 def test_multiple_taints_infinite_then_finite_then_infinite_again_never_deletes(h):
-    h.add_pod(pod("p", [tol(), tol("example.com/finite", 60)]))
+    h.add_pod(pod("p", [toleration(), toleration("example.com/finite", 60)]))
     h.set_node(node("node1", taint()))
     assert h.manager.scheduled_at("default/p") is None
     h.set_node(node("node1", taint(), taint("example.com/finite")))
@@ -259,8 +209,8 @@ def test_multiple_taints_infinite_then_finite_then_infinite_again_never_deletes(
 
 def test_pods_with_different_tolerations_are_evicted_each_at_their_time(h):
     h.add_pod(pod("none"))
-    h.add_pod(pod("one-second", [tol(seconds=1)]))
-    h.add_pod(pod("forever", [tol()]))
+    h.add_pod(pod("one-second", [toleration(seconds=1)]))
+    h.add_pod(pod("forever", [toleration()]))
     h.set_node(node("node1", taint()))
     h.run_for(2)
     assert h.evicted_keys() == ["default/none", "default/one-second"]
@@ -271,7 +221,7 @@ def test_pods_with_different_tolerations_are_evicted_each_at_their_time(h):
 def test_a_pod_appearing_after_the_node_update_is_still_handled(h):  # TestEventualConsistency
     h.set_node(node("node1", taint()))
     h.run_for(1)
-    h.add_pod(pod("late", [tol(seconds=100)], created=h.clock.now()))
+    h.add_pod(pod("late", [toleration(seconds=100)], created=h.clock.now()))
     h.add_pod(pod("late-untolerating"))
     h.drain()
     assert h.evicted_keys() == ["default/late-untolerating"]
@@ -294,7 +244,7 @@ def test_terminating_pods_are_left_alone(h):
 
 def test_deleting_the_node_cancels_pending_evictions(h):
     h.set_node(node("node1", taint()))
-    h.add_pod(pod("p", [tol(seconds=30)]))
+    h.add_pod(pod("p", [toleration(seconds=30)]))
     h.manager.on_node_change(node("node1", taint()), None)
     h.run_for(40, step=1)
     assert h.evicted_keys() == []
@@ -306,12 +256,12 @@ def test_a_restarted_controller_keeps_the_original_deadline():
     first = Harness()
     tainted = node("node1", taint(added=START))
     first.set_node(tainted)
-    first.add_pod(pod("p", [tol(seconds=30)], created=START - 100))
+    first.add_pod(pod("p", [toleration(seconds=30)], created=START - 100))
     first.run_for(20, step=1)
     second = Harness()  # a new process (or a new leader), 20 s later
     second.clock.advance(20)
     second.set_node(tainted)
-    second.add_pod(pod("p", [tol(seconds=30)], created=START - 100))
+    second.add_pod(pod("p", [toleration(seconds=30)], created=START - 100))
     assert second.manager.scheduled_at("default/p") == pytest.approx(START + 30)
     second.run_for(11)
     assert second.evicted_at("default/p") == pytest.approx(30, abs=0.11)
@@ -320,14 +270,14 @@ def test_a_restarted_controller_keeps_the_original_deadline():
 def test_without_time_added_the_clock_starts_when_the_taint_was_first_seen(h):
     h.set_node(node("node1", taint()))
     h.run_for(3)
-    h.add_pod(pod("p", [tol(seconds=10)], created=START - 100))
+    h.add_pod(pod("p", [toleration(seconds=10)], created=START - 100))
     assert h.manager.scheduled_at("default/p") == pytest.approx(START + 10)
 
 
 def test_a_standby_that_becomes_leader_fires_what_came_due_meanwhile():
     h = Harness(active=False)
     h.set_node(node("node1", taint(added=START)))
-    h.add_pod(pod("p", [tol(seconds=5)], created=START - 1))
+    h.add_pod(pod("p", [toleration(seconds=5)], created=START - 1))
     h.run_for(10)
     assert h.evicted_keys() == []
     assert h.events.recorded == []
@@ -338,7 +288,7 @@ def test_a_standby_that_becomes_leader_fires_what_came_due_meanwhile():
 
 def test_a_replica_that_loses_leadership_stops_acting_at_once(h):
     h.set_node(node("node1", taint(added=START)))
-    h.add_pod(pod("p", [tol(seconds=5)], created=START - 1))
+    h.add_pod(pod("p", [toleration(seconds=5)], created=START - 1))
     h.run_for(2)
     h.manager.deactivate()
     h.run_for(10)
@@ -349,27 +299,27 @@ def test_a_replica_that_loses_leadership_stops_acting_at_once(h):
 
 def test_shortening_a_toleration_brings_the_eviction_forward(h):
     h.set_node(node("node1", taint(added=START)))
-    h.add_pod(pod("p", [tol(seconds=100)], created=START - 1))
+    h.add_pod(pod("p", [toleration(seconds=100)], created=START - 1))
     h.run_for(2)
-    h.add_pod(pod("p", [tol(seconds=5)], created=START - 1))
+    h.add_pod(pod("p", [toleration(seconds=5)], created=START - 1))
     h.run_for(3.1)
     assert h.evicted_at("default/p") == pytest.approx(5, abs=0.11)
 
 
 def test_shortening_below_the_time_already_passed_evicts_now(h):
     h.set_node(node("node1", taint(added=START)))
-    h.add_pod(pod("p", [tol(seconds=100)], created=START - 1))
+    h.add_pod(pod("p", [toleration(seconds=100)], created=START - 1))
     h.run_for(10, step=1)
-    h.add_pod(pod("p", [tol(seconds=5)], created=START - 1))
+    h.add_pod(pod("p", [toleration(seconds=5)], created=START - 1))
     h.drain()
     assert h.evicted_at("default/p") == pytest.approx(10)
 
 
 def test_lengthening_a_toleration_pushes_the_eviction_back(h):
     h.set_node(node("node1", taint(added=START)))
-    h.add_pod(pod("p", [tol(seconds=5)], created=START - 1))
+    h.add_pod(pod("p", [toleration(seconds=5)], created=START - 1))
     h.run_for(2)
-    h.add_pod(pod("p", [tol(seconds=20)], created=START - 1))
+    h.add_pod(pod("p", [toleration(seconds=20)], created=START - 1))
     h.run_for(10)
     assert h.evicted_keys() == []
     h.run_for(8.1)
@@ -378,11 +328,12 @@ def test_lengthening_a_toleration_pushes_the_eviction_back(h):
 
 def test_tolerating_forever_cancels_the_eviction(h):
     h.set_node(node("node1", taint(added=START)))
-    h.add_pod(pod("p", [tol(seconds=5)], created=START - 1))
+    h.add_pod(pod("p", [toleration(seconds=5)], created=START - 1))
     h.run_for(2)
-    h.add_pod(pod("p", [tol(seconds=5), tol(None)], created=START - 1))  # the Exists wildcard has no seconds
+    # the Exists wildcard has no seconds
+    h.add_pod(pod("p", [toleration(seconds=5), toleration(None)], created=START - 1))
     assert h.manager.scheduled_at("default/p") == pytest.approx(START + 5)  # min over matching still 5
-    h.add_pod(pod("p", [tol()], created=START - 1))
+    h.add_pod(pod("p", [toleration()], created=START - 1))
     h.run_for(30, step=1)
     assert h.evicted_keys() == []
     assert CANCELLED_P in h.events.recorded
@@ -390,9 +341,10 @@ def test_tolerating_forever_cancels_the_eviction(h):
 
 def test_adding_a_taint_brings_the_eviction_forward(h):
     h.set_node(node("node1", taint(added=START)))
-    h.add_pod(pod("p", [tol(seconds=100), tol("example.com/maintenance", 3)], created=START - 1))
+    h.add_pod(pod("p", [toleration(seconds=100), toleration("example.com/maintenance", 3)], created=START - 1))
     h.run_for(1)
-    h.set_node(node("node1", taint(added=START), taint("example.com/maintenance", added=START + 1)))
+    h.set_node(node("node1", taint(added=START),
+                    taint("example.com/maintenance", added=START + 1)))
     h.run_for(3.1)
     assert h.evicted_at("default/p") == pytest.approx(4, abs=0.11)
 
@@ -413,7 +365,8 @@ def test_a_pod_evicted_once_is_not_evicted_again_before_it_terminates(h):
     h.set_node(node("node1", taint()))
     h.add_pod(pod("p"))
     h.drain()
-    h.set_node(node("node1", taint(), taint("example.com/x")))  # a node update before the pod's update arrives
+    # a node update before the pod's update arrives
+    h.set_node(node("node1", taint(), taint("example.com/x")))
     h.drain()
     assert h.evicted_keys() == ["default/p"]
 
@@ -481,7 +434,7 @@ def test_a_stale_cache_does_not_evict_a_pod_whose_taint_is_gone(h):
 def test_a_live_node_with_a_longer_deadline_reschedules_instead_of_deleting(h):
     h.set_node(node("node1", taint("example.com/short", added=START)))
     h.actions.live["node1"] = [taint(added=START)]
-    h.add_pod(pod("p", [tol("example.com/short", 1), tol(seconds=10)], created=START - 1))
+    h.add_pod(pod("p", [toleration("example.com/short", 1), toleration(seconds=10)], created=START - 1))
     h.run_for(1.1)
     assert h.evicted_keys() == []
     assert h.manager.scheduled_at("default/p") == pytest.approx(START + 10)
@@ -493,7 +446,7 @@ def test_scheduling_thousands_of_pods_starts_no_threads(h):
     h.set_node(node("node1", taint(added=START)))
     threads_before = threading.active_count()
     for i in range(5000):
-        h.add_pod(pod(f"p{i}", [tol(seconds=60 + i % 100)], created=START - 1))
+        h.add_pod(pod(f"p{i}", [toleration(seconds=60 + i % 100)], created=START - 1))
     assert h.manager.pending() == 5000
     assert threading.active_count() == threads_before
 
@@ -522,7 +475,7 @@ NOT_READY = "node.kubernetes.io/not-ready"
 def test_a_not_ready_unreachable_swap_does_not_restart_the_eviction_clock(h):
     """Defect 4: even when whoever swapped gave the new taint a fresh timeAdded (upstream does)."""
     h.set_node(node("node1", taint(NOT_READY, added=START)))
-    h.add_pod(pod("p", [tol(NOT_READY, 30), tol(UNREACHABLE, 30)]))
+    h.add_pod(pod("p", [toleration(NOT_READY, 30), toleration(UNREACHABLE, 30)]))
     h.run_for(20)
     h.set_node(node("node1", taint(UNREACHABLE, added=START + 20)))
     h.run_for(9.8)
@@ -535,7 +488,7 @@ def test_a_not_ready_unreachable_swap_does_not_restart_the_eviction_clock(h):
 def test_a_pod_that_tolerated_the_old_taint_forever_counts_from_the_swap(h):
     """Nothing was counting down for it before the swap, so nothing is carried (as upstream)."""
     h.set_node(node("node1", taint(NOT_READY, added=START)))
-    h.add_pod(pod("p", [tol(NOT_READY), tol(UNREACHABLE, 30)]))
+    h.add_pod(pod("p", [toleration(NOT_READY), toleration(UNREACHABLE, 30)]))
     h.run_for(1000, step=10)
     h.set_node(node("node1", taint(UNREACHABLE, added=START + 1000)))
     h.run_for(29.8)
@@ -546,7 +499,7 @@ def test_a_pod_that_tolerated_the_old_taint_forever_counts_from_the_swap(h):
 
 def test_a_node_that_recovers_in_between_starts_a_new_clock(h):
     h.set_node(node("node1", taint(NOT_READY, added=START)))
-    h.add_pod(pod("p", [tol(NOT_READY, 30), tol(UNREACHABLE, 30)]))
+    h.add_pod(pod("p", [toleration(NOT_READY, 30), toleration(UNREACHABLE, 30)]))
     h.run_for(20)
     h.set_node(node("node1"))  # Ready again: the failure is over
     h.run_for(5)
@@ -560,12 +513,12 @@ def test_a_node_that_recovers_in_between_starts_a_new_clock(h):
 def test_a_pod_is_deleted_once_even_when_an_update_reschedules_it_during_the_delete(h):
     """Defect 6: a reconcile that replaced the scheduled entry while the DELETE ran made a second one."""
     h.set_node(node("node1", taint(added=START)))
-    h.add_pod(pod("p", [tol(seconds=5)]))
+    h.add_pod(pod("p", [toleration(seconds=5)]))
     real_evict = h.actions.evict
 
     def evict_while_the_pod_changes(p: PodView) -> None:
         real_evict(p)
-        h.add_pod(pod("p", [tol(seconds=1)]))  # an update lands before the deletion is seen
+        h.add_pod(pod("p", [toleration(seconds=1)]))  # an update lands before the deletion is seen
 
     h.actions.evict = evict_while_the_pod_changes
     h.run_for(10)
@@ -578,7 +531,8 @@ def test_a_pod_is_deleted_once_even_when_an_update_reschedules_it_during_the_del
 def test_a_pod_bound_after_the_taint_counts_from_its_binding_not_its_creation(h):
     """Defect 7: created before the taint (it waited unscheduled), bound to the node after it."""
     h.set_node(node("node1", taint(added=START)))
-    late = PodView("default", "p", "uid-p", "node1", (tol(seconds=30),), START - 600, False, None, bound=START + 10)
+    late = PodView("default", "p", "uid-p", "node1", (toleration(seconds=30),), START - 600, False, None,
+                   bound=START + 10)
     h.clock.advance(10)
     h.add_pod(late)
     h.run_for(29.8)

@@ -1,0 +1,175 @@
+"""controller/options.py: every flag in its kube-controller-manager form, and the one-line refusals.
+
+A bad value must stop `python -m controller` before anything starts, with one line on stderr
+(`controller: error: ...`) and exit code 2.
+"""
+
+from __future__ import annotations
+
+import pytest
+
+from controller.__main__ import main
+from controller.backfill.decision import BackfillSettings
+from controller.options import (
+    CONTROLLER_NAMES,
+    NODE_LIFECYCLE,
+    TAINT_EVICTION,
+    TOLERATION_BACKFILL,
+    OptionsError,
+    parse_bool,
+    parse_duration,
+    parse_options,
+)
+from shared.defaults import DefaultSeconds
+
+
+def test_the_defaults_are_kube_controller_managers():
+    options = parse_options([])
+    assert (options.kubeconfig, options.leader_elect, options.dry_run) == (None, True, False)
+    assert (options.leader_elect_lease_duration, options.leader_elect_renew_deadline,
+            options.leader_elect_retry_period) == (15.0, 10.0, 2.0)
+    assert (options.leader_elect_resource_name, options.leader_elect_resource_namespace) == (
+        "taintkeeper-controller", "taintkeeper-system")
+    assert (options.bind_address, options.port, options.taint_eviction_workers) == ("0.0.0.0", 10258, 8)
+    assert options.controllers == frozenset(CONTROLLER_NAMES)
+    assert (options.log_format, options.log_level) == ("plain", "INFO")
+    monitor = options.monitor
+    assert (monitor.node_monitor_period, monitor.node_monitor_grace_period, monitor.node_startup_grace_period) == (
+        5.0, 50.0, 60.0)
+    assert (monitor.node_eviction_rate, monitor.secondary_node_eviction_rate, monitor.large_cluster_size_threshold,
+            monitor.unhealthy_zone_threshold) == (0.1, 0.01, 50, 0.55)
+    assert options.backfill == BackfillSettings(True, 10.0, frozenset({"taintkeeper-system", "kube-system"}),
+                                                DefaultSeconds(300, 300))
+
+
+# (flag as given, where the value lands, the value)
+FLAGS = [
+    (["--kubeconfig=/etc/kube.conf"], "kubeconfig", "/etc/kube.conf"),
+    (["--kubeconfig", "/etc/kube.conf"], "kubeconfig", "/etc/kube.conf"),
+    (["--leader-elect=false"], "leader_elect", False),
+    (["--leader-elect"], "leader_elect", True),
+    (["--leader-elect=0"], "leader_elect", False),
+    (["--leader-elect-lease-duration=1m"], "leader_elect_lease_duration", 60.0),
+    (["--leader-elect-renew-deadline=12s"], "leader_elect_renew_deadline", 12.0),
+    (["--leader-elect-retry-period=500ms"], "leader_elect_retry_period", 0.5),
+    (["--leader-elect-resource-name=other"], "leader_elect_resource_name", "other"),
+    (["--leader-elect-resource-namespace=ops"], "leader_elect_resource_namespace", "ops"),
+    (["--dry-run"], "dry_run", True),
+    (["--dry-run=true"], "dry_run", True),
+    (["--dry-run=F"], "dry_run", False),
+    (["--bind-address=127.0.0.1"], "bind_address", "127.0.0.1"),
+    (["--port=0"], "port", 0),
+    (["--port=65535"], "port", 65535),
+    (["--taint-eviction-workers=3"], "taint_eviction_workers", 3),
+    (["--controllers=nodelifecycle"], "controllers", frozenset({NODE_LIFECYCLE})),
+    (["--controllers=*,-nodelifecycle"], "controllers", frozenset({TAINT_EVICTION, TOLERATION_BACKFILL})),
+    (["--controllers=taint-eviction-controller,toleration-backfill"], "controllers",
+     frozenset({TAINT_EVICTION, TOLERATION_BACKFILL})),
+    (["--node-monitor-period=2s"], "monitor.node_monitor_period", 2.0),
+    (["--node-monitor-grace-period=40s"], "monitor.node_monitor_grace_period", 40.0),
+    (["--node-startup-grace-period=1m30s"], "monitor.node_startup_grace_period", 90.0),
+    (["--node-eviction-rate=0.5"], "monitor.node_eviction_rate", 0.5),
+    (["--secondary-node-eviction-rate=0"], "monitor.secondary_node_eviction_rate", 0.0),
+    (["--large-cluster-size-threshold=10"], "monitor.large_cluster_size_threshold", 10),
+    (["--unhealthy-zone-threshold=1"], "monitor.unhealthy_zone_threshold", 1.0),
+    (["--backfill-default-tolerations=false"], "backfill.enabled", False),
+    (["--backfill-default-tolerations"], "backfill.enabled", True),
+    (["--backfill-excluded-namespaces= a, b,"], "backfill.excluded_namespaces", frozenset({"a", "b"})),
+    (["--backfill-excluded-namespaces="], "backfill.excluded_namespaces", frozenset()),
+    (["--backfill-rate=2.5"], "backfill.rate", 2.5),
+    (["--default-not-ready-toleration-seconds=60"], "backfill.cluster_seconds.not_ready", 60),
+    (["--default-unreachable-toleration-seconds", "0"], "backfill.cluster_seconds.unreachable", 0),
+    (["--log-format=json"], "log_format", "json"),
+    (["--log-level=debug"], "log_level", "DEBUG"),
+]
+
+
+@pytest.mark.parametrize(("argv", "where", "expected"), FLAGS, ids=[" ".join(argv) for argv, _, _ in FLAGS])
+def test_each_flag_is_parsed(argv, where, expected):
+    value = parse_options(argv)
+    for name in where.split("."):
+        value = getattr(value, name)
+    assert value == expected
+
+
+def test_leader_election_timings_are_not_checked_without_leader_election():
+    options = parse_options(["--leader-elect=false", "--leader-elect-lease-duration=1s"])
+    assert (options.leader_elect, options.leader_elect_lease_duration) == (False, 1.0)
+
+
+# (flags, what the one line must say)
+BAD = [
+    (["--leader-elect=maybe"], "--leader-elect: invalid boolean 'maybe'"),
+    (["--dry-run=yes"], "--dry-run: invalid boolean 'yes'"),
+    (["--leader-elect-lease-duration=15"], "--leader-elect-lease-duration: invalid duration '15'"),
+    (["--leader-elect-renew-deadline=10 s"], "--leader-elect-renew-deadline: invalid duration"),
+    (["--leader-elect-lease-duration=10s"], "must be greater than --leader-elect-renew-deadline"),
+    (["--leader-elect-retry-period=9s"], "must be greater than 1.2 x --leader-elect-retry-period"),
+    (["--leader-elect-retry-period=0s"], "must be greater than zero"),
+    (["--leader-elect-resource-name="], "must not be empty"),
+    (["--port=70000"], "--port: 70000 is not a port number"),
+    (["--port=-1"], "--port: invalid whole number '-1'"),
+    (["--taint-eviction-workers=0"], "--taint-eviction-workers must be at least 1"),
+    (["--taint-eviction-workers=two"], "--taint-eviction-workers: invalid whole number 'two'"),
+    (["--controllers=foo"], "--controllers: unknown controller 'foo'"),
+    (["--controllers=-nodelifecycle"], "--controllers: no controller left to run"),
+    (["--node-monitor-period=0s"], "--node-monitor-period must be greater than zero"),
+    (["--node-startup-grace-period=-1s"], "--node-startup-grace-period must be greater than zero"),
+    (["--node-monitor-grace-period=1s"], "--node-monitor-grace-period must be at least --node-monitor-period"),
+    (["--node-eviction-rate=-1"], "--node-eviction-rate: must be a number >= 0"),
+    (["--secondary-node-eviction-rate=nan"], "--secondary-node-eviction-rate: must be a number >= 0"),
+    (["--large-cluster-size-threshold=1.5"], "--large-cluster-size-threshold: invalid whole number"),
+    (["--unhealthy-zone-threshold=1.5"], "--unhealthy-zone-threshold must be in (0, 1]"),
+    (["--unhealthy-zone-threshold=0"], "--unhealthy-zone-threshold must be in (0, 1]"),
+    (["--backfill-rate=0"], "--backfill-rate must be greater than zero"),
+    (["--backfill-rate=fast"], "--backfill-rate: could not convert"),
+    (["--backfill-default-tolerations=yes"], "--backfill-default-tolerations: invalid boolean"),
+    (["--default-not-ready-toleration-seconds=-1"], "--default-not-ready-toleration-seconds: invalid whole number"),
+    (["--default-unreachable-toleration-seconds=1.5"], "--default-unreachable-toleration-seconds: invalid whole"),
+    (["--controllers=toleration-backfill", "--backfill-default-tolerations=false"], "no controller left to run"),
+    (["--log-format=xml"], "--log-format must be one of"),
+    (["--log-level=TRACE"], "--log-level must be DEBUG, INFO, WARNING or ERROR"),
+    (["--no-such-flag"], "unrecognized arguments: --no-such-flag"),
+    (["--leader-elect-lease"], "unrecognized arguments"),  # no abbreviations: kube-controller-manager has none
+]
+
+
+@pytest.mark.parametrize(("argv", "message"), BAD, ids=[" ".join(argv) for argv, _ in BAD])
+def test_a_bad_value_stops_the_start_with_one_line_and_exit_2(argv, message, capsys):
+    with pytest.raises(OptionsError):
+        parse_options(argv)
+    assert main(argv) == 2
+    captured = capsys.readouterr()
+    assert captured.out == ""
+    lines = captured.err.splitlines()
+    assert len(lines) == 1 and lines[0].startswith("controller: error: "), captured.err
+    assert message in lines[0]
+
+
+DURATIONS = [("0", 0.0), ("5s", 5.0), ("300ms", 0.3), ("1m30s", 90.0), ("1.5h", 5400.0), ("-5s", -5.0),
+             ("2us", 2e-6), ("10ns", 1e-8), (".5s", 0.5)]
+
+
+@pytest.mark.parametrize(("text", "seconds"), DURATIONS, ids=[text for text, _ in DURATIONS])
+def test_go_durations(text, seconds):
+    assert parse_duration(text) == pytest.approx(seconds)
+
+
+@pytest.mark.parametrize("text", ["", "5", "s", "5 s", "1x", "5s5"])
+def test_not_go_durations(text):
+    with pytest.raises(ValueError, match="invalid duration"):
+        parse_duration(text)
+
+
+@pytest.mark.parametrize(("text", "value"), [("1", True), ("t", True), ("TRUE", True), ("True", True),
+                                             ("0", False), ("f", False), ("FALSE", False), ("False", False)])
+def test_go_booleans(text, value):
+    assert parse_bool(text) is value
+
+
+def test_help_exits_0_and_names_every_flag(capsys):
+    assert main(["--help"]) == 0
+    out = capsys.readouterr().out
+    for flag in ("--leader-elect-lease-duration", "--controllers", "--node-monitor-grace-period",
+                 "--backfill-rate", "--taint-eviction-workers"):
+        assert flag in out
