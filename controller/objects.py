@@ -10,10 +10,10 @@ from __future__ import annotations
 from dataclasses import dataclass, field
 from typing import Any
 
+from controller.zones import excluded_from_disruption, zone_key
 from kube.timestamps import parse_time
 from shared.defaults import NOT_READY_SECONDS_ANNOTATION, UNREACHABLE_SECONDS_ANNOTATION, skips
 from shared.taints import NO_EXECUTE
-from shared.zones import excluded_from_disruption, zone_key
 
 Json = dict[str, Any]
 

@@ -5,7 +5,7 @@ from __future__ import annotations
 
 from prometheus_client import Counter, Gauge, Histogram
 
-from shared.zones import ZoneState
+from controller.zones import ZoneState
 
 ZONE_HEALTH = Gauge("node_collector_zone_health", "Percentage of healthy nodes per zone.", ["zone"])
 ZONE_SIZE = Gauge("node_collector_zone_size", "Number of nodes per zone (excluded nodes not counted).", ["zone"])

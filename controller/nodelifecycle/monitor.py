@@ -53,10 +53,10 @@ from controller.nodelifecycle.node_health import HealthTracker
 from controller.nodelifecycle.rate_limited_queue import RateLimitedTimedQueue
 from controller.objects import LeaseView, NodeView, PodView
 from controller.workqueue import WorkQueue, run_worker
+from controller.zones import ZoneState, compute_zone_state, eviction_rate, zone_health_percent
 from kube.events import EventSink
 from kube.store import StoreReader
 from shared.taints import desired_no_schedule_taints, managed_no_schedule_taints, taint_diff
-from shared.zones import ZoneState, compute_zone_state, eviction_rate, zone_health_percent
 
 if TYPE_CHECKING:
     from controller.informers import SharedInformers

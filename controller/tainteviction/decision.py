@@ -23,9 +23,9 @@ from collections.abc import Callable, Iterable, Mapping, Sequence
 from dataclasses import dataclass, replace
 from typing import Any
 
+from controller.tainteviction.tolerations import first_toleration_for_taint, min_toleration_seconds
 from kube.timestamps import parse_time
 from shared.taints import is_node_failure_taint, taint_identity
-from shared.tolerations import first_toleration_for_taint, min_toleration_seconds
 
 Taint = Mapping[str, Any]
 Toleration = Mapping[str, Any]

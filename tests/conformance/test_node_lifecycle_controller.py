@@ -31,7 +31,7 @@ import pytest
 
 from controller.nodelifecycle.node_health import HealthTracker
 from controller.objects import node_view
-from shared.zones import ZoneState
+from controller.zones import ZoneState
 from tests.conformance.harness import (
     NO_SCHEDULE,
     NOT_READY_KEY,

@@ -37,9 +37,9 @@ from controller.objects import node_view
 from controller.options import TAINT_EVICTION
 from controller.tainteviction.api import DISRUPTION_TARGET
 from controller.tainteviction.manager import EVENT_REASON
+from controller.tainteviction.tolerations import match_tolerations, min_toleration_seconds, tolerates
 from kube.events import EventRecorder
 from shared.taints import no_execute_taints
-from shared.tolerations import match_tolerations, min_toleration_seconds, tolerates
 from tests.conformance.eviction_harness import (
     START,
     Cluster,

@@ -203,7 +203,7 @@ def test_cache_key_follows_what_goes_into_the_image(tmp_path: Path) -> None:
         handle.write("# one more line\n")
     changed = image.project_key(recipe, "taintkeeper:dev", root)
     assert changed != key
-    (root / "shared" / "tolerations.py").chmod(0o755)
+    (root / "shared" / "taints.py").chmod(0o755)
     assert image.project_key(recipe, "taintkeeper:dev", root) != changed
 
 

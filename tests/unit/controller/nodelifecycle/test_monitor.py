@@ -16,8 +16,8 @@ from controller.nodelifecycle.api import DryRunNodeLifecycleApi
 from controller.nodelifecycle.decision import MonitorSettings, updated_taints
 from controller.nodelifecycle.monitor import NodeLifecycleMonitor
 from controller.objects import LeaseView, NodeView, PodView
+from controller.zones import ZoneState, zone_key
 from kube.timestamps import format_time
-from shared.zones import ZoneState, zone_key
 from tests.support.clock import FakeClock
 
 START = 1_800_000_000.0

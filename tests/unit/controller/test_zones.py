@@ -4,7 +4,7 @@ import pytest
 from hypothesis import given
 from hypothesis import strategies as st
 
-from shared.zones import (
+from controller.zones import (
     EXCLUDE_DISRUPTION_LABEL,
     LABEL_FAILURE_DOMAIN_BETA_REGION,
     LABEL_FAILURE_DOMAIN_BETA_ZONE,

@@ -4,7 +4,12 @@ import pytest
 from hypothesis import given
 from hypothesis import strategies as st
 
-from shared.tolerations import first_toleration_for_taint, match_tolerations, min_toleration_seconds, tolerates
+from controller.tainteviction.tolerations import (
+    first_toleration_for_taint,
+    match_tolerations,
+    min_toleration_seconds,
+    tolerates,
+)
 
 TAINT = {"key": "dedicated", "value": "gpu", "effect": "NoExecute"}
 
