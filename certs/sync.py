@@ -19,7 +19,6 @@ from __future__ import annotations
 
 import argparse
 import base64
-import json
 import logging
 import sys
 import tempfile
@@ -36,6 +35,7 @@ from kubernetes.client.rest import ApiException
 from certs import issue, store
 from kube.client import JSON_PATCH, REQUEST_TIMEOUT
 from kube.errors import describe_error, is_conflict, is_not_found
+from kube.request import response_json
 
 log = logging.getLogger("taintkeeper.certs")
 
@@ -104,8 +104,8 @@ def sync_once(api_client: Any, *, namespace: str, secret: str, service: str, con
     """One round: Secret and caBundle brought up to date. Returns a one-line summary."""
     core = client.CoreV1Api(api_client)
     try:
-        found = json.loads(core.read_namespaced_secret(secret, namespace, _preload_content=False,
-                                                       _request_timeout=REQUEST_TIMEOUT).data)
+        found = response_json(core.read_namespaced_secret(secret, namespace, _preload_content=False,
+                                                          _request_timeout=REQUEST_TIMEOUT))
     except ApiException as error:
         if not is_not_found(error):
             raise SyncError(f"reading Secret {namespace}/{secret}: {describe_error(error)}") from None
@@ -120,7 +120,7 @@ def sync_once(api_client: Any, *, namespace: str, secret: str, service: str, con
                     "metadata": {"name": secret, "namespace": namespace,
                                  "labels": {"app.kubernetes.io/managed-by": "taintkeeper-certs"}},
                     "data": _encode(decided.secret_data)}
-                core.create_namespaced_secret(namespace, body, _preload_content=False,
+                core.create_namespaced_secret(namespace, body, _preload_content=False,  # type: ignore[arg-type]  # the client sends a dict body as it is (its types want a model)
                                               _request_timeout=REQUEST_TIMEOUT)
             else:
                 # Only our keys change: the Secret's type (immutable), labels, annotations, owners and
@@ -129,7 +129,7 @@ def sync_once(api_client: Any, *, namespace: str, secret: str, service: str, con
                                              if k not in (*SECRET_FILES, PREVIOUS_CA)},
                                           **_encode(decided.secret_data)}}
                 body["metadata"] = {k: v for k, v in found["metadata"].items() if k != "managedFields"}
-                core.replace_namespaced_secret(secret, namespace, body, _preload_content=False,
+                core.replace_namespaced_secret(secret, namespace, body, _preload_content=False,  # type: ignore[arg-type]  # the client sends a dict body as it is (its types want a model)
                                                _request_timeout=REQUEST_TIMEOUT)
         except ApiException as error:
             if is_conflict(error):
@@ -148,8 +148,8 @@ def sync_once(api_client: Any, *, namespace: str, secret: str, service: str, con
 def _publish_ca_bundle(api_client: Any, configuration: str, bundle: str) -> str:
     admission = client.AdmissionregistrationV1Api(api_client)
     try:
-        current = json.loads(admission.read_mutating_webhook_configuration(
-            configuration, _preload_content=False, _request_timeout=REQUEST_TIMEOUT).data)
+        current = response_json(admission.read_mutating_webhook_configuration(
+            configuration, _preload_content=False, _request_timeout=REQUEST_TIMEOUT))
     except ApiException as error:
         raise SyncError(f"reading MutatingWebhookConfiguration {configuration}: {describe_error(error)}") from None
     webhooks = current.get("webhooks") or []

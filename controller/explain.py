@@ -11,6 +11,7 @@ from __future__ import annotations
 import argparse
 import sys
 import time
+from collections.abc import Mapping
 from typing import Any
 
 from controller.objects import node_view, pod_view
@@ -27,12 +28,12 @@ def describe_duration(seconds: float) -> str:
     return "".join(f"{value}{unit}" for value, unit in ((hours, "h"), (minutes, "m")) if value) + f"{secs}s"
 
 
-def taint_text(taint: Json) -> str:
+def taint_text(taint: Mapping[str, Any]) -> str:
     value = f"={taint['value']}" if taint.get("value") else ""
     return f"{taint.get('key', '')}{value}:{taint.get('effect', '')}"
 
 
-def toleration_text(toleration: Json) -> str:
+def toleration_text(toleration: Mapping[str, Any]) -> str:
     key = toleration.get("key") or "*"
     operator = toleration.get("operator") or "Equal"
     value = f"={toleration['value']}" if operator == "Equal" and toleration.get("value") else ""

@@ -24,7 +24,8 @@ _interned_tolerations: dict[tuple[tuple[tuple[str, Any], ...], ...], tuple[dict[
 _interned_taints: dict[tuple[tuple[tuple[str, Any], ...], ...], tuple[dict[str, Any], ...]] = {}
 
 
-def _intern(items: list[Json], table: dict) -> tuple[dict[str, Any], ...]:
+def _intern(items: list[Json], table: dict[tuple[tuple[tuple[str, Any], ...], ...], tuple[dict[str, Any], ...]]
+            ) -> tuple[dict[str, Any], ...]:
     key = tuple(tuple(sorted(item.items())) for item in items)
     found = table.get(key)
     if found is None:

@@ -9,7 +9,9 @@ from __future__ import annotations
 import argparse
 import math
 import re
+from collections.abc import Callable
 from dataclasses import dataclass, field
+from typing import TypeVar
 
 from controller.backfill.decision import DEFAULT_EXCLUDED_NAMESPACES, DEFAULT_RATE, BackfillSettings
 from controller.nodelifecycle.decision import MonitorSettings
@@ -22,6 +24,8 @@ TAINT_EVICTION = "taint-eviction-controller"
 # The default-toleration backfill; it also needs --backfill-default-tolerations (on by default).
 TOLERATION_BACKFILL = "toleration-backfill"
 CONTROLLER_NAMES = (NODE_LIFECYCLE, TAINT_EVICTION, TOLERATION_BACKFILL)
+
+T = TypeVar("T")
 
 _DURATION_PART = re.compile(r"(\d+(?:\.\d*)?|\.\d+)(ns|us|µs|μs|ms|s|m|h)")
 _UNIT_SECONDS = {"ns": 1e-9, "us": 1e-6, "µs": 1e-6, "μs": 1e-6, "ms": 1e-3, "s": 1.0, "m": 60.0, "h": 3600.0}
@@ -138,7 +142,7 @@ def build_parser() -> argparse.ArgumentParser:
     return parser
 
 
-def _checked(flag: str, parse, raw: str):  # type: ignore[no-untyped-def]
+def _checked(flag: str, parse: Callable[[str], T], raw: str) -> T:
     try:
         return parse(raw)
     except ValueError as error:

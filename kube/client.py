@@ -6,7 +6,6 @@ process-wide default, which tests and a second cluster connection would silently
 
 from __future__ import annotations
 
-import json
 import os
 from pathlib import Path
 from typing import Any
@@ -14,6 +13,7 @@ from typing import Any
 from kubernetes import client, config
 
 from kube.errors import describe_error, is_not_found
+from kube.request import response_json
 
 # Without a client-side timeout a request to an unreachable or frozen apiserver blocks forever.
 CONNECT_TIMEOUT = 5
@@ -44,7 +44,7 @@ def read_node_json(core: client.CoreV1Api, name: str,
         if is_not_found(error):
             return None
         raise
-    node: dict[str, Any] = json.loads(response.data)
+    node: dict[str, Any] = response_json(response)
     return node
 
 

@@ -105,7 +105,7 @@ class EventRecorder:
             except queue.Empty:
                 continue
             try:
-                self._core.create_namespaced_event(namespace, body, _preload_content=False,
+                self._core.create_namespaced_event(namespace, body, _preload_content=False,  # type: ignore[arg-type]  # the client sends a dict body as it is (its types want a model)
                                                    _request_timeout=WORKER_REQUEST_TIMEOUT)
             except Exception as error:  # best effort, as upstream
                 level = logging.DEBUG if expected_rejection(error) else logging.WARNING

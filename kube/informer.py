@@ -13,6 +13,7 @@ differences. One informer per resource serves every component: each adds its han
 
 from __future__ import annotations
 
+import builtins
 import json
 import logging
 import threading
@@ -141,16 +142,16 @@ class Informer(Generic[V]):
     def get(self, key: str) -> V | None:
         return self.store.get(key)
 
-    def list(self) -> list[V]:
+    def list(self) -> builtins.list[V]:
         return self.store.list()
 
-    def keys(self) -> list[str]:
+    def keys(self) -> builtins.list[str]:
         return self.store.keys()
 
     def __len__(self) -> int:
         return len(self.store)
 
-    def by_index(self, value: Hashable) -> list[V]:
+    def by_index(self, value: Hashable) -> builtins.list[V]:
         return self.store.by_index(value)
 
     @property

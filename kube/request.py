@@ -9,7 +9,7 @@ from __future__ import annotations
 
 import json
 from collections.abc import Mapping, Sequence
-from typing import Any
+from typing import Any, Protocol, cast
 
 from kubernetes import client
 from kubernetes.client.exceptions import ApiException
@@ -17,6 +17,17 @@ from kubernetes.client.exceptions import ApiException
 JSON = "application/json"
 
 Timeout = float | tuple[float, float]
+
+
+class RawResponse(Protocol):
+    @property
+    def data(self) -> bytes: ...
+
+
+def response_json(response: object) -> Any:
+    """The JSON of a generated method's answer when called with `_preload_content=False`. The
+    client's types promise a model object then; what comes back is the raw response, body unparsed."""
+    return json.loads(cast(RawResponse, response).data)
 
 
 def send(api_client: client.ApiClient, method: str, path: str, *, timeout: Timeout,

@@ -8,6 +8,7 @@ and the tests' in-memory stores all provide it.
 
 from __future__ import annotations
 
+import builtins
 import threading
 from collections.abc import Callable, Hashable, Iterable
 from typing import Generic, Protocol, TypeVar
@@ -23,18 +24,17 @@ class Keyed(Protocol):
 
 
 V = TypeVar("V", bound=Keyed)
-V_co = TypeVar("V_co", bound=Keyed, covariant=True)
 Change = tuple[V | None, V | None]  # (old, new): old None on add, new None on delete
 
 
-class StoreReader(Protocol[V_co]):
+class StoreReader(Protocol[V]):
     """Read access to a cache of views (an informer's store): what components are given."""
 
-    def get(self, key: str) -> V_co | None: ...
+    def get(self, key: str) -> V | None: ...
 
-    def list(self) -> list[V_co]: ...
+    def list(self) -> builtins.list[V]: ...
 
-    def by_index(self, value: Hashable) -> list[V_co]:
+    def by_index(self, value: Hashable) -> builtins.list[V]:
         """Every view whose index value equals `value` (e.g. the pods on a node)."""
         ...
 
@@ -57,11 +57,11 @@ class Store(Generic[V]):
         with self._lock:
             return self._items.get(key)
 
-    def list(self) -> list[V]:
+    def list(self) -> builtins.list[V]:
         with self._lock:
             return list(self._items.values())
 
-    def keys(self) -> list[str]:
+    def keys(self) -> builtins.list[str]:
         with self._lock:
             return list(self._items)
 
@@ -69,7 +69,7 @@ class Store(Generic[V]):
         with self._lock:
             return len(self._items)
 
-    def by_index(self, value: Hashable) -> list[V]:
+    def by_index(self, value: Hashable) -> builtins.list[V]:
         """All views whose `index_by` value equals `value` (e.g. every pod on a node)."""
         if self._index_by is None:
             raise ValueError("this store has no index (index_by was not given)")
@@ -90,12 +90,12 @@ class Store(Generic[V]):
                 return self._remove(view.key)
         raise ValueError(f"not a store event type: {event_type!r}")
 
-    def replace(self, views: Iterable[V]) -> list[Change[V]]:
+    def replace(self, views: Iterable[V]) -> builtins.list[Change[V]]:
         """Make the store hold exactly `views` (a fresh LIST); return the differences: removals
         first, then additions and changes in list order. Unchanged views yield nothing."""
         fresh = {view.key: view for view in views}
         with self._lock:
-            changes: list[Change[V]] = []
+            changes: builtins.list[Change[V]] = []
             for key in [key for key in self._items if key not in fresh]:
                 removed = self._remove(key)
                 if removed is not None:

@@ -39,6 +39,8 @@ class PlainFormatter(logging.Formatter):
     generic `logging.Formatter` path (a localtime and a strftime per line) cost a quarter more.
     """
 
+    default_msec_format = "%s,%03d"  # logging.Formatter's own, declared here as never None
+
     def __init__(self) -> None:
         super().__init__("%(asctime)s %(levelname)s %(name)s: %(message)s")
         self._second: tuple[int, str] = (-1, "")  # (whole second, its "%Y-%m-%d %H:%M:%S" in local time)
@@ -80,7 +82,7 @@ def configure_logging(log_format: str = "plain", level: str = "INFO") -> None:
     # No format here or in gunicorn prints the caller's file and line: don't walk the stack for
     # them on every record (a webhook logs once per mutated pod, thousands of times a second).
     # Process and thread ids stay: gunicorn's own log lines print the pid.
-    logging._srcfile = None  # type: ignore[attr-defined]
+    logging._srcfile = None
     handler = logging.StreamHandler()
     handler.setFormatter(JsonFormatter() if log_format == "json" else PlainFormatter())
     root = logging.getLogger()

@@ -7,9 +7,11 @@ but different values or `timeAdded` are the same taint.
 from __future__ import annotations
 
 from collections.abc import Iterable, Mapping
+from typing import Any
 
-Taint = Mapping[str, object]
-Node = Mapping[str, object]
+# API JSON: a value may be anything JSON holds.
+Taint = Mapping[str, Any]
+Node = Mapping[str, Any]
 
 NO_SCHEDULE = "NoSchedule"
 PREFER_NO_SCHEDULE = "PreferNoSchedule"
@@ -53,7 +55,7 @@ def is_node_failure_taint(taint: Taint) -> bool:
 def node_taints(node: Node) -> list[Taint]:
     """The taints in a node's spec (an absent or null list reads as empty)."""
     spec = node.get("spec") or {}
-    return list(spec.get("taints") or [])  # type: ignore[union-attr]
+    return list(spec.get("taints") or [])
 
 
 def no_execute_taints(taints: Iterable[Taint]) -> list[Taint]:
@@ -63,7 +65,7 @@ def no_execute_taints(taints: Iterable[Taint]) -> list[Taint]:
 
 def ready_status(node: Node) -> str | None:
     """The status of the node's Ready condition ("True", "False", "Unknown"), None if absent."""
-    for condition in (node.get("status") or {}).get("conditions") or []:  # type: ignore[union-attr]
+    for condition in (node.get("status") or {}).get("conditions") or []:
         if condition.get("type") == "Ready":
             return str(condition.get("status"))
     return None

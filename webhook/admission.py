@@ -148,7 +148,7 @@ def review_pod(review: object, not_ready_seconds: int = DEFAULT_TOLERATION_SECON
     if not isinstance(uid, str) or not uid:
         raise MalformedReview("request.uid must be a non-empty string")
 
-    def answer(outcome: str, patch: list[dict[str, object]] | None = None, warnings: tuple[str, ...] = (),
+    def answer(outcome: str, patch: list[dict[str, object]] | None = None, warnings: tuple[str, ...] = (), /,
                **facts: object) -> Verdict:
         response: dict[str, object] = {"uid": uid, "allowed": True}
         if patch is not None:

@@ -10,6 +10,7 @@ from __future__ import annotations
 
 import logging
 import time
+from typing import Any
 
 from flask import Flask, Response, request
 
@@ -30,7 +31,7 @@ def _json(body: object, status: int = 200) -> Response:
     return Response(codec.dumps(body), status=status, content_type=JSON)
 
 
-class _Children(dict):  # type: ignore[type-arg]
+class _Children(dict[str, Any]):
     """A metric's labelled children, made on first use (as `labels()` would) and then only looked up
     (`labels()` checks its arguments, builds a key and takes a lock on every call)."""
 

@@ -23,7 +23,7 @@ import logging
 import os
 import threading
 import time
-from collections.abc import Callable
+from collections.abc import Callable, Mapping
 from typing import Any
 
 INTERVAL = 0.05  # seconds between two batches
@@ -41,7 +41,7 @@ class Bookkeeping:
         self._wake = threading.Event()
         self._lock = threading.Lock()
         self._draining = threading.Lock()  # one batch at a time: the thread's, or /metrics'
-        self._counts: collections.Counter[Any] = collections.Counter()  # counter child -> amount, this batch
+        self._counts: dict[Any, float] = collections.defaultdict(float)  # counter child -> amount, this batch
 
     def count(self, counter: Any, amount: float = 1) -> None:
         """`counter.inc(amount)` at the end of this batch, added up with the batch's other increments.
@@ -86,7 +86,7 @@ class Bookkeeping:
             log.exception("bookkeeping of a review failed")
 
     def _add_up(self) -> None:
-        counts, self._counts = self._counts, collections.Counter()
+        counts, self._counts = self._counts, collections.defaultdict(float)
         for counter, amount in counts.items():
             try:
                 counter.inc(amount)
@@ -102,7 +102,7 @@ class Bookkeeping:
 
 
 def log_at(logger: logging.Logger, created: float, level: int, message: str, *args: object,
-           extra: dict[str, object] | None = None) -> None:
+           extra: Mapping[str, object] | None = None) -> None:
     """`logger.log(level, message, *args, extra=extra)` as if called at `created` (a time.time())."""
     if not logger.isEnabledFor(level):
         return

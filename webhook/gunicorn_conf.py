@@ -50,13 +50,13 @@ accesslog = None
 control_socket_disable = True  # gunicorn 25.1+ would open a management socket in $HOME; nothing here uses it
 
 
-def ssl_context(config, default_ssl_context_factory):  # type: ignore[no-untyped-def]
+def ssl_context(config, default_ssl_context_factory):
     context = default_ssl_context_factory()
     context.minimum_version = ssl.TLSVersion.TLSv1_2
     return context
 
 
-def on_starting(server) -> None:  # type: ignore[no-untyped-def]
+def on_starting(server) -> None:
     configure_logging(_app_settings.log_format, _app_settings.log_level)
     # Files left by an earlier run would be merged into this run's counters.
     directory = os.environ["PROMETHEUS_MULTIPROC_DIR"]
@@ -73,7 +73,7 @@ def on_starting(server) -> None:  # type: ignore[no-untyped-def]
         log.info("namespace cache on, from %s: until it has synced, the cluster defaults apply", source)
 
 
-def post_worker_init(worker) -> None:  # type: ignore[no-untyped-def]
+def post_worker_init(worker) -> None:
     # After fork, in the worker: the watch thread and the bookkeeping thread must live in the process that serves.
     from webhook.app import bookkeeping_of, namespace_cache_of
 
@@ -85,7 +85,7 @@ def post_worker_init(worker) -> None:  # type: ignore[no-untyped-def]
         bookkeeping.start()
 
 
-def worker_exit(server, worker) -> None:  # type: ignore[no-untyped-def]
+def worker_exit(server, worker) -> None:
     from webhook.app import bookkeeping_of, namespace_cache_of
 
     app = getattr(worker, "wsgi", None)
@@ -97,7 +97,7 @@ def worker_exit(server, worker) -> None:  # type: ignore[no-untyped-def]
         cache.stop()
 
 
-def child_exit(server, worker) -> None:  # type: ignore[no-untyped-def]
+def child_exit(server, worker) -> None:
     from prometheus_client import multiprocess
 
     multiprocess.mark_process_dead(worker.pid)

@@ -6,6 +6,9 @@ selectors and policies are written once.
 
 from __future__ import annotations
 
+from collections.abc import Mapping
+from typing import Any
+
 from shared.defaults import SKIP_LABEL
 
 WEBHOOK_NAME = "default-tolerations.taintkeeper.io"
@@ -21,7 +24,7 @@ def mutating_webhook_configuration(
     name: str = CONFIGURATION_NAME,
     failure_policy: str = "Ignore",
     timeout_seconds: int = 5,
-    namespace_selector: dict[str, object] | None = None,
+    namespace_selector: Mapping[str, Any] | None = None,
 ) -> dict[str, object]:
     """A MutatingWebhookConfiguration for pod CREATE/UPDATE, called at `url` or at a Service.
 
@@ -42,8 +45,8 @@ def mutating_webhook_configuration(
         namespace, service_name, port = service  # type: ignore[misc]
         client_config["service"] = {"namespace": namespace, "name": service_name, "path": MUTATE_PATH, "port": port}
     skip = {"key": SKIP_LABEL, "operator": "NotIn", "values": ["true"]}
-    selector = dict(namespace_selector or {})
-    selector["matchExpressions"] = [*selector.get("matchExpressions", []), skip]  # type: ignore[list-item]
+    selector: dict[str, Any] = dict(namespace_selector or {})
+    selector["matchExpressions"] = [*selector.get("matchExpressions", []), skip]
     return {
         "apiVersion": "admissionregistration.k8s.io/v1",
         "kind": "MutatingWebhookConfiguration",

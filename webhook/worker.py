@@ -128,14 +128,15 @@ class WebhookWorker(GeventWorker):
 
     def handle(self, listener: socket.socket, client: socket.socket, addr: Any) -> None:
         """Serve one connection: HTTP/1.1 requests with keep-alive, each under `request_timeout`."""
-        client.setblocking(1)
+        client.setblocking(True)
         req = None
         deadline: Timeout | None = None
         try:
             deadline = Timeout.start_new(self.request_timeout)  # the TLS handshake and the first request
             if self.cfg.is_ssl:
-                client = gunicorn_sock.ssl_wrap_socket(client, self.cfg)  # a fresh context: renewed certificates
-                client.do_handshake()
+                tls_client: ssl.SSLSocket = gunicorn_sock.ssl_wrap_socket(client, self.cfg)  # a fresh context:
+                client = tls_client  # renewed certificates are served at once; the wrapped socket is what to close
+                tls_client.do_handshake()
             parser = http.get_parser(self.cfg, client, addr)
             listener_name = listener.getsockname()
             while True:

@@ -7,7 +7,6 @@ write conflict), reported as `Conflict` so the caller re-reads and retries. Gone
 
 from __future__ import annotations
 
-import json
 import logging
 from collections.abc import Mapping, Sequence
 from typing import Any
@@ -18,6 +17,7 @@ from kubernetes.client.rest import ApiException
 from controller.backfill.controller import Conflict
 from kube.client import JSON_PATCH, WORKER_REQUEST_TIMEOUT
 from kube.errors import api_message, is_conflict, is_invalid, is_not_found
+from kube.request import response_json
 
 log = logging.getLogger("taintkeeper.backfill")
 
@@ -35,7 +35,8 @@ class KubeBackfillApi:
             if is_not_found(error):
                 return None
             raise
-        return json.loads(response.data)
+        pod: dict[str, Any] = response_json(response)
+        return pod
 
     def patch_pod(self, namespace: str, name: str, ops: Sequence[Mapping[str, Any]]) -> bool:
         try:

@@ -8,12 +8,12 @@ never overwritten: the apiserver answers 409 and the write is redone on the new 
 
 from __future__ import annotations
 
-import json
+import builtins
 import logging
 import random
 import threading
 import time
-from collections.abc import Hashable, Sequence
+from collections.abc import Callable, Hashable, Mapping, Sequence
 from dataclasses import replace
 from typing import Any
 
@@ -24,6 +24,7 @@ from controller.nodelifecycle.decision import updated_taints
 from controller.objects import NodeView, PodView, node_view
 from kube.client import STRATEGIC_MERGE, WORKER_REQUEST_TIMEOUT, read_node_json
 from kube.errors import describe_error, is_conflict, is_not_found
+from kube.request import response_json
 from kube.store import StoreReader
 from kube.timestamps import format_time
 from shared.taints import NO_EXECUTE, taint_identity
@@ -33,11 +34,11 @@ log = logging.getLogger("taintkeeper.nodelifecycle")
 CONFLICT_RETRIES = 5  # upstream UpdateTaintBackoff: 5 steps of 100 ms with jitter
 CONFLICT_BACKOFF = 0.1
 
-Taint = dict[str, Any]
+Taint = Mapping[str, Any]  # API JSON
 
 
 class KubeNodeLifecycleApi:
-    def __init__(self, api_client: client.ApiClient, sleep=time.sleep) -> None:  # type: ignore[no-untyped-def]
+    def __init__(self, api_client: client.ApiClient, sleep: Callable[[float], object] = time.sleep) -> None:
         self._core = client.CoreV1Api(api_client)
         self._sleep = sleep
 
@@ -48,8 +49,8 @@ class KubeNodeLifecycleApi:
     def swap_taints(self, node_name: str, add: Sequence[Taint], remove: Sequence[Taint]) -> bool:
         for attempt in range(CONFLICT_RETRIES):
             try:
-                node = json.loads(self._core.read_node(node_name, _preload_content=False,
-                                                       _request_timeout=WORKER_REQUEST_TIMEOUT).data)
+                node = response_json(self._core.read_node(node_name, _preload_content=False,
+                                                          _request_timeout=WORKER_REQUEST_TIMEOUT))
                 current = (node.get("spec") or {}).get("taints") or []
                 wanted = updated_taints(current, add, remove, time.time())
                 if [taint_identity(t) for t in wanted] == [taint_identity(t) for t in current]:
@@ -125,10 +126,10 @@ class DryRunNodeLifecycleApi:
     def get(self, key: str) -> NodeView | None:
         return self._overlaid(self._nodes.get(key))
 
-    def list(self) -> list[NodeView]:
+    def list(self) -> builtins.list[NodeView]:
         return [view for view in map(self._overlaid, self._nodes.list()) if view is not None]
 
-    def by_index(self, value: Hashable) -> list[NodeView]:
+    def by_index(self, value: Hashable) -> builtins.list[NodeView]:
         return [view for view in map(self._overlaid, self._nodes.by_index(value)) if view is not None]
 
     def _overlaid(self, node: NodeView | None) -> NodeView | None:

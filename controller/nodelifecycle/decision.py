@@ -9,7 +9,7 @@ Node health (is a node heartbeating) is node_health.py; zone states are shared/z
 from __future__ import annotations
 
 import math
-from collections.abc import Sequence
+from collections.abc import Mapping, Sequence
 from dataclasses import dataclass
 from typing import Any
 
@@ -17,7 +17,7 @@ from controller.objects import NodeView
 from kube.timestamps import format_time
 from shared.taints import NO_EXECUTE, NOT_READY, UNREACHABLE, taint_identity
 
-Taint = dict[str, Any]
+Taint = Mapping[str, Any]  # API JSON
 
 NOT_READY_NO_EXECUTE: Taint = {"key": NOT_READY, "effect": NO_EXECUTE}
 UNREACHABLE_NO_EXECUTE: Taint = {"key": UNREACHABLE, "effect": NO_EXECUTE}
@@ -60,7 +60,7 @@ def taint_name(taint: Taint) -> str:
 
 
 def updated_taints(current: Sequence[Taint], add: Sequence[Taint], remove: Sequence[Taint],
-                   now: float) -> list[Taint]:
+                   now: float) -> list[dict[str, Any]]:
     """`current` without `remove` (by key+effect) plus `add` where missing; new NoExecute taints get timeAdded."""
     removed = {taint_identity(t) for t in remove}
     result = [dict(t) for t in current if taint_identity(t) not in removed]

@@ -30,10 +30,11 @@ Deliberate differences from upstream:
 
 from __future__ import annotations
 
+import functools
 import logging
 import threading
 import time
-from collections.abc import Callable, Sequence
+from collections.abc import Callable, Mapping, Sequence
 from typing import TYPE_CHECKING, Any, Protocol
 
 from controller.clock import Clock, RealClock
@@ -70,7 +71,7 @@ RETRY_SLEEP = 0.02  # upstream retrySleepTime
 NO_SCHEDULE_WORKERS = 4  # reconcile NoSchedule condition taints
 POD_WORKERS = 4  # mark pods bound to a not-ready node NotReady
 
-Taint = dict[str, Any]
+Taint = Mapping[str, Any]  # API JSON
 
 
 class NodeLifecycleApi(Protocol):
@@ -463,8 +464,7 @@ class NodeLifecycleMonitor:
             return
         now = self._clock.now()
         for zone in sorted(self.zone_queues):
-            self.zone_queues[zone].try_process(lambda name, _uid, zone=zone: self._taint_queued_node(name, zone),
-                                               now)
+            self.zone_queues[zone].try_process(functools.partial(self._taint_queued_node, zone=zone), now)
 
     def _ready_status(self, node: NodeView) -> str | None:
         """The node's Ready status, counting the Unknown this monitor wrote but the cache has not shown
@@ -478,7 +478,7 @@ class NodeLifecycleMonitor:
         ready = node.ready_condition
         return None if ready is None else ready.get("status")
 
-    def _taint_queued_node(self, name: str, zone: str) -> tuple[bool, float]:
+    def _taint_queued_node(self, name: str, _uid: str, zone: str) -> tuple[bool, float]:
         node = self._nodes.get(name)
         if node is None:
             return True, 0.0

@@ -9,7 +9,7 @@ from __future__ import annotations
 
 import logging
 import time
-from collections.abc import Sequence
+from collections.abc import Mapping, Sequence
 from typing import Any
 
 from kubernetes import client
@@ -41,7 +41,7 @@ class KubeEvictionActions:
     def __init__(self, api_client: client.ApiClient) -> None:
         self._core = client.CoreV1Api(api_client)
 
-    def live_no_execute_taints(self, node_name: str) -> Sequence[dict[str, Any]] | None:
+    def live_no_execute_taints(self, node_name: str) -> Sequence[Mapping[str, Any]] | None:
         node = read_node_json(self._core, node_name, WORKER_REQUEST_TIMEOUT)
         return None if node is None else no_execute_taints(node_taints(node))
 
@@ -51,7 +51,7 @@ class KubeEvictionActions:
                 pod.name, pod.namespace, disruption_target_patch(pod.uid, time.time()),
                 _content_type=STRATEGIC_MERGE, _preload_content=False, _request_timeout=WORKER_REQUEST_TIMEOUT)
             self._core.delete_namespaced_pod(
-                pod.name, pod.namespace, body={"preconditions": {"uid": pod.uid}},
+                pod.name, pod.namespace, body={"preconditions": {"uid": pod.uid}},  # type: ignore[arg-type]  # the client sends a dict body as it is (its types want a model)
                 _preload_content=False, _request_timeout=WORKER_REQUEST_TIMEOUT)
         except ApiException as error:
             if is_not_found(error):

@@ -12,7 +12,7 @@ from __future__ import annotations
 
 import logging
 import threading
-from collections.abc import Sequence
+from collections.abc import Mapping, Sequence
 from dataclasses import dataclass
 from typing import TYPE_CHECKING, Any, Protocol
 
@@ -32,7 +32,7 @@ log = logging.getLogger("taintkeeper.eviction")
 
 EVENT_REASON = "TaintManagerEviction"
 DEFAULT_WORKERS = 8  # concurrent pod deletions (--taint-eviction-workers)
-Taint = dict[str, Any]
+Taint = Mapping[str, Any]  # API JSON
 
 
 class EvictionActions(Protocol):

@@ -9,9 +9,11 @@ from __future__ import annotations
 
 from collections.abc import Iterable, Mapping, Sequence
 from dataclasses import dataclass, field
+from typing import Any
 
-Toleration = Mapping[str, object]
-Taint = Mapping[str, object]
+# API JSON: a value may be anything JSON holds.
+Toleration = Mapping[str, Any]
+Taint = Mapping[str, Any]
 
 
 def tolerates(toleration: Toleration, taint: Taint) -> bool:
@@ -78,7 +80,7 @@ def toleration_seconds(toleration: Toleration) -> int | None:
     seconds = toleration.get("tolerationSeconds")
     if seconds is None:
         return None
-    return int(seconds)  # type: ignore[call-overload]
+    return int(seconds)
 
 
 def min_toleration_seconds(tolerations: Iterable[Toleration]) -> int | None:
