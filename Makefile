@@ -23,8 +23,7 @@ demo-real: setup
 demo-deployed: setup
 	$(PY) hack/demo.py --deployed
 
-test: setup
-	$(VENV)/bin/ruff check .
+test: lint
 	$(PY) -m pytest
 
 unit: setup
@@ -33,8 +32,11 @@ unit: setup
 realnodes: setup
 	$(PY) -m pytest tests/realnodes
 
+# ruff; the import contracts between the packages ([tool.importlinter] in pyproject.toml); mypy ([tool.mypy]).
 lint: setup
 	$(VENV)/bin/ruff check .
+	$(VENV)/bin/lint-imports
+	$(VENV)/bin/mypy
 
 bench: setup
 	$(PY) -m pip install -q -e '.[test,bench]'

@@ -28,6 +28,7 @@ sys.path.insert(0, str(ROOT))
 from bench.webhook_bench import CALIBRATION_LOOPS, cpu_calibration  # noqa: E402
 from controller.objects import NodeView, PodView, node_view, pod_view  # noqa: E402
 from controller.tainteviction.manager import TaintEvictionManager  # noqa: E402
+from kube.events import PodRef  # noqa: E402
 from kube.store import Store  # noqa: E402
 
 UNREACHABLE = "node.kubernetes.io/unreachable"
@@ -99,7 +100,10 @@ class CountingEvents:
     def __init__(self) -> None:
         self.count = 0
 
-    def pod_event(self, pod: PodView, reason: str, message: str, event_type: str = "Normal") -> None:
+    def pod_event(self, pod: PodRef, reason: str, message: str, event_type: str = "Normal") -> None:
+        self.count += 1
+
+    def node_event(self, name: str, uid: str, reason: str, message: str, event_type: str = "Normal") -> None:
         self.count += 1
 
 

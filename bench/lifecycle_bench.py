@@ -32,6 +32,14 @@ from kube.timestamps import parse_time  # noqa: E402
 UR = "node.kubernetes.io/unreachable"
 
 
+def timestamp(text: str) -> float:
+    """An API timestamp the apiserver wrote (so always well-formed) as epoch seconds."""
+    parsed = parse_time(text)
+    if parsed is None:
+        raise ValueError(f"not an API timestamp: {text!r}")
+    return parsed
+
+
 def read(call, *args, **kwargs) -> dict:
     return json.loads(call(*args, _preload_content=False, **kwargs).data)
 
@@ -58,7 +66,7 @@ def main() -> int:
     core = client.CoreV1Api(api)
     coordination = client.CoordinationV1Api(api)
     namespace = f"bench-{int(time.time())}"
-    core.create_namespace(body={"metadata": {"name": namespace}})
+    core.create_namespace(body={"metadata": {"name": namespace}})  # type: ignore[arg-type]  # sent as it is
     sim = Simulator(api, lease_period=args.lease_period, status_period=60, node_prefix="bench").start()
     controller = None
     try:
@@ -73,8 +81,8 @@ def main() -> int:
             f"--node-eviction-rate={args.eviction_rate}").start()
         time.sleep(2 * args.lease_period)  # every node renews at least once under the running controller
         sim.stop_heartbeats(*dead)
-        last_renewal = {name: parse_time(read(coordination.read_namespaced_lease, name, "kube-node-lease")
-                                         ["spec"]["renewTime"]) for name in dead}
+        last_renewal = {name: timestamp(read(coordination.read_namespaced_lease, name, "kube-node-lease")
+                                        ["spec"]["renewTime"]) for name in dead}
         taint_added: dict[str, float] = {}
         taint_seen: dict[str, float] = {}
         deleted_seen: dict[str, float] = {}
@@ -88,7 +96,7 @@ def main() -> int:
                     taint = next((t for t in node["spec"].get("taints") or []
                                   if t["key"] == UR and t["effect"] == "NoExecute"), None)
                     if taint:
-                        taint_seen[name], taint_added[name] = now, parse_time(taint["timeAdded"])
+                        taint_seen[name], taint_added[name] = now, timestamp(taint["timeAdded"])
             for pod in read(core.list_namespaced_pod, namespace)["items"]:
                 if pod["metadata"].get("deletionTimestamp") and pod["metadata"]["name"] not in deleted_seen:
                     deleted_seen[pod["metadata"]["name"]] = now

@@ -64,6 +64,8 @@ class InstantApi:
     def swap_taints(self, node_name, add, remove) -> bool:
         self.writes += 1
         node = self.nodes.get(node_name)
+        if node is None:
+            return True  # gone: nothing to taint
         gone = {(t["key"], t["effect"]) for t in remove}
         taints = tuple(t for t in node.taints if (t["key"], t["effect"]) not in gone) + tuple(add)
         self.nodes.apply("MODIFIED", replace(node, taints=taints,

@@ -24,7 +24,7 @@ import subprocess
 import sys
 import time
 from pathlib import Path
-from typing import Any
+from typing import TYPE_CHECKING, Any
 
 ROOT = Path(__file__).resolve().parents[1]
 sys.path.insert(0, str(ROOT))
@@ -34,6 +34,9 @@ from kubernetes import client, config  # noqa: E402
 from hack.servers import ControllerProcess, WebhookServer, make_certs  # noqa: E402
 from hack.simulator import Simulator  # noqa: E402
 from webhook.registration import mutating_webhook_configuration  # noqa: E402
+
+if TYPE_CHECKING:
+    from hack.real_nodes.demo_nodes import RealNodes
 
 SCRIPT = ROOT / "hack" / "local-cluster.sh"
 NAMESPACE = "demo"
@@ -66,7 +69,7 @@ class Narrator:
 
     def look(self) -> None:
         node = raw(self.core.read_node, self.node)
-        ready = next((c for c in node["status"].get("conditions") or [] if c["type"] == "Ready"), {})
+        ready: dict[str, Any] = next((c for c in node["status"].get("conditions") or [] if c["type"] == "Ready"), {})
         if ready.get("status") != self.ready:
             if self.ready is not None:
                 say(f"node {self.node}: Ready {self.ready} -> {ready.get('status')} ({ready.get('reason')}: "
@@ -85,16 +88,16 @@ class Narrator:
         for pod in listed["items"]:
             name = pod["metadata"]["name"]
             seen.add(name)
-            ready = next((c["status"] for c in pod["status"].get("conditions") or [] if c["type"] == "Ready"), None)
+            pod_ready = next((c["status"] for c in pod["status"].get("conditions") or [] if c["type"] == "Ready"), None)
             deleting = bool(pod["metadata"].get("deletionTimestamp"))
             before = self.pods.get(name)
-            if before is not None and before[0] == "True" and ready == "False":
+            if before is not None and before[0] == "True" and pod_ready == "False":
                 say(f"pod {name}: marked NotReady (its node is not ready)")
             if before is not None and not before[1] and deleting:
                 reason = next((c.get("reason") for c in pod["status"].get("conditions") or []
                                if c["type"] == "DisruptionTarget"), None)
                 say(f"pod {name}: EVICTED (DisruptionTarget {reason}; Terminating until the node's kubelet returns)")
-            self.pods[name] = (ready, deleting)
+            self.pods[name] = (pod_ready, deleting)
         for name in sorted(set(self.pods) - seen):
             say(f"pod {name}: removed by the returning kubelet")
             del self.pods[name]
@@ -126,7 +129,7 @@ def start_processes(admission: client.AdmissionregistrationV1Api, directory: Pat
     say(f"webhook serving over TLS at {webhook.url} (log {directory / 'webhook.log'})")
     with _ignore_missing():
         admission.delete_mutating_webhook_configuration(registration)
-    admission.create_mutating_webhook_configuration(body=mutating_webhook_configuration(
+    admission.create_mutating_webhook_configuration(body=mutating_webhook_configuration(  # type: ignore[arg-type]  # a dict body is sent as it is
         ca_bundle, url=webhook.url, name=registration, failure_policy="Fail"))
     controller = ControllerProcess(kubeconfig, directory / "controller.log", "--node-monitor-period=1s",
                                    f"--node-monitor-grace-period={GRACE}s", "--node-eviction-rate=1",
@@ -179,7 +182,8 @@ def main() -> int:
     api = config.new_client_from_config(config_file=str(kubeconfig))
     core = client.CoreV1Api(api)
     admission = client.AdmissionregistrationV1Api(api)
-    webhook = controller = sim = None
+    webhook = controller = None
+    sim: RealNodes | Simulator | None = None
     registration = "taintkeeper-demo"
     try:
         say(f"control plane ready; kubeconfig {kubeconfig}")
@@ -188,12 +192,12 @@ def main() -> int:
         else:
             webhook, controller = start_processes(admission, directory, kubeconfig, registration)
         with _ignore_missing(409):
-            core.create_namespace(body={"metadata": {"name": "taintkeeper-system"}})
+            core.create_namespace(body={"metadata": {"name": "taintkeeper-system"}})  # type: ignore[arg-type]  # a dict body is sent as it is
         annotated = {"metadata": {"name": NAMESPACE, "annotations": {
             "taintkeeper.io/not-ready-toleration-seconds": str(NAMESPACE_SECONDS),
             "taintkeeper.io/unreachable-toleration-seconds": str(NAMESPACE_SECONDS)}}}
         try:
-            core.create_namespace(body=annotated)
+            core.create_namespace(body=annotated)  # type: ignore[arg-type]  # a dict body is sent as it is
         except client.ApiException as error:
             if error.status != 409:
                 raise

@@ -19,6 +19,7 @@ image cannot be built.
 from __future__ import annotations
 
 import argparse
+import functools
 import json
 import shutil
 import subprocess
@@ -150,7 +151,7 @@ def apply(api: dynamic.DynamicClient, objects: list[dict[str, Any]]) -> list[str
                 raise DeployError(f"applying {what} failed: {error.status} {error.reason}: {error.body}") from error
             log(f"{what}: its pod template changed and cannot be updated; replacing it")
             api.delete(resource, name=name, namespace=namespace, body={"propagationPolicy": "Foreground"})
-            wait_for(lambda r=resource, n=name, ns=namespace: _absent(api, r, n, ns), 120, f"{what} deleted")
+            wait_for(functools.partial(_absent, api, resource, name, namespace), 120, f"{what} deleted")
             api.server_side_apply(resource, body=obj, name=name, namespace=namespace, field_manager=FIELD_MANAGER,
                                   force_conflicts=True)
         applied.append(what)
@@ -185,21 +186,27 @@ def wait_for(condition: Callable[[], Any], timeout: float, what: str, interval: 
 
 def _job_done(batch: client.BatchV1Api) -> bool:
     job = batch.read_namespaced_job_status(CERTS_JOB, NAMESPACE)
-    if (job.status.failed or 0) >= (job.spec.backoff_limit or 6):
+    status, spec = job.status, job.spec
+    if status is None or spec is None:
+        return False  # not reported yet
+    if (status.failed or 0) >= (spec.backoff_limit or 6):
         raise DeployError(f"the certificate Job {NAMESPACE}/{CERTS_JOB} failed: kubectl -n {NAMESPACE} logs "
                           f"job/{CERTS_JOB}")
-    return bool(job.status.succeeded)
+    return bool(status.succeeded)
 
 
 def _ca_bundle(admission: client.AdmissionregistrationV1Api) -> bool:
     configuration = admission.read_mutating_webhook_configuration(WEBHOOK_CONFIGURATION)
-    return all(webhook.client_config.ca_bundle for webhook in configuration.webhooks)
+    return all(webhook.client_config.ca_bundle for webhook in configuration.webhooks or ())
 
 
 def _available(apps: client.AppsV1Api, name: str) -> bool:
     deployment = apps.read_namespaced_deployment_status(name, NAMESPACE)
-    status, wanted = deployment.status, deployment.spec.replicas
-    current = (status.observed_generation or 0) >= deployment.metadata.generation
+    status, spec, metadata = deployment.status, deployment.spec, deployment.metadata
+    if status is None or spec is None or metadata is None:
+        return False  # not reported yet
+    wanted = spec.replicas
+    current = (status.observed_generation or 0) >= (metadata.generation or 0)
     return current and (status.updated_replicas or 0) == wanted and (status.available_replicas or 0) == wanted \
         and (status.replicas or 0) == wanted
 
@@ -227,7 +234,7 @@ def deploy(directory: Path, overlay: Path, timeout: float) -> None:
                  f"the caBundle of MutatingWebhookConfiguration {WEBHOOK_CONFIGURATION}")
         log(f"the certificate Job issued Secret {NAMESPACE}/{TLS_SECRET} and the caBundle")
         for name in DEPLOYMENTS:
-            wait_for(lambda name=name: _available(apps, name), timeout, f"deployment {NAMESPACE}/{name} Available")
+            wait_for(functools.partial(_available, apps, name), timeout, f"deployment {NAMESPACE}/{name} Available")
             log(f"deployment {NAMESPACE}/{name} Available")
     finally:
         api_client.close()

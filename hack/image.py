@@ -217,7 +217,9 @@ def recipe_from_containerfile(path: Path = CONTAINERFILE) -> Recipe:
     if _python_version(final.base, "the final stage") != python:
         raise RecipeError("the two stages use different Pythons")
 
-    venv, sources, compile_, uninstall, build_packages = None, [], True, [], []
+    venv: str | None = None
+    sources: list[str] = []
+    compile_, uninstall, build_packages = True, [], []
     apt_install = ["apt-get", "update", "&&", "apt-get", "install", "-y", "--no-install-recommends"]
     for instruction in build.instructions:
         op, args = instruction.op, instruction.args

@@ -43,6 +43,7 @@ from __future__ import annotations
 
 import argparse
 import contextlib
+import functools
 import heapq
 import itertools
 import json
@@ -531,11 +532,10 @@ class Simulator:
                     if node is not None and node.alive and node.generation == generation:
                         beats.append((due, kind, node, generation))
                 for due, kind, node, generation in beats:
-                    self._submit(HEARTBEAT, node, lambda d=due, k=kind, n=node, g=generation: self._beat(d, k, n, g))
+                    self._submit(HEARTBEAT, node, functools.partial(self._beat, due, kind, node, generation))
                 deletions = self._claim_due_deletions()
                 for node, pod in deletions:
-                    self._submit(DELETION, node,
-                                 lambda n=node, p=pod, g=node.generation: self._finish_deletion(n, p, g))
+                    self._submit(DELETION, node, functools.partial(self._finish_deletion, node, pod, node.generation))
                 if not beats and not deletions:
                     timeout = self._heap[0][0] - now if self._heap else 1.0
                     if any(pod.node in self._nodes for pod in self._terminating.values()):
@@ -836,7 +836,7 @@ class Simulator:
     def _parallel(self, priority: int, call: Callable[[T], R], items: Iterable[T]) -> list[R]:
         """Run call(item) for each item on the pool; results in order. Every call finishes before
         the first error, if any, is raised, so nothing runs on behind the caller's back."""
-        submitted = [self._pool.submit(priority, lambda item=item: call(item)) for item in items]
+        submitted = [self._pool.submit(priority, functools.partial(call, item)) for item in items]
         futures.wait(submitted)
         return [future.result() for future in submitted]
 

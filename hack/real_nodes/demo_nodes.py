@@ -15,6 +15,8 @@ from pathlib import Path
 
 from kubernetes import client
 
+from kube.request import response_json
+
 SCRIPT = Path(__file__).resolve().parents[1] / "local-cluster.sh"
 
 
@@ -38,8 +40,9 @@ class RealNodes:
         namespace is created."""
         deadline = time.monotonic() + 60
         while True:
-            pending = [ns.metadata.name for ns in self.core.list_namespace().items
-                       if ns.status.phase == "Active" and not self._has_token(ns.metadata.name)]
+            active = [ns.metadata.name for ns in self.core.list_namespace().items
+                      if ns.metadata and ns.metadata.name and ns.status and ns.status.phase == "Active"]
+            pending = [name for name in active if not self._has_token(name)]
             if not pending:
                 return self
             if time.monotonic() > deadline:
@@ -72,7 +75,7 @@ class RealNodes:
             if tolerations is not None:
                 spec["tolerations"] = tolerations
             name = f"{name_prefix}-{index}"
-            self.core.create_namespaced_pod(namespace, body={"metadata": {"name": name}, "spec": spec})
+            self.core.create_namespaced_pod(namespace, body={"metadata": {"name": name}, "spec": spec})  # type: ignore[arg-type]  # a dict body is sent as it is
             names.append(name)
         # Until the containers run: a kubelet killed while it creates a sandbox may never finish that pod.
         deadline = time.monotonic() + 60
@@ -83,7 +86,7 @@ class RealNodes:
         return names
 
     def _running(self, namespace: str, name: str) -> bool:
-        pod = json.loads(self.core.read_namespaced_pod(name, namespace, _preload_content=False).data)
+        pod = response_json(self.core.read_namespaced_pod(name, namespace, _preload_content=False))
         statuses = pod.get("status", {}).get("containerStatuses") or []
         return bool(statuses) and "running" in statuses[0].get("state", {})
 

@@ -156,7 +156,8 @@ class Cluster:
         self.store: MemoryStore[PodView] = MemoryStore()
         self.core = RecordingCore(self.clock)
         self.actions = KubeEvictionActions.__new__(KubeEvictionActions)
-        self.actions._core = self.core  # the real API edge, on the recording CoreV1Api stand-in
+        # the real API edge, on the recording CoreV1Api stand-in
+        self.actions._core = self.core  # type: ignore[assignment]  # duck-typed: the methods it calls
         self.events = events if events is not None else RecordingEvents()
         self.manager = TaintEvictionManager(self.store, self.actions, self.events, clock=self.clock,
                                             queue=WorkQueue(self.clock))

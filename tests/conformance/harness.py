@@ -15,9 +15,10 @@ Nothing here decides anything: all decisions are the monitor's.
 
 from __future__ import annotations
 
+import builtins
 import copy
 import inspect
-from collections.abc import Iterable, Sequence
+from collections.abc import Hashable, Iterable, Mapping, Sequence
 from dataclasses import dataclass
 from datetime import UTC, datetime
 from typing import Any
@@ -25,6 +26,7 @@ from typing import Any
 from controller.nodelifecycle.decision import MonitorSettings
 from controller.nodelifecycle.monitor import NodeLifecycleMonitor
 from controller.objects import LeaseView, NodeView, PodView, lease_view, node_view, pod_view
+from kube.events import PodRef
 from kube.timestamps import format_micro_time, format_time
 from tests.support.clock import FakeClock
 
@@ -138,8 +140,11 @@ class _Nodes:
     def get(self, key: str) -> NodeView | None:
         return self._cluster.node_views.get(key)
 
-    def list(self) -> list[NodeView]:
+    def list(self) -> builtins.list[NodeView]:
         return list(self._cluster.node_views.values())
+
+    def by_index(self, value: Hashable) -> builtins.list[NodeView]:
+        raise AssertionError("the node store has no index")
 
 
 class _Leases:
@@ -149,6 +154,12 @@ class _Leases:
     def get(self, key: str) -> LeaseView | None:
         return self._cluster.lease_views.get(key)
 
+    def list(self) -> builtins.list[LeaseView]:
+        return list(self._cluster.lease_views.values())
+
+    def by_index(self, value: Hashable) -> builtins.list[LeaseView]:
+        raise AssertionError("the lease store has no index")
+
 
 class _Pods:
     def __init__(self, cluster: Cluster) -> None:
@@ -157,7 +168,11 @@ class _Pods:
     def get(self, key: str) -> PodView | None:
         return self._cluster.pod_views.get(key)
 
-    def by_index(self, node_name: str) -> list[PodView]:
+    def list(self) -> builtins.list[PodView]:
+        return list(self._cluster.pod_views.values())
+
+    def by_index(self, value: Hashable) -> builtins.list[PodView]:
+        node_name = str(value)
         cluster = self._cluster
         if cluster.fail_pod_lists > 0:
             cluster.fail_pod_lists -= 1
@@ -195,7 +210,8 @@ class _Api:
         cluster.writes.append(Write("status", node.name, posted))
         return True
 
-    def swap_taints(self, node_name: str, add: Sequence[dict[str, Any]], remove: Sequence[dict[str, Any]]) -> bool:
+    def swap_taints(self, node_name: str, add: Sequence[Mapping[str, Any]],
+                    remove: Sequence[Mapping[str, Any]]) -> bool:
         cluster = self._cluster
         raw = cluster.nodes.get(node_name)
         detail = (tuple(sorted(f"{t['key']}:{t['effect']}" for t in add)),
@@ -241,8 +257,8 @@ class _Api:
     def node_event(self, name: str, uid: str, reason: str, message: str, event_type: str = "Normal") -> None:
         self._cluster.events.append(Event("Node", name, uid, reason, message, event_type))
 
-    def pod_event(self, pod: PodView, reason: str, message: str, event_type: str = "Normal") -> None:
-        self._cluster.events.append(Event("Pod", pod.key, pod.uid, reason, message, event_type))
+    def pod_event(self, pod: PodRef, reason: str, message: str, event_type: str = "Normal") -> None:
+        self._cluster.events.append(Event("Pod", f"{pod.namespace}/{pod.name}", pod.uid, reason, message, event_type))
 
 
 class Cluster:
@@ -362,25 +378,25 @@ class Cluster:
 
     # -- what to look at ------------------------------------------------------------------------------------
 
-    def taints(self, name: str, effect: str | None = None) -> list[tuple[str, str]]:
+    def taints(self, name: str, effect: str | None = None) -> builtins.list[tuple[str, str]]:
         return sorted((t["key"], t["effect"]) for t in self.nodes[name]["spec"].get("taints") or []
                       if effect is None or t.get("effect") == effect)
 
-    def no_execute_keys(self, name: str) -> list[str]:
+    def no_execute_keys(self, name: str) -> builtins.list[str]:
         return [key for key, _ in self.taints(name, NO_EXECUTE)]
 
-    def conditions(self, name: str) -> list[Json]:
+    def conditions(self, name: str) -> builtins.list[Json]:
         return [dict(c) for c in self.nodes[name]["status"].get("conditions") or []]
 
     def ready_status(self, name: str) -> str | None:
         return next((c["status"] for c in self.conditions(name) if c["type"] == READY), None)
 
-    def status_writes(self, name: str | None = None) -> list[Write]:
+    def status_writes(self, name: str | None = None) -> builtins.list[Write]:
         return [w for w in self.writes if w.what == "status" and (name is None or w.name == name)]
 
-    def pod_status_attempts(self) -> list[Write]:
+    def pod_status_attempts(self) -> builtins.list[Write]:
         """Every pods/status update the monitor sent, failed ones included (upstream counts actions)."""
         return [w for w in self.writes if w.what == "pod-status"]
 
-    def pods_marked_not_ready(self) -> list[str]:
+    def pods_marked_not_ready(self) -> builtins.list[str]:
         return sorted(key for key, view in self.pod_views.items() if view.ready == "False")

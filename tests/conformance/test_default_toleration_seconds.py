@@ -68,6 +68,7 @@ def admission_review(tolerations: list[dict] | None, operation: str) -> dict:
 def admitted_tolerations(body: dict) -> tuple[list[dict] | None, dict]:
     """Review `body`; return the pod's tolerations after the response's patch, and the response."""
     response = review_pod(body, SECONDS, SECONDS).response["response"]
+    assert isinstance(response, dict)
     assert response["uid"] == body["request"]["uid"]
     assert response["allowed"] is True
     pod = copy.deepcopy(body["request"]["object"])

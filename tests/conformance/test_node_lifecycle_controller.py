@@ -517,7 +517,7 @@ def test_monitor_node_health_mark_pods_not_ready_with_worker_size(workers, healt
 RETRY = "test_monitor_node_health_mark_pods_not_ready_retry"
 _RETRY_IDS = ("successful pod status update, no retry required", "unsuccessful pod status update, retry required",
               "unsuccessful pod list, retry required")
-_RETRY_FAILURES = ({}, {"fail_pod_status_writes": 1}, {"fail_pod_lists": 1})
+_RETRY_FAILURES: tuple[dict[str, int], ...] = ({}, {"fail_pod_status_writes": 1}, {"fail_pod_lists": 1})
 _RETRY_EXPECTED = (1, 2, 1)
 
 RETRY_ROWS = [

@@ -352,7 +352,7 @@ class EventsApi:
     pytest.param(10, CANCELLING.format("test/test"), id="emitCancelPodDeletionEvent"),
 ])
 def test_pod_deletion_event(toleration_seconds, message):
-    recorder = EventRecorder(None, TAINT_EVICTION)  # type: ignore[arg-type]
+    recorder = EventRecorder(None, TAINT_EVICTION)
     api = EventsApi()
     recorder._core = api  # the real recorder posting to a recording stand-in for CoreV1Api
     cluster = Cluster(events=recorder)

@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import builtins
 from collections.abc import Callable, Hashable
 from typing import Any, Generic, TypeVar
 
@@ -23,10 +24,10 @@ class MemoryStore(Generic[V]):
     def get(self, key: str) -> V | None:
         return self.items.get(key)
 
-    def list(self) -> list[V]:
+    def list(self) -> builtins.list[V]:
         return list(self.items.values())
 
-    def by_index(self, value: Hashable) -> list[V]:
+    def by_index(self, value: Hashable) -> builtins.list[V]:
         return [view for view in self.items.values() if self._index_by(view) == value]
 
 

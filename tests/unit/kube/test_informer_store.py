@@ -318,7 +318,7 @@ def test_loop_resumes_a_dropped_stream_from_the_last_resource_version_without_li
         [event(ADDED, pod_json("a", rv="11"))],
         urllib3.exceptions.ProtocolError("connection broken"),
         [event("BOOKMARK", {"metadata": {"resourceVersion": "15"}})],
-        urllib3.exceptions.ReadTimeoutError(None, "/", "read timed out"),
+        urllib3.exceptions.ReadTimeoutError(None, "/", "read timed out"),  # type: ignore[arg-type]  # no pool here
     ])
     informer, _ = run_informer(api)
     wait_until(lambda: len(api.watches()) == 5)

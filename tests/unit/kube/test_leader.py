@@ -49,7 +49,7 @@ class MemoryLeases:
         self.version = 0
         self.failure: Exception | None = None  # raised by every call while set
         self.calls: list[str] = []
-        self.after_get: Callable[[], None] | None = None  # runs once, right after the next get (a race)
+        self.after_get: Callable[[], object] | None = None  # runs once, right after the next get (a race)
 
     def get(self, name: str, namespace: str) -> dict | None:
         self.calls.append("get")

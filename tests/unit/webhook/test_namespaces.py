@@ -181,7 +181,7 @@ def test_an_unreachable_api_leaves_the_cache_unsynced_and_lookups_immediate(cach
 
     def refused(**kwargs: Any) -> Any:
         attempts.set()
-        raise urllib3.exceptions.MaxRetryError(None, "/api/v1/namespaces", ConnectionRefusedError(111, "refused"))
+        raise urllib3.exceptions.MaxRetryError(None, "/api/v1/namespaces", ConnectionRefusedError(111, "refused"))  # type: ignore[arg-type]  # no pool here
 
     cache = make_cache(caches, lambda: refused)
     cache.ensure_started()

@@ -57,6 +57,7 @@ def test_stuck_connections_neither_starve_reviews_nor_stay_open(webhook: Webhook
         still_open = wait_until_closed(stuck, limit=REQUEST_TIMEOUT + CLOSE_SLACK + 1)
         assert not still_open, f"{len(still_open)} stuck connections still open after {time.monotonic() - started:.1f}s"
         for connection in stuck:
+            assert connection.closed_after is not None
             assert REQUEST_TIMEOUT - 0.5 <= connection.closed_after <= REQUEST_TIMEOUT + CLOSE_SLACK, (
                 connection.kind, connection.closed_after)
 

@@ -8,6 +8,7 @@ from __future__ import annotations
 
 import copy
 import threading
+from collections.abc import Mapping, Sequence
 from typing import Any
 
 import jsonpatch
@@ -232,7 +233,7 @@ class FakeApi:
         pod = self.pods.get(f"{namespace}/{name}")
         return copy.deepcopy(pod) if pod is not None else None
 
-    def patch_pod(self, namespace: str, name: str, ops: list) -> bool:
+    def patch_pod(self, namespace: str, name: str, ops: Sequence[Mapping[str, Any]]) -> bool:
         key = f"{namespace}/{name}"
         self.patches.append((key, list(ops), self.clock.now()))
         if key not in self.pods:

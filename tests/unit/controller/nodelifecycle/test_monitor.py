@@ -8,6 +8,8 @@ master disruption mode, events; plus taintkeeper's differences.
 
 from __future__ import annotations
 
+import builtins
+from collections.abc import Hashable
 from dataclasses import replace
 
 import pytest
@@ -57,8 +59,11 @@ class World:
     def get(self, key: str) -> NodeView | None:
         return self.nodes.get(key)
 
-    def list(self) -> list[NodeView]:
-        return list(self.nodes.values())
+    def list(self) -> builtins.list[NodeView]:
+        return builtins.list(self.nodes.values())
+
+    def by_index(self, value: Hashable) -> builtins.list[NodeView]:
+        raise AssertionError("the node store has no index")
 
     class LeaseStore:
         def __init__(self, world: World) -> None:
@@ -67,6 +72,12 @@ class World:
         def get(self, key: str) -> LeaseView | None:
             return self.world.leases.get(key)
 
+        def list(self) -> builtins.list[LeaseView]:
+            return list(self.world.leases.values())
+
+        def by_index(self, value: Hashable) -> builtins.list[LeaseView]:
+            raise AssertionError("the lease store has no index")
+
     class PodStore:
         def __init__(self, world: World) -> None:
             self.world = world
@@ -74,8 +85,11 @@ class World:
         def get(self, key: str) -> PodView | None:
             return self.world.pods.get(key)
 
-        def by_index(self, node_name: str) -> list[PodView]:
-            return [p for p in self.world.pods.values() if p.node_name == node_name]
+        def list(self) -> builtins.list[PodView]:
+            return list(self.world.pods.values())
+
+        def by_index(self, value: Hashable) -> builtins.list[PodView]:
+            return [p for p in self.world.pods.values() if p.node_name == value]
 
     # -- the API edge --------------------------------------------------------------------------------
     def read_node(self, node_name):
@@ -126,7 +140,7 @@ class World:
 
     def add_node(self, name: str, zone: str = "z1", ready: str | None = "True", labels: tuple = (),
                  created: float | None = None, taints: tuple = ()) -> None:
-        conditions = ()
+        conditions: tuple[dict[str, str], ...] = ()
         if ready is not None:
             conditions = ({"type": "Ready", "status": ready, "lastHeartbeatTime": format_time(self.clock.now()),
                            "lastTransitionTime": format_time(START - 3600)},)
@@ -174,7 +188,7 @@ class World:
             self.monitor.tainting_pass()
             self.clock.advance(step)
 
-    def no_execute(self, name: str) -> list[str]:
+    def no_execute(self, name: str) -> builtins.list[str]:
         return sorted(t["key"] for t in self.nodes[name].taints if t["effect"] == "NoExecute")
 
     def ready_of(self, name: str) -> str:
@@ -639,7 +653,7 @@ def test_dry_run_announces_a_dead_node_once_and_writes_nothing(caplog):
         def __getattr__(self, name):
             raise AssertionError(f"dry run called the API: {name}")
 
-    dry = DryRunNodeLifecycleApi(Refusing(), world)  # type: ignore[arg-type]
+    dry = DryRunNodeLifecycleApi(Refusing(), world)
     world.monitor = NodeLifecycleMonitor(dry, World.LeaseStore(world), World.PodStore(world), dry, world, SETTINGS,
                                          clock=world.clock)
     world.monitor.activate()
