@@ -1,6 +1,6 @@
 """`python -m controller explain --node NAME`: for each pod on a node, whether and when it will be
 evicted and why (which taint, which toleration, the deadline), computed by the same decision code
-the controller runs (controller/eviction.py).
+the controller runs (controller/tainteviction/decision.py).
 
 A taint without `timeAdded` is counted from now: this command cannot know when the running
 controller first saw it, and says so.

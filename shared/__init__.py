@@ -1,5 +1,11 @@
-"""Pure taint logic shared by the webhook and the controller.
+"""Pure taint logic both processes use, the webhook and the controller.
+
+- `defaults.py`: the default tolerations a pod misses, the skip label, per-namespace seconds (both);
+- `taints.py`: taint identity, the NoExecute subset, condition taints (the controller; the webhook
+  through defaults.py, which takes the failure taints' keys from it);
+- `jsonlog.py`: the JSON log format of both processes' `--log-format json`.
 
 Everything here works on plain dicts shaped like Kubernetes API JSON (camelCase keys), does no
-I/O, and imports neither `kubernetes` nor `flask`; wherever time matters it takes `now`.
+I/O, and imports neither `kubernetes` nor `flask` (pyproject's import contracts check it);
+wherever time matters it takes `now`. What only the controller uses lives in controller/.
 """

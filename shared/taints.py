@@ -2,6 +2,9 @@
 
 Taint identity is key + effect (upstream `MatchTaint`): two taints with the same key and effect
 but different values or `timeAdded` are the same taint.
+
+Shared because the webhook takes the failure taints' keys from here (through defaults.py); the
+rest serves the controller, kept beside those keys so there is one definition of each taint.
 """
 
 from __future__ import annotations

@@ -1,6 +1,6 @@
 """The API calls one toleration backfill makes: read the pod live, apply a JSON patch to it.
 
-The patch (controller/backfill.py `json_patch`) tests the pod's uid and resourceVersion, so a pod
+The patch (decision.py `json_patch`) tests the pod's uid and resourceVersion, so a pod
 changed since the read is refused: the apiserver answers 422 for a failed `test` op (409 on a
 write conflict), reported as `Conflict` so the caller re-reads and retries. Gone (404) is done.
 """

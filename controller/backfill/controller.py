@@ -49,7 +49,7 @@ class Conflict(Exception):
 
 
 class BackfillApi(Protocol):
-    """The API calls a backfill makes (controller/kube/backfill_api.py)."""
+    """The API calls a backfill makes (api.py)."""
 
     def read_pod(self, namespace: str, name: str) -> Json | None:
         """The pod as the API's JSON, read now; None if it is gone."""

@@ -3,7 +3,7 @@
 The monitor (monitor.py) keeps the state across passes and makes the writes; what it decides with
 is here: which NoExecute taint a Ready status calls for, the taint list a write produces, how many
 of a disrupted zone's nodes get their pods marked per pass, and when the loop counts as stuck.
-Node health (is a node heartbeating) is node_health.py; zone states are shared/zones.py.
+Node health (is a node heartbeating) is node_health.py; zone states are controller/zones.py.
 """
 
 from __future__ import annotations

@@ -2,7 +2,7 @@
 
 Two passes run on one loop thread, which alone changes the monitor's zone and health state (the
 pod workers only read it; a change of leadership resets it between passes):
-- `monitor_pass` (every --node-monitor-period): per node, decide health (controller/node_health.py),
+- `monitor_pass` (every --node-monitor-period): per node, decide health (node_health.py),
   post Unknown conditions for stale nodes, queue NoExecute tainting per zone, mark pods NotReady;
   then compute zone states and set each zone's tainting rate (`handle_disruption`);
 - `tainting_pass` (every 100 ms): per zone, let the token bucket release queued nodes and write
@@ -75,7 +75,7 @@ Taint = Mapping[str, Any]  # API JSON
 
 
 class NodeLifecycleApi(Protocol):
-    """The writes the monitor makes (controller/kube/node_api.py), and the live read a retry needs."""
+    """The writes the monitor makes (api.py), and the live read a retry needs."""
 
     def read_node(self, node_name: str) -> NodeView | None:
         """The node as the API has it now (not a cache); None if it is gone; raise on failure."""

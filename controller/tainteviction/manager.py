@@ -1,9 +1,9 @@
 """The taint eviction manager: which pods to delete when, and deleting them on time.
 
 Pipeline (each step named): informer handlers call `on_node_change` / `on_pod_change` ->
-`_reconcile_pod` decides (controller/eviction.py) and schedules the pod in the timer heap ->
+`_reconcile_pod` decides (decision.py) and schedules the pod in the timer heap ->
 `run_timers` moves due pods into the work queue -> a worker (`run_worker`) -> `process` re-reads the node
-live, re-checks the pod is still due, then marks and deletes it (controller/kube/eviction_api.py).
+live, re-checks the pod is still due, then marks and deletes it (api.py).
 A failed deletion is retried with capped exponential backoff until it succeeds or is no longer
 wanted. Only the leader acts: while inactive, state is kept (a warm stand-by) but nothing fires.
 """
@@ -36,7 +36,7 @@ Taint = Mapping[str, Any]  # API JSON
 
 
 class EvictionActions(Protocol):
-    """The API calls an eviction needs (controller/kube/eviction_api.py)."""
+    """The API calls an eviction needs (api.py)."""
 
     def live_no_execute_taints(self, node_name: str) -> Sequence[Taint] | None:
         """The node's NoExecute taints read from the API now (not a cache); None if the node is gone."""

@@ -7,7 +7,7 @@ fake clientset and watch which API actions it sends. Here the real `TaintEvictio
 - an informer store stand-in (`PodStore`) holding slim views built from raw API JSON by
   `controller.objects.pod_view` / `node_view`, exactly as the informers build them, so any field the
   views learn to read (say, when a pod was bound) is picked up without changing these tests;
-- the real API edge (`controller.kube.eviction_api.KubeEvictionActions`) talking to a recording
+- the real API edge (`controller.tainteviction.api.KubeEvictionActions`) talking to a recording
   stand-in for `CoreV1Api` (`RecordingCore`): reading a node live, patching `DisruptionTarget` through
   pods/status and deleting the pod are recorded as upstream's fake clientset records "patch" and
   "delete" actions;

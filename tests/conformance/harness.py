@@ -5,7 +5,7 @@ and a fixed `nc.now`; this harness does the same for taintkeeper's `NodeLifecycl
 
 - objects are kept as raw API JSON (camelCase dicts) and handed to the monitor as the slim views
   `controller.objects` builds from them (`node_view`, `pod_view`, `lease_view`), as the informers do;
-- the clock is `controller.clock.FakeClock`, set to upstream's `fakeNow` and moved by its `timeToPass`;
+- the clock is `tests.support.clock.FakeClock`, set to upstream's `fakeNow` and moved by its `timeToPass`;
 - the API edge applies every write to the stored JSON (so the next pass sees it, like upstream's
   `syncNodeStore` after an update) and records it; failures can be injected per call;
 - events are recorded as `Event` tuples.

@@ -1,4 +1,5 @@
-"""controller.timers and controller.workqueue (upstream timed_workers_test and client-go workqueue rules)."""
+"""controller.tainteviction.timers and controller.workqueue (upstream timed_workers_test and client-go
+workqueue rules)."""
 
 import threading
 

@@ -1,4 +1,4 @@
-"""shared.zones: zone key, exclude-disruption, zone states (upstream TestMonitorNodeHealth), rates, health."""
+"""controller.zones: zone key, exclude-disruption, zone states (upstream TestMonitorNodeHealth), rates, health."""
 
 import pytest
 from hypothesis import given

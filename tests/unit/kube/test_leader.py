@@ -1,4 +1,4 @@
-"""controller.kube.leader: the acquire/renew rule (client-go tryAcquireOrRenew), stepping down, release,
+"""kube.leader: the acquire/renew rule (client-go tryAcquireOrRenew), stepping down, release,
 and the config checks - against an in-memory Lease store with the apiserver's optimistic concurrency
 and an injected clock. The real apiserver is exercised in tests/integration/test_leader.py."""
 

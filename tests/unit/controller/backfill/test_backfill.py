@@ -1,4 +1,5 @@
-"""controller.backfill: which pods get the default tolerations, the patch, and the component on a fake clock.
+"""controller.backfill: which pods get the default tolerations and the patch (decision.py), and the
+component on a fake clock (controller.py).
 
 The API edge is an in-memory pod table that applies the JSON patches for real (the `jsonpatch`
 library), so a failed `test` op is a conflict exactly as the apiserver's 422.

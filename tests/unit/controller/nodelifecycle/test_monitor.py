@@ -1,4 +1,4 @@
-"""controller.node_lifecycle on a fake clock, with in-memory stores and a recording API edge that
+"""controller.nodelifecycle.monitor on a fake clock, with in-memory stores and a recording API edge that
 applies the writes to the nodes and pods the monitor reads (as the informers would deliver them).
 
 Upstream NodeLifecycleController scenarios: NoExecute tainting (incl. enqueue-twice and swap),

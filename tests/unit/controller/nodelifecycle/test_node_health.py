@@ -1,4 +1,4 @@
-"""controller.node_health: when a node's conditions go stale (upstream tryUpdateNodeHealth tables)."""
+"""controller.nodelifecycle.node_health: when a node's conditions go stale (upstream tryUpdateNodeHealth tables)."""
 
 import pytest
 

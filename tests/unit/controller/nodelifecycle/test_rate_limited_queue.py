@@ -1,4 +1,5 @@
-"""controller.rate_limited_queue: upstream rate_limited_queue_test, plus rate behaviour on an injected clock.
+"""controller.nodelifecycle.rate_limited_queue: upstream rate_limited_queue_test, plus rate behaviour on an
+injected clock.
 
 Upstream's tests use a fake "always" limiter; here a bucket with a large burst plays that role
 (a pure queue at a fixed `now` gets exactly `burst` tokens per pass).

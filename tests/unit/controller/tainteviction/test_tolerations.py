@@ -1,4 +1,4 @@
-"""shared.tolerations: upstream ToleratesTaint, matching, and the minimum toleration time."""
+"""controller.tainteviction.tolerations: upstream ToleratesTaint, matching, and the minimum toleration time."""
 
 import pytest
 from hypothesis import given
