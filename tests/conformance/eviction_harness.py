@@ -216,12 +216,7 @@ class Cluster:
             self.manager.fire_due()
 
     def run_for(self, seconds: float, step: float = 0.05) -> None:
-        end = self.clock.now() + seconds
-        while True:
-            self.drain()
-            if self.clock.now() >= end - 1e-9:
-                return
-            self.clock.advance(min(step, end - self.clock.now()))
+        self.clock.run_for(seconds, step, self.drain)
 
     def now(self) -> float:
         """Seconds since START on the fake clock."""

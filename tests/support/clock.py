@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import threading
+from collections.abc import Callable
 
 
 class FakeClock:
@@ -29,3 +30,13 @@ class FakeClock:
             self._conditions.add(condition)
         # A short real wait too, so a waiter whose deadline passed by `advance` re-checks promptly.
         condition.wait(0.05 if timeout is None else min(timeout, 0.05))
+
+    def run_for(self, seconds: float, step: float, each_step: Callable[[], None]) -> None:
+        """Move `seconds` forward in steps of at most `step`, calling `each_step` before each and at the end
+        (a test's stand-in for the loops that would run meanwhile)."""
+        end = self._now + seconds
+        while True:
+            each_step()
+            if self._now >= end - 1e-9:
+                return
+            self.advance(min(step, end - self._now))

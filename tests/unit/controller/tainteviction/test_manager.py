@@ -70,12 +70,7 @@ class Harness:
 
     def run_for(self, seconds: float, step: float = 0.1) -> None:
         """Advance the fake clock in steps, firing and working off everything due at each step."""
-        end = self.clock.now() + seconds
-        while True:
-            self.drain()
-            if self.clock.now() >= end - 1e-9:
-                return
-            self.clock.advance(min(step, end - self.clock.now()))
+        self.clock.run_for(seconds, step, self.drain)
 
     def drain(self) -> None:
         self.manager.fire_due()
