@@ -95,7 +95,7 @@ case "$1" in
   build-node)
     [ $# -eq 1 ] || usage
     build_node
-    for name in $NODE_COMPONENTS; do echo "$KUBE_CACHE/bin/$name"; done ;;
+    for name in "${NODE_COMPONENTS[@]}"; do echo "$KUBE_CACHE/bin/$name"; done ;;
   deploy)
     if [ $# -eq 2 ] || { [ $# -eq 4 ] && [ "$3" = --overlay ]; }; then cmd_deploy "${@:2}"
     else usage; fi ;;

@@ -9,15 +9,15 @@ CACHE=${TAINTKEEPER_CACHE:-$HOME/.cache/taintkeeper}
 KUBE_CACHE=$CACHE/kubernetes-$KUBE_VERSION
 APISERVER_BIN=$KUBE_CACHE/bin/kube-apiserver
 # What build-node builds from the source tree: every binary of a complete cluster but the apiserver.
-NODE_COMPONENTS="kubelet kube-proxy kube-scheduler kube-controller-manager"
-BUILD_PACKAGES="golang-1.19-go rsync golang-github-modern-go-reflect2-dev dpkg-dev make"
-CONTROL_PLANE_PACKAGES="etcd-server openssl curl"
+NODE_COMPONENTS=(kubelet kube-proxy kube-scheduler kube-controller-manager)
+BUILD_PACKAGES=(golang-1.19-go rsync golang-github-modern-go-reflect2-dev dpkg-dev make)
+CONTROL_PLANE_PACKAGES=(etcd-server openssl curl)
 # promtool (tests/unit/test_alert_rules.py) comes with Debian's prometheus package.
-TEST_PACKAGES=prometheus
+TEST_PACKAGES=(prometheus)
 PAUSE_BIN=$KUBE_CACHE/bin/pause
 IMAGES_DIR=$KUBE_CACHE/images
 # conntrack: kube-proxy clears stale UDP conntrack entries with it.
-NODE_PACKAGES="containerd runc containernetworking-plugins busybox-static iptables conntrack gcc libc6-dev util-linux iproute2"
+NODE_PACKAGES=(containerd runc containernetworking-plugins busybox-static iptables conntrack gcc libc6-dev util-linux iproute2)
 PAUSE_IMAGE=taintkeeper.local/pause:3.2
 BUSYBOX_IMAGE=taintkeeper.local/busybox:latest
 
@@ -69,8 +69,7 @@ build_apiserver() {
   exec 9>"$KUBE_CACHE/.build.lock"
   flock 9
   [ -x "$APISERVER_BIN" ] && { exec 9>&-; return 0; }
-  # shellcheck disable=SC2086
-  apt_install $BUILD_PACKAGES
+  apt_install "${BUILD_PACKAGES[@]}"
   local src=$KUBE_CACHE/src
   if [ ! -f "$src/Makefile" ]; then
     local work
@@ -143,20 +142,17 @@ build_images() {
 # Everything the demo and the suite need from the host, installed before any of it is used, so
 # no test depends on what an earlier run or an earlier test happened to install.
 cmd_deps() { # [--tools|--nodes]
-  # shellcheck disable=SC2086
-  apt_install $TEST_PACKAGES
+  apt_install "${TEST_PACKAGES[@]}"
   [ "${1:-}" = --tools ] && return 0
-  # shellcheck disable=SC2086
-  apt_install $CONTROL_PLANE_PACKAGES $BUILD_PACKAGES
+  apt_install "${CONTROL_PLANE_PACKAGES[@]}" "${BUILD_PACKAGES[@]}"
   build_apiserver
   [ "${1:-}" = --nodes ] && build_node
   return 0
 }
 
 build_node() {
-  # shellcheck disable=SC2086
-  apt_install $NODE_PACKAGES
+  apt_install "${NODE_PACKAGES[@]}"
   local name
-  for name in $NODE_COMPONENTS; do build_component "$name"; done
+  for name in "${NODE_COMPONENTS[@]}"; do build_component "$name"; done
   build_images
 }

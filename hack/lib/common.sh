@@ -5,6 +5,17 @@
 die() { echo "local-cluster: $*" >&2; exit 1; }
 log() { echo "local-cluster: $*" >&2; }
 
+# DIR's state files (ports, mode.env, components.env, nodes.env, nodes/<name>/node.env) hold the
+# KEY=VALUE lines this script writes, a value with spaces in double quotes: each KEY becomes a variable.
+load_env() { # file
+  local key value
+  while IFS='=' read -r key value || [ -n "$key" ]; do
+    [[ $key =~ ^[A-Z_][A-Z0-9_]*$ ]] || continue
+    value=${value#\"} value=${value%\"}
+    printf -v "$key" '%s' "$value"
+  done <"$1"
+}
+
 free_port() {
   python3 -c 'import socket; s=socket.socket(); s.bind(("127.0.0.1",0)); print(s.getsockname()[1])'
 }

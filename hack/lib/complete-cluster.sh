@@ -35,7 +35,7 @@
 # node is Ready. With that controller off and taintkeeper's controller not necessarily running,
 # `up` lifts it once for the nodes it registered, so they are schedulable; after that nothing but
 # taintkeeper's controller taints or untaints nodes.
-COMPONENTS="kube-scheduler kube-controller-manager kube-proxy"
+COMPONENTS=(kube-scheduler kube-controller-manager kube-proxy)
 REGISTRATION_TAINT=node.kubernetes.io/not-ready
 PROXY_BIN=$KUBE_CACHE/bin/kube-proxy
 
@@ -54,8 +54,7 @@ start_proxy() { # dir node-ip slot hostname
   local dir=$1 ip=$2 slot=$3 host=$4 cd=$1/components/kube-proxy
   pid_alive "$dir/kube-proxy.pid" "$dir" && return 0
   make_client_kubeconfig "$dir" "$cd" "/CN=system:kube-proxy" system:kube-proxy "$cd/kubeconfig"
-  # shellcheck disable=SC1091
-  . "$dir/components.env"
+  load_env "$dir/components.env"
   # conntrack maxPerCore 0 and timeouts 0s: leave the host's conntrack table alone. oomScoreAdj 0:
   # the default -999 needs CAP_SYS_RESOURCE, which root lacks here. bindAddress: the node IP.
   cat >"$cd/config.yaml" <<YAML
@@ -88,8 +87,7 @@ YAML
 lift_registration_taints() { # dir names...: drop not-ready:NoSchedule from these (Ready) nodes
   local dir=$1
   shift
-  # shellcheck disable=SC1091
-  . "$dir/ports"
+  load_env "$dir/ports"
   API="https://127.0.0.1:$API_PORT" CA="$dir/pki/ca.crt" TOKEN="$(cat "$dir/pki/admin.token")" \
     TAINT="$REGISTRATION_TAINT" python3 - "$@" <<'PY' || die "could not lift the registration taints of $*"
 import json, os, ssl, sys, urllib.error, urllib.request
@@ -130,11 +128,9 @@ PY
 # What is not yet goes to PENDING (not printed: a subshell would swallow die).
 components_ready() { # dir node-ip
   local dir=$1 ip=$2 name pending=""
-  # shellcheck disable=SC1091
-  . "$dir/ports"
-  # shellcheck disable=SC1091
-  . "$dir/components.env"
-  for name in $COMPONENTS; do
+  load_env "$dir/ports"
+  load_env "$dir/components.env"
+  for name in "${COMPONENTS[@]}"; do
     pid_alive "$dir/$name.pid" "$dir" || die "$name exited; see $dir/logs/$name.log:
 $(tail -n 15 "$dir/logs/$name.log")"
   done
@@ -157,8 +153,7 @@ sys.exit(0 if seen == [os.environ["EXPECT"]] else 1)' 2>/dev/null || pending+=" 
 components_up() { # dir: after nodes_up
   local dir=$1 ip
   ip=$(cluster_node_ip "$dir")
-  # shellcheck disable=SC1091
-  . "$dir/nodes.env"
+  load_env "$dir/nodes.env"
   write_components_env "$dir"
   # the routed pod network (see above); restored with the rest of the baseline
   sysctl -q -w net.ipv4.ip_forward=1 || die "could not set net.ipv4.ip_forward=1"
@@ -168,8 +163,9 @@ components_up() { # dir: after nodes_up
   slot=$(sed -n 's/^SLOT=//p' "$dir/nodes.env")
   first=$(sed -n 's/^NODES="\([^ "]*\).*/\1/p' "$dir/nodes.env")
   start_proxy "$dir" "$ip" "$slot" "$first"
-  # shellcheck disable=SC2086
-  lift_registration_taints "$dir" $NODES
+  local names
+  read -ra names <<<"$NODES"
+  lift_registration_taints "$dir" "${names[@]}"
   local deadline=$((SECONDS + 120))
   until components_ready "$dir" "$ip"; do
     [ $SECONDS -lt $deadline ] || die "complete cluster not ready after 120s:$PENDING (logs in $dir/logs)"

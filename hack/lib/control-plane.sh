@@ -5,7 +5,7 @@
 ETCD_BIN=/usr/bin/etcd
 ADMIN_TOKEN_USER=taintkeeper-admin
 SA_NAMESPACE=taintkeeper-system
-SERVICE_ACCOUNTS="taintkeeper-controller taintkeeper-webhook"
+SERVICE_ACCOUNTS=(taintkeeper-controller taintkeeper-webhook)
 SERVICE_CIDR=10.96.0.0/16
 KUBERNETES_SERVICE_IP=10.96.0.1
 
@@ -22,7 +22,7 @@ make_pki() {
   # token,user,uid,"groups": later suites append ServiceAccount identities here.
   printf '%s,%s,%s,"system:masters"\n' "$(cat "$pki/admin.token")" "$ADMIN_TOKEN_USER" "$ADMIN_TOKEN_USER" >"$pki/tokens.csv"
   local sa token
-  for sa in $SERVICE_ACCOUNTS; do
+  for sa in "${SERVICE_ACCOUNTS[@]}"; do
     token=$(python3 -c 'import secrets; print(secrets.token_hex(24))')
     (umask 077; echo "$token" >"$pki/$sa.token")
     printf '%s,system:serviceaccount:%s:%s,%s,"system:serviceaccounts,system:serviceaccounts:%s,system:authenticated"\n' \
@@ -67,8 +67,7 @@ make_client_kubeconfig() { # dir keydir subject user output
 
 write_kubeconfig() { # dir output user credentials: a kubeconfig for DIR's apiserver on 127.0.0.1
   local dir=$1 out=$2 user=$3 credentials=$4
-  # shellcheck disable=SC1091
-  . "$dir/ports"
+  load_env "$dir/ports"
   (umask 077
    cat >"$out.tmp" <<KC
 apiVersion: v1
@@ -129,8 +128,7 @@ ensure_apiserver_cert() { # dir node-ip
 
 api_get() { # dir path -> the object's JSON (admin token); fails on any HTTP error
   local dir=$1 path=$2
-  # shellcheck disable=SC1091
-  . "$dir/ports"
+  load_env "$dir/ports"
   curl -fsS --max-time 5 --cacert "$dir/pki/ca.crt" -H "Authorization: Bearer $(cat "$dir/pki/admin.token")" \
     "https://127.0.0.1:$API_PORT$path" 2>/dev/null
 }
@@ -146,8 +144,7 @@ cmd_up() { # dir [node count]
   fi
   [ "$nodes" -gt 0 ] && refuse_second_cluster "$dir"
   cmd_down "$dir" 2>/dev/null || true
-  # shellcheck disable=SC2086
-  apt_install $CONTROL_PLANE_PACKAGES
+  apt_install "${CONTROL_PLANE_PACKAGES[@]}"
   [ -x "$ETCD_BIN" ] || die "$ETCD_BIN not found after installing etcd-server"
   build_apiserver
   mkdir -p "$dir/logs"
@@ -166,11 +163,10 @@ cmd_up() { # dir [node count]
   fi
   start_etcd "$dir"
   start_apiserver "$dir"
-  # shellcheck disable=SC1091
-  . "$dir/ports"
+  load_env "$dir/ports"
   write_kubeconfig "$dir" "$dir/kubeconfig" admin "    token: $(cat "$dir/pki/admin.token")"
   local sa
-  for sa in $SERVICE_ACCOUNTS; do
+  for sa in "${SERVICE_ACCOUNTS[@]}"; do
     write_kubeconfig "$dir" "$dir/kubeconfig-$sa" admin "    token: $(cat "$dir/pki/$sa.token")"
   done
   log "kube-apiserver $KUBE_VERSION ready on https://127.0.0.1:$API_PORT (logs in $dir/logs)"
@@ -180,8 +176,7 @@ cmd_up() { # dir [node count]
 
 start_etcd() {
   local dir=$1
-  # shellcheck disable=SC1091
-  . "$dir/ports"
+  load_env "$dir/ports"
   pid_alive "$dir/etcd.pid" "$dir" && return 0
   setsid "$ETCD_BIN" --name local --data-dir "$dir/etcd-data" \
     --listen-client-urls "http://127.0.0.1:$ETCD_CLIENT" --advertise-client-urls "http://127.0.0.1:$ETCD_CLIENT" \
@@ -199,8 +194,7 @@ start_apiserver() {
   local dir=$1 bind=127.0.0.1 advertise=127.0.0.1
   local admission=NamespaceLifecycle,MutatingAdmissionWebhook,ValidatingAdmissionWebhook
   local disabled=ServiceAccount,DefaultTolerationSeconds
-  # shellcheck disable=SC1091
-  . "$dir/ports"
+  load_env "$dir/ports"
   if [ "$(cluster_mode "$dir")" = complete ]; then
     bind=0.0.0.0 advertise=$(cluster_node_ip "$dir")
     [ -n "$advertise" ] || die "no node IP recorded in $dir/mode.env"
@@ -266,8 +260,7 @@ cmd_status() {
   [ -d "$dir" ] || die "no such directory: $dir"
   dir=$(cd "$dir" && pwd)
   if pid_alive "$dir/apiserver.pid" "$dir" && pid_alive "$dir/etcd.pid" "$dir"; then
-    # shellcheck disable=SC1091
-    . "$dir/ports"
+    load_env "$dir/ports"
     echo "running: https://127.0.0.1:$API_PORT kubeconfig $dir/kubeconfig"
   else
     echo "stopped"
@@ -292,8 +285,7 @@ start_scheduler() { # dir
   local dir=$1 cd=$1/components/kube-scheduler
   pid_alive "$dir/kube-scheduler.pid" "$dir" && return 0
   make_client_kubeconfig "$dir" "$cd" "/CN=system:kube-scheduler" system:kube-scheduler "$cd/kubeconfig"
-  # shellcheck disable=SC1091
-  . "$dir/components.env"
+  load_env "$dir/components.env"
   mkdir -p "$cd/certs"
   setsid "$SCHEDULER_BIN" --kubeconfig "$cd/kubeconfig" \
     --bind-address 127.0.0.1 --secure-port "$SCHEDULER_PORT" --port 0 --cert-dir "$cd/certs" \
@@ -306,8 +298,7 @@ start_controller_manager() { # dir
   local dir=$1 cd=$1/components/kube-controller-manager
   pid_alive "$dir/kube-controller-manager.pid" "$dir" && return 0
   make_client_kubeconfig "$dir" "$cd" "/CN=system:kube-controller-manager" system:kube-controller-manager "$cd/kubeconfig"
-  # shellcheck disable=SC1091
-  . "$dir/components.env"
+  load_env "$dir/components.env"
   mkdir -p "$cd/certs"
   setsid "$CONTROLLER_MANAGER_BIN" --kubeconfig "$cd/kubeconfig" \
     --bind-address 127.0.0.1 --secure-port "$CONTROLLER_MANAGER_PORT" --port 0 --cert-dir "$cd/certs" \

@@ -12,13 +12,13 @@ HOST_STATE=$CACHE/host
 # What a kubelet (1.20, setupKernelTunables), the CNI bridge plugin and kube-proxy (route_localnet;
 # the conntrack limits and timeouts only if its config asked, which ours does not; it only reads
 # bridge-nf-call-iptables) write. Keys the kernel lacks (no br_netfilter, no conntrack) are skipped.
-NODE_SYSCTLS="vm.overcommit_memory vm.panic_on_oom kernel.panic kernel.panic_on_oops kernel.keys.root_maxkeys
+NODE_SYSCTLS=(vm.overcommit_memory vm.panic_on_oom kernel.panic kernel.panic_on_oops kernel.keys.root_maxkeys
 kernel.keys.root_maxbytes net.ipv4.ip_forward net.ipv4.conf.all.route_localnet net.bridge.bridge-nf-call-iptables
 net.netfilter.nf_conntrack_max net.netfilter.nf_conntrack_tcp_timeout_established
-net.netfilter.nf_conntrack_tcp_timeout_close_wait"
+net.netfilter.nf_conntrack_tcp_timeout_close_wait)
 # Fixed paths the kubelet, containerd and CNI use whatever their flags say; in each node's mount
 # namespace a per-node directory is bind-mounted over each (host side: an empty mountpoint).
-NODE_BIND_PATHS="/var/lib/kubelet /var/log/pods /var/log/containers /var/lib/cni /run/netns /run/containerd"
+NODE_BIND_PATHS=(/var/lib/kubelet /var/log/pods /var/log/containers /var/lib/cni /run/netns /run/containerd)
 
 host_lock() { mkdir -p "$HOST_STATE/active"; exec 7>"$HOST_STATE/lock"; flock 7; }
 host_unlock() { exec 7>&-; }
@@ -70,7 +70,7 @@ record_baseline() {
   rm -rf "$HOST_STATE/baseline"
   mkdir -p "$HOST_STATE/baseline"
   local key
-  for key in $NODE_SYSCTLS; do
+  for key in "${NODE_SYSCTLS[@]}"; do
     [ -e "/proc/sys/${key//.//}" ] || continue
     printf '%s=%s\n' "$key" "$(sysctl -n "$key")"
   done >"$HOST_STATE/baseline/sysctls"
@@ -101,7 +101,7 @@ restore_baseline() {
 
 host_dirs() { # create the fixed host mountpoints that are missing, recording them
   local path
-  for path in $NODE_BIND_PATHS; do
+  for path in "${NODE_BIND_PATHS[@]}"; do
     if [ ! -e "$path" ]; then
       # record every directory created, parents first
       local created=() p=$path

@@ -38,12 +38,11 @@ make_node_pki() { # dir nodedir name
 
 write_node_config() { # dir nodedir
   local dir=$1 nd=$2
-  # shellcheck disable=SC1091
-  . "$nd/node.env"
+  load_env "$nd/node.env"
   mkdir -p "$nd/cni" "$nd/host" "$nd/containerd/root" "$nd/containerd/state" "$nd/containerd/opt" "$nd/runc" \
     "$nd/volume-plugins" "$nd/logs"
   local path
-  for path in $NODE_BIND_PATHS; do mkdir -p "$nd/host$path"; done
+  for path in "${NODE_BIND_PATHS[@]}"; do mkdir -p "$nd/host$path"; done
   cat >"$nd/containerd.toml" <<TOML
 version = 2
 root = "$nd/containerd/root"
@@ -111,7 +110,7 @@ YAML
 start_node_ns() { # dir nodedir
   local dir=$1 nd=$2 path mounts=""
   pid_alive "$nd/ns.pid" "$dir" && return 0
-  for path in $NODE_BIND_PATHS; do
+  for path in "${NODE_BIND_PATHS[@]}"; do
     mounts+="mount --bind '$nd/host$path' '$path' && "
   done
   # The holder keeps the namespace (and the bind mounts) alive; its command line names DIR.
@@ -145,13 +144,11 @@ start_containerd() { # dir nodedir
   done
 }
 
-# shellcheck disable=SC2153 # NODE, ZONE, ... come from node.env
 start_kubelet() { # dir nodedir
   local dir=$1 nd=$2
   pid_alive "$nd/kubelet.pid" "$dir" && return 0
   pid_alive "$nd/containerd.pid" "$dir" || die "containerd of $nd is not running"
-  # shellcheck disable=SC1091
-  . "$nd/node.env"
+  load_env "$nd/node.env"
   setsid nsenter -t "$(cat "$nd/ns.pid")" -m -- "$KUBELET_BIN" --config "$nd/kubelet.yaml" \
     --kubeconfig "$nd/kubeconfig" --container-runtime remote \
     --container-runtime-endpoint "unix://$nd/containerd.sock" --pod-infra-container-image "$PAUSE_IMAGE" \
@@ -175,8 +172,7 @@ pre_create_cgroups() { # cgroup-root
 
 node_ready() { # dir name -> 0 when the Node's Ready condition is True
   local dir=$1 name=$2
-  # shellcheck disable=SC1091
-  . "$dir/ports"
+  load_env "$dir/ports"
   curl -fsS --max-time 2 --cacert "$dir/pki/ca.crt" -H "Authorization: Bearer $(cat "$dir/pki/admin.token")" \
     "https://127.0.0.1:$API_PORT/api/v1/nodes/$name" 2>/dev/null | python3 -c '
 import json, sys
@@ -203,12 +199,10 @@ $(tail -n 15 "$nd/logs/kubelet.log")"
   done
 }
 
-# shellcheck disable=SC2153 # NODES comes from nodes.env
 nodes_up() { # dir count
   local dir=$1 count=$2
   if [ -f "$dir/nodes.env" ]; then
-    # shellcheck disable=SC1091
-    . "$dir/nodes.env"
+    load_env "$dir/nodes.env"
     local all_alive=1 name
     for name in $NODES; do
       for p in ns containerd kubelet; do
@@ -238,17 +232,16 @@ nodes_up() { # dir count
   host_dirs
   host_unlock
 
-  local names=() i name nd zone
+  local names=() i name nd zones=(zone-b zone-a) # odd nodes in zone-a, even ones in zone-b
   for i in $(seq 1 "$count"); do
     name=node-$i
     names+=("$name")
     nd=$dir/nodes/$name
     mkdir -p "$nd/logs"
-    if [ $((i % 2)) -eq 1 ]; then zone="zone-a"; else zone="zone-b"; fi
     cat >"$nd/node.env" <<ENV
 NODE=$name
 INDEX=$i
-ZONE=$zone
+ZONE=${zones[i % 2]}
 NODE_IP=$ip
 KUBELET_PORT=$(free_port)
 HEALTHZ_PORT=$(free_port)
@@ -263,8 +256,7 @@ ENV
     "$BUSYBOX_IMAGE" >"$dir/nodes.env"
   for name in "${names[@]}"; do
     nd=$dir/nodes/$name
-    # shellcheck disable=SC1091
-    . "$nd/node.env"
+    load_env "$nd/node.env"
     pre_create_cgroups "$CGROUP_ROOT"
     start_node_ns "$dir" "$nd"
     start_containerd "$dir" "$nd"
@@ -293,25 +285,22 @@ cgroup_pids() { # cgroup root name -> pids in it (any hierarchy)
 
 # Stop one node's processes and undo what is per node: shims and containers, cgroups, bridge.
 teardown_node() { # dir nodedir
-  local dir=$1 nd=$2 holder="" pids
+  local dir=$1 nd=$2 holder="" pids=()
   [ -f "$nd/node.env" ] || return 0
   set +e # best effort: one step failing must not leave the rest undone
-  # shellcheck disable=SC1091
-  . "$nd/node.env"
+  load_env "$nd/node.env"
   # no need to be gentle: every container of the node is killed below anyway
   kill_pidfile "$nd/kubelet.pid" "$dir" KILL
   kill_pidfile "$nd/containerd.pid" "$dir" KILL
   if pid_alive "$nd/ns.pid" "$dir"; then
     holder=$(cat "$nd/ns.pid")
-    pids=$(ns_processes "$holder")
-    # shellcheck disable=SC2086
-    [ -n "$pids" ] && kill -KILL $pids 2>/dev/null
+    mapfile -t pids < <(ns_processes "$holder")
+    [ ${#pids[@]} -gt 0 ] && kill -KILL "${pids[@]}" 2>/dev/null
   fi
   for _ in $(seq 1 50); do
-    pids=$(cgroup_pids "$CGROUP_ROOT")
-    [ -z "$pids" ] && break
-    # shellcheck disable=SC2086
-    kill -KILL $pids 2>/dev/null || true
+    mapfile -t pids < <(cgroup_pids "$CGROUP_ROOT")
+    [ ${#pids[@]} -eq 0 ] && break
+    kill -KILL "${pids[@]}" 2>/dev/null || true
     sleep 0.1
   done
   if [ -n "$holder" ]; then
@@ -400,13 +389,11 @@ cmd_nodes() { # dir: one JSON object per node
   local dir nd p
   dir=$(cd "$1" 2>/dev/null && pwd) || die "no such directory: $1"
   [ -f "$dir/nodes.env" ] || { echo "[]"; return 0; }
-  # shellcheck disable=SC1091
-  . "$dir/nodes.env"
+  load_env "$dir/nodes.env"
   local entries=()
   for name in $NODES; do
     nd=$dir/nodes/$name
-    # shellcheck disable=SC1091
-    . "$nd/node.env"
+    load_env "$nd/node.env"
     local pids=()
     for p in ns containerd kubelet; do
       if pid_alive "$nd/$p.pid" "$dir"; then pids+=("\"$p\": $(cat "$nd/$p.pid")"); else pids+=("\"$p\": null"); fi
