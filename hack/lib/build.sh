@@ -8,18 +8,18 @@ KUBE_DEB_VERSION=1.20.5+really1.20.2-1.1+deb12u1
 CACHE=${TAINTKEEPER_CACHE:-$HOME/.cache/taintkeeper}
 KUBE_CACHE=$CACHE/kubernetes-$KUBE_VERSION
 APISERVER_BIN=$KUBE_CACHE/bin/kube-apiserver
+PAUSE_BIN=$KUBE_CACHE/bin/pause
+IMAGES_DIR=$KUBE_CACHE/images
+PAUSE_IMAGE=taintkeeper.local/pause:3.2
+BUSYBOX_IMAGE=taintkeeper.local/busybox:latest
 # What build-node builds from the source tree: every binary of a complete cluster but the apiserver.
 NODE_COMPONENTS=(kubelet kube-proxy kube-scheduler kube-controller-manager)
 BUILD_PACKAGES=(golang-1.19-go rsync golang-github-modern-go-reflect2-dev dpkg-dev make)
 CONTROL_PLANE_PACKAGES=(etcd-server openssl curl)
 # promtool (tests/unit/test_alert_rules.py) comes with Debian's prometheus package.
 TEST_PACKAGES=(prometheus)
-PAUSE_BIN=$KUBE_CACHE/bin/pause
-IMAGES_DIR=$KUBE_CACHE/images
 # conntrack: kube-proxy clears stale UDP conntrack entries with it.
 NODE_PACKAGES=(containerd runc containernetworking-plugins busybox-static iptables conntrack gcc libc6-dev util-linux iproute2)
-PAUSE_IMAGE=taintkeeper.local/pause:3.2
-BUSYBOX_IMAGE=taintkeeper.local/busybox:latest
 
 as_root() {
   if [ "$(id -u)" -eq 0 ]; then "$@"; else sudo "$@"; fi

@@ -2,8 +2,6 @@
 # start, readiness and teardown (processes, cgroups, bridges); `nodes`, `stop-kubelet`, `start-kubelet`.
 # shellcheck shell=bash
 
-# Real nodes: one containerd + one kubelet per node, each pair in its own mount namespace.
-#
 # Layout: DIR/nodes.env (NODES, SLOT, images), DIR/nodes/<name>/{node.env, pki, kubeconfig,
 # kubelet.yaml, containerd.toml, cni/, host/ (what is bind-mounted over the fixed host paths in
 # the node's namespace), ns.pid, containerd.pid, kubelet.pid, logs}.
