@@ -23,8 +23,7 @@ demo-real: setup
 demo-deployed: setup
 	$(PY) hack/demo.py --deployed
 
-test: setup
-	$(VENV)/bin/ruff check .
+test: lint
 	$(PY) -m pytest
 
 unit: setup
@@ -33,8 +32,10 @@ unit: setup
 realnodes: setup
 	$(PY) -m pytest tests/realnodes
 
+# ruff on the Python code, shellcheck on hack/'s shell scripts (installed from Debian if missing).
 lint: setup
 	$(VENV)/bin/ruff check .
+	hack/shellcheck.sh
 
 bench: setup
 	$(PY) -m pip install -q -e '.[test,bench]'
