@@ -66,6 +66,8 @@ RETRY_SLEEP = 0.02  # upstream retrySleepTime
 # /healthz fails after 3 monitor periods without progress, but never sooner than this: one API call
 # may take its connect and read timeouts (5 s + 15 s) during an apiserver brownout.
 STUCK_FLOOR = 30.0
+NO_SCHEDULE_WORKERS = 4  # threads reconciling NoSchedule taints (the start-up sweep runs on them)
+POD_WORKERS = 4  # threads marking the pods of not-ready nodes NotReady
 
 Taint = dict[str, Any]
 
@@ -580,8 +582,8 @@ class NodeLifecycleMonitor:
             return f"node lifecycle monitor has made no progress in {silent:.0f}s (limit {limit:.0f}s)"
         return None
 
-    def start(self, stop: threading.Event, no_schedule_workers: int = 4,
-              pod_workers: int = 4) -> list[threading.Thread]:
+    def start(self, stop: threading.Event, no_schedule_workers: int = NO_SCHEDULE_WORKERS,
+              pod_workers: int = POD_WORKERS) -> list[threading.Thread]:
         self.last_pass_completed = self.last_progress = time.monotonic()
         threads = [threading.Thread(target=self.run, args=(stop,), name="node-lifecycle", daemon=True)]
         threads += [threading.Thread(target=run_worker, args=(self.no_schedule_queue, self._sync_no_schedule_key, stop,

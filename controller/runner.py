@@ -34,7 +34,7 @@ from controller.kube.eviction_api import KubeEvictionActions
 from controller.kube.informer import Informer
 from controller.kube.leader import LeaderElectionConfig, LeaderElector, LeaseClient, default_identity
 from controller.kube.node_api import DryRunNodeLifecycleApi, KubeNodeLifecycleApi
-from controller.node_lifecycle import NodeLifecycleMonitor
+from controller.node_lifecycle import NO_SCHEDULE_WORKERS, POD_WORKERS, NodeLifecycleMonitor
 from controller.objects import (
     LeaseView,
     NamespaceView,
@@ -65,9 +65,24 @@ def fan_out(old: Any, new: Any, *handlers: Callable[[Any, Any], None] | None) ->
             log.exception("event handler %s failed", getattr(handler, "__qualname__", handler))
 
 
+def api_connections(options: ControllerOptions) -> int:
+    """The threads that may call the API at once: the connection pool is sized to them."""
+    informers = 3 + (1 if options.backfill.enabled else 0)  # each keeps a watch open
+    recorders = len(options.controllers)
+    leader_election = 1
+    count = informers + recorders + leader_election
+    if TAINT_EVICTION in options.controllers:
+        count += options.taint_eviction_workers + 1  # + the timer thread
+    if NODE_LIFECYCLE in options.controllers:
+        count += NO_SCHEDULE_WORKERS + POD_WORKERS + 1  # + the monitor loop
+    if options.backfill.enabled:
+        count += 1
+    return count
+
+
 def run(options: ControllerOptions) -> int:
     stop = threading.Event()
-    api = make_api_client(options.kubeconfig)
+    api = make_api_client(options.kubeconfig, connections=api_connections(options))
     core = client.CoreV1Api(api)
     manager: TaintEvictionManager | None = None
     monitor: NodeLifecycleMonitor | None = None
@@ -103,7 +118,8 @@ def run(options: ControllerOptions) -> int:
             dry_run_api = DryRunNodeLifecycleApi(KubeNodeLifecycleApi(api), nodes)
             monitor = NodeLifecycleMonitor(dry_run_api, leases, pods, dry_run_api, recorder, options.monitor)
         else:
-            monitor = NodeLifecycleMonitor(nodes, leases, pods, KubeNodeLifecycleApi(api), recorder, options.monitor)
+            monitor = NodeLifecycleMonitor(nodes, leases, pods, KubeNodeLifecycleApi(api, cache=nodes), recorder,
+                                            options.monitor)
     if options.backfill.enabled:
         namespaces: Informer[NamespaceView] = Informer("namespaces", core.list_namespace, namespace_view,
                                                        on_namespace)
