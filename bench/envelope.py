@@ -23,6 +23,7 @@ One table is printed (and appended to bench/REPORT.md with --report):
 
     .venv/bin/python bench/envelope.py [--sizes 1000,2000,5000] [--pods-per-node 30] [--kill 5]
         [--warmup 200] [--steady 60] [--controllers taintkeeper,kube-controller-manager] [--dir DIR]
+        [--baseline REV] [--profile SECONDS] [--report PATH]
 
 The sizes grow one cluster: nodes and pods are added between sizes, never removed. With --dir the
 cluster is left up afterwards, for a look at it; a later run with the same --dir starts afresh.
@@ -355,6 +356,12 @@ def run_one(cluster: Cluster, observer: Observer, name: str, args: argparse.Name
     wait_for(lambda: observer.nodes_with(NOT_READY_NO_SCHEDULE) == len(names), 120, "every node to carry not-ready")
     command = controller_command(name, cluster.kubeconfig, args.monitor_period, args.grace_period)
     process = Process(command, out / f"{name}-{len(names)}.log", checkout(name, out))
+    profiler = None
+    if args.profile and is_taintkeeper(name):  # where the start-up's CPU goes
+        profiler = subprocess.Popen([str(Path(sys.executable).parent / "py-spy"), "record", "--pid",
+                                     str(process.popen.pid), "--duration", str(int(args.profile)), "--format",
+                                     "raw", "--output", str(out / f"{name}-{len(names)}.profile.txt")],
+                                    stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL)
     try:
         synced = False
         while time.monotonic() - process.started < args.warmup:
@@ -375,6 +382,8 @@ def run_one(cluster: Cluster, observer: Observer, name: str, args: argparse.Name
             stop_nodes(cluster, observer, killed, result, args.after_kill)
     finally:
         process.stop()
+        if profiler is not None:
+            profiler.wait(30)
     if killed:  # back to a healthy cluster for the next run
         cluster.sim.resume_heartbeats(*killed)
         cluster.set_taints(killed, [])
@@ -443,6 +452,10 @@ def parse_args(argv: Sequence[str] | None) -> argparse.Namespace:
     parser.add_argument("--monitor-period", default="1s")
     parser.add_argument("--grace-period", default="40s")
     parser.add_argument("--controllers", default=f"{TAINTKEEPER},{KCM}", type=lambda text: text.split(","))
+    parser.add_argument("--baseline", metavar="REV",
+                        help="at the largest size, also run taintkeeper as it was at git revision REV")
+    parser.add_argument("--profile", type=float, metavar="SECONDS",
+                        help="record taintkeeper's first SECONDS with py-spy (runs/<name>-<nodes>.profile.txt)")
     parser.add_argument("--workers", type=int, default=8, help="the simulator's worker threads")
     parser.add_argument("--dir", type=Path, help="the cluster's directory (kept afterwards)")
     parser.add_argument("--report", type=Path, help="append the table to this file (e.g. bench/REPORT.md)")
@@ -474,7 +487,8 @@ def main(argv: Sequence[str] | None = None) -> int:
             if observer is None:
                 observer = Observer(cluster.api)
             wait_for(functools.partial(observer.all_ready, size), 300, "every node Ready")
-            for name in args.controllers:
+            baseline = [f"{TAINTKEEPER}@{args.baseline}"] if args.baseline and size == args.sizes[-1] else []
+            for name in baseline + args.controllers:
                 log.info("%s at %d nodes", name, size)
                 result = run_one(cluster, observer, name, args, out)
                 results.append(result)

@@ -24,6 +24,7 @@ from typing import Any, Generic, Protocol, TypeVar
 from kubernetes.client.exceptions import ApiException
 
 from controller.kube.client import CONNECT_TIMEOUT, REQUEST_TIMEOUT, describe_error
+from controller.kube.list_stream import read_list
 
 log = logging.getLogger("taintkeeper.informer")
 
@@ -37,6 +38,7 @@ HTTP_GONE = 410
 # A stream that ends this fast without any event is treated as a failure, so a proxy that closes
 # watches at once cannot turn the loop into a busy loop.
 MIN_HEALTHY_STREAM_SECONDS = 1.0
+LIST_CHUNK_BYTES = 1 << 20
 
 
 _collector_lock = threading.Lock()
@@ -366,21 +368,28 @@ class Informer(Generic[V]):
         continue_token: str | None = None
         pages = 0
         resource_version: str | None = None
+        # The first LIST is served from the apiserver's watch cache, as client-go's reflector asks
+        # for it: etcd is not read, and at 150,000 pods it took seconds instead of 300 consistent
+        # pages. It may lag behind etcd; the WATCH from its resourceVersion brings the store up to
+        # date. A re-list (after a 410) reads etcd: the store must not go back in time.
+        from_cache = not self._synced.is_set()
+
+        def keep(item: dict[str, Any]) -> None:
+            view = self._view(item)
+            if view is not None:
+                views.append(view)
+
         while True:
             kwargs: dict[str, Any] = {"limit": self.page_size, "_preload_content": False,
                                       "_request_timeout": REQUEST_TIMEOUT}
             if continue_token:
                 kwargs["_continue"] = continue_token
-            page = self._request(**kwargs)
+            elif from_cache:
+                kwargs["resource_version"] = "0"
+            metadata = self._read_page(keep, **kwargs)
             pages += 1
-            for item in page.pop("items", None) or ():
-                view = self._view(item)
-                if view is not None:
-                    views.append(view)
-            metadata = page.get("metadata") or {}
             resource_version = metadata.get("resourceVersion") or resource_version
             continue_token = metadata.get("continue")
-            del page  # the raw JSON is dropped page by page; only views are kept
             if not continue_token:
                 break
             if self._stopping.is_set():
@@ -399,16 +408,17 @@ class Informer(Generic[V]):
             log.info("%s: re-listed %d objects at resourceVersion %s (%.2fs): %d added, %d changed, %d removed",
                      self.name, len(views), resource_version, elapsed, added, len(changes) - added - removed,
                      removed)
-        del views
+        views.clear()  # the store holds them now
         self._dispatch(changes)
         self._synced.set()
 
-    def _request(self, **kwargs: Any) -> dict[str, Any]:
-        """One LIST page as a dict (the client's models are never built)."""
+    def _read_page(self, on_item: Callable[[dict[str, Any]], None], **kwargs: Any) -> dict[str, Any]:
+        """One LIST response, each item handed to `on_item` as it is read; returns the list metadata.
+        The client's models are never built, and the raw JSON never held whole (list_stream)."""
         response = self._call(**kwargs)
         self._set_response(response)
         try:
-            return json.loads(response.data)
+            return read_list(response.stream(LIST_CHUNK_BYTES, decode_content=True), on_item)
         finally:
             self._set_response(None)
             response.release_conn()
