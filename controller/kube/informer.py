@@ -5,9 +5,11 @@ Why not the client's Watch/SharedInformer: they build the client's model objects
 and keep no index ("pods on node X" would be a scan). This reads the API's JSON straight off the
 socket, turns each object into a view with `transform` and drops the dict.
 
-Protocol (as client-go's reflector): LIST in pages, then WATCH from the list's resourceVersion.
-A dropped or timed-out stream resumes from the last resourceVersion seen; only 410 (Expired/Gone)
-forces a fresh LIST, which is reconciled against the store so handlers see exact differences.
+Protocol (as client-go's reflector): LIST, then WATCH from the list's resourceVersion. The first
+LIST is served from the apiserver's watch cache (resourceVersion=0); LIST responses are read item by
+item off the stream (list_stream.py), in pages where the server pages. A dropped or timed-out stream
+resumes from the last resourceVersion seen; only 410 (Expired/Gone) forces a fresh LIST, read
+consistently from etcd, which is reconciled against the store so handlers see exact differences.
 """
 
 from __future__ import annotations
