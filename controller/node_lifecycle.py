@@ -66,8 +66,10 @@ RETRY_SLEEP = 0.02  # upstream retrySleepTime
 # /healthz fails after 3 monitor periods without progress, but never sooner than this: one API call
 # may take its connect and read timeouts (5 s + 15 s) during an apiserver brownout.
 STUCK_FLOOR = 30.0
-NO_SCHEDULE_WORKERS = 4  # threads reconciling NoSchedule taints (the start-up sweep runs on them)
-POD_WORKERS = 4  # threads marking the pods of not-ready nodes NotReady
+# Upstream's worker counts: UpdateWorkerSize threads reconcile NoSchedule taints (the start-up sweep
+# runs on them), podUpdateWorkerSize mark the pods of not-ready nodes NotReady.
+NO_SCHEDULE_WORKERS = 8
+POD_WORKERS = 4
 
 Taint = dict[str, Any]
 
