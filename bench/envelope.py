@@ -66,7 +66,7 @@ TAINTKEEPER = "taintkeeper"
 KCM = "kube-controller-manager"
 ZONES = ("a", "b", "c")
 NOT_READY_NO_SCHEDULE = {"key": "node.kubernetes.io/not-ready", "effect": "NoSchedule"}
-NO_SCHEDULE_KEYS = {"node.kubernetes.io/not-ready", "node.kubernetes.io/unreachable"}
+UNREACHABLE = "node.kubernetes.io/unreachable"
 CLOCK_TICKS = os.sysconf("SC_CLK_TCK")
 PAGE_SIZE = os.sysconf("SC_PAGE_SIZE")
 
@@ -198,12 +198,12 @@ class Observer:
             for key, effect in (old.taints if old else frozenset()) - new.taints:
                 self.taint_seen.pop((new.name, key, effect), None)
 
-    def first_seen(self, node: str, effect: str) -> float | None:
-        """When `node` first carried one of the not-ready/unreachable taints with `effect`."""
+    def first_seen(self, node: str, effect: str, since: float) -> float | None:
+        """When `node` was first seen carrying the unreachable taint with `effect` (a stopped kubelet
+        makes its node Unknown), if that was after `since`."""
         with self._lock:
-            times = [t for (name, key, eff), t in self.taint_seen.items()
-                     if name == node and eff == effect and key in NO_SCHEDULE_KEYS]
-        return min(times) if times else None
+            seen = self.taint_seen.get((node, UNREACHABLE, effect))
+        return seen if seen is not None and seen >= since else None
 
     def all_ready(self, count: int) -> bool:
         nodes = self.nodes.list()
@@ -400,13 +400,13 @@ def stop_nodes(cluster: Cluster, observer: Observer, killed: list[str], result: 
         cluster.sim.stop_heartbeats(*killed)
         kill_time = time.monotonic()
         while time.monotonic() < kill_time + wait:
-            tainted = [observer.first_seen(node, "NoExecute") for node in killed]
+            tainted = [observer.first_seen(node, "NoExecute", kill_time) for node in killed]
             if all(t is not None for t in tainted) and len(deletions.deleting) >= len(pods):
                 break
             time.sleep(0.5)
         for effect, into in (("NoSchedule", result.no_schedule), ("NoExecute", result.no_execute)):
             for node in killed:
-                seen = observer.first_seen(node, effect)
+                seen = observer.first_seen(node, effect, kill_time)
                 if seen is not None:
                     into.append(seen - kill_time)
         result.evictions = sorted(t - kill_time for t in deletions.deleting.values())
