@@ -32,9 +32,11 @@ unit: setup
 realnodes: setup
 	$(PY) -m pytest tests/realnodes
 
-# ruff; the import contracts between the packages ([tool.importlinter] in pyproject.toml); mypy ([tool.mypy]).
+# ruff; shellcheck on hack/'s shell scripts (installed from Debian if missing); the import contracts
+# between the packages ([tool.importlinter] in pyproject.toml); mypy ([tool.mypy]).
 lint: setup
 	$(VENV)/bin/ruff check .
+	hack/shellcheck.sh
 	$(VENV)/bin/lint-imports
 	$(VENV)/bin/mypy
 

@@ -17,6 +17,7 @@ import gc
 import logging
 import signal
 import threading
+from dataclasses import dataclass
 from types import FrameType
 from typing import TYPE_CHECKING
 
@@ -28,7 +29,7 @@ from controller.component import Component
 from controller.health import serve_health
 from controller.informers import SharedInformers
 from controller.nodelifecycle.api import DryRunNodeLifecycleApi, KubeNodeLifecycleApi
-from controller.nodelifecycle.monitor import NodeLifecycleMonitor
+from controller.nodelifecycle.monitor import NO_SCHEDULE_WORKERS, POD_WORKERS, NodeLifecycleMonitor
 from controller.options import NODE_LIFECYCLE, TAINT_EVICTION, ControllerOptions
 from controller.tainteviction.api import KubeEvictionActions
 from controller.tainteviction.manager import TaintEvictionManager
@@ -51,7 +52,9 @@ def node_lifecycle(api: client.ApiClient, informers: SharedInformers, recorder: 
     if options.dry_run:  # the monitor reads its nodes as its logged writes would have left them
         dry_run_api = DryRunNodeLifecycleApi(KubeNodeLifecycleApi(api), nodes)
         return NodeLifecycleMonitor(dry_run_api, leases, pods, dry_run_api, recorder, options.monitor)
-    return NodeLifecycleMonitor(nodes, leases, pods, KubeNodeLifecycleApi(api), recorder, options.monitor)
+    # Taint writes start from the informer's cached node: one PATCH per node, not a GET and a PATCH.
+    return NodeLifecycleMonitor(nodes, leases, pods, KubeNodeLifecycleApi(api, cache=nodes), recorder,
+                                options.monitor)
 
 
 def taint_eviction(api: client.ApiClient, informers: SharedInformers, recorder: EventRecorder,
@@ -66,11 +69,56 @@ def toleration_backfill(api: client.ApiClient, informers: SharedInformers, recor
                               options.backfill, dry_run=options.dry_run)
 
 
-def run(options: ControllerOptions) -> int:
-    stop = threading.Event()
-    api = make_api_client(options.kubeconfig)
+def api_connections(options: ControllerOptions) -> int:
+    """How many threads may call the API at once: the client's connection pool keeps one connection
+    for each (make_api_client). The threads, as `assemble` and `run` make them:
+    - an informer per resource the running controllers read, each with a LIST or a WATCH open:
+      nodes and pods always, node Leases with the node lifecycle, namespaces with the backfill;
+    - an event recorder per running controller;
+    - the leader elector (on the main thread), with --leader-elect;
+    - the node lifecycle's monitor loop (Unknown conditions, NoExecute taints), its NoSchedule
+      tainting workers and its pod marking workers;
+    - the taint eviction's deletion workers (its timer thread only queues keys);
+    - the backfill's one worker.
+    """
+    node_lifecycle = NODE_LIFECYCLE in options.controllers
+    taint_eviction = TAINT_EVICTION in options.controllers
+    backfill = options.backfill.enabled
+    informers = 2 + int(node_lifecycle) + int(backfill)
+    recorders = int(node_lifecycle) + int(taint_eviction) + int(backfill)
+    count = informers + recorders + int(options.leader_elect)
+    if node_lifecycle:
+        count += 1 + NO_SCHEDULE_WORKERS + POD_WORKERS
+    if taint_eviction:
+        count += options.taint_eviction_workers
+    if backfill:
+        count += 1
+    return count
+
+
+@dataclass(frozen=True)
+class Assembly:
+    """The controller's parts, built and wired but not started."""
+
+    informers: SharedInformers
+    recorders: list[EventRecorder]
+    components: list[Component]  # in the order they activate
+
+    def start(self, stop: threading.Event) -> None:
+        """The event recorders, the informers, then the components' threads."""
+        for recorder in self.recorders:
+            recorder.start(stop)
+        for informer in self.informers.all():
+            informer.start()
+        for component in self.components:
+            component.start(stop)
+
+
+def assemble(api: client.ApiClient, options: ControllerOptions) -> Assembly:
+    """The shared informers, an event recorder per running controller and the controllers, each
+    registered with the informers it watches. Nothing is started and no request is made."""
     informers = SharedInformers(api)
-    nodes, pods = informers.nodes, informers.pods  # whichever controllers run: the sync log counts them
+    _ = informers.nodes, informers.pods  # whichever controllers run: the sync log counts them
     recorders: list[EventRecorder] = []
     components: list[Component] = []
     # (whether it runs, its event source, how it is made), in the order they activate
@@ -83,6 +131,15 @@ def run(options: ControllerOptions) -> int:
             components.append(build(api, informers, recorder, options))
     for component in components:
         component.register(informers)
+    return Assembly(informers, recorders, components)
+
+
+def run(options: ControllerOptions) -> int:
+    stop = threading.Event()
+    api = make_api_client(options.kubeconfig, connections=api_connections(options))
+    assembly = assemble(api, options)
+    informers, components = assembly.informers, assembly.components
+    nodes, pods = informers.nodes, informers.pods
     informer_list = informers.all()
 
     def activate() -> None:
@@ -113,12 +170,7 @@ def run(options: ControllerOptions) -> int:
         return (stuck is None, stuck or "ok")
 
     health = serve_health(options.bind_address, options.port, readiness, liveness) if options.port else None
-    for recorder in recorders:
-        recorder.start(stop)
-    for informer in informer_list:
-        informer.start()
-    for component in components:
-        component.start(stop)
+    assembly.start(stop)
     if options.dry_run:
         log.info("dry run: decisions are logged and recorded as events; no pod is deleted or patched")
 

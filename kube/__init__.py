@@ -5,6 +5,7 @@ certificate sync and the dev tools alike (client-go's place in upstream):
 - `errors.py`: what an API error means (not found, conflict, gone, invalid) and one line for a log;
 - `request.py`: one request with raw JSON in and out, where the generated methods do not serve;
 - `informer.py` + `store.py`: list+watch into an indexed store of slim views, with several handlers;
+- `list_stream.py`: a LIST response read item by item off the stream, never held whole;
 - `leader.py`: leader election on a Lease; `events.py`: the asynchronous event recorder;
 - `timestamps.py`: the API's Time and MicroTime <-> epoch seconds.
 

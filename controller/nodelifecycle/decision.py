@@ -1,8 +1,9 @@
 """The node lifecycle controller's pure decisions, with every input passed in (no I/O, no clock).
 
 The monitor (monitor.py) keeps the state across passes and makes the writes; what it decides with
-is here: which NoExecute taint a Ready status calls for, the taint list a write produces, how many
-of a disrupted zone's nodes get their pods marked per pass, and when the loop counts as stuck.
+is here: which NoExecute taint a Ready status calls for, the taint list a write produces (and
+whether there is anything to write), how many of a disrupted zone's nodes get their pods marked
+per pass, and when the loop counts as stuck.
 Node health (is a node heartbeating) is node_health.py; zone states are controller/zones.py.
 """
 
@@ -74,6 +75,16 @@ def updated_taints(current: Sequence[Taint], add: Sequence[Taint], remove: Seque
         result.append(new)
         present.add(taint_identity(taint))
     return result
+
+
+def taints_to_write(current: Sequence[Taint], add: Sequence[Taint], remove: Sequence[Taint],
+                    now: float) -> list[dict[str, Any]] | None:
+    """The taint list a write of `add` and `remove` makes from `current` (updated_taints); None when
+    `current` already is that list (the same taints by key+effect, in order): nothing to write."""
+    wanted = updated_taints(current, add, remove, now)
+    if [taint_identity(t) for t in wanted] == [taint_identity(t) for t in current]:
+        return None
+    return wanted
 
 
 def not_ready_marking_budget(zone_size: int) -> int:

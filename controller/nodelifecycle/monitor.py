@@ -68,8 +68,10 @@ TAINTING_PERIOD = 0.1  # upstream NodeEvictionPeriod
 RETRY_WAIT = 0.05  # upstream: a node without a Ready condition is retried after 50 ms
 NODE_HEALTH_UPDATE_RETRY = 5  # upstream: an Unknown-condition write is retried on a fresh read, 5 times
 RETRY_SLEEP = 0.02  # upstream retrySleepTime
-NO_SCHEDULE_WORKERS = 4  # reconcile NoSchedule condition taints
-POD_WORKERS = 4  # mark pods bound to a not-ready node NotReady
+# Upstream's worker counts: UpdateWorkerSize threads reconcile NoSchedule condition taints (the
+# start-up sweep runs on them), podUpdateWorkerSize mark the pods of not-ready nodes NotReady.
+NO_SCHEDULE_WORKERS = 8
+POD_WORKERS = 4
 
 Taint = Mapping[str, Any]  # API JSON
 

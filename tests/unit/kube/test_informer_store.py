@@ -351,6 +351,20 @@ def test_loop_relists_on_http_410(run_informer: Callable) -> None:
     assert informer.error_count == 0
 
 
+def test_the_first_list_reads_the_watch_cache_and_a_relist_after_410_reads_etcd_in_pages(
+        run_informer: Callable) -> None:
+    from kubernetes.client.exceptions import ApiException
+
+    first = [page([pod_json("a")], "10")]
+    relist = [page([pod_json("a")], "20", "1"), page([pod_json("b")], "20")]
+    api = FakeApi([first, relist], [ApiException(status=410, reason="Gone")])
+    informer, _ = run_informer(api, page_size=1)
+    wait_until(lambda: informer.list_count == 2)
+    assert [call.get("resource_version") for call in api.lists()] == ["0", None, None]
+    assert [call.get("_continue") for call in api.lists()] == [None, None, "1"]
+    assert sorted(informer.keys()) == ["ns/a", "ns/b"]
+
+
 def test_loop_survives_a_failing_handler_and_an_untransformable_object(
         run_informer: Callable, caplog: pytest.LogCaptureFixture) -> None:
     calls: list[str] = []
@@ -446,6 +460,16 @@ def test_make_api_client_reads_the_given_kubeconfig_into_its_own_configuration(t
         assert api.configuration.host == "https://127.0.0.1:6443"
         assert api.configuration.retries == REQUEST_RETRIES
         assert client.Configuration.get_default_copy().host != api.configuration.host  # no global state
+    finally:
+        api.close()
+
+
+def test_the_client_keeps_as_many_connections_as_it_is_given(tmp_path: Path) -> None:
+    path = tmp_path / "kubeconfig"
+    path.write_text(KUBECONFIG)
+    api = make_api_client(str(path), connections=37)
+    try:
+        assert api.rest_client.pool_manager.connection_pool_kw["maxsize"] == 37
     finally:
         api.close()
 

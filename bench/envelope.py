@@ -1,0 +1,510 @@
+"""The controller at the scalability envelope, side by side with upstream kube-controller-manager.
+
+On the real local kube-apiserver (hack/local-cluster.sh), simulated kubelets (hack/simulator.py)
+register N nodes in three zones with P pods each and renew their Leases every 10 s. Then, for each
+size and for each controller in turn (taintkeeper's `python -m controller`, then
+kube-controller-manager 1.20.2 built from the same Debian source tree and running only
+`--controllers=nodelifecycle`, both with `--node-monitor-period=1s --node-monitor-grace-period=40s`):
+
+1. every node is given back the `node.kubernetes.io/not-ready:NoSchedule` taint the apiserver puts
+   on a newly registered node, so each controller starts with the same sweep to do;
+2. the controller starts: time until its caches are synced (its own log line), until the sweep is
+   done (no Ready node carries not-ready:NoSchedule, seen by this benchmark's watch), and the CPU
+   it used until then;
+3. after the warm-up, its CPU over the steady window (share of one core) and its RSS;
+4. K nodes of zone `a` stop heartbeating: the time from then to each node's NoSchedule and
+   NoExecute taint and to each of their pods' deletion (deletionTimestamp), first and last. The
+   pods tolerate not-ready/unreachable for --toleration-seconds (10), so evictions come that long
+   after the NoExecute taint;
+5. the controller stops; the nodes come back, the taints it left are removed, the evicted pods are
+   re-created.
+
+One table is printed (and appended to bench/REPORT.md with --report):
+
+    .venv/bin/python bench/envelope.py [--sizes 1000,2000,5000] [--pods-per-node 30] [--kill 5]
+        [--warmup 200] [--steady 60] [--controllers taintkeeper,kube-controller-manager] [--dir DIR]
+        [--baseline REV] [--profile SECONDS] [--report PATH]
+
+The sizes grow one cluster: nodes and pods are added between sizes, never removed. With --dir the
+cluster is left up afterwards, for a look at it; a later run with the same --dir starts afresh.
+"""
+
+from __future__ import annotations
+
+import argparse
+import functools
+import logging
+import os
+import shutil
+import signal
+import subprocess
+import sys
+import tempfile
+import threading
+import time
+from collections.abc import Callable, Sequence
+from concurrent import futures
+from dataclasses import dataclass, field
+from pathlib import Path
+from typing import Any
+
+ROOT = Path(__file__).resolve().parents[1]
+sys.path.insert(0, str(ROOT))
+
+from kubernetes import client, config  # noqa: E402
+
+from hack.simulator import Simulator  # noqa: E402
+from kube.informer import Informer  # noqa: E402
+from kube.request import response_json  # noqa: E402
+
+log = logging.getLogger("envelope")
+
+SCRIPT = ROOT / "hack" / "local-cluster.sh"
+KUBE_CACHE = Path(os.environ.get("XDG_CACHE_HOME", Path.home() / ".cache")) / "taintkeeper" / "kubernetes-1.20.2"
+KCM_BIN = KUBE_CACHE / "bin" / "kube-controller-manager"
+TAINTKEEPER = "taintkeeper"
+KCM = "kube-controller-manager"
+ZONES = ("a", "b", "c")
+NOT_READY_NO_SCHEDULE = {"key": "node.kubernetes.io/not-ready", "effect": "NoSchedule"}
+UNREACHABLE = "node.kubernetes.io/unreachable"
+CLOCK_TICKS = os.sysconf("SC_CLK_TCK")
+PAGE_SIZE = os.sysconf("SC_PAGE_SIZE")
+
+
+# ----------------------------------------------------------------------------------- the controllers
+
+def controller_command(name: str, kubeconfig: Path, monitor_period: str, grace_period: str) -> list[str]:
+    common = [f"--node-monitor-period={monitor_period}", f"--node-monitor-grace-period={grace_period}",
+              "--leader-elect=false"]
+    if is_taintkeeper(name):
+        return [sys.executable, "-m", "controller", "--kubeconfig", str(kubeconfig), "--port=0", *common]
+    return [str(KCM_BIN), "--kubeconfig", str(kubeconfig), "--controllers=nodelifecycle", "--port=0",
+            "--secure-port=0", "--use-service-account-credentials=false", *common]
+
+
+def is_taintkeeper(name: str) -> bool:
+    """`taintkeeper` is this checkout; `taintkeeper@REV` the controller as it was at git revision REV."""
+    return name == TAINTKEEPER or name.startswith(TAINTKEEPER + "@")
+
+
+def checkout(name: str, scratch: Path) -> Path:
+    """The directory to run `name` from: this checkout, or a worktree of its revision."""
+    if "@" not in name:
+        return ROOT
+    revision = name.split("@", 1)[1]
+    tree = scratch / f"taintkeeper-{revision}"
+    if not tree.exists():
+        subprocess.run(["git", "-C", str(ROOT), "worktree", "add", "--detach", str(tree), revision], check=True,
+                       capture_output=True)
+    return tree
+
+
+def synced_line(name: str) -> str:
+    """Each controller's own word that its informers have synced."""
+    return "caches synced" if is_taintkeeper(name) else "Caches are synced for taint"
+
+
+class Process:
+    """A controller process: its CPU seconds and RSS from /proc, its log as a file."""
+
+    def __init__(self, args: list[str], log_path: Path, cwd: Path) -> None:
+        self.log_path = log_path
+        with log_path.open("wb") as out:
+            self.popen = subprocess.Popen(args, cwd=cwd, stdout=out, stderr=subprocess.STDOUT,
+                                          start_new_session=True)
+        self.started = time.monotonic()
+
+    def cpu_seconds(self) -> float:
+        fields = Path(f"/proc/{self.popen.pid}/stat").read_text().rsplit(")", 1)[1].split()
+        return (int(fields[11]) + int(fields[12])) / CLOCK_TICKS  # utime + stime
+
+    def rss_bytes(self) -> int:
+        return int(Path(f"/proc/{self.popen.pid}/statm").read_text().split()[1]) * PAGE_SIZE
+
+    def log_has(self, text: str) -> bool:
+        return text in self.log_path.read_text(errors="replace")
+
+    def alive(self) -> bool:
+        return self.popen.poll() is None
+
+    def stop(self) -> None:
+        if self.alive():
+            os.killpg(self.popen.pid, signal.SIGTERM)
+            try:
+                self.popen.wait(30)
+            except subprocess.TimeoutExpired:
+                os.killpg(self.popen.pid, signal.SIGKILL)
+                self.popen.wait()
+
+
+# ----------------------------------------------------------------------------------- what the API shows
+
+@dataclass(frozen=True)
+class NodeSeen:
+    name: str
+    zone: str
+    taints: frozenset[tuple[str, str]]
+    ready: str | None
+
+    @property
+    def key(self) -> str:
+        return self.name
+
+
+def node_seen(node: dict[str, Any]) -> NodeSeen:
+    metadata, spec, status = node["metadata"], node.get("spec") or {}, node.get("status") or {}
+    ready = next((c.get("status") for c in status.get("conditions") or () if c.get("type") == "Ready"), None)
+    return NodeSeen(name=metadata["name"], zone=(metadata.get("labels") or {}).get("topology.kubernetes.io/zone", ""),
+                    taints=frozenset((t["key"], t["effect"]) for t in spec.get("taints") or ()), ready=ready)
+
+
+@dataclass(frozen=True)
+class PodSeen:
+    namespace: str
+    name: str
+    node: str
+    deleting: bool
+
+    @property
+    def key(self) -> str:
+        return f"{self.namespace}/{self.name}"
+
+
+def pod_seen(pod: dict[str, Any]) -> PodSeen:
+    metadata = pod["metadata"]
+    return PodSeen(metadata.get("namespace", ""), metadata["name"], (pod.get("spec") or {}).get("nodeName", ""),
+                   bool(metadata.get("deletionTimestamp")))
+
+
+class Observer:
+    """Watches every node (taints, Ready) and records when each taint first appeared on each node."""
+
+    def __init__(self, api: client.ApiClient) -> None:
+        self.core = client.CoreV1Api(api)
+        self._lock = threading.Lock()
+        self.taint_seen: dict[tuple[str, str, str], float] = {}  # (node, key, effect) -> monotonic time
+        self.nodes: Informer[NodeSeen] = Informer("bench-nodes", self.core.list_node, node_seen, self._on_node)
+        self.nodes.start()
+        if not self.nodes.wait_for_sync(300):
+            raise RuntimeError("the benchmark's node watch did not sync")
+
+    def _on_node(self, old: NodeSeen | None, new: NodeSeen | None) -> None:
+        if new is None:
+            return
+        now = time.monotonic()
+        with self._lock:
+            for key, effect in new.taints - (old.taints if old else frozenset()):
+                self.taint_seen.setdefault((new.name, key, effect), now)
+            for key, effect in (old.taints if old else frozenset()) - new.taints:
+                self.taint_seen.pop((new.name, key, effect), None)
+
+    def first_seen(self, node: str, effect: str, since: float) -> float | None:
+        """When `node` was first seen carrying the unreachable taint with `effect` (a stopped kubelet
+        makes its node Unknown), if that was after `since`."""
+        with self._lock:
+            seen = self.taint_seen.get((node, UNREACHABLE, effect))
+        return seen if seen is not None and seen >= since else None
+
+    def all_ready(self, count: int) -> bool:
+        nodes = self.nodes.list()
+        return len(nodes) >= count and all(node.ready == "True" for node in nodes)
+
+    def nodes_with(self, taint: dict[str, str]) -> int:
+        return sum(1 for node in self.nodes.list() if (taint["key"], taint["effect"]) in node.taints)
+
+    def stop(self) -> None:
+        self.nodes.stop()
+
+
+class PodDeletions:
+    """Watches the pods of some nodes; records when each pod was first seen being deleted."""
+
+    def __init__(self, core: client.CoreV1Api, nodes: Sequence[str]) -> None:
+        self.deleting: dict[str, float] = {}
+        self._lock = threading.Lock()
+        self.informers = [Informer(f"bench-pods-{node}", functools.partial(
+            core.list_pod_for_all_namespaces, field_selector=f"spec.nodeName={node}"), pod_seen, self._on_pod)
+            for node in nodes]
+        for informer in self.informers:
+            informer.start()
+        for informer in self.informers:
+            if not informer.wait_for_sync(120):
+                raise RuntimeError(f"{informer.name} did not sync")
+
+    def _on_pod(self, old: PodSeen | None, new: PodSeen | None) -> None:
+        if (new is None and old is not None) or (new is not None and new.deleting):
+            with self._lock:
+                self.deleting.setdefault((new or old).key, time.monotonic())  # type: ignore[union-attr]
+
+    def pods(self) -> list[str]:
+        return [pod.key for informer in self.informers for pod in informer.list()]
+
+    def stop(self) -> None:
+        for informer in self.informers:
+            informer.stop()
+
+
+# ----------------------------------------------------------------------------------- the cluster
+
+class Cluster:
+    def __init__(self, directory: Path, pods_per_node: int, toleration_seconds: int, workers: int) -> None:
+        self.directory = directory
+        self.pods_per_node = pods_per_node
+        # What DefaultTolerationSeconds (or taintkeeper's webhook) gives a pod, with a shorter time
+        # so that evictions come within the run; set explicitly, so taintkeeper's backfill has
+        # nothing to add and both controllers evict at the same moment.
+        self.tolerations = [{"key": key, "operator": "Exists", "effect": "NoExecute",
+                             "tolerationSeconds": toleration_seconds}
+                            for key in ("node.kubernetes.io/not-ready", "node.kubernetes.io/unreachable")]
+        if (directory / "ports").exists():  # a cluster of an earlier run: start afresh
+            subprocess.run(["bash", str(SCRIPT), "down", str(directory)], capture_output=True, check=True)
+            shutil.rmtree(directory)
+        result = subprocess.run(["bash", str(SCRIPT), "up", str(directory)], capture_output=True, text=True)
+        if result.returncode != 0:
+            raise RuntimeError(f"the local cluster did not start:\n{result.stderr[-3000:]}")
+        self.kubeconfig = Path(result.stdout.strip().splitlines()[-1])
+        configuration = client.Configuration()
+        config.load_kube_config(config_file=str(self.kubeconfig), client_configuration=configuration)
+        configuration.connection_pool_maxsize = workers + 8
+        self.api = client.ApiClient(configuration)
+        self.core = client.CoreV1Api(self.api)
+        self.sim = Simulator(self.api, lease_period=10, status_period=60, workers=workers)
+        self.pool = futures.ThreadPoolExecutor(workers)
+
+    def grow(self, nodes: int) -> float:
+        """Add nodes (three zones) and their pods up to `nodes`; seconds it took. Heartbeats are
+        stopped meanwhile: at thousands of nodes they would starve the registrations."""
+        started = time.monotonic()
+        self.sim.stop()
+        missing = nodes - len(self.sim.nodes)
+        if missing > 0:
+            names = self.sim.add_nodes(missing, zones=list(ZONES))
+            log.info("registered %d nodes in %.0fs; creating %d pods", len(names), time.monotonic() - started,
+                     len(names) * self.pods_per_node)
+            for done, name in enumerate(names, 1):
+                self.sim.create_pods(name, self.pods_per_node, tolerations=self.tolerations)
+                if done % 500 == 0:
+                    log.info("pods for %d/%d nodes (%.0fs)", done, len(names), time.monotonic() - started)
+        self.sim.start()
+        return time.monotonic() - started
+
+    def nodes_of_zone(self, zone: str, count: int) -> list[str]:
+        names = self.sim.nodes
+        return [name for index, name in enumerate(names) if ZONES[index % len(ZONES)] == zone][:count]
+
+    def set_taints(self, names: Sequence[str], taints: list[dict[str, str]]) -> None:
+        body = {"spec": {"taints": taints or None}}
+        list(self.pool.map(lambda name: self.core.patch_node(name, body, _preload_content=False), names))
+
+    def refill_pods(self, names: Sequence[str]) -> None:
+        """Bring the pods of `names` back to P each, once the evicted ones are gone (the simulator
+        finishes deletions on live nodes)."""
+        for name in names:
+            def settled(name: str = name) -> list[dict[str, Any]] | None:
+                pods: list[dict[str, Any]] = response_json(self.core.list_pod_for_all_namespaces(
+                    field_selector=f"spec.nodeName={name}", _preload_content=False))["items"]
+                return None if any(pod["metadata"].get("deletionTimestamp") for pod in pods) else pods
+
+            wait_for(lambda: settled() is not None, 180, f"the evicted pods of {name} to be gone")
+            missing = self.pods_per_node - len(settled() or ())
+            if missing > 0:
+                self.sim.create_pods(name, missing, tolerations=self.tolerations)
+
+    def close(self, keep: bool) -> None:
+        self.sim.close()
+        self.pool.shutdown()
+        self.api.close()
+        if not keep:
+            subprocess.run(["bash", str(SCRIPT), "down", str(self.directory)], capture_output=True)
+
+
+def wait_for(condition: Callable[[], object], timeout: float, what: str, interval: float = 0.5) -> float:
+    """Poll until `condition()` is truthy; the seconds it took. Raises after `timeout`."""
+    started = time.monotonic()
+    while time.monotonic() - started < timeout:
+        if condition():
+            return time.monotonic() - started
+        time.sleep(interval)
+    raise TimeoutError(f"timed out after {timeout:.0f}s waiting for {what}")
+
+
+# ----------------------------------------------------------------------------------- one run
+
+@dataclass
+class Result:
+    controller: str
+    nodes: int
+    pods: int
+    synced: float | None = None
+    sweep_done: float | None = None
+    startup_cpu: float | None = None  # CPU seconds from start until the sweep was done
+    steady_cpu: float | None = None  # share of one core
+    rss_mb: float | None = None
+    no_schedule: list[float] = field(default_factory=list)  # seconds after the kill, per node
+    no_execute: list[float] = field(default_factory=list)
+    evictions: list[float] = field(default_factory=list)  # per pod
+    killed_pods: int = 0
+    note: str = ""
+
+
+def run_one(cluster: Cluster, observer: Observer, name: str, args: argparse.Namespace, out: Path) -> Result:
+    names = cluster.sim.nodes
+    result = Result(name, len(names), len(names) * args.pods_per_node)
+    killed = cluster.nodes_of_zone("a", args.kill)
+    # Every node as a new registration leaves it: not-ready:NoSchedule, and nothing else.
+    cluster.set_taints(names, [NOT_READY_NO_SCHEDULE])
+    wait_for(lambda: observer.nodes_with(NOT_READY_NO_SCHEDULE) == len(names), 120, "every node to carry not-ready")
+    command = controller_command(name, cluster.kubeconfig, args.monitor_period, args.grace_period)
+    process = Process(command, out / f"{name}-{len(names)}.log", checkout(name, out))
+    profiler = None
+    if args.profile and is_taintkeeper(name):  # where the start-up's CPU goes
+        profiler = subprocess.Popen([str(Path(sys.executable).parent / "py-spy"), "record", "--pid",
+                                     str(process.popen.pid), "--duration", str(int(args.profile)), "--format",
+                                     "raw", "--output", str(out / f"{name}-{len(names)}.profile.txt")],
+                                    stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL)
+    try:
+        synced = False
+        while time.monotonic() - process.started < args.warmup:
+            if not process.alive():
+                raise RuntimeError(f"{name} exited; see {process.log_path}")
+            now = time.monotonic() - process.started
+            if not synced and process.log_has(synced_line(name)):
+                synced, result.synced = True, now
+            if result.sweep_done is None and observer.nodes_with(NOT_READY_NO_SCHEDULE) == 0:
+                result.sweep_done, result.startup_cpu = now, process.cpu_seconds()
+            time.sleep(0.2)
+        cpu_before, window_start = process.cpu_seconds(), time.monotonic()
+        time.sleep(args.steady)
+        result.steady_cpu = (process.cpu_seconds() - cpu_before) / (time.monotonic() - window_start)
+        result.rss_mb = process.rss_bytes() / 1e6
+
+        if killed:
+            stop_nodes(cluster, observer, killed, result, args.after_kill)
+    finally:
+        process.stop()
+        if profiler is not None:
+            profiler.wait(30)
+    if killed:  # back to a healthy cluster for the next run
+        cluster.sim.resume_heartbeats(*killed)
+        cluster.set_taints(killed, [])
+        cluster.refill_pods(killed)
+    return result
+
+
+def stop_nodes(cluster: Cluster, observer: Observer, killed: list[str], result: Result, wait: float) -> None:
+    """Stop the kubelets of `killed`; record when their taints and their pods' deletions were seen."""
+    deletions = PodDeletions(cluster.core, killed)
+    try:
+        pods = deletions.pods()
+        result.killed_pods = len(pods)
+        cluster.sim.stop_heartbeats(*killed)
+        kill_time = time.monotonic()
+        while time.monotonic() < kill_time + wait:
+            tainted = [observer.first_seen(node, "NoExecute", kill_time) for node in killed]
+            if all(t is not None for t in tainted) and len(deletions.deleting) >= len(pods):
+                break
+            time.sleep(0.5)
+        for effect, into in (("NoSchedule", result.no_schedule), ("NoExecute", result.no_execute)):
+            for node in killed:
+                seen = observer.first_seen(node, effect, kill_time)
+                if seen is not None:
+                    into.append(seen - kill_time)
+        result.evictions = sorted(t - kill_time for t in deletions.deleting.values())
+    finally:
+        deletions.stop()
+
+
+# ----------------------------------------------------------------------------------- the report
+
+def span(values: list[float], expected: int) -> str:
+    if not values:
+        return f"none of {expected}"
+    text = f"{min(values):.0f} → {max(values):.0f} s" if len(values) > 1 else f"{values[0]:.0f} s"
+    return text if len(values) == expected else f"{text} ({len(values)} of {expected})"
+
+
+def table(results: list[Result], kill: int) -> str:
+    lines = ["| nodes / pods | controller | caches synced | sweep done | start-up CPU | steady CPU | RSS | "
+             f"{kill} nodes stop: NoSchedule | NoExecute | evictions |",
+             "|---|---|---|---|---|---|---|---|---|---|"]
+    for r in results:
+        lines.append(
+            f"| {r.nodes:,} / {r.pods:,} | {r.controller} | {fmt(r.synced, 's')} | {fmt(r.sweep_done, 's')} | "
+            f"{fmt(r.startup_cpu, 's')} | {fmt(r.steady_cpu and r.steady_cpu * 100, '%')} | {fmt(r.rss_mb, 'MB', 0)} | "
+            f"{span(r.no_schedule, kill)} | {span(r.no_execute, kill)} | {span(r.evictions, r.killed_pods)} |")
+    return "\n".join(lines)
+
+
+def fmt(value: float | None, unit: str, digits: int = 1) -> str:
+    return "-" if value is None else f"{value:,.{digits}f} {unit}"
+
+
+def parse_args(argv: Sequence[str] | None) -> argparse.Namespace:
+    parser = argparse.ArgumentParser(description=__doc__.split("\n\n")[0])
+    parser.add_argument("--sizes", default="1000,2000,5000", type=lambda text: [int(n) for n in text.split(",")])
+    parser.add_argument("--pods-per-node", type=int, default=30)
+    parser.add_argument("--toleration-seconds", type=int, default=10,
+                        help="the pods' not-ready/unreachable NoExecute tolerationSeconds")
+    parser.add_argument("--kill", type=int, default=5, help="nodes of zone a that stop heartbeating")
+    parser.add_argument("--warmup", type=float, default=200, help="seconds from start to the steady window")
+    parser.add_argument("--steady", type=float, default=60, help="seconds of the steady-state window")
+    parser.add_argument("--after-kill", type=float, default=150, help="seconds to wait for taints and evictions")
+    parser.add_argument("--monitor-period", default="1s")
+    parser.add_argument("--grace-period", default="40s")
+    parser.add_argument("--controllers", default=f"{TAINTKEEPER},{KCM}", type=lambda text: text.split(","))
+    parser.add_argument("--baseline", metavar="REV",
+                        help="at the largest size, also run taintkeeper as it was at git revision REV")
+    parser.add_argument("--profile", type=float, metavar="SECONDS",
+                        help="record taintkeeper's first SECONDS with py-spy (runs/<name>-<nodes>.profile.txt)")
+    parser.add_argument("--workers", type=int, default=8, help="the simulator's worker threads")
+    parser.add_argument("--dir", type=Path, help="the cluster's directory (kept afterwards)")
+    parser.add_argument("--report", type=Path, help="append the table to this file (e.g. bench/REPORT.md)")
+    args = parser.parse_args(argv)
+    unknown = {name for name in args.controllers if name != KCM and not is_taintkeeper(name)}
+    if unknown:
+        parser.error(f"unknown controller(s): {', '.join(sorted(unknown))}")
+    if args.sizes != sorted(args.sizes) or min(args.sizes) < 3 * args.kill:
+        parser.error("--sizes must grow, and each size hold --kill nodes in zone a")
+    return args
+
+
+def main(argv: Sequence[str] | None = None) -> int:
+    args = parse_args(argv)
+    logging.basicConfig(level=logging.INFO, format="%(asctime)s %(name)s %(message)s")
+    logging.getLogger("taintkeeper").setLevel(logging.WARNING)
+    if KCM in args.controllers and not KCM_BIN.exists():
+        subprocess.run(["bash", str(SCRIPT), "build-node"], check=True)
+    directory = args.dir or Path(tempfile.mkdtemp(prefix="envelope-"))
+    cluster = Cluster(directory, args.pods_per_node, args.toleration_seconds, args.workers)
+    out = directory / "runs"
+    out.mkdir(parents=True, exist_ok=True)
+    results: list[Result] = []
+    observer: Observer | None = None
+    try:
+        for size in args.sizes:
+            took = cluster.grow(size)
+            log.info("cluster at %d nodes / %d pods (%.0fs)", size, size * args.pods_per_node, took)
+            if observer is None:
+                observer = Observer(cluster.api)
+            wait_for(functools.partial(observer.all_ready, size), 300, "every node Ready")
+            baseline = [f"{TAINTKEEPER}@{args.baseline}"] if args.baseline and size == args.sizes[-1] else []
+            for name in baseline + args.controllers:
+                log.info("%s at %d nodes", name, size)
+                result = run_one(cluster, observer, name, args, out)
+                results.append(result)
+                print(table([result], args.kill), flush=True)
+    finally:
+        if observer is not None:
+            observer.stop()
+        cluster.close(keep=args.dir is not None)
+    text = table(results, args.kill)
+    print(text)
+    if args.report:
+        with args.report.open("a") as report:
+            report.write(f"\n## The controller at the scalability envelope ({time.strftime('%Y-%m-%d')})\n\n"
+                         f"`{' '.join(['bench/envelope.py', *sys.argv[1:]])}`\n\n{text}\n")
+    return 0
+
+
+if __name__ == "__main__":
+    sys.exit(main())

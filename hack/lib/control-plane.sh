@@ -1,0 +1,313 @@
+# The control plane in DIR: its PKI and kubeconfigs, etcd, kube-apiserver (plain or complete mode),
+# kube-scheduler and kube-controller-manager; `up`, `down`, `status`, `stop-apiserver`, `start-apiserver`.
+# shellcheck shell=bash
+
+ETCD_BIN=/usr/bin/etcd
+ADMIN_TOKEN_USER=taintkeeper-admin
+SA_NAMESPACE=taintkeeper-system
+SERVICE_ACCOUNTS=(taintkeeper-controller taintkeeper-webhook)
+SERVICE_CIDR=10.96.0.0/16
+KUBERNETES_SERVICE_IP=10.96.0.1
+
+make_pki() {
+  local pki=$1
+  mkdir -p "$pki"
+  (umask 077
+   openssl req -x509 -newkey ec -pkeyopt ec_paramgen_curve:prime256v1 -nodes -days 3650 \
+     -subj "/CN=taintkeeper-local-ca" -keyout "$pki/ca.key" -out "$pki/ca.crt" 2>/dev/null
+   openssl genrsa -out "$pki/sa.key" 2048 2>/dev/null
+   openssl rsa -in "$pki/sa.key" -pubout -out "$pki/sa.pub" 2>/dev/null
+   python3 -c 'import secrets; print(secrets.token_hex(24))' >"$pki/admin.token")
+  issue_apiserver_cert "$pki" 127.0.0.1 "$KUBERNETES_SERVICE_IP"
+  # token,user,uid,"groups": later suites append ServiceAccount identities here.
+  printf '%s,%s,%s,"system:masters"\n' "$(cat "$pki/admin.token")" "$ADMIN_TOKEN_USER" "$ADMIN_TOKEN_USER" >"$pki/tokens.csv"
+  local sa token
+  for sa in "${SERVICE_ACCOUNTS[@]}"; do
+    token=$(python3 -c 'import secrets; print(secrets.token_hex(24))')
+    (umask 077; echo "$token" >"$pki/$sa.token")
+    printf '%s,system:serviceaccount:%s:%s,%s,"system:serviceaccounts,system:serviceaccounts:%s,system:authenticated"\n' \
+      "$token" "$SA_NAMESPACE" "$sa" "$sa" "$SA_NAMESPACE" >>"$pki/tokens.csv"
+  done
+}
+
+# The serving certificate, for these IPs (recorded in apiserver.ips): 127.0.0.1 for the host's
+# clients, the `kubernetes` Service IP for pods' in-cluster clients, the host's IP in a complete cluster.
+issue_apiserver_cert() { # pki ip...
+  local pki=$1 sans="" ip
+  shift
+  for ip in "$@"; do sans+="IP:$ip,"; done
+  (umask 077
+   openssl req -newkey ec -pkeyopt ec_paramgen_curve:prime256v1 -nodes -subj "/CN=kube-apiserver" \
+     -keyout "$pki/apiserver.key.tmp" -out "$pki/apiserver.csr" 2>/dev/null
+   printf 'subjectAltName=%sDNS:localhost,DNS:kubernetes,DNS:kubernetes.default,DNS:kubernetes.default.svc,DNS:kubernetes.default.svc.cluster.local\nextendedKeyUsage=serverAuth\n' \
+     "$sans" >"$pki/apiserver.ext"
+   openssl x509 -req -in "$pki/apiserver.csr" -CA "$pki/ca.crt" -CAkey "$pki/ca.key" -CAcreateserial \
+     -days 3650 -extfile "$pki/apiserver.ext" -out "$pki/apiserver.crt.tmp" 2>/dev/null) \
+    || die "could not issue the kube-apiserver certificate in $pki"
+  mv "$pki/apiserver.key.tmp" "$pki/apiserver.key"
+  mv "$pki/apiserver.crt.tmp" "$pki/apiserver.crt"
+  printf '%s\n' "$@" >"$pki/apiserver.ips"
+}
+
+# A client certificate signed by the cluster CA and a kubeconfig using it (for 127.0.0.1:API_PORT).
+make_client_kubeconfig() { # dir keydir subject user output
+  local dir=$1 kd=$2 subject=$3 user=$4 out=$5
+  [ -f "$out" ] && return 0
+  mkdir -p "$kd"
+  (umask 077
+   openssl req -newkey ec -pkeyopt ec_paramgen_curve:prime256v1 -nodes -subj "$subject" \
+     -keyout "$kd/client.key" -out "$kd/client.csr" 2>/dev/null
+   printf 'extendedKeyUsage=clientAuth\n' >"$kd/client.ext"
+   openssl x509 -req -in "$kd/client.csr" -CA "$dir/pki/ca.crt" -CAkey "$dir/pki/ca.key" -CAcreateserial \
+     -days 3650 -extfile "$kd/client.ext" -out "$kd/client.crt" 2>/dev/null) \
+    || die "could not make the certificate $subject"
+  write_kubeconfig "$dir" "$out" "$user" "    client-certificate-data: $(base64 -w0 <"$kd/client.crt")
+    client-key-data: $(base64 -w0 <"$kd/client.key")"
+}
+
+write_kubeconfig() { # dir output user credentials: a kubeconfig for DIR's apiserver on 127.0.0.1
+  local dir=$1 out=$2 user=$3 credentials=$4
+  load_env "$dir/ports"
+  (umask 077
+   cat >"$out.tmp" <<KC
+apiVersion: v1
+kind: Config
+clusters:
+- name: local
+  cluster:
+    server: https://127.0.0.1:$API_PORT
+    certificate-authority-data: $(base64 -w0 <"$dir/pki/ca.crt")
+users:
+- name: $user
+  user:
+$credentials
+contexts:
+- name: local
+  context: {cluster: local, user: $user}
+current-context: local
+KC
+  )
+  mv "$out.tmp" "$out"
+}
+
+wait_ready() {
+  local dir=$1 port=$2 deadline=$((SECONDS + 60))
+  while [ $SECONDS -lt $deadline ]; do
+    # By pid alone: right after the start, /proc/PID/cmdline can read empty while setsid execs.
+    running "$(cat "$dir/apiserver.pid")" || die "kube-apiserver exited; see $dir/logs/kube-apiserver.log"
+    if curl -fsS --max-time 2 --cacert "$dir/pki/ca.crt" -H "Authorization: Bearer $(cat "$dir/pki/admin.token")" \
+         "https://127.0.0.1:$port/readyz" >/dev/null 2>&1; then
+      return 0
+    fi
+    sleep 0.2
+  done
+  die "kube-apiserver not ready after 60s; see $dir/logs/kube-apiserver.log"
+}
+
+cluster_mode() { # dir -> plain or complete (DIR/mode.env, written by up)
+  local mode
+  mode=$(sed -n 's/^MODE=//p' "$1/mode.env" 2>/dev/null)
+  echo "${mode:-plain}"
+}
+
+cluster_node_ip() { sed -n 's/^NODE_IP=//p' "$1/mode.env" 2>/dev/null; }
+
+set_mode() { # dir mode [node ip]
+  printf 'MODE=%s\nNODE_IP=%s\n' "$2" "${3:-}" >"$1/mode.env"
+}
+
+# The apiserver of a complete cluster must be reachable from pods (the `kubernetes` Service is
+# DNATed to its advertised address, and a DNAT to 127.0.0.1 from a pod is dropped as martian), so
+# it serves on every address, advertises the host's IP, and that IP is in its certificate.
+ensure_apiserver_cert() { # dir node-ip
+  local dir=$1 ip=$2
+  grep -qx -- "$ip" "$dir/pki/apiserver.ips" 2>/dev/null && grep -qx -- "$KUBERNETES_SERVICE_IP" "$dir/pki/apiserver.ips" \
+    && return 0
+  issue_apiserver_cert "$dir/pki" 127.0.0.1 "$KUBERNETES_SERVICE_IP" "$ip"
+}
+
+api_get() { # dir path -> the object's JSON (admin token); fails on any HTTP error
+  local dir=$1 path=$2
+  load_env "$dir/ports"
+  curl -fsS --max-time 5 --cacert "$dir/pki/ca.crt" -H "Authorization: Bearer $(cat "$dir/pki/admin.token")" \
+    "https://127.0.0.1:$API_PORT$path" 2>/dev/null
+}
+
+cmd_up() { # dir [node count]
+  local dir=$1 nodes=${2:-0}
+  mkdir -p "$dir"
+  dir=$(cd "$dir" && pwd)
+  if pid_alive "$dir/apiserver.pid" "$dir" && pid_alive "$dir/etcd.pid" "$dir" && [ -f "$dir/kubeconfig" ]; then
+    [ "$nodes" -gt 0 ] && complete_up "$dir" "$nodes"
+    echo "$dir/kubeconfig"
+    return 0
+  fi
+  [ "$nodes" -gt 0 ] && refuse_second_cluster "$dir"
+  cmd_down "$dir" 2>/dev/null || true
+  apt_install "${CONTROL_PLANE_PACKAGES[@]}"
+  [ -x "$ETCD_BIN" ] || die "$ETCD_BIN not found after installing etcd-server"
+  build_apiserver
+  mkdir -p "$dir/logs"
+  [ -f "$dir/pki/tokens.csv" ] || make_pki "$dir/pki"
+  if [ "$nodes" -gt 0 ]; then
+    local ip
+    ip=$(node_ip)
+    set_mode "$dir" complete "$ip"
+    ensure_apiserver_cert "$dir" "$ip"
+  else
+    set_mode "$dir" plain
+  fi
+
+  if [ ! -f "$dir/ports" ]; then
+    printf 'ETCD_CLIENT=%s\nETCD_PEER=%s\nAPI_PORT=%s\n' "$(free_port)" "$(free_port)" "$(free_port)" >"$dir/ports"
+  fi
+  start_etcd "$dir"
+  start_apiserver "$dir"
+  load_env "$dir/ports"
+  write_kubeconfig "$dir" "$dir/kubeconfig" admin "    token: $(cat "$dir/pki/admin.token")"
+  local sa
+  for sa in "${SERVICE_ACCOUNTS[@]}"; do
+    write_kubeconfig "$dir" "$dir/kubeconfig-$sa" admin "    token: $(cat "$dir/pki/$sa.token")"
+  done
+  log "kube-apiserver $KUBE_VERSION ready on https://127.0.0.1:$API_PORT (logs in $dir/logs)"
+  [ "$nodes" -gt 0 ] && complete_up "$dir" "$nodes"
+  echo "$dir/kubeconfig"
+}
+
+start_etcd() {
+  local dir=$1
+  load_env "$dir/ports"
+  pid_alive "$dir/etcd.pid" "$dir" && return 0
+  setsid "$ETCD_BIN" --name local --data-dir "$dir/etcd-data" \
+    --listen-client-urls "http://127.0.0.1:$ETCD_CLIENT" --advertise-client-urls "http://127.0.0.1:$ETCD_CLIENT" \
+    --listen-peer-urls "http://127.0.0.1:$ETCD_PEER" --initial-advertise-peer-urls "http://127.0.0.1:$ETCD_PEER" \
+    --initial-cluster "local=http://127.0.0.1:$ETCD_PEER" --log-level warn \
+    >>"$dir/logs/etcd.log" 2>&1 </dev/null &
+  echo $! >"$dir/etcd.pid"
+}
+
+# DIR/mode.env says how: plain (loopback only, no ServiceAccount admission: the integration tests
+# create pods in namespaces no controller gives a `default` ServiceAccount) or complete (every
+# address, advertising the host's IP, with ServiceAccount admission: kube-controller-manager
+# creates the ServiceAccounts and their tokens). DefaultTolerationSeconds is off in both.
+start_apiserver() {
+  local dir=$1 bind=127.0.0.1 advertise=127.0.0.1
+  local admission=NamespaceLifecycle,MutatingAdmissionWebhook,ValidatingAdmissionWebhook
+  local disabled=ServiceAccount,DefaultTolerationSeconds
+  load_env "$dir/ports"
+  if [ "$(cluster_mode "$dir")" = complete ]; then
+    bind=0.0.0.0 advertise=$(cluster_node_ip "$dir")
+    [ -n "$advertise" ] || die "no node IP recorded in $dir/mode.env"
+    admission=NamespaceLifecycle,ServiceAccount,MutatingAdmissionWebhook,ValidatingAdmissionWebhook
+    disabled=DefaultTolerationSeconds
+  fi
+  if ! pid_alive "$dir/apiserver.pid" "$dir"; then
+    setsid "$APISERVER_BIN" --etcd-servers "http://127.0.0.1:$ETCD_CLIENT" \
+      --bind-address "$bind" --advertise-address "$advertise" --secure-port "$API_PORT" --insecure-port 0 \
+      --tls-cert-file "$dir/pki/apiserver.crt" --tls-private-key-file "$dir/pki/apiserver.key" \
+      --client-ca-file "$dir/pki/ca.crt" --token-auth-file "$dir/pki/tokens.csv" \
+      --authorization-mode Node,RBAC \
+      --service-account-key-file "$dir/pki/sa.pub" --service-account-signing-key-file "$dir/pki/sa.key" \
+      --service-account-issuer https://kubernetes.default.svc \
+      --service-cluster-ip-range "$SERVICE_CIDR" --allow-privileged=true \
+      --enable-admission-plugins "$admission" --disable-admission-plugins "$disabled" \
+      --kubelet-preferred-address-types InternalIP \
+      --profiling=false --v=1 \
+      >>"$dir/logs/kube-apiserver.log" 2>&1 </dev/null &
+    echo $! >"$dir/apiserver.pid"
+  fi
+  wait_ready "$dir" "$API_PORT"
+}
+
+require_up() {
+  local dir=$1
+  if [ ! -f "$dir/ports" ] || [ ! -f "$dir/pki/tokens.csv" ]; then
+    die "no control plane was set up in $dir (run: up $dir)"
+  fi
+}
+
+cmd_stop_apiserver() {
+  local dir
+  dir=$(cd "$1" 2>/dev/null && pwd) || die "no such directory: $1"
+  require_up "$dir"
+  stop_pidfile "$dir/apiserver.pid" "$dir"
+  log "stopped kube-apiserver in $dir"
+}
+
+cmd_start_apiserver() {
+  local dir
+  dir=$(cd "$1" 2>/dev/null && pwd) || die "no such directory: $1"
+  require_up "$dir"
+  build_apiserver
+  pid_alive "$dir/etcd.pid" "$dir" || die "etcd is not running in $dir (run: up $dir)"
+  start_apiserver "$dir"
+  log "kube-apiserver running in $dir"
+}
+
+cmd_down() {
+  local dir=$1
+  [ -d "$dir" ] || die "no such directory: $dir"
+  dir=$(cd "$dir" && pwd)
+  components_down "$dir"
+  nodes_down "$dir"
+  stop_pidfile "$dir/apiserver.pid" "$dir"
+  stop_pidfile "$dir/etcd.pid" "$dir"
+  log "stopped control plane in $dir"
+}
+
+cmd_status() {
+  local dir=$1
+  [ -d "$dir" ] || die "no such directory: $dir"
+  dir=$(cd "$dir" && pwd)
+  if pid_alive "$dir/apiserver.pid" "$dir" && pid_alive "$dir/etcd.pid" "$dir"; then
+    load_env "$dir/ports"
+    echo "running: https://127.0.0.1:$API_PORT kubeconfig $dir/kubeconfig"
+  else
+    echo "stopped"
+    return 1
+  fi
+}
+
+# ---------------------------------------------------------------------------------------------
+# kube-scheduler and kube-controller-manager: started with the nodes of a complete cluster
+# (complete-cluster.sh says with what credentials, pidfiles, logs and ports).
+#
+# kube-controller-manager runs every default controller but nodelifecycle (in 1.20 the node
+# monitor AND the NoExecute taint manager): taintkeeper's controller is the only one that taints
+# nodes and evicts pods. nodeipam (no --allocate-node-cidrs: every node has its own CNI subnet) and
+# the cloud loops (no cloud provider) are off too. It signs ServiceAccount tokens with DIR/pki/sa.key
+# (the apiserver verifies them with sa.pub) and runs each controller under its own ServiceAccount.
+KCM_CONTROLLERS='*,-nodelifecycle,-nodeipam,-route,-service,-cloud-node-lifecycle'
+SCHEDULER_BIN=$KUBE_CACHE/bin/kube-scheduler
+CONTROLLER_MANAGER_BIN=$KUBE_CACHE/bin/kube-controller-manager
+
+start_scheduler() { # dir
+  local dir=$1 cd=$1/components/kube-scheduler
+  pid_alive "$dir/kube-scheduler.pid" "$dir" && return 0
+  make_client_kubeconfig "$dir" "$cd" "/CN=system:kube-scheduler" system:kube-scheduler "$cd/kubeconfig"
+  load_env "$dir/components.env"
+  mkdir -p "$cd/certs"
+  setsid "$SCHEDULER_BIN" --kubeconfig "$cd/kubeconfig" \
+    --bind-address 127.0.0.1 --secure-port "$SCHEDULER_PORT" --port 0 --cert-dir "$cd/certs" \
+    --leader-elect=false --profiling=false --v=1 \
+    >>"$dir/logs/kube-scheduler.log" 2>&1 </dev/null &
+  echo $! >"$dir/kube-scheduler.pid"
+}
+
+start_controller_manager() { # dir
+  local dir=$1 cd=$1/components/kube-controller-manager
+  pid_alive "$dir/kube-controller-manager.pid" "$dir" && return 0
+  make_client_kubeconfig "$dir" "$cd" "/CN=system:kube-controller-manager" system:kube-controller-manager "$cd/kubeconfig"
+  load_env "$dir/components.env"
+  mkdir -p "$cd/certs"
+  setsid "$CONTROLLER_MANAGER_BIN" --kubeconfig "$cd/kubeconfig" \
+    --bind-address 127.0.0.1 --secure-port "$CONTROLLER_MANAGER_PORT" --port 0 --cert-dir "$cd/certs" \
+    --controllers "$KCM_CONTROLLERS" --leader-elect=false \
+    --service-account-private-key-file "$dir/pki/sa.key" --root-ca-file "$dir/pki/ca.crt" \
+    --use-service-account-credentials=true \
+    --cluster-signing-cert-file "$dir/pki/ca.crt" --cluster-signing-key-file "$dir/pki/ca.key" \
+    --service-cluster-ip-range "$SERVICE_CIDR" --allocate-node-cidrs=false \
+    --profiling=false --v=1 \
+    >>"$dir/logs/kube-controller-manager.log" 2>&1 </dev/null &
+  echo $! >"$dir/kube-controller-manager.pid"
+}

@@ -1,0 +1,11 @@
+# `deploy`: taintkeeper from its own image and manifests into DIR's complete cluster (hack/deploy.py).
+# shellcheck shell=bash
+
+cmd_deploy() { # dir [--overlay path]
+  local root python
+  root=$(cd "$HERE/.." && pwd)
+  python=${PYTHON:-$root/.venv/bin/python}
+  [ -x "$python" ] || command -v "$python" >/dev/null 2>&1 \
+    || die "no Python with taintkeeper's dependencies at $python: run \`make setup\` first (or set PYTHON)"
+  (cd "$root" && "$python" -m hack.deploy "$@")
+}
