@@ -1,0 +1,132 @@
+"""Taint writes against the informer's cached node (api.py's KubeNodeLifecycleApi.swap_taints), on a fake API.
+
+The same cases as tests/integration/test_node_taint_writes.py, without an apiserver: the first attempt
+writes against the cached view (one PATCH, no GET); a stale view costs a 409 and a fresh read; a view
+that sees nothing to change is read live before the write is skipped; without a cache the node is
+read live; a node gone from the API is nothing to write.
+"""
+
+from __future__ import annotations
+
+import json
+from collections.abc import Mapping
+from dataclasses import dataclass, field
+from typing import Any
+
+import pytest
+from kubernetes import client
+from kubernetes.client.rest import ApiException
+
+from controller.nodelifecycle import api as api_module
+from controller.nodelifecycle.api import KubeNodeLifecycleApi
+from controller.objects import NodeView, node_view
+from tests.support.fakes import MemoryStore
+from tests.support.responses import http_response
+
+NOT_READY = {"key": "node.kubernetes.io/not-ready", "effect": "NoSchedule"}
+OPERATOR = {"key": "example.com/maintenance", "value": "true", "effect": "NoSchedule"}
+NAME = "node1"
+
+
+@dataclass
+class FakeCore:
+    """The two CoreV1Api calls a taint write makes, against one node held as JSON; a PATCH whose
+    resourceVersion is not the node's answers 409, as the apiserver does."""
+
+    taints: list[dict[str, Any]] | None
+    version: int = 1
+    reads: int = 0
+    patches: list[dict[str, Any]] = field(default_factory=list)
+
+    def node(self) -> dict[str, Any]:
+        if self.taints is None:
+            raise ApiException(status=404, reason="Not Found")
+        return {"metadata": {"name": NAME, "uid": "uid-1", "resourceVersion": str(self.version)},
+                "spec": {"taints": list(self.taints)}}
+
+    def read_node(self, name: str, **_kwargs: Any) -> object:
+        self.reads += 1
+        return http_response(json.dumps(self.node()).encode())
+
+    def patch_node(self, name: str, body: Mapping[str, Any], **_kwargs: Any) -> object:
+        self.node()  # 404 when gone
+        self.patches.append(dict(body))
+        if body["metadata"]["resourceVersion"] != str(self.version):
+            raise ApiException(status=409, reason="Conflict")
+        self.taints = list(body["spec"]["taints"])
+        self.version += 1
+        return http_response(b"{}")
+
+    def someone_else_writes(self, taints: list[dict[str, Any]]) -> None:
+        self.taints = taints
+        self.version += 1
+
+
+@dataclass(frozen=True)
+class Case:
+    name: str
+    start_taints: list[dict[str, Any]]
+    cached: bool
+    meanwhile: list[dict[str, Any]] | None  # the node's taints after the cache was filled, if changed
+    add: list[dict[str, Any]]
+    remove: list[dict[str, Any]]
+    want_taints: list[dict[str, Any]]
+    want_reads: int
+    want_patches: int
+
+
+CASES = [
+    Case("a fresh cached node is written with one PATCH and no GET", [NOT_READY], cached=True, meanwhile=None,
+         add=[], remove=[NOT_READY], want_taints=[], want_reads=0, want_patches=1),
+    Case("a stale cached node conflicts and the write is redone on a fresh read, keeping the operator's taint",
+         [NOT_READY], cached=True, meanwhile=[NOT_READY, OPERATOR], add=[], remove=[NOT_READY],
+         want_taints=[OPERATOR], want_reads=1, want_patches=2),
+    Case("a cached node that needs no write is read live before the write is skipped", [], cached=True,
+         meanwhile=[NOT_READY], add=[], remove=[NOT_READY], want_taints=[], want_reads=1, want_patches=1),
+    Case("a cached node and the live one both need no write: nothing is written", [], cached=True,
+         meanwhile=None, add=[], remove=[NOT_READY], want_taints=[], want_reads=1, want_patches=0),
+    Case("without a cached node the node is read live", [NOT_READY], cached=False, meanwhile=None, add=[],
+         remove=[NOT_READY], want_taints=[], want_reads=1, want_patches=1),
+]
+
+
+def edge(monkeypatch: pytest.MonkeyPatch, core: FakeCore, cache: MemoryStore[NodeView] | None) -> KubeNodeLifecycleApi:
+    monkeypatch.setattr(api_module.client, "CoreV1Api", lambda _api_client: core)
+    return KubeNodeLifecycleApi(client.ApiClient(client.Configuration()), sleep=lambda _seconds: None, cache=cache)
+
+
+@pytest.mark.parametrize("case", CASES, ids=[case.name for case in CASES])
+def test_taint_write_against_the_cache(case: Case, monkeypatch: pytest.MonkeyPatch) -> None:
+    core = FakeCore(list(case.start_taints))
+    cache: MemoryStore[NodeView] = MemoryStore()
+    if case.cached:
+        cache.items[NAME] = node_view(core.node())
+    if case.meanwhile is not None:
+        core.someone_else_writes(list(case.meanwhile))
+
+    assert edge(monkeypatch, core, cache).swap_taints(NAME, case.add, case.remove)
+
+    assert core.taints == case.want_taints
+    assert (core.reads, len(core.patches)) == (case.want_reads, case.want_patches)
+
+
+def test_a_node_the_api_no_longer_has_is_nothing_to_write(monkeypatch: pytest.MonkeyPatch) -> None:
+    core = FakeCore([NOT_READY])
+    cache: MemoryStore[NodeView] = MemoryStore()
+    cache.items[NAME] = node_view(core.node())
+    core.taints = None  # deleted
+
+    assert edge(monkeypatch, core, cache).swap_taints(NAME, [], [NOT_READY])
+
+
+def test_conflicts_on_every_attempt_give_up_after_the_retries(monkeypatch: pytest.MonkeyPatch) -> None:
+    core = FakeCore([NOT_READY])
+    real_patch = core.patch_node
+
+    def always_behind(name: str, body: Mapping[str, Any], **kwargs: Any) -> object:
+        core.someone_else_writes(list(core.taints or []))
+        return real_patch(name, body, **kwargs)
+
+    monkeypatch.setattr(core, "patch_node", always_behind)
+    assert not edge(monkeypatch, core, None).swap_taints(NAME, [], [NOT_READY])
+    assert len(core.patches) == api_module.CONFLICT_RETRIES

@@ -1,0 +1,33 @@
+"""The node lifecycle's pure decisions (decision.py): the taint list a write makes, and whether there is one."""
+
+from __future__ import annotations
+
+from typing import Any
+
+import pytest
+
+from controller.nodelifecycle.decision import taints_to_write
+from kube.timestamps import format_time
+from tests.support.builders import NOT_READY, UNREACHABLE, taint
+
+NOW = 1_700_000_000.0
+NO_SCHEDULE_NOT_READY = taint(NOT_READY, effect="NoSchedule")
+OPERATOR = {"key": "example.com/maintenance", "value": "true", "effect": "NoSchedule"}
+
+CASES: list[tuple[str, list[dict[str, Any]], list[dict[str, Any]], list[dict[str, Any]],
+                  list[dict[str, Any]] | None]] = [
+    ("removing a taint the node has", [NO_SCHEDULE_NOT_READY, OPERATOR], [], [NO_SCHEDULE_NOT_READY], [OPERATOR]),
+    ("removing a taint the node lacks: nothing to write", [OPERATOR], [], [NO_SCHEDULE_NOT_READY], None),
+    ("adding a taint the node has: nothing to write", [NO_SCHEDULE_NOT_READY], [NO_SCHEDULE_NOT_READY], [], None),
+    ("a new NoExecute taint gets timeAdded", [OPERATOR], [taint(UNREACHABLE)], [],
+     [OPERATOR, taint(UNREACHABLE, NOW)]),
+    ("a swap: one out, the other in", [taint(NOT_READY, NOW - 60)], [taint(UNREACHABLE)], [taint(NOT_READY)],
+     [{"key": UNREACHABLE, "effect": "NoExecute", "timeAdded": format_time(NOW)}]),
+]
+
+
+@pytest.mark.parametrize(("current", "add", "remove", "expected"), [case[1:] for case in CASES],
+                         ids=[case[0] for case in CASES])
+def test_taints_to_write(current: list[dict[str, Any]], add: list[dict[str, Any]], remove: list[dict[str, Any]],
+                         expected: list[dict[str, Any]] | None) -> None:
+    assert taints_to_write(current, add, remove, NOW) == expected
