@@ -16,6 +16,7 @@ from kubernetes import client
 from kubernetes.client.rest import ApiException
 
 from controller.backfill import Conflict
+from controller.kube.client import release
 
 log = logging.getLogger("taintkeeper.backfill")
 
@@ -40,8 +41,9 @@ class KubeBackfillApi:
 
     def patch_pod(self, namespace: str, name: str, ops: Sequence[Mapping[str, Any]]) -> bool:
         try:
-            self._core.patch_namespaced_pod(name, namespace, [dict(op) for op in ops], _content_type=JSON_PATCH,
-                                            _preload_content=False, _request_timeout=REQUEST_TIMEOUT)
+            release(self._core.patch_namespaced_pod(name, namespace, [dict(op) for op in ops],
+                                                    _content_type=JSON_PATCH, _preload_content=False,
+                                                    _request_timeout=REQUEST_TIMEOUT))
         except ApiException as error:
             if error.status == 404:
                 log.info("pod already gone", extra={"pod": f"{namespace}/{name}"})

@@ -9,6 +9,7 @@ from __future__ import annotations
 import json
 import os
 from pathlib import Path
+from typing import Any
 
 from kubernetes import client, config
 
@@ -31,6 +32,14 @@ def read_node_json(core: client.CoreV1Api, name: str, timeout: tuple[float, floa
             return None
         raise
     return json.loads(response.data)
+
+
+def release(response: Any) -> None:
+    """Read what is left of a response asked for with `_preload_content=False` and hand its connection
+    back to the pool. Left unread, the connection goes with the response and the next request opens
+    a new TLS connection: a handshake for every taint write, event and pod deletion."""
+    response.read()
+    response.release_conn()
 
 
 class ClientConfigError(ValueError):

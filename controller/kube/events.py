@@ -19,6 +19,7 @@ from typing import Any
 
 from kubernetes import client
 
+from controller.kube.client import release
 from controller.objects import PodView, format_time
 
 log = logging.getLogger("taintkeeper.events")
@@ -89,8 +90,8 @@ class EventRecorder:
             except queue.Empty:
                 continue
             try:
-                self._core.create_namespaced_event(namespace, body, _preload_content=False,
-                                                   _request_timeout=REQUEST_TIMEOUT)
+                release(self._core.create_namespaced_event(namespace, body, _preload_content=False,
+                                                           _request_timeout=REQUEST_TIMEOUT))
             except Exception as error:  # best effort, as upstream
                 level = logging.DEBUG if expected_rejection(error) else logging.WARNING
                 log.log(level, "could not record event %s (%s): %s", body["reason"], body["message"], error)

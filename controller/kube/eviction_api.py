@@ -15,7 +15,7 @@ from typing import Any
 from kubernetes import client
 from kubernetes.client.rest import ApiException
 
-from controller.kube.client import read_node_json
+from controller.kube.client import read_node_json, release
 from controller.objects import PodView, format_time
 from shared.taints import no_execute_taints, node_taints
 
@@ -47,12 +47,12 @@ class KubeEvictionActions:
 
     def evict(self, pod: PodView) -> None:
         try:
-            self._core.patch_namespaced_pod_status(
+            release(self._core.patch_namespaced_pod_status(
                 pod.name, pod.namespace, disruption_target_patch(pod.uid, time.time()),
-                _content_type=STRATEGIC_MERGE, _preload_content=False, _request_timeout=REQUEST_TIMEOUT)
-            self._core.delete_namespaced_pod(
+                _content_type=STRATEGIC_MERGE, _preload_content=False, _request_timeout=REQUEST_TIMEOUT))
+            release(self._core.delete_namespaced_pod(
                 pod.name, pod.namespace, body={"preconditions": {"uid": pod.uid}},
-                _preload_content=False, _request_timeout=REQUEST_TIMEOUT)
+                _preload_content=False, _request_timeout=REQUEST_TIMEOUT))
         except ApiException as error:
             if error.status == 404:
                 log.info("pod already gone", extra={"pod": pod.key})

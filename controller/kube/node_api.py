@@ -21,7 +21,7 @@ from typing import Any, NamedTuple, Protocol
 from kubernetes import client
 from kubernetes.client.rest import ApiException
 
-from controller.kube.client import read_node_json
+from controller.kube.client import read_node_json, release
 from controller.objects import NodeView, PodView, format_time, node_view
 from shared.taints import NO_EXECUTE, taint_identity
 
@@ -87,8 +87,8 @@ class KubeNodeLifecycleApi:
                 if write is None:
                     return True  # nothing to change, or the node is gone
                 body = {"metadata": {"resourceVersion": write.resource_version}, "spec": {"taints": write.taints}}
-                self._core.patch_node(node_name, body, _content_type=STRATEGIC_MERGE, _preload_content=False,
-                                      _request_timeout=REQUEST_TIMEOUT)
+                release(self._core.patch_node(node_name, body, _content_type=STRATEGIC_MERGE,
+                                              _preload_content=False, _request_timeout=REQUEST_TIMEOUT))
                 log.info("updated taints", extra={"node": node_name,
                                                    "added": [f"{t['key']}:{t['effect']}" for t in add],
                                                    "removed": [f"{t['key']}:{t['effect']}" for t in remove]})
@@ -129,8 +129,8 @@ class KubeNodeLifecycleApi:
         # Against the cached resourceVersion: if the kubelet posted since, our Unknown must not win.
         body = {"metadata": {"resourceVersion": node.resource_version}, "status": {"conditions": list(conditions)}}
         try:
-            self._core.patch_node_status(node.name, body, _content_type=STRATEGIC_MERGE, _preload_content=False,
-                                         _request_timeout=REQUEST_TIMEOUT)
+            release(self._core.patch_node_status(node.name, body, _content_type=STRATEGIC_MERGE,
+                                                 _preload_content=False, _request_timeout=REQUEST_TIMEOUT))
         except ApiException as error:
             if error.status == 409:
                 log.info("node %s changed since it was read; its health is judged again next pass", node.name)
@@ -149,8 +149,8 @@ class KubeNodeLifecycleApi:
                 "status": {"conditions": [{"type": "Ready", "status": "False",
                                            "lastTransitionTime": format_time(time.time())}]}}
         try:
-            self._core.patch_namespaced_pod_status(pod.name, pod.namespace, body, _content_type=STRATEGIC_MERGE,
-                                                   _preload_content=False, _request_timeout=REQUEST_TIMEOUT)
+            release(self._core.patch_namespaced_pod_status(pod.name, pod.namespace, body, _content_type=STRATEGIC_MERGE,
+                                                           _preload_content=False, _request_timeout=REQUEST_TIMEOUT))
         except ApiException as error:
             if error.status in (404, 409):
                 return  # gone, or replaced by another pod with the same name
