@@ -63,8 +63,13 @@ class TaintWrite(NamedTuple):
     resource_version: str
 
 
-def _identities(taints: Sequence[Taint]) -> list[tuple[str, str]]:
-    return [taint_identity(t) for t in taints]
+def _taint_change(current: Sequence[Taint], resource_version: str, add: Sequence[Taint],
+                  remove: Sequence[Taint]) -> TaintWrite | None:
+    """The write that turns `current` into `current - remove + add`; None when that changes nothing."""
+    wanted = updated_taints(current, add, remove, time.time())
+    if [taint_identity(t) for t in wanted] == [taint_identity(t) for t in current]:
+        return None
+    return TaintWrite(wanted, resource_version)
 
 
 class KubeNodeLifecycleApi:
@@ -113,17 +118,14 @@ class KubeNodeLifecycleApi:
         409), not to skip a write: the caller may know it is behind (a taint written this pass that
         the informer has not delivered yet), so a cache that sees nothing to change is read live."""
         if cached is not None and cached.resource_version:
-            wanted = updated_taints(cached.taints, add, remove, time.time())
-            if _identities(wanted) != _identities(cached.taints):
-                return TaintWrite(wanted, cached.resource_version)
+            write = _taint_change(cached.taints, cached.resource_version, add, remove)
+            if write is not None:
+                return write
         node = read_node_json(self._core, node_name, REQUEST_TIMEOUT)
         if node is None:
             return None
-        current = (node.get("spec") or {}).get("taints") or []
-        wanted = updated_taints(current, add, remove, time.time())
-        if _identities(wanted) == _identities(current):
-            return None
-        return TaintWrite(wanted, node["metadata"]["resourceVersion"])
+        return _taint_change((node.get("spec") or {}).get("taints") or [], node["metadata"]["resourceVersion"],
+                             add, remove)
 
     def post_conditions(self, node: NodeView, conditions: Sequence[dict[str, Any]]) -> bool:
         # Against the cached resourceVersion: if the kubelet posted since, our Unknown must not win.
