@@ -69,6 +69,7 @@ NOT_READY_NO_SCHEDULE = {"key": "node.kubernetes.io/not-ready", "effect": "NoSch
 UNREACHABLE = "node.kubernetes.io/unreachable"
 CLOCK_TICKS = os.sysconf("SC_CLK_TCK")
 PAGE_SIZE = os.sysconf("SC_PAGE_SIZE")
+PY_SPY = Path(sys.executable).parent / "py-spy"
 
 
 # ----------------------------------------------------------------------------------- the controllers
@@ -358,7 +359,7 @@ def run_one(cluster: Cluster, observer: Observer, name: str, args: argparse.Name
     process = Process(command, out / f"{name}-{len(names)}.log", checkout(name, out))
     profiler = None
     if args.profile and is_taintkeeper(name):  # where the start-up's CPU goes
-        profiler = subprocess.Popen([str(Path(sys.executable).parent / "py-spy"), "record", "--pid",
+        profiler = subprocess.Popen([str(PY_SPY), "record", "--pid",
                                      str(process.popen.pid), "--duration", str(int(args.profile)), "--format",
                                      "raw", "--output", str(out / f"{name}-{len(names)}.profile.txt")],
                                     stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL)
@@ -460,6 +461,8 @@ def parse_args(argv: Sequence[str] | None) -> argparse.Namespace:
     parser.add_argument("--dir", type=Path, help="the cluster's directory (kept afterwards)")
     parser.add_argument("--report", type=Path, help="append the table to this file (e.g. bench/REPORT.md)")
     args = parser.parse_args(argv)
+    if args.profile and not PY_SPY.exists():
+        parser.error(f"--profile needs py-spy ({PY_SPY}): .venv/bin/pip install -e '.[bench]'")
     unknown = {name for name in args.controllers if name != KCM and not is_taintkeeper(name)}
     if unknown:
         parser.error(f"unknown controller(s): {', '.join(sorted(unknown))}")

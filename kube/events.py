@@ -18,7 +18,7 @@ from typing import Any, Protocol
 
 from kubernetes import client
 
-from kube.client import WORKER_REQUEST_TIMEOUT
+from kube.client import WORKER_REQUEST_TIMEOUT, release
 from kube.errors import is_conflict, status_body, status_code
 from kube.timestamps import format_time
 
@@ -105,8 +105,8 @@ class EventRecorder:
             except queue.Empty:
                 continue
             try:
-                self._core.create_namespaced_event(namespace, body, _preload_content=False,  # type: ignore[arg-type]  # the client sends a dict body as it is (its types want a model)
-                                                   _request_timeout=WORKER_REQUEST_TIMEOUT)
+                release(self._core.create_namespaced_event(namespace, body, _preload_content=False,  # type: ignore[arg-type]  # the client sends a dict body as it is (its types want a model)
+                                                           _request_timeout=WORKER_REQUEST_TIMEOUT))
             except Exception as error:  # best effort, as upstream
                 level = logging.DEBUG if expected_rejection(error) else logging.WARNING
                 log.log(level, "could not record event %s (%s): %s", body["reason"], body["message"], error)

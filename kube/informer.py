@@ -272,9 +272,9 @@ class Informer(Generic[V]):
         pages = 0
         resource_version: str | None = None
         # The first LIST is served from the apiserver's watch cache, as client-go's reflector asks
-        # for it: etcd is not read, and at 150,000 pods it took seconds instead of 300 consistent
-        # pages. It may lag behind etcd; the WATCH from its resourceVersion brings the store up to
-        # date. A re-list (after a 410) reads etcd: the store must not go back in time.
+        # for it: etcd is not read (30,000 pods: 4.2 s in one response, against 6.6 s in 60 pages
+        # of 500). It may lag behind etcd; the WATCH from its resourceVersion brings the store up
+        # to date. A re-list (after a 410) reads etcd: the store must not go back in time.
         from_cache = not self._synced.is_set()
 
         def keep(item: dict[str, Any]) -> None:

@@ -15,7 +15,7 @@ from kubernetes import client
 from kubernetes.client.rest import ApiException
 
 from controller.backfill.controller import Conflict
-from kube.client import JSON_PATCH, WORKER_REQUEST_TIMEOUT
+from kube.client import JSON_PATCH, WORKER_REQUEST_TIMEOUT, release
 from kube.errors import api_message, is_conflict, is_invalid, is_not_found
 from kube.request import response_json
 
@@ -40,8 +40,9 @@ class KubeBackfillApi:
 
     def patch_pod(self, namespace: str, name: str, ops: Sequence[Mapping[str, Any]]) -> bool:
         try:
-            self._core.patch_namespaced_pod(name, namespace, [dict(op) for op in ops], _content_type=JSON_PATCH,
-                                            _preload_content=False, _request_timeout=WORKER_REQUEST_TIMEOUT)
+            release(self._core.patch_namespaced_pod(name, namespace, [dict(op) for op in ops],
+                                                    _content_type=JSON_PATCH, _preload_content=False,
+                                                    _request_timeout=WORKER_REQUEST_TIMEOUT))
         except ApiException as error:
             if is_not_found(error):
                 log.info("pod already gone", extra={"pod": f"{namespace}/{name}"})

@@ -24,7 +24,7 @@ from kubernetes.client.rest import ApiException
 
 from controller.nodelifecycle.decision import taints_to_write, updated_taints
 from controller.objects import NodeView, PodView, node_view
-from kube.client import STRATEGIC_MERGE, WORKER_REQUEST_TIMEOUT, read_node_json
+from kube.client import STRATEGIC_MERGE, WORKER_REQUEST_TIMEOUT, read_node_json, release
 from kube.errors import describe_error, is_conflict, is_not_found
 from kube.store import StoreReader
 from kube.timestamps import format_time
@@ -65,8 +65,8 @@ class KubeNodeLifecycleApi:
                 if write is None:
                     return True  # nothing to change, or the node is gone
                 body = {"metadata": {"resourceVersion": write.resource_version}, "spec": {"taints": write.taints}}
-                self._core.patch_node(node_name, body, _content_type=STRATEGIC_MERGE, _preload_content=False,
-                                      _request_timeout=WORKER_REQUEST_TIMEOUT)
+                release(self._core.patch_node(node_name, body, _content_type=STRATEGIC_MERGE,
+                                              _preload_content=False, _request_timeout=WORKER_REQUEST_TIMEOUT))
                 log.info("updated taints", extra={"node": node_name,
                                                    "added": [f"{t['key']}:{t['effect']}" for t in add],
                                                    "removed": [f"{t['key']}:{t['effect']}" for t in remove]})
@@ -104,8 +104,8 @@ class KubeNodeLifecycleApi:
         # Against the cached resourceVersion: if the kubelet posted since, our Unknown must not win.
         body = {"metadata": {"resourceVersion": node.resource_version}, "status": {"conditions": list(conditions)}}
         try:
-            self._core.patch_node_status(node.name, body, _content_type=STRATEGIC_MERGE, _preload_content=False,
-                                         _request_timeout=WORKER_REQUEST_TIMEOUT)
+            release(self._core.patch_node_status(node.name, body, _content_type=STRATEGIC_MERGE,
+                                                 _preload_content=False, _request_timeout=WORKER_REQUEST_TIMEOUT))
         except ApiException as error:
             if is_conflict(error):
                 log.info("node %s changed since it was read; its health is judged again next pass", node.name)
@@ -124,8 +124,9 @@ class KubeNodeLifecycleApi:
                 "status": {"conditions": [{"type": "Ready", "status": "False",
                                            "lastTransitionTime": format_time(time.time())}]}}
         try:
-            self._core.patch_namespaced_pod_status(pod.name, pod.namespace, body, _content_type=STRATEGIC_MERGE,
-                                                   _preload_content=False, _request_timeout=WORKER_REQUEST_TIMEOUT)
+            release(self._core.patch_namespaced_pod_status(pod.name, pod.namespace, body,
+                                                           _content_type=STRATEGIC_MERGE, _preload_content=False,
+                                                           _request_timeout=WORKER_REQUEST_TIMEOUT))
         except ApiException as error:
             if is_not_found(error) or is_conflict(error):
                 return  # gone, or replaced by another pod with the same name

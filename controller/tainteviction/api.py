@@ -16,7 +16,7 @@ from kubernetes import client
 from kubernetes.client.rest import ApiException
 
 from controller.objects import PodView
-from kube.client import STRATEGIC_MERGE, WORKER_REQUEST_TIMEOUT, read_node_json
+from kube.client import STRATEGIC_MERGE, WORKER_REQUEST_TIMEOUT, read_node_json, release
 from kube.errors import is_conflict, is_not_found
 from kube.timestamps import format_time
 from shared.taints import no_execute_taints, node_taints
@@ -47,12 +47,12 @@ class KubeEvictionActions:
 
     def evict(self, pod: PodView) -> None:
         try:
-            self._core.patch_namespaced_pod_status(
+            release(self._core.patch_namespaced_pod_status(
                 pod.name, pod.namespace, disruption_target_patch(pod.uid, time.time()),
-                _content_type=STRATEGIC_MERGE, _preload_content=False, _request_timeout=WORKER_REQUEST_TIMEOUT)
-            self._core.delete_namespaced_pod(
+                _content_type=STRATEGIC_MERGE, _preload_content=False, _request_timeout=WORKER_REQUEST_TIMEOUT))
+            release(self._core.delete_namespaced_pod(
                 pod.name, pod.namespace, body={"preconditions": {"uid": pod.uid}},  # type: ignore[arg-type]  # the client sends a dict body as it is (its types want a model)
-                _preload_content=False, _request_timeout=WORKER_REQUEST_TIMEOUT)
+                _preload_content=False, _request_timeout=WORKER_REQUEST_TIMEOUT))
         except ApiException as error:
             if is_not_found(error):
                 log.info("pod already gone", extra={"pod": pod.key})

@@ -126,6 +126,9 @@ start_node_ns() { # dir nodedir
 start_containerd() { # dir nodedir
   local dir=$1 nd=$2
   pid_alive "$nd/containerd.pid" "$dir" && return 0
+  # containerd listens on DIR/nodes/NAME/containerd.sock.ttrpc: a unix socket path has at most 104 bytes.
+  local socket="$nd/containerd.sock.ttrpc"
+  [ ${#socket} -le 104 ] || die "DIR is too deep for containerd's socket ($socket is ${#socket} bytes, at most 104): use a shorter DIR"
   setsid nsenter -t "$(cat "$nd/ns.pid")" -m -- containerd --config "$nd/containerd.toml" \
     >>"$nd/logs/containerd.log" 2>&1 </dev/null &
   echo $! >"$nd/containerd.pid"

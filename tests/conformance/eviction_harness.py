@@ -25,6 +25,7 @@ from dataclasses import dataclass, field
 from types import SimpleNamespace
 from typing import Any
 
+import urllib3
 from kubernetes.client.rest import ApiException
 
 from controller.objects import PodView, node_view, pod_view
@@ -34,6 +35,7 @@ from controller.workqueue import WorkQueue
 from kube.timestamps import format_time
 from tests.support.clock import FakeClock
 from tests.support.fakes import MemoryStore, RecordingEvents
+from tests.support.responses import http_response
 
 START = 1_800_000_000.0
 NAMESPACE = "default"
@@ -135,17 +137,18 @@ class RecordingCore:
         for hook in hooks:
             hook()
 
-    def patch_namespaced_pod_status(self, name: str, namespace: str, body: Json, **_: Any) -> SimpleNamespace:
+    def patch_namespaced_pod_status(self, name: str, namespace: str, body: Json, **_: Any) -> urllib3.HTTPResponse:
         self._hooks()
         uid = str(((body or {}).get("metadata") or {}).get("uid") or "")
         self.calls.append(ApiCall("patch-status", f"{namespace}/{name}", self._now(), uid, body))
-        return SimpleNamespace(data=b"{}")
+        return http_response(b"{}")
 
-    def delete_namespaced_pod(self, name: str, namespace: str, body: Json | None = None, **_: Any) -> SimpleNamespace:
+    def delete_namespaced_pod(self, name: str, namespace: str, body: Json | None = None,
+                              **_: Any) -> urllib3.HTTPResponse:
         self._hooks()
         uid = str(((body or {}).get("preconditions") or {}).get("uid") or "")
         self.calls.append(ApiCall("delete", f"{namespace}/{name}", self._now(), uid, body))
-        return SimpleNamespace(data=b"{}")
+        return http_response(b"{}")
 
 
 class Cluster:

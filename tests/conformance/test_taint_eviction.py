@@ -32,6 +32,7 @@ from __future__ import annotations
 import threading
 
 import pytest
+import urllib3
 
 from controller.objects import node_view
 from controller.options import TAINT_EVICTION
@@ -49,6 +50,7 @@ from tests.conformance.eviction_harness import (
     upstream_taint,
     upstream_toleration,
 )
+from tests.support.responses import http_response
 
 # (test id, README entry) for every row that asserts taintkeeper's deliberate difference from upstream.
 DELIBERATE_DIFFERENCES: list[tuple[str, str]] = [
@@ -343,8 +345,9 @@ class EventsApi:
     def __init__(self) -> None:
         self.created: list[tuple[str, dict]] = []
 
-    def create_namespaced_event(self, namespace: str, body: dict, **_: object) -> None:
+    def create_namespaced_event(self, namespace: str, body: dict, **_: object) -> urllib3.HTTPResponse:
         self.created.append((namespace, body))
+        return http_response(b"{}")
 
 
 @pytest.mark.parametrize(("toleration_seconds", "message"), [

@@ -126,3 +126,22 @@ def count_calls(api: KubeNodeLifecycleApi, method: str) -> Callable[[], int]:
 
     setattr(core, method, counted)
     return lambda: calls[0]
+
+
+def test_taint_writes_reuse_the_pools_connection(local_cluster: LocalCluster, core: client.CoreV1Api,
+                                                 node_name: str) -> None:
+    """An unread response took its connection with it: every write opened a new TLS connection."""
+    create_node(core, node_name, [])
+    api = KubeNodeLifecycleApi(local_cluster.api_client)
+    opened = count_connections(local_cluster.api_client)
+    before = opened()
+    for _ in range(10):
+        assert api.swap_taints(node_name, [NOT_READY], [])
+        assert api.swap_taints(node_name, [], [NOT_READY])
+    assert opened() - before <= 1
+
+
+def count_connections(api_client: client.ApiClient) -> Callable[[], int]:
+    """Connections urllib3 has opened so far, over every pool of the client."""
+    pools = api_client.rest_client.pool_manager.pools
+    return lambda: sum(pool.num_connections for pool in pools._container.values())

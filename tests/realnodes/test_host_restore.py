@@ -91,9 +91,10 @@ def differences(before: dict, after: dict) -> dict[str, tuple[object, object]]:
     return {key: (before[key], after[key]) for key in before if before[key] != after[key]}
 
 
-def test_down_leaves_the_host_as_up_found_it(tmp_path: Path, node_packages: None):
+def test_down_leaves_the_host_as_up_found_it(tmp_path_factory: pytest.TempPathFactory, node_packages: None):
     before = snapshot()
-    directory = tmp_path / "cluster"
+    # A short directory: containerd's socket path under it may not pass 104 bytes.
+    directory = tmp_path_factory.mktemp("restore") / "cluster"
     kubeconfig, _ = bring_up(directory, 2)
     try:
         cluster = RealCluster(directory, kubeconfig, config.new_client_from_config(config_file=str(kubeconfig)))
