@@ -302,8 +302,10 @@ class Cluster:
         finishes deletions on live nodes)."""
         for name in names:
             def settled(name: str = name) -> list[dict[str, Any]] | None:
+                # From the watch cache (resourceVersion 0): without it, each poll had the apiserver
+                # read every pod of the cluster from etcd to pick this node's.
                 pods: list[dict[str, Any]] = response_json(self.core.list_pod_for_all_namespaces(
-                    field_selector=f"spec.nodeName={name}", _preload_content=False))["items"]
+                    field_selector=f"spec.nodeName={name}", resource_version="0", _preload_content=False))["items"]
                 return None if any(pod["metadata"].get("deletionTimestamp") for pod in pods) else pods
 
             wait_for(lambda: settled() is not None, 180, f"the evicted pods of {name} to be gone")

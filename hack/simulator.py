@@ -98,6 +98,7 @@ HEALTHY_CONDITIONS = {
 # Bound pods only: unscheduled pods are deleted at once by the apiserver and no kubelet owns them.
 BOUND_PODS = "spec.nodeName!="
 WATCH_SECONDS = 60
+LIST_PAGE_SIZE = 500  # pods per page of the relist (an informer's page)
 # How often due graceful deletions are looked for; well under the 1 s grace tests use.
 DELETION_SWEEP_SECONDS = 0.2
 
@@ -761,11 +762,21 @@ class Simulator:
                 self._thread_cpu["pod-watch"] = time.thread_time()
 
     def _relist(self) -> str:
-        listed = self._request("GET", "/api/v1/pods", query=[("fieldSelector", BOUND_PODS)])
+        """List the bound pods in pages, as an informer does: in one response the apiserver reads,
+        decodes and encodes every pod of the cluster at once. Only the Terminating ones are kept."""
+        pods: list[Json] = []
+        query = [("fieldSelector", BOUND_PODS), ("limit", str(LIST_PAGE_SIZE))]
+        while True:
+            listed = self._request("GET", "/api/v1/pods", query=query)
+            pods.extend(pod for pod in listed.get("items") or () if pod["metadata"].get("deletionTimestamp"))
+            continue_token = listed["metadata"].get("continue")
+            if not continue_token:
+                break
+            query = [("fieldSelector", BOUND_PODS), ("limit", str(LIST_PAGE_SIZE)), ("continue", continue_token)]
         with self._wakeup:
             previous = self._terminating
             self._terminating = {}
-            for pod in listed.get("items") or []:
+            for pod in pods:
                 self._observe(pod, previous)
             self._wakeup.notify_all()
         return str(listed["metadata"]["resourceVersion"])

@@ -219,6 +219,20 @@ def test_a_graceful_deletion_on_a_live_node_ends_when_the_grace_period_does(make
     assert simulator.stats().pods_removed == 1
 
 
+def test_a_pod_terminating_before_the_start_is_found_on_a_later_page_of_the_relist(make_simulator, core, namespace,
+                                                                                    monkeypatch):
+    monkeypatch.setattr("hack.simulator.LIST_PAGE_SIZE", 1)  # every bound pod a page of its own
+    simulator = make_simulator()
+    (node,) = simulator.add_nodes(1)
+    names = simulator.create_pods(node, count=3, namespace=namespace, termination_grace_period=1)
+    last = max(names)  # pods are listed in key order: this one is not on the first page
+    raw(core.delete_namespaced_pod, last, namespace)  # no simulator runs yet: it stays Terminating
+
+    simulator.start()  # its relist (three pages at least) must find it; the watch only brings later changes
+    wait_for(lambda: not pod_exists(core, last, namespace), 10, "the simulated kubelet to remove the pod")
+    assert all(pod_exists(core, name, namespace) for name in names if name != last)
+
+
 def test_a_pod_on_a_stopped_node_stays_terminating_until_its_heartbeats_resume(make_simulator, core, namespace):
     simulator = make_simulator().start()
     (node,) = simulator.add_nodes(1)
