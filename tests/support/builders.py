@@ -2,6 +2,8 @@
 
 from __future__ import annotations
 
+import json
+from pathlib import Path
 from typing import Any
 
 from controller.objects import NodeView, PodView
@@ -39,3 +41,14 @@ def pod(name: str, tolerations: Any = (), node: str = "node1", uid: str | None =
 def node(name: str = "node1", *taints: dict[str, Any]) -> NodeView:
     """A node view carrying `taints` (NoExecute ones) and nothing else."""
     return NodeView(name, f"uid-{name}", tuple(taints))
+
+
+def kubeconfig_file(directory: Path) -> Path:
+    """A token kubeconfig for a server nobody listens on (https://127.0.0.1:1): it loads, and connects to nothing."""
+    path = directory / "kubeconfig"
+    path.write_text(json.dumps({
+        "apiVersion": "v1", "kind": "Config", "current-context": "c",
+        "clusters": [{"name": "c", "cluster": {"server": "https://127.0.0.1:1"}}],
+        "contexts": [{"name": "c", "context": {"cluster": "c", "user": "u"}}],
+        "users": [{"name": "u", "user": {"token": "t"}}]}))
+    return path

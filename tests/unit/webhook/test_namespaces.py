@@ -14,6 +14,7 @@ import pytest
 import urllib3
 
 from shared.defaults import DefaultSeconds
+from tests.support.builders import kubeconfig_file
 from tests.support.responses import http_response
 from webhook import namespaces
 from webhook.admission import NamespaceDefaults
@@ -254,12 +255,7 @@ def test_no_namespace_cache_without_a_kubeconfig_outside_a_cluster(monkeypatch):
 
 
 def test_a_given_kubeconfig_is_used(tmp_path):
-    kubeconfig = tmp_path / "kubeconfig"
-    kubeconfig.write_text(json.dumps({
-        "apiVersion": "v1", "kind": "Config", "current-context": "c",
-        "clusters": [{"name": "c", "cluster": {"server": "https://127.0.0.1:1"}}],
-        "contexts": [{"name": "c", "context": {"cluster": "c", "user": "u"}}],
-        "users": [{"name": "u", "user": {"token": "t"}}]}))
+    kubeconfig = kubeconfig_file(tmp_path)
     factory, source = client_source(WebhookSettings(namespace_cache=True, kubeconfig=str(kubeconfig)))
     assert factory is not None and str(kubeconfig) in source
     api = factory()  # loads the file; connects to nothing

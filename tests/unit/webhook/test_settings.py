@@ -8,6 +8,7 @@ from pathlib import Path
 
 import pytest
 
+from tests.support.builders import kubeconfig_file
 from webhook.__main__ import parse_args as webhook_args
 from webhook.settings import ServingSettings, SettingsError, WebhookSettings
 
@@ -231,12 +232,7 @@ def test_validating_the_start_imports_no_prometheus_client(tmp_path):
     """prometheus_client picks its multiprocess mode when first imported: `python -m webhook` must leave
     that to the gunicorn config, which sets PROMETHEUS_MULTIPROC_DIR first. Nor may the gunicorn master
     (whose on_starting reads webhook.namespaces) make the metrics: its live 0 would pin the livemin gauge."""
-    kubeconfig = tmp_path / "kubeconfig"
-    kubeconfig.write_text(json.dumps({
-        "apiVersion": "v1", "kind": "Config", "current-context": "c",
-        "clusters": [{"name": "c", "cluster": {"server": "https://127.0.0.1:1"}}],
-        "contexts": [{"name": "c", "context": {"cluster": "c", "user": "u"}}],
-        "users": [{"name": "u", "user": {"token": "t"}}]}))
+    kubeconfig = kubeconfig_file(tmp_path)
     code = ("import sys\n"
             "import webhook.__main__\n"
             "import webhook.namespaces\n"
