@@ -17,6 +17,7 @@ from flask import Flask, Response, request
 from webhook import codec, metrics
 from webhook.admission import PATCHED, REPLACED, MalformedReview, Verdict, review_pod
 from webhook.bookkeeping import Bookkeeping, log_at
+from webhook.flaskapp import WebhookFlask
 from webhook.namespaces import NamespaceCache
 from webhook.settings import WebhookSettings
 
@@ -82,7 +83,7 @@ def bookkeeping_of(app: object) -> Bookkeeping | None:
 def create_app(settings: WebhookSettings | None = None, namespace_cache: NamespaceCache | None = None) -> Flask:
     settings = settings or WebhookSettings.from_env()
     cache = namespace_cache or NamespaceCache.from_settings(settings)
-    app = Flask("taintkeeper-webhook")
+    app = WebhookFlask("taintkeeper-webhook")
     app.extensions[NAMESPACE_CACHE_EXTENSION] = cache
     bookkeeping = app.extensions[BOOKKEEPING_EXTENSION] = Bookkeeping()
     not_ready_seconds, unreachable_seconds = settings.not_ready_seconds, settings.unreachable_seconds
@@ -103,7 +104,7 @@ def create_app(settings: WebhookSettings | None = None, namespace_cache: Namespa
             bookkeeping.count(added_total[key])
         for key in verdict.replaced:
             bookkeeping.count(replaced_total[key])
-        metrics.REVIEW_DURATION.observe(duration)
+        bookkeeping.observe(metrics.REVIEW_DURATION, duration)
         facts = {"uid": verdict.uid, "operation": verdict.operation, "namespace": verdict.namespace, "pod": verdict.pod}
         if verdict.warnings:
             log_at(log, created, logging.WARNING, "ignored namespace annotation: %s", "; ".join(verdict.warnings),

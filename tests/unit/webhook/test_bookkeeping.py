@@ -7,6 +7,8 @@ import logging
 import threading
 import time
 
+import pytest
+
 from shared.jsonlog import JsonFormatter
 from webhook.app import bookkeeping_of, create_app
 from webhook.bookkeeping import Bookkeeping, log_at
@@ -93,3 +95,53 @@ def test_a_started_app_logs_after_the_answer_and_its_metrics_are_exact_when_scra
     (record,) = [r for r in caplog.records if getattr(r, "uid", None) == "later-1"]
     assert requested <= record.created <= time.time()
     assert (record.namespace, record.pod, record.levelno) == ("team-a", "web-0", logging.INFO)
+
+
+def test_a_record_made_by_log_at_is_the_one_logging_makes():
+    logger = logging.getLogger("taintkeeper.webhook.test-record")
+    records: list[logging.LogRecord] = []
+    handler = logging.Handler()
+    handler.emit = records.append
+    logger.addHandler(handler)
+    logger.setLevel(logging.DEBUG)
+    try:
+        created = time.time() - 1.5
+        log_at(logger, created, logging.WARNING, "refused %s", "x", extra={"uid": "u-1", "remote": "10.0.0.1"})
+        made = logger.makeRecord(logger.name, logging.WARNING, "(unknown file)", 0, "refused %s", ("x",), None,
+                                 extra={"uid": "u-1", "remote": "10.0.0.1"})
+        with pytest.raises(KeyError):
+            log_at(logger, created, logging.INFO, "m", extra={"levelname": "oops"})
+    finally:
+        logger.removeHandler(handler)
+    (record,) = records
+    formatted = {"message", "asctime"}  # set on the record when a handler formats it
+    ours = {name: value for name, value in vars(record).items() if name not in formatted}
+    theirs = {name: value for name, value in vars(made).items() if name not in formatted}
+    assert list(ours) == list(theirs)  # the same attributes, in the same order (extras last)
+    differing = {name for name in ours if ours[name] != theirs[name]}
+    assert differing <= {"created", "msecs", "relativeCreated"}
+    assert record.created == created and record.msecs == int((created - int(created)) * 1000)
+    assert abs(record.relativeCreated - (made.relativeCreated - (made.created - created) * 1000)) < 0.01
+    assert record.getMessage() == "refused x"
+
+
+def test_a_batch_of_observations_fills_a_histogram_as_observing_each_does():
+    from prometheus_client import CollectorRegistry, Histogram
+
+    values = [0.0001, 0.0005, 0.0007, 0.003, 0.003, 0.2, 5.0, 0.0, 1.0]
+    samples = []
+    for batched in (False, True):
+        histogram = Histogram("t_seconds", "t", buckets=(0.0005, 0.001, 0.0025, 0.005, 0.25, 1.0),
+                              registry=CollectorRegistry())
+        bookkeeping = Bookkeeping(interval=3600)
+        bookkeeping.start()
+        for value in values:
+            if batched:
+                bookkeeping.submit(bookkeeping.observe, histogram, value)
+            else:
+                histogram.observe(value)
+        bookkeeping.drain()
+        samples.append({(s.name, s.labels.get("le")): round(s.value, 9) for s in histogram.collect()[0].samples
+                        if not s.name.endswith("_created")})
+    assert samples[0] == samples[1]
+    assert samples[1][("t_seconds_count", None)] == len(values)
