@@ -1,4 +1,5 @@
-"""One JSON object per log line, for both processes' `--log-format json`.
+"""Both processes' log lines: `--log-format json` (one JSON object per line) or plain, written by a
+handler that can hold a batch of lines and write them together (`held_lines`).
 
 Fields: time (RFC 3339, UTC), severity, logger, message, plus anything passed in `extra=`
 (request uid, namespace, pod, node ...) so log pipelines can filter on them.

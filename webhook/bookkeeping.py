@@ -146,7 +146,7 @@ _TEMPLATES: dict[tuple[int, int], tuple[dict[str, Any], float]] = {}  # (pid, th
 
 def _record_template() -> tuple[dict[str, Any], float]:
     """The attributes of a LogRecord made in this process and thread (in the constructor's order), and
-    the milliseconds to subtract from a time.time() * 1000 for its relativeCreated."""
+    the milliseconds to add to a time.time() * 1000 to get its relativeCreated."""
     key = (os.getpid(), threading.get_ident())
     known = _TEMPLATES.get(key)
     if known is None:
