@@ -17,6 +17,7 @@ from __future__ import annotations
 
 import builtins
 import contextlib
+import functools
 import gc
 import json
 import logging
@@ -30,6 +31,7 @@ from kubernetes.client.exceptions import ApiException
 from kube.client import CONNECT_TIMEOUT, REQUEST_TIMEOUT
 from kube.errors import GONE, describe_error, is_gone
 from kube.list_stream import read_list
+from kube.protobuf import ACCEPT_PROTOBUF, is_protobuf, read_protobuf_list
 from kube.store import ADDED, DELETED, MODIFIED, Change, Store, V
 
 log = logging.getLogger("taintkeeper.informer")
@@ -126,6 +128,10 @@ class Informer(Generic[V]):
     `(old, new)` (given here or with `add_handler` before `start`) runs on the informer's thread,
     outside the store lock, in event order; an exception in one is logged and keeps the change
     from no other handler.
+
+    With `protobuf_item` (one protobuf-encoded list item -> the JSON-shaped dict `transform` reads),
+    LISTs ask for protobuf, which the apiserver encodes several times faster than JSON; an answer in
+    JSON (a resource without protobuf) is read as JSON. Watches stay JSON.
     """
 
     def __init__(
@@ -141,6 +147,7 @@ class Informer(Generic[V]):
         backoff_max: float = 30,
         clock: Callable[[], float] = time.monotonic,
         sleep: Callable[[float], object] | None = None,
+        protobuf_item: Callable[[bytes], dict[str, Any]] | None = None,
     ) -> None:
         # The read timeout is how a dead connection is noticed; it must outlast the server's own
         # watch timeout unless the caller deliberately wants faster detection of an idle stream.
@@ -148,6 +155,7 @@ class Informer(Generic[V]):
         self.store: Store[V] = Store(index_by)
         self._list_call = list_call
         self._transform = transform
+        self._protobuf_item = protobuf_item
         self._handlers: list[Callable[[V | None, V | None], None]] = list(handlers)
         self.watch_timeout_seconds = int(watch_timeout_seconds)
         self.read_timeout = read_timeout
@@ -317,14 +325,28 @@ class Informer(Generic[V]):
 
     def _read_page(self, on_item: Callable[[dict[str, Any]], None], **kwargs: Any) -> dict[str, Any]:
         """One LIST response, each item handed to `on_item` as it is read; returns the list metadata.
-        The client's models are never built, and the raw JSON never held whole (list_stream)."""
+        The client's models are never built, and the raw body never held whole (list_stream, protobuf)."""
+        if self._protobuf_item is not None:
+            kwargs["_headers"] = {"Accept": ACCEPT_PROTOBUF}
         response = self._call(**kwargs)
         self._set_response(response)
         try:
-            return read_list(response.stream(LIST_CHUNK_BYTES, decode_content=True), on_item)
+            chunks = response.stream(LIST_CHUNK_BYTES, decode_content=True)
+            if self._protobuf_item is not None and is_protobuf(response.headers.get("Content-Type")):
+                return read_protobuf_list(chunks, functools.partial(self._decode_item, on_item))
+            return read_list(chunks, on_item)
         finally:
             self._set_response(None)
             response.release_conn()
+
+    def _decode_item(self, on_item: Callable[[dict[str, Any]], None], data: bytes) -> None:
+        assert self._protobuf_item is not None
+        try:
+            item = self._protobuf_item(data)
+        except Exception:  # like a malformed JSON object: skipped, not a re-list loop
+            log.exception("%s: cannot decode a protobuf list item (%d bytes); skipped", self.name, len(data))
+            return
+        on_item(item)
 
     def _watch(self) -> int:
         """One WATCH request, read until the stream ends; returns the number of events handled."""

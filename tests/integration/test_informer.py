@@ -21,6 +21,7 @@ import pytest
 from kubernetes import client
 
 from controller.objects import NodeView, PodView, node_view, pod_view
+from controller.pod_protobuf import pod_json
 from kube.client import make_api_client
 from kube.informer import Informer
 from tests.integration.kube import LocalCluster, raw, wait_for
@@ -225,6 +226,57 @@ def test_the_first_list_comes_from_the_watch_cache_and_holds_every_pod(
     assert sorted(new.name for old, new in changes.items if old is None) == [f"p{n:02d}" for n in range(23)]
     assert len(pods.by_index("node-0")) == 8
     assert pods.list_count == 1
+
+
+PROTOBUF_POD_SHAPES: dict[str, dict[str, Any]] = {
+    "bare": {"metadata": {}, "spec": {}},
+    "bound, tolerating for a while": {"metadata": {}, "spec": {"nodeName": "node-a", "tolerations": [
+        {"key": "node.kubernetes.io/not-ready", "operator": "Exists", "effect": "NoExecute", "tolerationSeconds": 300},
+        {"key": "node.kubernetes.io/unreachable", "operator": "Exists", "effect": "NoExecute",
+         "tolerationSeconds": 0}]}},
+    "tolerating for ever, every effect": {"metadata": {}, "spec": {"nodeName": "node-b", "tolerations": [
+        {"operator": "Exists"}, {"key": "dedicated", "operator": "Equal", "value": "gpu", "effect": "NoExecute"},
+        {"key": "k", "value": "v", "effect": "NoSchedule"}, {"key": "negative", "operator": "Exists",
+                                                              "effect": "NoExecute", "tolerationSeconds": -5}]}},
+    "labelled to be skipped": {"metadata": {"labels": {"taintkeeper.io/skip": "true", "app": "x"}}, "spec": {}},
+    "a static pod's mirror": {"metadata": {"annotations": {"kubernetes.io/config.mirror": "abc", "note": ""}},
+                              "spec": {"nodeName": "node-a"}},
+}
+
+
+def test_pods_listed_in_protobuf_have_the_views_of_pods_listed_in_json(
+        local_cluster: LocalCluster, namespace: str, informers: Callable[..., Informer]) -> None:
+    """The oracle for controller/pod_protobuf.py's field numbers: the real apiserver's protobuf."""
+    core = client.CoreV1Api(local_cluster.api_client)
+    for number, manifest in enumerate(PROTOBUF_POD_SHAPES.values()):
+        pod = json.loads(json.dumps(manifest))
+        pod["metadata"]["name"] = f"shape-{number}"
+        pod["spec"]["containers"] = [{"name": "c", "image": "busybox"}]
+        raw(core.create_namespaced_pod, namespace, body=pod)
+    set_ready(core, namespace, "shape-1", "False")
+    raw(core.patch_namespaced_pod_status, "shape-2", namespace, body={"status": {"conditions": [
+        {"type": "PodScheduled", "status": "True", "lastTransitionTime": "2026-11-23T10:00:00Z"},
+        {"type": "Ready", "status": "True"}]}})
+    raw(core.patch_namespaced_pod, "shape-0", namespace, body={"metadata": {"finalizers": ["test/hold"]}})
+    raw(core.delete_namespaced_pod, "shape-0", namespace)  # Terminating: held by its finalizer
+    decoded: list[bytes] = []
+
+    def pod_json_noted(data: bytes) -> dict[str, Any]:
+        decoded.append(data)
+        return pod_json(data)
+
+    list_pods = functools.partial(core.list_namespaced_pod, namespace)
+    try:
+        from_json: Informer[PodView] = informers("pods-json", list_pods, pod_view)
+        from_protobuf: Informer[PodView] = informers("pods-protobuf", list_pods, pod_view,
+                                                     protobuf_item=pod_json_noted)
+        assert len(decoded) == len(PROTOBUF_POD_SHAPES)  # read as protobuf, not JSON
+        assert {pod.key: pod for pod in from_protobuf.list()} == {pod.key: pod for pod in from_json.list()}
+        terminating = from_protobuf.get(f"{namespace}/shape-0")
+        assert terminating is not None and terminating.terminating
+        assert len(from_protobuf) == len(PROTOBUF_POD_SHAPES)
+    finally:
+        raw(core.patch_namespaced_pod, "shape-0", namespace, body={"metadata": {"finalizers": None}})
 
 
 # -- (3) resuming: ended streams and an apiserver restart ----------------------------------------------
