@@ -18,8 +18,12 @@ req/s, p50, p99), then `hey` at a fixed 500 req/s (p50, p99, achieved rate, stat
 After the rounds, each of our webhooks is started once more and held by 100 stuck connections
 (hack/stuck_clients.py: 50 plain TCP that never send a TLS ClientHello, 50 TLS that never send a
 request or only part of one) while reviews on fresh connections are timed; then the time until
-the server closed each stuck connection is taken. Medians across rounds go to stdout and, with the
-environment and exact commands, to bench/REPORT.md (its other benchmarks' sections are kept).
+the server closed each stuck connection is taken. Between the two (--paired-slices, on by default),
+every server runs at once and each cycle gives each one a short wrk slice in turn, the order
+reversed every other cycle, so the throughput ratios compare servers under the same machine
+conditions; the throughput verdicts use the median of those per-cycle ratios. Medians across rounds
+go to stdout and, with the environment and exact commands, to bench/REPORT.md (its other
+benchmarks' sections are kept).
 """
 
 from __future__ import annotations
@@ -43,7 +47,7 @@ import tempfile
 import time
 import urllib.error
 import urllib.request
-from collections.abc import Callable, Iterator
+from collections.abc import Callable, Collection, Iterator
 from dataclasses import dataclass, field
 from datetime import UTC, datetime
 from pathlib import Path
@@ -416,6 +420,14 @@ def wait_for_quiet(limit: float) -> tuple[float, float]:
             return waited, load
 
 
+def settle(limit: float) -> float:
+    """wait_for_quiet, saying so when the machine did not go quiet; the last second's load, in cores."""
+    waited, load = wait_for_quiet(limit)
+    if load >= QUIET_CORES:
+        print(f"  other processes still use {load:.2f} cores after {waited:.0f}s; measuring anyway", flush=True)
+    return load
+
+
 # --- measuring ----------------------------------------------------------------------------
 
 
@@ -463,24 +475,35 @@ def log_problems(log_path: Path, since: int) -> list[str]:
     return problems
 
 
+def log_size(log_path: Path) -> int:
+    """Where a server's log ends now: log_problems(log_path, since=this) reads only what comes after."""
+    return log_path.stat().st_size if log_path.exists() else 0
+
+
+def warm_up(setup: Setup, url: str, args: argparse.Namespace) -> None:
+    """--warmup seconds of unrecorded wrk load, with the measurement's settings."""
+    if args.warmup > 0:
+        _run_tool(wrk_command(url, setup.lua_path, args.warmup, args.wrk_threads, args.connections), args.warmup + 60)
+
+
+def run_wrk(setup: Setup, url: str, seconds: int, args: argparse.Namespace) -> LoadResult:
+    """wrk at full speed for `seconds` with --wrk-threads, --connections and the review body."""
+    command = wrk_command(url, setup.lua_path, seconds, args.wrk_threads, args.connections)
+    return parse_wrk(_run_tool(command, seconds + 60), command)
+
+
 def measure(setup: Setup, name: str, round_no: int, args: argparse.Namespace) -> Measurement:
     """Start one server, check its mutation, warm it up, run wrk then hey, check it again, stop it."""
     log_path = setup.work / f"{name}.log"
-    offset = log_path.stat().st_size if log_path.exists() else 0
+    offset = log_size(log_path)
     per_worker = args.rate // args.rate_workers
-    waited, quiet_before = wait_for_quiet(args.quiet_wait)
-    if quiet_before >= QUIET_CORES:
-        print(f"  other processes still use {quiet_before:.2f} cores after {waited:.0f}s; measuring anyway",
-              flush=True)
+    quiet_before = settle(args.quiet_wait)
     calibration = cpu_calibration()
     other = OtherLoad()
     with SERVERS[name](setup) as url:
         check_mutates(url, setup.body)
-        if args.warmup > 0:
-            _run_tool(wrk_command(url, setup.lua_path, args.warmup, args.wrk_threads, args.connections),
-                      args.warmup + 60)
-        command = wrk_command(url, setup.lua_path, args.duration, args.wrk_threads, args.connections)
-        peak = parse_wrk(_run_tool(command, args.duration + 60), command)
+        warm_up(setup, url, args)
+        peak = run_wrk(setup, url, args.duration, args)
         command = hey_command(url, setup.body_path, args.duration, args.rate_workers, per_worker)
         fixed = parse_hey(_run_tool(command, args.duration + 60), command)
         check_mutates(url, setup.body)
@@ -522,6 +545,120 @@ def summarise(name: str, runs: list[Measurement]) -> Summary:
     )
 
 
+def ratios_within(values: dict[tuple[int, str], float], top: str, bottom: str) -> list[float]:
+    """top/bottom within each group (a round, or a cycle of paired slices), keyed (group, server), in group order.
+
+    A group in which either server has no figure is left out.
+    """
+    groups = sorted({group for group, _ in values})
+    return [values[g, top] / values[g, bottom] for g in groups if (g, top) in values and (g, bottom) in values]
+
+
+# --- paired slices ------------------------------------------------------------------------
+#
+# Consecutive 10 s runs of one server after the other pick up this VM's drift (its core speed
+# swings by +-40 % from second to second), so the ratio of two servers' medians wanders between
+# sessions. Here every server runs at once, idle but for its own short wrk slice, and each cycle
+# loads each server in turn: the ratio within a cycle compares servers under the same conditions.
+
+PAIRED_RATIOS = (("ours", "static"), ("ours", "kopf"), ("ours-gthread", "static-gthread"))
+
+
+@dataclass(frozen=True)
+class Slice:
+    """One short wrk run against one server, in one cycle of the paired measurement (cycles count from 1)."""
+
+    cycle: int
+    server: str
+    peak: LoadResult
+
+
+@dataclass(frozen=True)
+class PairedRatio:
+    """top/bottom peak throughput from the slices of each cycle, in cycle order (at least one)."""
+
+    top: str
+    bottom: str
+    ratios: list[float]
+
+    @property
+    def median(self) -> float:
+        return statistics.median(self.ratios)
+
+    @property
+    def low(self) -> float:
+        return min(self.ratios)
+
+    @property
+    def high(self) -> float:
+        return max(self.ratios)
+
+
+@dataclass(frozen=True)
+class PairedRun:
+    """The paired measurement: its slices in the order run, and what the servers and the machine did meanwhile."""
+
+    slices: list[Slice]
+    log_lines: dict[str, list[str]]  # server -> Traceback/ERROR/CRITICAL lines logged while paired
+    other_cores: float  # CPU of other processes from the servers' start to their stop, in cores
+    quiet_before: float
+    calibration: float
+
+
+def ratio_pairs(servers: Collection[str]) -> list[tuple[str, str]]:
+    """The (top, bottom) ratios of PAIRED_RATIOS whose two servers are both among `servers`."""
+    return [(top, bottom) for top, bottom in PAIRED_RATIOS if top in servers and bottom in servers]
+
+
+def slice_order(names: list[str], cycle: int) -> list[str]:
+    """The servers' order in `cycle` (from 1): as given in odd cycles, reversed in even ones.
+
+    Over two cycles every server's mean position is the same, so a steady drift of the machine
+    within a cycle favours none of them.
+    """
+    return list(names) if cycle % 2 else list(reversed(names))
+
+
+def cycle_ratios(slices: list[Slice], top: str, bottom: str) -> list[float]:
+    """top/bottom req/s within each cycle, from that cycle's slices, in cycle order."""
+    return ratios_within({(s.cycle, s.server): s.peak.rps for s in slices}, top, bottom)
+
+
+def paired_ratios(slices: list[Slice]) -> list[PairedRatio]:
+    """Each ratio of PAIRED_RATIOS whose servers both ran slices, from the per-cycle ratios."""
+    found = [PairedRatio(top, bottom, cycle_ratios(slices, top, bottom))
+             for top, bottom in ratio_pairs({s.server for s in slices})]
+    return [ratio for ratio in found if ratio.ratios]
+
+
+def run_slices(setup: Setup, urls: dict[str, str], args: argparse.Namespace) -> list[Slice]:
+    """--paired-slices cycles of one --slice-seconds wrk run per server, the order alternating per cycle."""
+    slices: list[Slice] = []
+    for cycle in range(1, args.paired_slices + 1):
+        slices += [Slice(cycle, name, run_wrk(setup, urls[name], args.slice_seconds, args))
+                   for name in slice_order(list(urls), cycle)]
+        print(cycle_line(slices, cycle, args.paired_slices), flush=True)
+    return slices
+
+
+def measure_paired(setup: Setup, names: list[str], args: argparse.Namespace) -> PairedRun:
+    """Start every server at once, check and warm up each, run the cycles of slices, check each again, stop them."""
+    offsets = {name: log_size(setup.work / f"{name}.log") for name in names}
+    quiet_before = settle(args.quiet_wait)
+    calibration = cpu_calibration()
+    other = OtherLoad()
+    with contextlib.ExitStack() as servers:
+        urls = {name: servers.enter_context(SERVERS[name](setup)) for name in names}
+        for url in urls.values():
+            check_mutates(url, setup.body)
+            warm_up(setup, url, args)
+        slices = run_slices(setup, urls, args)
+        for url in urls.values():
+            check_mutates(url, setup.body)
+    logged = {name: log_problems(setup.work / f"{name}.log", offsets[name]) for name in names}
+    return PairedRun(slices, logged, other.cores(), quiet_before, calibration)
+
+
 # --- stuck clients ------------------------------------------------------------------------
 
 
@@ -543,9 +680,7 @@ class StuckResult:
 
 def measure_stuck(setup: Setup, name: str, args: argparse.Namespace) -> StuckResult:
     """Start `name`, hold it with 100 stuck connections, time reviews on fresh connections, then wait for closes."""
-    waited, quiet_before = wait_for_quiet(args.quiet_wait)
-    if quiet_before >= QUIET_CORES:
-        print(f"  other processes still use {quiet_before:.2f} cores after {waited:.0f}s; measuring anyway", flush=True)
+    settle(args.quiet_wait)
     calibration = cpu_calibration()
     context = ssl.create_default_context(cafile=str(setup.cert_dir / "ca.crt"))
     with SERVERS[name](setup) as url:
@@ -659,19 +794,38 @@ def per_round_ratios(runs: list[Measurement], top: str, bottom: str, figure: str
     def value(r: Measurement) -> float:
         return r.peak.rps if figure == "peak_rps" else r.fixed.p99_ms
 
-    values = {(r.round, r.server): value(r) for r in runs}
-    rounds = sorted({r.round for r in runs})
-    return [values[n, top] / values[n, bottom] for n in rounds if (n, top) in values and (n, bottom) in values]
+    return ratios_within({(r.round, r.server): value(r) for r in runs}, top, bottom)
 
 
-def verdict_lines(summaries: dict[str, Summary], runs: list[Measurement], args: argparse.Namespace) -> list[str]:
-    """The ratios (of medians, with the per-round ratios) and PASS/MISS against each target."""
+def mark(ok: bool) -> str:
+    return "PASS" if ok else "MISS"
+
+
+def throughput_verdict(top: Summary, bottom: Summary, runs: list[Measurement], target: float, target_text: str,
+                       paired: PairedRatio | None) -> str:
+    """top/bottom peak throughput against `target`: from the paired slices' median when given, else the rounds'.
+
+    The rounds' ratio of medians and per-round ratios are shown either way.
+    """
+    share = top.peak_rps / bottom.peak_rps
+    each = ", ".join(f"{ratio:.2f}x" for ratio in per_round_ratios(runs, top.server, bottom.server))
+    rounds = f"{share:.2f}x ({top.peak_rps:,.0f} / {bottom.peak_rps:,.0f} req/s; per round {each})"
+    name = f"{top.server}/{bottom.server} throughput"
+    if paired is None:
+        return f"- {name}: {rounds} -- target >= {target_text}: {mark(share >= target)}"
+    return (f"- {name}, from the paired slices: {paired.median:.2f}x (median of {len(paired.ratios)} per-cycle "
+            f"ratios, {paired.low:.2f}-{paired.high:.2f}x); rounds: {rounds} -- target >= {target_text}, "
+            f"on the paired median: {mark(paired.median >= target)}")
+
+
+def verdict_lines(summaries: dict[str, Summary], runs: list[Measurement], args: argparse.Namespace,
+                  paired: list[PairedRatio] | None = None) -> list[str]:
+    """The ratios (of medians, with the per-round ratios; throughput from the paired slices if they ran) and
+    PASS/MISS against each target."""
     ours = summaries.get("ours")
     static = summaries.get("static")
     kopf = summaries.get("kopf")
-
-    def mark(ok: bool) -> str:
-        return "PASS" if ok else "MISS"
+    by_pair = {(r.top, r.bottom): r for r in paired or []}
 
     lines = []
     if ours and static:
@@ -685,15 +839,11 @@ def verdict_lines(summaries: dict[str, Summary], runs: list[Measurement], args: 
             f"{ours.bad_responses} non-2xx, {ours.errors} errors) -- target <= {TARGET_P99_FACTOR:g}x at "
             f"{TARGET_RATE} req/s: {mark(factor <= TARGET_P99_FACTOR and rate_ok)}"
         )
-        share = ours.peak_rps / static.peak_rps
-        each = ", ".join(f"{ratio:.2f}x" for ratio in per_round_ratios(runs, "ours", "static"))
-        lines.append(f"- ours/static throughput: {share:.2f}x ({ours.peak_rps:,.0f} / {static.peak_rps:,.0f} req/s; "
-                     f"per round {each}) -- target >= {TARGET_STATIC_SHARE:.2f}x: {mark(share >= TARGET_STATIC_SHARE)}")
+        lines.append(throughput_verdict(ours, static, runs, TARGET_STATIC_SHARE, f"{TARGET_STATIC_SHARE:.2f}x",
+                                        by_pair.get(("ours", "static"))))
     if ours and kopf:
-        factor = ours.peak_rps / kopf.peak_rps
-        each = ", ".join(f"{ratio:.2f}x" for ratio in per_round_ratios(runs, "ours", "kopf"))
-        lines.append(f"- ours/kopf throughput: {factor:.2f}x ({ours.peak_rps:,.0f} / {kopf.peak_rps:,.0f} req/s; "
-                     f"per round {each}) -- target >= {TARGET_KOPF_FACTOR:g}x: {mark(factor >= TARGET_KOPF_FACTOR)}")
+        lines.append(throughput_verdict(ours, kopf, runs, TARGET_KOPF_FACTOR, f"{TARGET_KOPF_FACTOR:g}x",
+                                        by_pair.get(("ours", "kopf"))))
     for top, bottom in (("ours-gthread", "static-gthread"), ("ours", "ours-gthread"), ("ours-gthread", "kopf")):
         if top in summaries and bottom in summaries:
             a, b = summaries[top], summaries[bottom]
@@ -726,12 +876,78 @@ def rounds_table(runs: list[Measurement]) -> str:
     return "\n".join(lines)
 
 
-def log_problem_lines(runs: list[Measurement]) -> list[str]:
+def cycle_line(slices: list[Slice], cycle: int, cycles: int) -> str:
+    """Progress line of one cycle: each server's req/s in the order they ran, and the cycle's ratios."""
+    this = [s for s in slices if s.cycle == cycle]
+    rates = ", ".join(f"{s.server} {s.peak.rps:,.0f}" for s in this)
+    ratios = ", ".join(f"{r.top}/{r.bottom} {r.median:.2f}x" for r in paired_ratios(this))
+    return f"paired cycle {cycle}/{cycles}: {rates} req/s" + (f" | {ratios}" if ratios else "")
+
+
+def paired_table(slices: list[Slice]) -> str:
+    """Per server, its slices' median req/s and range; per ratio, the median of the per-cycle ratios and range."""
+    lines = ["| server | median req/s over slices | min-max req/s | slices | non-2xx / errors |",
+             "|---|---:|---:|---:|---:|"]
+    for name in dict.fromkeys(s.server for s in slices):  # in the order of the first cycle
+        loads = [s.peak for s in slices if s.server == name]
+        rates = [load.rps for load in loads]
+        lines.append(f"| {name} | {statistics.median(rates):,.0f} | {min(rates):,.0f}-{max(rates):,.0f} | "
+                     f"{len(loads)} | {sum(load.bad_responses for load in loads)} / "
+                     f"{sum(load.errors for load in loads)} |")
+    lines += ["", "| ratio | median of per-cycle ratios | min-max | cycles |", "|---|---:|---:|---:|"]
+    lines += [f"| {r.top}/{r.bottom} | {r.median:.2f}x | {r.low:.2f}-{r.high:.2f}x | {len(r.ratios)} |"
+              for r in paired_ratios(slices)]
+    return "\n".join(lines)
+
+
+def cycles_table(slices: list[Slice]) -> str:
+    """One row per cycle: the order the servers ran in, each one's req/s, and the cycle's ratios."""
+    servers = list(dict.fromkeys(s.server for s in slices))
+    pairs = ratio_pairs(servers)
+    lines = ["| cycle | order | " + " | ".join(f"{name} req/s" for name in servers) + "".join(
+                 f" | {top}/{bottom}" for top, bottom in pairs) + " |",
+             "|---:|---|" + "---:|" * (len(servers) + len(pairs))]
+    for cycle in sorted({s.cycle for s in slices}):
+        this = [s for s in slices if s.cycle == cycle]
+        rates = {s.server: f"{s.peak.rps:,.0f}" for s in this}
+        ratios = {(r.top, r.bottom): f"{r.median:.2f}x" for r in paired_ratios(this)}  # one ratio per pair here
+        cells = [*(rates.get(name, "-") for name in servers), *(ratios.get(pair, "-") for pair in pairs)]
+        lines.append(f"| {cycle} | {', '.join(s.server for s in this)} | " + " | ".join(cells) + " |")
+    return "\n".join(lines)
+
+
+def paired_section(paired: PairedRun | None, args: argparse.Namespace) -> list[str]:
+    """The report's section on the paired slices (nothing when they did not run)."""
+    if paired is None:
+        return []
+    return [
+        "## Paired slices",
+        "",
+        f"After the rounds, every server ran at once (each checked to answer the review with the expected patch "
+        f"and warmed up, and checked again at the end); then {args.paired_slices} cycles, in each of which every "
+        f"server got one {args.slice_seconds} s wrk slice (same settings as the peak run) while the others waited "
+        "idle on their sockets, in the order given in odd cycles and reversed in even ones. A cycle's ratio "
+        "compares its own slices, so the servers see the same machine; the throughput verdicts use the median "
+        "of these per-cycle ratios.",
+        "",
+        paired_table(paired.slices),
+        "",
+        cycles_table(paired.slices),
+        "",
+        f"`other CPU` before / during: {paired.quiet_before:.2f} / {paired.other_cores:.2f} cores; `core speed` "
+        f"just before: {paired.calibration:.2f} s; log errors: "
+        + ", ".join(f"{name} {len(lines)}" for name, lines in paired.log_lines.items()) + ".",
+        "",
+    ]
+
+
+def log_problem_lines(runs: list[Measurement], paired: PairedRun | None = None) -> list[str]:
     """A report section listing each distinct server log problem and how often each server had it."""
     counts: dict[tuple[str, str], int] = {}
-    for r in runs:
-        for problem in r.log_lines:
-            counts[r.server, problem] = counts.get((r.server, problem), 0) + 1
+    logged = [(r.server, r.log_lines) for r in runs] + list(paired.log_lines.items() if paired else [])
+    for server, problems in logged:
+        for problem in problems:
+            counts[server, problem] = counts.get((server, problem), 0) + 1
     if not counts:
         return []
     lines = ["## Server log problems", "", "| server | times | problem (traceback's last line or ERROR line) |",
@@ -794,7 +1010,7 @@ def environment_lines(args: argparse.Namespace, calibration: float) -> list[str]
     ]
 
 
-def command_lines(setup: Setup, args: argparse.Namespace) -> list[str]:
+def command_lines(setup: Setup, args: argparse.Namespace, paired: bool = False) -> list[str]:
     sample_url = "https://127.0.0.1:$PORT/mutate"
     per_worker = args.rate // args.rate_workers
     lua = setup.lua_path.read_text().replace(str(setup.body_path), "review.json")
@@ -813,6 +1029,16 @@ def command_lines(setup: Setup, args: argparse.Namespace) -> list[str]:
         f"- fixed rate ({args.rate_workers} x {per_worker} = {args.rate_workers * per_worker} req/s): "
         f"`{shlex.join(fixed)}`",
         "",
+    ]
+    if paired:
+        one_slice = wrk_command(sample_url, Path("post.lua"), args.slice_seconds, args.wrk_threads, args.connections)
+        lines += [
+            "Paired slices, after the rounds: every server started at once (the same commands), each given the "
+            f"warm-up above, then {args.paired_slices} cycles of one slice per server, the order alternating: "
+            f"`{shlex.join(one_slice)}`",
+            "",
+        ]
+    lines += [
         f"`review.json` is the {len(setup.body)}-byte pod AdmissionReview from bench/review.py "
         "(admission.k8s.io/v1 CREATE, no tolerations, so every request is mutated); `post.lua`:",
         "",
@@ -833,7 +1059,8 @@ def other_sections(path: Path) -> str:
     text = path.read_text()
     if REPORT_END in text:
         return text.split(REPORT_END, 1)[1].lstrip("\n")
-    ours = ("## Every round", "## Server log problems", "## Environment", "## Exact commands", "## Stuck clients")
+    ours = ("## Paired slices", "## Every round", "## Server log problems", "## Environment", "## Exact commands",
+            "## Stuck clients")
     for match in re.finditer(r"^## .*$", text, re.MULTILINE):  # a report written before the end marker existed
         if not match.group(0).startswith(ours):
             return text[match.start():]
@@ -841,7 +1068,8 @@ def other_sections(path: Path) -> str:
 
 
 def write_report(path: Path, setup: Setup, args: argparse.Namespace, runs: list[Measurement], table: str,
-                 verdicts: list[str], calibration: float, stuck: list[StuckResult]) -> None:
+                 verdicts: list[str], calibration: float, stuck: list[StuckResult],
+                 paired: PairedRun | None = None) -> None:
     started = datetime.now(UTC).strftime("%Y-%m-%d %H:%M UTC")
     kept = other_sections(path)
     stuck_part = [] if not stuck else [
@@ -867,7 +1095,8 @@ def write_report(path: Path, setup: Setup, args: argparse.Namespace, runs: list[
         "# Webhook benchmark",
         "",
         f"Generated by `bench/webhook_bench.py --rounds {args.rounds} --duration {args.duration}"
-        f"{'' if args.server_names == list(DEFAULT_SERVERS) else ' --servers ' + ','.join(args.server_names)}` "
+        f"{'' if args.server_names == list(DEFAULT_SERVERS) else ' --servers ' + ','.join(args.server_names)}"
+        f"{f' --paired-slices {args.paired_slices} --slice-seconds {args.slice_seconds}' if paired else ''}` "
         f"on {started}. "
         f"Medians across {args.rounds} rounds; in each round the servers ran one after another (order rotated "
         "per round), each started fresh and checked to answer the review with the expected patch before "
@@ -885,6 +1114,7 @@ def write_report(path: Path, setup: Setup, args: argparse.Namespace, runs: list[
         "server answers (no coordinated-omission correction); hey paces each of its workers, so an achieved "
         "rate below the asked one means the server could not keep up. hey prints latencies to 0.1 ms.",
         "",
+        *paired_section(paired, args),
         "## Every round",
         "",
         rounds_table(runs),
@@ -898,7 +1128,7 @@ def write_report(path: Path, setup: Setup, args: argparse.Namespace, runs: list[
         "(see Environment) timed just before the server started: this VM's core speed varies over time, and "
         "a slower loop means slower figures.".replace("{cpus}", str(os.cpu_count())),
         "",
-        *log_problem_lines(runs),
+        *log_problem_lines(runs, paired),
         "## Environment",
         "",
         *environment_lines(args, calibration),
@@ -906,7 +1136,7 @@ def write_report(path: Path, setup: Setup, args: argparse.Namespace, runs: list[
         *stuck_part,
         "## Exact commands",
         "",
-        *command_lines(setup, args),
+        *command_lines(setup, args, paired is not None),
         "",
         REPORT_END,
         "",
@@ -936,6 +1166,10 @@ def parse_args(argv: list[str] | None) -> argparse.Namespace:
     parser.add_argument("--rate-workers", type=int, default=10, help="hey workers sharing the rate (%(default)s)")
     parser.add_argument("--quiet-wait", type=float, default=120,
                         help="seconds to wait for other processes to go quiet before each server (%(default)s)")
+    parser.add_argument("--paired-slices", type=int, default=12,
+                        help="after the rounds, cycles of short wrk slices with every server running at once, the "
+                             "order alternating; the throughput verdicts come from them; 0 skips them (%(default)s)")
+    parser.add_argument("--slice-seconds", type=int, default=3, help="seconds per paired slice (%(default)s)")
     parser.add_argument("--kubeconfig", type=Path, help="use this cluster for kopf instead of starting one")
     parser.add_argument("--report", type=Path, default=REPORT_PATH, help="where to write the report (%(default)s)")
     args = parser.parse_args(argv)
@@ -944,9 +1178,11 @@ def parse_args(argv: list[str] | None) -> argparse.Namespace:
     if unknown or not names:
         parser.error(f"--servers takes names from {','.join(SERVER_NAMES)}, got {args.servers!r}")
     args.server_names = [name for name in SERVER_NAMES if name in names]
-    if args.stuck_reviews < 0:
-        parser.error("--stuck-reviews must be >= 0")
-    for option in ("rounds", "duration", "workers", "threads", "connections", "wrk_threads", "rate", "rate_workers"):
+    for option in ("stuck_reviews", "paired_slices"):
+        if getattr(args, option) < 0:
+            parser.error(f"--{option.replace('_', '-')} must be >= 0")
+    for option in ("rounds", "duration", "slice_seconds", "workers", "threads", "connections", "wrk_threads", "rate",
+                   "rate_workers"):
         if getattr(args, option) < 1:
             parser.error(f"--{option.replace('_', '-')} must be >= 1")
     if args.rate % args.rate_workers:
@@ -994,6 +1230,11 @@ def run(args: argparse.Namespace, work: Path) -> int:
                       f"{result.peak.errors + result.fixed.errors} log errors {len(result.log_lines)} | other CPU "
                       f"{result.other_cores:.2f} cores | core speed {result.calibration:.2f} s", flush=True)
 
+        paired = None
+        if args.paired_slices and ratio_pairs(names):
+            print(f"paired slices: {', '.join(names)} at once...", flush=True)
+            paired = measure_paired(setup, names, args)
+
         stuck: list[StuckResult] = []
         for name in [n for n in names if n.startswith("ours")] if args.stuck_reviews else []:
             print(f"stuck clients: {name}...", flush=True)
@@ -1002,15 +1243,20 @@ def run(args: argparse.Namespace, work: Path) -> int:
 
     summaries = {name: summarise(name, [r for r in runs if r.server == name]) for name in names}
     table = results_table(summaries, args)
-    verdicts = verdict_lines(summaries, runs, args)
+    ratios = paired_ratios(paired.slices) if paired else None
+    verdicts = verdict_lines(summaries, runs, args, ratios)
     print()
     print(table)
     print()
+    if paired:
+        print("paired slices:")
+        print(paired_table(paired.slices))
+        print()
     print("\n".join(verdicts + stuck_verdicts(stuck, args)))
     if stuck:
         print()
         print("\n".join(stuck_lines(stuck)))
-    write_report(args.report, setup, args, runs, table, verdicts, calibration, stuck)
+    write_report(args.report, setup, args, runs, table, verdicts, calibration, stuck, paired)
     print(f"\nreport written to {args.report}")
     return 0
 
