@@ -28,7 +28,7 @@ from typing import Any, Generic
 
 from kubernetes.client.exceptions import ApiException
 
-from kube.client import CONNECT_TIMEOUT, REQUEST_TIMEOUT
+from kube.client import CONNECT_TIMEOUT, LIST_REQUEST_TIMEOUT
 from kube.errors import GONE, describe_error, is_gone
 from kube.list_stream import read_list
 from kube.protobuf import ACCEPT_PROTOBUF, is_protobuf, read_protobuf_list
@@ -292,7 +292,7 @@ class Informer(Generic[V]):
 
         while True:
             kwargs: dict[str, Any] = {"limit": self.page_size, "_preload_content": False,
-                                      "_request_timeout": REQUEST_TIMEOUT}
+                                      "_request_timeout": LIST_REQUEST_TIMEOUT}
             if continue_token:
                 kwargs["_continue"] = continue_token
             elif from_cache:
