@@ -81,9 +81,47 @@ def _require_object(value: object, where: str) -> dict[str, object]:
     return value
 
 
-def _pod_name(request: dict[str, object], pod: dict[str, object]) -> str:
-    metadata = pod.get("metadata")
-    metadata = metadata if isinstance(metadata, dict) else {}
+def _admission_request(review: object) -> tuple[object, dict[str, object], str]:
+    """The review's apiVersion, request and uid, checked."""
+    body = _require_object(review, "the body")
+    api_version = body.get("apiVersion")
+    if api_version not in SUPPORTED_API_VERSIONS:
+        raise MalformedReview(
+            f"apiVersion must be one of {', '.join(SUPPORTED_API_VERSIONS)}, got {api_version!r}"
+        )
+    if body.get("kind") != "AdmissionReview":
+        raise MalformedReview(f"kind must be AdmissionReview, got {body.get('kind')!r}")
+    request = _require_object(body.get("request"), "request")
+    uid = request.get("uid")
+    if not isinstance(uid, str) or not uid:
+        raise MalformedReview("request.uid must be a non-empty string")
+    return api_version, request, uid
+
+
+def _is_pod_create_or_update(request: dict[str, object], operation: str) -> bool:
+    resource = request.get("resource")
+    is_pod = isinstance(resource, dict) and resource.get("group", "") == "" and resource.get("resource") == "pods"
+    return is_pod and not request.get("subResource") and operation in MUTATED_OPERATIONS
+
+
+def _tolerations(spec: dict[str, object]) -> list[dict[str, object]] | None:
+    """spec.tolerations, checked: None when absent or null."""
+    tolerations = spec.get("tolerations")
+    if tolerations is None:
+        return None
+    if isinstance(tolerations, list):
+        for toleration in tolerations:
+            if not isinstance(toleration, dict):
+                break
+        else:
+            return tolerations
+    raise MalformedReview("request.object.spec.tolerations must be a list of objects")
+
+
+_NO_METADATA: dict[str, object] = {}  # only read
+
+
+def _pod_name(request: dict[str, object], metadata: dict[str, object]) -> str:
     name = request.get("name") or metadata.get("name")
     if not name and metadata.get("generateName"):
         return f"{metadata['generateName']}*"
@@ -119,8 +157,79 @@ def _patch_for(spec: dict[str, object], added: list[dict[str, object]],
     return operations
 
 
+def _encoded(patch: list[dict[str, object]]) -> str:
+    """A patch as the response carries it: its JSON in base64."""
+    return base64.b64encode(dumps(patch)).decode()
+
+
+# A patch that only appends the default tolerations, encoded, with the keys it adds (None: nothing to add).
+Addition = tuple[str, tuple[str, ...]] | None
+
+ADDITIONS_KEPT = 128  # distinct additions remembered (a few per seconds configuration); more start over
+_additions: dict[tuple[object, ...], Addition] = {}
+
+
+def _addition(spec: dict[str, object], tolerations: list[dict[str, object]] | None, not_ready_seconds: int,
+              unreachable_seconds: int) -> Addition:
+    """The patch appending the default tolerations that spec's `tolerations` miss, and their keys.
+
+    Making and encoding it was about half of a review, for one of a few patches: it is remembered by
+    what decides it. Absent or null tolerations: which of the two, and the seconds (the tolerations
+    to add are then `missing_default_tolerations` of none). A list: its length and the (key, seconds)
+    of each toleration to add, which `default_toleration` makes the rest of. Seconds that are not
+    ints (True and 1.0 equal 1 as keys, not in JSON) are never remembered.
+    """
+    if type(not_ready_seconds) is not int or type(unreachable_seconds) is not int:
+        return _fresh_addition(spec, missing_default_tolerations(tolerations or [], not_ready_seconds,
+                                                                 unreachable_seconds))
+    added = None  # made only when the addition is not remembered
+    if tolerations is None:
+        key: tuple[object, ...] = ("null" if "tolerations" in spec else "absent", not_ready_seconds,
+                                   unreachable_seconds)
+    else:
+        added = missing_default_tolerations(tolerations, not_ready_seconds, unreachable_seconds)
+        if not added:
+            return None
+        key = (len(tolerations), *[(toleration["key"], toleration["tolerationSeconds"]) for toleration in added])
+    try:
+        return _additions[key]
+    except KeyError:
+        if added is None:
+            added = missing_default_tolerations([], not_ready_seconds, unreachable_seconds)
+        return _remember(key, _fresh_addition(spec, added))
+
+
+def _fresh_addition(spec: dict[str, object], added: list[dict[str, object]]) -> Addition:
+    if not added:
+        return None
+    return _encoded(_patch_for(spec, added, [])), tuple(str(toleration["key"]) for toleration in added)
+
+
+def _remember(key: tuple[object, ...], addition: Addition) -> Addition:
+    if len(_additions) >= ADDITIONS_KEPT:
+        _additions.clear()
+    _additions[key] = addition
+    return addition
+
+
 def _no_namespace_facts(namespace: str) -> None:
     return None
+
+
+def _answer(api_version: object, uid: str, outcome: str, operation: str, namespace: str, pod: str = "", *,
+            reason: str = "", patch: str | None = None, warnings: tuple[str, ...] = (),
+            added: list[str] | None = None, replaced: list[str] | None = None) -> Verdict:
+    """The verdict allowing the pod, with `patch` (encoded) if any, and `warnings` for its creator."""
+    response: dict[str, object] = {"uid": uid, "allowed": True}
+    if patch is not None:
+        response["patchType"] = "JSONPatch"
+        response["patch"] = patch
+    if warnings:
+        response["warnings"] = list(warnings)
+    return Verdict(response={"apiVersion": api_version, "kind": "AdmissionReview", "response": response},
+                   outcome=outcome, uid=uid, operation=operation, namespace=namespace, pod=pod,
+                   added=[] if added is None else added, replaced=[] if replaced is None else replaced,
+                   warnings=list(warnings), reason=reason)
 
 
 def review_pod(review: object, not_ready_seconds: int = DEFAULT_TOLERATION_SECONDS,
@@ -135,65 +244,41 @@ def review_pod(review: object, not_ready_seconds: int = DEFAULT_TOLERATION_SECON
     Warnings about a namespace's annotations are returned only when its defaults were applied (the
     pod was patched), so updates of pods that already carry the tolerations stay quiet.
     """
-    body = _require_object(review, "the body")
-    api_version = body.get("apiVersion")
-    if api_version not in SUPPORTED_API_VERSIONS:
-        raise MalformedReview(
-            f"apiVersion must be one of {', '.join(SUPPORTED_API_VERSIONS)}, got {api_version!r}"
-        )
-    if body.get("kind") != "AdmissionReview":
-        raise MalformedReview(f"kind must be AdmissionReview, got {body.get('kind')!r}")
-    request = _require_object(body.get("request"), "request")
-    uid = request.get("uid")
-    if not isinstance(uid, str) or not uid:
-        raise MalformedReview("request.uid must be a non-empty string")
-
-    def answer(outcome: str, patch: list[dict[str, object]] | None = None, warnings: tuple[str, ...] = (), /,
-               **facts: object) -> Verdict:
-        response: dict[str, object] = {"uid": uid, "allowed": True}
-        if patch is not None:
-            response["patchType"] = "JSONPatch"
-            response["patch"] = base64.b64encode(dumps(patch)).decode()
-        if warnings:
-            response["warnings"] = list(warnings)
-        return Verdict(
-            response={"apiVersion": api_version, "kind": "AdmissionReview", "response": response},
-            outcome=outcome, uid=uid, warnings=list(warnings), **facts,  # type: ignore[arg-type]
-        )
-
+    api_version, request, uid = _admission_request(review)
     operation = str(request.get("operation") or "")
     namespace = str(request.get("namespace") or "")
-    resource = request.get("resource")
-    is_pod = isinstance(resource, dict) and resource.get("group", "") == "" and resource.get("resource") == "pods"
-    if not is_pod or request.get("subResource") or operation not in MUTATED_OPERATIONS:
-        return answer(SKIPPED, operation=operation, namespace=namespace, reason="not a pod create or update")
+    if not _is_pod_create_or_update(request, operation):
+        return _answer(api_version, uid, SKIPPED, operation, namespace, reason="not a pod create or update")
 
     pod = _require_object(request.get("object"), "request.object")
     spec = _require_object(pod.get("spec"), "request.object.spec")
-    tolerations = spec.get("tolerations")
-    if tolerations is not None and not (
-        isinstance(tolerations, list) and all(isinstance(t, dict) for t in tolerations)
-    ):
-        raise MalformedReview("request.object.spec.tolerations must be a list of objects")
-
-    facts = {"operation": operation, "namespace": namespace, "pod": _pod_name(request, pod)}
+    tolerations = _tolerations(spec)
     metadata = pod.get("metadata")
-    labels = metadata.get("labels") if isinstance(metadata, dict) else None
+    metadata = metadata if isinstance(metadata, dict) else _NO_METADATA
+    name = _pod_name(request, metadata)
+    labels = metadata.get("labels")
     if skips(labels if isinstance(labels, dict) else None):
-        return answer(SKIPPED, reason="the pod is labelled taintkeeper.io/skip=true", **facts)
+        return _answer(api_version, uid, SKIPPED, operation, namespace, name,
+                       reason="the pod is labelled taintkeeper.io/skip=true")
     known = namespace_defaults(namespace)
     warnings: tuple[str, ...] = ()
     if known is not None:
         if known.skipped:
-            return answer(SKIPPED, reason="the namespace is labelled taintkeeper.io/skip=true", **facts)
+            return _answer(api_version, uid, SKIPPED, operation, namespace, name,
+                           reason="the namespace is labelled taintkeeper.io/skip=true")
         not_ready_seconds, unreachable_seconds = known.seconds.not_ready, known.seconds.unreachable
         warnings = known.warnings
-    replacements: list[SecondsReplacement] = []
     if replace_builtin_seconds is not None and operation == "CREATE":  # UPDATEs keep every existing toleration
         ours = DefaultSeconds(not_ready_seconds, unreachable_seconds)
         replacements = builtin_default_replacements(tolerations or [], ours, replace_builtin_seconds)
-    added = missing_default_tolerations(tolerations or [], not_ready_seconds, unreachable_seconds)
-    if not added and not replacements:
-        return answer(UNCHANGED, **facts)
-    return answer(REPLACED if replacements else PATCHED, _patch_for(spec, added, replacements), warnings,
-                  added=[str(t["key"]) for t in added], replaced=[r.key for r in replacements], **facts)
+        if replacements:
+            added = missing_default_tolerations(tolerations or [], not_ready_seconds, unreachable_seconds)
+            return _answer(api_version, uid, REPLACED, operation, namespace, name,
+                           patch=_encoded(_patch_for(spec, added, replacements)), warnings=warnings,
+                           added=[str(t["key"]) for t in added], replaced=[r.key for r in replacements])
+    addition = _addition(spec, tolerations, not_ready_seconds, unreachable_seconds)
+    if addition is None:
+        return _answer(api_version, uid, UNCHANGED, operation, namespace, name)
+    patch, added_keys = addition
+    return _answer(api_version, uid, PATCHED, operation, namespace, name, patch=patch, warnings=warnings,
+                   added=list(added_keys))

@@ -4,6 +4,9 @@
 namespace cache (namespaces.py) is made here but started in the serving process: by gunicorn's
 `post_worker_init` hook, or else by the first review. So is each review's bookkeeping (its log
 lines and metrics, bookkeeping.py): done at once, until `post_worker_init` starts it in batches.
+
+Per review, the request is read through the request object itself rather than Flask's proxy of it
+(`_current_request`), and the JSON answer is made directly, as werkzeug would make it (`_json`).
 """
 
 from __future__ import annotations
@@ -12,7 +15,8 @@ import logging
 import time
 from typing import Any
 
-from flask import Flask, Response, request
+from flask import Flask, Request, Response, request
+from werkzeug.datastructures import Headers
 
 from webhook import codec, metrics
 from webhook.admission import PATCHED, REPLACED, MalformedReview, Verdict, review_pod
@@ -29,7 +33,43 @@ JSON = "application/json"
 
 
 def _json(body: object, status: int = 200) -> Response:
-    return Response(codec.dumps(body), status=status, content_type=JSON)
+    """`Response(codec.dumps(body), status=status, content_type=JSON)`."""
+    data = codec.dumps(body)
+    if _MADE_DIRECTLY_AS_WERKZEUG_DOES:
+        return _json_response_made_directly(data, status)
+    return Response(data, status=status, content_type=JSON)
+
+
+_STATUS_LINES = {status: Response(status=status).status for status in (200, 400)}  # the webhook's two
+
+
+def _json_response_made_directly(data: bytes, status: int) -> Response:
+    """`Response(data, status=status, content_type=JSON)`, the same object made directly: werkzeug's
+    constructor checks the content type, looks up the status line and searches the headers on every
+    call, for what is the same every time here (it cost 4x this). Used only while werkzeug makes the
+    very same object (`_MADE_DIRECTLY_AS_WERKZEUG_DOES`, checked on import)."""
+    status_line = _STATUS_LINES.get(status)
+    if status_line is None:
+        return Response(data, status=status, content_type=JSON)
+    headers = Headers()
+    headers._list = [("Content-Type", JSON), ("Content-Length", str(len(data)))]  # Response.__init__'s order
+    response = Response.__new__(Response)
+    response.__dict__.update(headers=headers, _status=status_line, _status_code=status, direct_passthrough=False,
+                             _on_close=[], response=[data])
+    return response
+
+
+def _same_response(made: Response, expected: Response) -> bool:
+    """The same class, attributes and header list (Headers' own == ignores order and case)."""
+    mine, theirs = dict(vars(made)), dict(vars(expected))
+    headers, expected_headers = mine.pop("headers"), theirs.pop("headers")
+    return (type(made) is type(expected) and type(headers) is type(expected_headers)
+            and vars(headers) == vars(expected_headers) and mine == theirs)
+
+
+_MADE_DIRECTLY_AS_WERKZEUG_DOES = all(
+    _same_response(_json_response_made_directly(data, status), Response(data, status=status, content_type=JSON))
+    for status in _STATUS_LINES for data in (b"", b'{"error":"x"}'))
 
 
 class _Children(dict[str, Any]):
@@ -45,24 +85,31 @@ class _Children(dict[str, Any]):
         return child
 
 
-def _read_body(cap: int) -> bytes | str:
-    """The request body, or why it is refused (a str).
+def _current_request() -> Request:
+    """The request itself, not Flask's proxy of it: each attribute read through the proxy costs more
+    than reading the body from the WSGI environ (`_get_current_object` is the proxy's documented way)."""
+    return request._get_current_object()  # type: ignore[attr-defined]
+
+
+def _read_body(current: Request, cap: int) -> bytes | str:
+    """The body of the `current` request, or why it is refused (a str).
 
     The usual request (Content-Type exactly application/json, a Content-Length, no Transfer-Encoding)
     is read straight from the WSGI environ; anything else goes through werkzeug's parsing as before.
     """
-    environ = request.environ
+    environ = current.environ
     content_type = environ.get("CONTENT_TYPE")
-    if content_type != JSON and request.mimetype != JSON:
-        return f"Content-Type must be application/json, got {request.mimetype or 'none'!r}"
+    if content_type != JSON and current.mimetype != JSON:
+        return f"Content-Type must be application/json, got {current.mimetype or 'none'!r}"
     length = environ.get("CONTENT_LENGTH", "")
     if length.isdigit() and length.isascii() and "HTTP_TRANSFER_ENCODING" not in environ:
-        if int(length) > cap:
+        size = int(length)
+        if size > cap:
             return f"request body is larger than {cap} bytes"
-        return environ["wsgi.input"].read(int(length))
-    if request.content_length is not None and request.content_length > cap:
+        return environ["wsgi.input"].read(size)
+    if current.content_length is not None and current.content_length > cap:
         return f"request body is larger than {cap} bytes"
-    body = request.stream.read(cap + 1)
+    body = current.stream.read(cap + 1)
     if len(body) > cap:
         return f"request body is larger than {cap} bytes"
     return body
@@ -119,23 +166,24 @@ def create_app(settings: WebhookSettings | None = None, namespace_cache: Namespa
             log_at(log, created, logging.DEBUG, "admitted without a patch (%s%s)", verdict.outcome,
                    f": {verdict.reason}" if verdict.reason else "", extra=facts)
 
-    def bad_request(message: str) -> Response:
-        bookkeeping.submit(refused, time.time(), message, request.remote_addr)
+    def bad_request(current: Request, message: str) -> Response:
+        bookkeeping.submit(refused, time.time(), message, current.remote_addr)
         return _json({"error": message}, 400)
 
     @app.post("/mutate")
     def mutate() -> Response:
         started = time.perf_counter()
-        body = _read_body(cap)
+        current = _current_request()
+        body = _read_body(current, cap)
         if isinstance(body, str):
-            return bad_request(body)
+            return bad_request(current, body)
         cache.ensure_started()  # a no-op but for the first review of a process that has not started it
         try:
             verdict = review_pod(codec.loads(body), not_ready_seconds, unreachable_seconds,
                                  namespace_defaults=cache.lookup, replace_builtin_seconds=replace_builtin_seconds)
         except (ValueError, RecursionError) as error:  # JSONDecodeError and MalformedReview are ValueErrors
             reason = str(error) if isinstance(error, MalformedReview) else "the body is not valid JSON"
-            return bad_request(reason)
+            return bad_request(current, reason)
         bookkeeping.submit(answered, time.time(), time.perf_counter() - started, verdict)
         return _json(verdict.response)
 

@@ -13,7 +13,8 @@ thread (a greenlet under the gevent worker) does what has queued every INTERVAL 
   `count`; a histogram's buckets and sum likewise: `observe`), and `drain()` runs before every
   /metrics answer, so a worker's own counts are exact when it is scraped and the others' at most
   INTERVAL behind;
-- the batch's log lines are written to the log in one go (`shared.jsonlog.held_lines`).
+- the batch's log lines are written to the log in one go (`shared.jsonlog.held_lines`), and each is
+  made without a LogRecord when nothing but that handler would see the record (`log_at`).
 
 Not started (tests, the Flask test client, any other WSGI server), everything is done at once.
 """
@@ -29,7 +30,7 @@ import time
 from collections.abc import Callable, Mapping
 from typing import Any
 
-from shared.jsonlog import held_lines
+from shared.jsonlog import held_lines, hold_line
 
 INTERVAL = 0.05  # seconds between two batches
 
@@ -155,24 +156,53 @@ def _record_template() -> tuple[dict[str, Any], float]:
     return known
 
 
+_RESERVED_NAMES = frozenset(vars(logging.LogRecord("", logging.INFO, "(unknown file)", 0, "", (), None))) | {
+    "message", "asctime"}  # what Logger.makeRecord refuses in `extra`
+_NO_EXTRA: Mapping[str, object] = {}
+
+
 def log_at(logger: logging.Logger, created: float, level: int, message: str, *args: object,
            extra: Mapping[str, object] | None = None) -> None:
     """`logger.log(level, message, *args, extra=extra)` as if called at `created` (a time.time()).
 
-    The record is `logger.makeRecord`'s without its constructor: what only depends on the process
-    and the thread (pid, thread and process names, the unknown caller: logging does not look it up
-    here, see shared/jsonlog.py) is copied from a record made once per thread. That was a quarter of a
-    line's cost; a custom LogRecord factory gets its own records.
+    While the root's LineHandler holds a batch and nothing else would see the record, no record is
+    made: its line is held directly (`shared.jsonlog.hold_line`), the very line the record would give;
+    that halved a line's cost. Otherwise the record is `logger.makeRecord`'s without its constructor:
+    what only depends on the process and the thread (pid, thread and process names, the unknown
+    caller: logging does not look it up here, see shared/jsonlog.py) is copied from a record made once
+    per thread. That was a quarter of a line's cost; a custom LogRecord factory gets its own records.
     """
     if not logger.isEnabledFor(level):
         return
     if logging.getLogRecordFactory() is not logging.LogRecord:
-        record = logger.makeRecord(logger.name, level, "(unknown file)", 0, message, args, None, extra=extra)
-        record.relativeCreated -= (record.created - created) * 1000
-        record.created = created
-        record.msecs = int((created - int(created)) * 1000) + 0.0
-        logger.handle(record)
+        _log_made_record(logger, created, level, message, args, extra)
         return
+    extra = extra or _NO_EXTRA
+    _refuse_reserved_names(extra)
+    msecs = int((created - int(created)) * 1000) + 0.0  # as LogRecord has it
+    if not hold_line(logger, level, created, msecs, message, args, extra):
+        logger.handle(_record(logger, created, msecs, level, message, args, extra))
+
+
+def _refuse_reserved_names(extra: Mapping[str, object]) -> None:
+    for key in extra:  # as Logger.makeRecord
+        if key in _RESERVED_NAMES:
+            raise KeyError(f"Attempt to overwrite {key!r} in LogRecord")
+
+
+def _log_made_record(logger: logging.Logger, created: float, level: int, message: str, args: tuple[object, ...],
+                     extra: Mapping[str, object] | None) -> None:
+    """log_at through `logger.makeRecord` (a custom LogRecord factory), the record then moved to `created`."""
+    record = logger.makeRecord(logger.name, level, "(unknown file)", 0, message, args, None, extra=extra)
+    record.relativeCreated -= (record.created - created) * 1000
+    record.created = created
+    record.msecs = int((created - int(created)) * 1000) + 0.0
+    logger.handle(record)
+
+
+def _record(logger: logging.Logger, created: float, msecs: float, level: int, message: str, args: tuple[object, ...],
+            extra: Mapping[str, object]) -> logging.LogRecord:
+    """The record `logger.makeRecord` would make (`extra` already checked), from this thread's template."""
     template, relative_base = _record_template()
     record = logging.LogRecord.__new__(logging.LogRecord)
     attributes = record.__dict__
@@ -183,11 +213,7 @@ def log_at(logger: logging.Logger, created: float, level: int, message: str, *ar
     attributes["levelname"] = logging.getLevelName(level)
     attributes["levelno"] = level
     attributes["created"] = created
-    attributes["msecs"] = int((created - int(created)) * 1000) + 0.0
+    attributes["msecs"] = msecs
     attributes["relativeCreated"] = relative_base + created * 1000
-    if extra:
-        for key, value in extra.items():  # as Logger.makeRecord
-            if key in ("message", "asctime") or key in attributes:
-                raise KeyError(f"Attempt to overwrite {key!r} in LogRecord")
-            attributes[key] = value
-    logger.handle(record)
+    attributes.update(extra)  # as Logger.makeRecord, after the record's own attributes
+    return record

@@ -1,14 +1,20 @@
-"""shared.jsonlog: the log line formats, their extra fields, and lines held and written together."""
+"""shared.jsonlog: the log line formats, their extra fields, lines held and written together, and lines held
+without making their record."""
 
 from __future__ import annotations
 
+import contextlib
 import io
 import json
 import logging
+from collections.abc import Iterator
+from datetime import UTC, datetime
 
 import pytest
+from hypothesis import given
+from hypothesis import strategies as st
 
-from shared.jsonlog import JsonFormatter, LineHandler, PlainFormatter, extra_fields, held_lines
+from shared.jsonlog import JsonFormatter, LineHandler, PlainFormatter, extra_fields, held_lines, hold_line, json_text
 
 
 def _record(extra: dict[str, object] | None = None, **added: object) -> logging.LogRecord:
@@ -63,3 +69,246 @@ def test_held_lines_are_written_together_and_in_order() -> None:
         assert stream.getvalue().splitlines()[-1].endswith(": three")
     finally:
         root.removeHandler(handler)
+
+
+# -- lines held without making their record (hold_line) -------------------------------------------------------
+
+FORMATTERS = {"plain": PlainFormatter, "json": JsonFormatter}
+LOGGER = "taintkeeper.test.direct"
+
+
+@contextlib.contextmanager
+def only_root_handler(handler: logging.Handler) -> Iterator[None]:
+    """`handler` as the root's one handler (pytest's own capture handlers set aside), every level on."""
+    root = logging.getLogger()
+    saved = root.handlers[:], root.level
+    root.handlers[:] = [handler]
+    root.setLevel(logging.DEBUG)
+    try:
+        yield
+    finally:
+        root.handlers[:], level = saved
+        root.setLevel(level)
+
+
+def line_handler(log_format: str) -> tuple[LineHandler, io.StringIO]:
+    handler = LineHandler()
+    handler.stream = stream = io.StringIO()
+    handler.setFormatter(FORMATTERS[log_format]())
+    return handler, stream
+
+
+def made_record(logger: logging.Logger, level: int, created: float, message: str, args: tuple[object, ...],
+                extra: dict[str, object]) -> logging.LogRecord:
+    record = logger.makeRecord(logger.name, level, "(unknown file)", 0, message, args, None, extra=extra)
+    record.created, record.msecs = created, int((created - int(created)) * 1000) + 0.0
+    return record
+
+
+def written(stream: io.StringIO, action) -> tuple[object, str]:
+    """What `action()` returned and what it wrote, lines held meanwhile."""
+    stream.seek(0)
+    stream.truncate()
+    with held_lines():
+        returned = action()
+    return returned, stream.getvalue()
+
+
+NOW = 1_750_000_000.0
+FACTS = {"uid": "u-1", "operation": "CREATE", "namespace": "team-a", "pod": "web-0"}
+LINE_CASES = [
+    ("a review's line", logging.INFO, NOW + 0.25, "added default tolerations %s", ("a,b",), FACTS),
+    ("no extras", logging.INFO, NOW, "started", (), {}),
+    ("a warning", logging.WARNING, NOW, "ignored namespace annotation: %s", ("x; y",), FACTS),
+    ("debug", logging.DEBUG, NOW, "admitted without a patch (%s%s)", ("unchanged", ""), FACTS),
+    ("an unnamed level", 25, NOW, "between", (), {}),
+    ("a private extra is not shown", logging.INFO, NOW, "m", (), {"uid": "u-1", "_hidden": "h", "pod": "p"}),
+    ("extras that are not strings", logging.WARNING, NOW, "refused: %s", ("x",),
+     {"remote": None, "count": 3, "nested": {"a": [1, "b"]}, "ratio": 0.5}),
+    ("extras named like the JSON line's fields", logging.INFO, NOW, "m", (),
+     {"time": "then", "severity": "high", "logger": "other", "uid": "u"}),
+    ("characters JSON escapes", logging.INFO, NOW, 'quote " backslash \\ tab \t %s', ("ünï ✓ \u2028 \x00",),
+     {"pod": "p\"\n\\", "namespace": "日本"}),
+    ("a percent sign without arguments", logging.INFO, NOW, "100% done", (), {}),
+    ("a number argument", logging.INFO, NOW, "%d pods in %.1f s", (3, 0.25), {}),
+    ("the millisecond before a second", logging.INFO, NOW + 0.9995, "m", (), {}),
+    ("a time that rounds up to the next second", logging.INFO, NOW + 0.9999996, "m", (), {}),
+    ("the epoch", logging.INFO, 0.0, "m", (), {}),
+]
+
+
+@pytest.mark.parametrize("log_format", FORMATTERS)
+@pytest.mark.parametrize(("level", "created", "message", "args", "extra"), [c[1:] for c in LINE_CASES],
+                         ids=[c[0] for c in LINE_CASES])
+def test_a_line_held_directly_is_the_line_its_record_gives(log_format, level, created, message, args, extra):
+    handler, stream = line_handler(log_format)
+    logger = logging.getLogger(LOGGER)
+    msecs = int((created - int(created)) * 1000) + 0.0
+    with only_root_handler(handler):
+        held, direct = written(stream, lambda: hold_line(logger, level, created, msecs, message, args, extra))
+        _, full = written(stream, lambda: logger.handle(made_record(logger, level, created, message, args, extra)))
+    assert held is True
+    assert direct == full
+
+
+def test_a_line_that_fails_to_format_is_left_to_logging():
+    handler, stream = line_handler("plain")
+    logger = logging.getLogger(LOGGER)
+    with only_root_handler(handler):
+        held, text = written(stream, lambda: hold_line(logger, logging.INFO, NOW, 0.0, "%d pods", ("x",), {}))
+    assert (held, text) == (False, "")
+
+
+def _filter_on_logger(logger, handler):
+    logger.addFilter(lambda record: True)
+
+
+def _filter_on_handler(logger, handler):
+    handler.addFilter(lambda record: True)
+
+
+def _handler_level_above(logger, handler):
+    handler.setLevel(logging.WARNING)
+
+
+def _second_root_handler(logger, handler):
+    logging.getLogger().addHandler(logging.NullHandler())
+
+
+def _handler_on_a_parent(logger, handler):
+    parent = logging.getLogger(LOGGER.rsplit(".", 1)[0])
+    parent.addHandler(logging.NullHandler())
+
+
+def _not_propagating(logger, handler):
+    logger.propagate = False
+
+
+def _not_propagating_parent(logger, handler):
+    logging.getLogger(LOGGER.rsplit(".", 1)[0]).propagate = False
+
+
+def _handler_subclass(logger, handler):
+    class Custom(LineHandler):
+        pass
+
+    handler.__class__ = Custom
+
+
+def _formatter_subclass(logger, handler):
+    class Custom(PlainFormatter):
+        pass
+
+    handler.setFormatter(Custom())
+
+
+def _logging_formatter(logger, handler):
+    handler.setFormatter(logging.Formatter())
+
+
+def _not_holding(logger, handler):
+    handler.write_held()
+
+
+NOT_HELD_DIRECTLY = [
+    ("a filter on the logger", _filter_on_logger),
+    ("a filter on the handler", _filter_on_handler),
+    ("the handler's level above the line's", _handler_level_above),
+    ("another handler on the root", _second_root_handler),
+    ("a handler on a parent logger", _handler_on_a_parent),
+    ("a logger that does not propagate", _not_propagating),
+    ("a parent that does not propagate", _not_propagating_parent),
+    ("a subclass of LineHandler", _handler_subclass),
+    ("a subclass of our formatter", _formatter_subclass),
+    ("logging's own formatter", _logging_formatter),
+    ("lines not held", _not_holding),
+]
+
+
+@pytest.mark.parametrize("change", [c[1] for c in NOT_HELD_DIRECTLY], ids=[c[0] for c in NOT_HELD_DIRECTLY])
+def test_a_line_is_held_directly_only_when_nothing_else_would_see_its_record(change):
+    handler, stream = line_handler("plain")
+    logger = logging.getLogger(LOGGER)
+    parent = logging.getLogger(LOGGER.rsplit(".", 1)[0])
+    with only_root_handler(handler):
+        try:
+            handler.hold()
+            assert hold_line(logger, logging.INFO, NOW, 0.0, "before", (), {}) is True
+            change(logger, handler)
+            assert hold_line(logger, logging.INFO, NOW, 0.0, "after", (), {}) is False
+            handler.write_held()
+        finally:
+            for changed in (logger, parent):
+                changed.filters.clear()
+                changed.handlers.clear()
+                changed.propagate = True
+            logging.getLogger().handlers[1:] = []
+    assert [line.rsplit(" ", 1)[-1] for line in stream.getvalue().splitlines()] == ["before"]
+
+
+def test_a_logger_outside_the_hierarchy_is_left_to_logging():
+    handler, stream = line_handler("plain")
+    orphan = logging.Logger("orphan")  # made directly: no parent, so logging calls its own handlers only (none)
+    with only_root_handler(handler):
+        held, text = written(stream, lambda: hold_line(orphan, logging.INFO, NOW, 0.0, "m", (), {}))
+    assert (held, text) == (False, "")
+
+
+def test_a_logger_of_another_class_is_left_to_logging():
+    class Custom(logging.Logger):
+        pass
+
+    handler, stream = line_handler("json")
+    logger = Custom("custom")
+    logger.parent = logging.getLogger()
+    with only_root_handler(handler):
+        held, text = written(stream, lambda: hold_line(logger, logging.INFO, NOW, 0.0, "m", (), {}))
+    assert (held, text) == (False, "")
+
+
+# -- the JSON line's text and time ----------------------------------------------------------------------------
+
+json_scalars = st.none() | st.booleans() | st.integers() | st.floats(allow_nan=True) | st.text()
+json_entries = st.dictionaries(st.text() | st.integers(), st.recursive(
+    json_scalars, lambda inner: st.lists(inner, max_size=3) | st.dictionaries(st.text(), inner, max_size=3),
+    max_leaves=5), max_size=8)
+
+
+@given(st.dictionaries(st.text(), st.text(), max_size=8) | json_entries)  # strings only: written out directly
+def test_json_text_is_what_json_dumps_writes(entry):
+    assert json_text(entry) == json.dumps(entry, default=str)
+
+
+def test_json_text_writes_what_json_cannot_as_its_str_like_json_dumps():
+    entry = {"uid": "u", "when": datetime(2025, 1, 2, tzinfo=UTC), "error": ValueError("bad")}
+    assert json_text(entry) == json.dumps(entry, default=str)
+
+
+EDGE_TIMES = [0.0, 0.0005, 0.9994999, 0.9995, 0.9999994, 0.9999995, 0.9999996, 1.0000005, 1.0000015, 2.5e-7,
+              NOW, NOW + 0.0004999, NOW + 0.0005, NOW + 0.9999995, 253402300798.9999, -1.5, -0.0000004]
+
+
+@pytest.mark.parametrize("created", EDGE_TIMES)
+def test_the_json_time_is_datetimes_at_the_edges_of_a_millisecond(created):
+    assert _json_time(created) == datetime.fromtimestamp(created, UTC).isoformat(timespec="milliseconds")
+
+
+@given(st.floats(min_value=0, max_value=4e9) | st.integers(0, 2**32).map(lambda s: s + 0.9999995))
+def test_the_json_time_is_datetimes(created):
+    assert _json_time(created) == datetime.fromtimestamp(created, UTC).isoformat(timespec="milliseconds")
+
+
+def _json_time(created: float) -> str:
+    record = _record()
+    record.created = created
+    return json.loads(JsonFormatter().format(record))["time"]
+
+
+@pytest.mark.parametrize(("extra", "added"), [(None, {}), ({"uid": "u-1", "pod": "web-0"}, {}),
+                                              ({"pod": "ünï ✓ \"\\\n\x00"}, {}),
+                                              ({"remote": None, "n": 3}, {"later": [1]})])
+def test_a_json_line_is_the_entry_json_dumps_writes(extra, added):
+    record = _record(extra, **added)
+    entry = {"time": datetime.fromtimestamp(record.created, UTC).isoformat(timespec="milliseconds"),
+             "severity": "info", "logger": "taintkeeper.test", "message": "added x", **(extra or {}), **added}
+    assert JsonFormatter().format(record) == json.dumps(entry, default=str)

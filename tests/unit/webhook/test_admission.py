@@ -9,7 +9,8 @@ import pytest
 from hypothesis import given
 from hypothesis import strategies as st
 
-from shared.defaults import DefaultSeconds
+from shared.defaults import DefaultSeconds, missing_default_tolerations
+from webhook import admission, codec
 from webhook.admission import PATCHED, SKIPPED, UNCHANGED, MalformedReview, NamespaceDefaults, review_pod
 
 NR = "node.kubernetes.io/not-ready"
@@ -298,3 +299,78 @@ def test_without_a_lookup_the_cluster_seconds_are_used():
     verdict = review_pod(review(), 60, 5)
     assert verdict.outcome == PATCHED and verdict.warnings == []
     assert "warnings" not in verdict.response["response"]
+
+
+# -- remembered patches ---------------------------------------------------------------------------------------
+
+def fresh_patch(spec, not_ready_seconds, unreachable_seconds):
+    """The patch built and encoded anew, as review_pod did before patches were remembered."""
+    added = missing_default_tolerations(spec.get("tolerations") or [], not_ready_seconds, unreachable_seconds)
+    if not added:
+        return None, []
+    patch = admission._patch_for(spec, added, [])
+    return base64.b64encode(codec.dumps(patch)).decode(), [t["key"] for t in added]
+
+
+ABSENT = object()
+REMEMBERED_CASES = [
+    ("no tolerations field", ABSENT, 300, 300),
+    ("tolerations: null", None, 300, 300),
+    ("an empty list", [], 300, 300),
+    ("one unrelated toleration", [UNRELATED], 300, 300),
+    ("three unrelated tolerations", [UNRELATED] * 3, 60, 5),
+    ("not-ready present", [default(NR, 700)], 300, 300),
+    ("unreachable present", [UNRELATED, default(UR, 700)], 30, 45),
+    ("both present", [default(NR), default(UR)], 300, 300),
+    ("the wildcard", [{"operator": "Exists"}], 300, 300),
+    ("other seconds", ABSENT, 0, 2**63 - 1),
+    ("seconds true, not 1", ABSENT, True, 1),
+    ("seconds 1, not true", ABSENT, 1, True),
+    ("seconds 1.0, not 1", [UNRELATED], 1.0, 1),
+    ("seconds 1, not 1.0", [UNRELATED], 1, 1),
+]
+
+
+@pytest.mark.parametrize(("tolerations", "not_ready_seconds", "unreachable_seconds"),
+                         [c[1:] for c in REMEMBERED_CASES], ids=[c[0] for c in REMEMBERED_CASES])
+def test_a_remembered_patch_is_the_one_built_afresh(tolerations, not_ready_seconds, unreachable_seconds):
+    spec = {"containers": []} if tolerations is ABSENT else {"containers": [], "tolerations": tolerations}
+    expected_patch, expected_added = fresh_patch(spec, not_ready_seconds, unreachable_seconds)
+    for operation in ("CREATE", "UPDATE"):
+        for _ in range(2):  # the first builds (and may remember) it, the second may find it
+            verdict = review_pod(review(spec=spec, operation=operation), not_ready_seconds, unreachable_seconds)
+            assert verdict.response["response"].get("patch") == expected_patch
+            assert verdict.added == expected_added
+            assert verdict.outcome == (PATCHED if expected_patch else UNCHANGED)
+
+
+def test_patches_remembered_for_one_seconds_are_not_given_for_equal_seconds_of_another_type():
+    for not_ready_seconds, unreachable_seconds in [(1, 1), (True, True), (1.0, 1.0), (1, 1)]:
+        spec = {"containers": []}
+        verdict = review_pod(review(spec=spec), not_ready_seconds, unreachable_seconds)
+        assert verdict.response["response"]["patch"] == fresh_patch(spec, not_ready_seconds, unreachable_seconds)[0]
+
+
+@given(st.one_of(st.none(), st.lists(toleration_st, max_size=5)), st.sampled_from([0, 5, 300, 301]),
+       st.sampled_from([0, 5, 300, 301]), st.booleans())
+def test_any_remembered_patch_is_the_one_built_afresh(tolerations, not_ready_seconds, unreachable_seconds, null):
+    spec = {"containers": []}
+    if tolerations is not None or null:
+        spec["tolerations"] = tolerations
+    verdict = review_pod(review(spec=spec), not_ready_seconds, unreachable_seconds)
+    assert (verdict.response["response"].get("patch"), verdict.added) == fresh_patch(spec, not_ready_seconds,
+                                                                                     unreachable_seconds)
+
+
+def test_the_remembered_patches_are_bounded():
+    for seconds in range(3 * admission.ADDITIONS_KEPT):
+        review_pod(review(), seconds, seconds)
+        review_pod(review({"tolerations": [UNRELATED]}), seconds, seconds)
+        assert len(admission._additions) <= admission.ADDITIONS_KEPT
+
+
+def test_verdicts_with_a_remembered_patch_share_no_list():
+    first, second = review_pod(review()), review_pod(review())
+    assert first.added == second.added and first.added is not second.added
+    first.added.append("changed")
+    assert review_pod(review()).added == [NR, UR]

@@ -7,9 +7,13 @@ import threading
 import time
 
 import pytest
+from flask import Response
+from werkzeug.test import EnvironBuilder
 
 from shared.defaults import DefaultSeconds
 from shared.jsonlog import JsonFormatter
+from webhook import app as app_module
+from webhook import codec
 from webhook.app import create_app, namespace_cache_of
 from webhook.namespaces import NamespaceCache, namespace_view
 from webhook.settings import WebhookSettings
@@ -227,3 +231,63 @@ def test_making_the_app_starts_no_watch_the_first_review_does():
 
 def test_a_test_app_has_no_namespace_cache():
     assert namespace_cache_of(create_app(WebhookSettings())).enabled is False
+
+
+# -- the answer and the body, made and read without Flask's proxies and werkzeug's checks --------------------
+
+ANSWERS = [
+    ("a verdict", {"apiVersion": "admission.k8s.io/v1", "kind": "AdmissionReview",
+                   "response": {"uid": "u", "allowed": True, "patchType": "JSONPatch", "patch": "W10="}}, 200),
+    ("an error", {"error": "request body is larger than 3 bytes"}, 400),
+    ("non-ASCII", {"error": "ünï ✓"}, 400),
+    ("an empty object", {}, 200),
+    ("a status made the usual way", {"error": "x"}, 500),
+]
+
+
+@pytest.mark.parametrize(("body", "status"), [c[1:] for c in ANSWERS], ids=[c[0] for c in ANSWERS])
+def test_a_json_answer_is_the_response_werkzeug_makes(body, status):
+    made = app_module._json(body, status)
+    expected = Response(codec.dumps(body), status=status, content_type="application/json")
+    assert app_module._MADE_DIRECTLY_AS_WERKZEUG_DOES  # so the direct way is the one tested here
+    assert type(made) is type(expected)
+    assert list(made.headers.items()) == list(expected.headers.items())  # in order
+    assert {k: v for k, v in vars(made).items() if k != "headers"} == {
+        k: v for k, v in vars(expected).items() if k != "headers"}
+    environ = EnvironBuilder(method="POST", path="/mutate").get_environ()
+    assert made.get_wsgi_response(environ)[1:] == expected.get_wsgi_response(environ)[1:]
+    assert made.get_data() == expected.get_data()
+
+
+def test_a_json_answer_is_not_shared_between_requests():
+    first, second = app_module._json({"a": 1}), app_module._json({"a": 1})
+    first.headers["X-Changed"] = "1"
+    first.call_on_close(lambda: None)
+    assert "X-Changed" not in second.headers and second._on_close == []
+
+
+ACCEPTED_BODIES = [
+    ("the usual request", {"content_type": "application/json"}),
+    ("a charset in the content type", {"content_type": "application/json; charset=utf-8"}),
+    ("chunked, without a length (de-chunked by the server, as gunicorn does)",
+     {"content_type": "application/json", "headers": {"Transfer-Encoding": "chunked"},
+      "environ_overrides": {"wsgi.input_terminated": True}}),
+]
+
+
+@pytest.mark.parametrize("kwargs", [c[1] for c in ACCEPTED_BODIES], ids=[c[0] for c in ACCEPTED_BODIES])
+def test_a_body_is_read_however_it_is_sent(client, kwargs):
+    response = client.post("/mutate", data=json.dumps(pod_review()).encode(), **kwargs)
+    assert response.status_code == 200
+    assert response.headers["Content-Type"] == "application/json"
+    assert added_tolerations(response.get_json()) == {NR: 300, UR: 300}
+
+
+def test_a_refused_request_is_logged_with_its_remote_address(client, caplog):
+    caplog.set_level(logging.WARNING, logger="taintkeeper.webhook")
+    response = client.post("/mutate", data="x", content_type="text/plain", environ_base={"REMOTE_ADDR": "10.1.2.3"})
+    assert response.status_code == 400
+    assert response.headers["Content-Type"] == "application/json"
+    assert response.headers["Content-Length"] == str(len(response.data))
+    (record,) = [r for r in caplog.records if r.name == "taintkeeper.webhook"]
+    assert record.remote == "10.1.2.3" and "Content-Type must be application/json" in record.getMessage()

@@ -2,14 +2,18 @@
 
 from __future__ import annotations
 
+import contextlib
+import io
 import json
 import logging
 import threading
 import time
+from collections.abc import Iterator
 
 import pytest
 
-from shared.jsonlog import JsonFormatter
+from shared.jsonlog import JsonFormatter, LineHandler, PlainFormatter, held_lines
+from webhook import bookkeeping as bookkeeping_module
 from webhook.app import bookkeeping_of, create_app
 from webhook.bookkeeping import Bookkeeping, log_at
 from webhook.settings import WebhookSettings
@@ -145,3 +149,119 @@ def test_a_batch_of_observations_fills_a_histogram_as_observing_each_does():
                         if not s.name.endswith("_created")})
     assert samples[0] == samples[1]
     assert samples[1][("t_seconds_count", None)] == len(values)
+
+
+# -- a held line made without its record ---------------------------------------------------------------------
+
+FORMATS = {"plain": PlainFormatter, "json": JsonFormatter}
+record_of = bookkeeping_module._record
+NOW = 1_750_000_000.0
+FACTS = {"uid": "u-1", "operation": "CREATE", "namespace": "team-a", "pod": "web-0"}
+LOG_AT_CASES = [
+    ("a patched pod", logging.INFO, NOW + 0.25, "added default tolerations %s", ("a,b",), FACTS),
+    ("a refused request", logging.WARNING, NOW, "refused admission request: %s", ("x",), {"remote": None}),
+    ("an admitted pod at debug", logging.DEBUG, NOW, "admitted without a patch (%s%s)", ("skipped", ": why"), FACTS),
+    ("no extra", logging.ERROR, NOW, "m", (), None),
+    ("an unnamed level", 25, NOW, "m", (), {}),
+    ("a private extra", logging.INFO, NOW, "m", (), {"_private": 1, "uid": "u"}),
+    ("extras that are not strings", logging.INFO, NOW, "m", (), {"n": 3, "nested": {"a": [1]}}),
+    ("extras named like the JSON line's fields", logging.INFO, NOW, "m", (), {"time": "t", "logger": "l"}),
+    ("a mapping as the one argument", logging.INFO, NOW, "got %s", ({"a": 1},), {}),
+    ("characters JSON escapes", logging.INFO, NOW, "\"ü\" %s", ("\n\x00✓",), {"pod": "\\\"日本"}),
+    ("a time that rounds up to the next second", logging.INFO, NOW + 0.9999996, "m", (), {}),
+]
+
+
+@contextlib.contextmanager
+def root_writing_to(log_format: str) -> Iterator[io.StringIO]:
+    """The root's one handler a LineHandler in `log_format` writing to the returned stream (pytest's own capture
+    handlers set aside), every level on."""
+    handler = LineHandler()
+    handler.stream = stream = io.StringIO()
+    handler.setFormatter(FORMATS[log_format]())
+    root = logging.getLogger()
+    saved = root.handlers[:], root.level
+    root.handlers[:] = [handler]
+    root.setLevel(logging.DEBUG)
+    try:
+        yield stream
+    finally:
+        root.handlers[:], level = saved
+        root.setLevel(level)
+
+
+def logged(stream: io.StringIO, held: bool, action) -> str:
+    stream.seek(0)
+    stream.truncate()
+    with held_lines() if held else contextlib.nullcontext():
+        action()
+    return stream.getvalue()
+
+
+@pytest.mark.parametrize("held", [True, False], ids=["held", "not held"])
+@pytest.mark.parametrize("log_format", FORMATS)
+@pytest.mark.parametrize(("level", "created", "message", "args", "extra"), [c[1:] for c in LOG_AT_CASES],
+                         ids=[c[0] for c in LOG_AT_CASES])
+def test_log_at_writes_the_line_its_record_gives(log_format, held, level, created, message, args, extra, monkeypatch):
+    made: list[logging.LogRecord] = []
+    monkeypatch.setattr(bookkeeping_module, "_record", lambda *a: made.append(record_of(*a)) or made[-1])
+    logger = logging.getLogger("taintkeeper.webhook.test-direct")
+    with root_writing_to(log_format) as stream:
+        direct = logged(stream, held, lambda: log_at(logger, created, level, message, *args, extra=extra))
+        assert len(made) == (0 if held else 1)  # held: no record made
+        logger.addFilter(lambda record: True)  # lets every record through, and makes log_at make them
+        try:
+            full = logged(stream, held, lambda: log_at(logger, created, level, message, *args, extra=extra))
+        finally:
+            logger.filters.clear()
+    assert direct == full
+    assert direct.endswith("\n")  # a line was written
+
+
+def test_log_at_writes_nothing_below_the_levels_or_while_logging_is_disabled():
+    logger = logging.getLogger("taintkeeper.webhook.test-levels")
+    with root_writing_to("json") as stream:
+        handler = logging.getLogger().handlers[0]
+        try:
+            logger.setLevel(logging.WARNING)
+            assert logged(stream, True, lambda: log_at(logger, NOW, logging.INFO, "below the logger's")) == ""
+            logger.setLevel(logging.NOTSET)
+            handler.setLevel(logging.ERROR)
+            assert logged(stream, True, lambda: log_at(logger, NOW, logging.WARNING, "below the handler's")) == ""
+            handler.setLevel(logging.NOTSET)
+            logging.disable(logging.WARNING)
+            assert logged(stream, True, lambda: log_at(logger, NOW, logging.WARNING, "disabled")) == ""
+            logging.disable(logging.NOTSET)
+            assert "enabled" in logged(stream, True, lambda: log_at(logger, NOW, logging.WARNING, "enabled"))
+        finally:
+            logging.disable(logging.NOTSET)
+            logger.setLevel(logging.NOTSET)
+
+
+def test_log_at_makes_records_with_a_custom_record_factory_even_while_lines_are_held():
+    made = []
+    factory = logging.getLogRecordFactory()
+
+    def counting(*args, **kwargs):
+        record = factory(*args, **kwargs)
+        made.append(record)
+        return record
+
+    logger = logging.getLogger("taintkeeper.webhook.test-factory")
+    with root_writing_to("plain") as stream:
+        logging.setLogRecordFactory(counting)
+        try:
+            text = logged(stream, True, lambda: log_at(logger, NOW, logging.INFO, "m %s", "x", extra={"uid": "u"}))
+        finally:
+            logging.setLogRecordFactory(factory)
+    assert len(made) == 1 and text.endswith(": m x uid=u\n")
+
+
+def test_log_at_refuses_an_extra_that_would_overwrite_a_record_attribute_on_either_path():
+    logger = logging.getLogger("taintkeeper.webhook.test-reserved")
+    with root_writing_to("json") as stream:
+        for held in (True, False):
+            for name in ("message", "asctime", "levelname", "msg"):
+                with pytest.raises(KeyError, match=name):
+                    logged(stream, held, lambda name=name: log_at(logger, NOW, logging.INFO, "m", extra={name: 1}))
+        assert stream.getvalue() == ""
