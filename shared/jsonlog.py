@@ -82,15 +82,8 @@ class JsonFormatter(logging.Formatter):
 
     def format_fields(self, created: float, msecs: float, levelname: str, name: str, message: str,
                       extras: Fields) -> str:
-        """`format` of a record with these fields, extras, and neither exception nor stack: written out
-        directly (no entry to make) while every extra is a string that replaces no field of the entry."""
-        text = (f'{{"time": {_json_string(self._time_text(created))}, "severity": {_json_string(levelname.lower())}, '
-                f'"logger": {_json_string(name)}, "message": {_json_string(message)}')
-        for field, value in extras:
-            if type(field) is not str or type(value) is not str or field in _ENTRY_FIELDS:
-                return json_text(self._entry(created, levelname, name, message, extras))
-            text += f", {_json_string(field)}: {_json_string(value)}"
-        return text + "}"
+        """`format` of a record with these fields, extras, and neither exception nor stack."""
+        return json_text(self._entry(created, levelname, name, message, extras))
 
     def _entry(self, created: float, levelname: str, name: str, message: str, extras: Fields) -> dict[str, object]:
         entry: dict[str, object] = {
@@ -116,7 +109,6 @@ class JsonFormatter(logging.Formatter):
         return f"{prefix}{microseconds % 1_000_000 // 1000:03d}+00:00"
 
 
-_ENTRY_FIELDS = frozenset({"time", "severity", "logger", "message"})
 _LAST_SECOND = datetime(9999, 12, 31, 23, 59, 59, tzinfo=UTC).timestamp()  # the last second datetime can show
 
 
