@@ -172,8 +172,8 @@ def test_entry_points_run(rootfs: Path, built: image.BuiltImage, module: str) ->
 def test_every_extension_module_loads(rootfs: Path, built: image.BuiltImage) -> None:
     """The compiled parts of the wheels and of the standard library find their shared libraries in the image."""
     modules = ["gevent.libev.corecext", "gevent.libuv._corecffi", "greenlet", "gunicorn_h1c", "orjson",
-               "cryptography.hazmat.bindings._rust", "pydantic_core", "yaml._yaml", "ssl", "hashlib", "sqlite3",
-               "ctypes", "lzma", "bz2", "zlib", "readline", "uuid", "decimal", "_ssl"]
+               "cryptography.hazmat.bindings._rust", "pydantic_core", "yaml._yaml", "google._upb._message", "ssl",
+               "hashlib", "sqlite3", "ctypes", "lzma", "bz2", "zlib", "readline", "uuid", "decimal", "_ssl"]
     probe = ("import importlib, sys\nfor name in sys.argv[1:]:\n    importlib.import_module(name)\n"
              "from cryptography.hazmat.primitives.asymmetric import ec\nec.generate_private_key(ec.SECP256R1())\n")
     result = run_in_image(rootfs, built, ["python", "-c", probe, *modules])
