@@ -52,8 +52,11 @@ ROOT = Path(__file__).resolve().parents[1]
 sys.path.insert(0, str(ROOT))
 
 from kubernetes import client, config  # noqa: E402
+from kubernetes.client.rest import ApiException  # noqa: E402
 
 from hack.simulator import Simulator  # noqa: E402
+from kube.client import release  # noqa: E402
+from kube.errors import is_conflict, is_not_found  # noqa: E402
 from kube.informer import Informer  # noqa: E402
 from kube.request import response_json  # noqa: E402
 
@@ -70,6 +73,8 @@ UNREACHABLE = "node.kubernetes.io/unreachable"
 CLOCK_TICKS = os.sysconf("SC_CLK_TCK")
 PAGE_SIZE = os.sysconf("SC_PAGE_SIZE")
 PY_SPY = Path(sys.executable).parent / "py-spy"
+# How long refill_pods leaves the evicted pods to the simulator before deleting them itself.
+SIMULATOR_DELETION_WAIT = 90.0
 
 
 # ----------------------------------------------------------------------------------- the controllers
@@ -298,20 +303,42 @@ class Cluster:
         list(self.pool.map(lambda name: self.core.patch_node(name, body, _preload_content=False), names))
 
     def refill_pods(self, names: Sequence[str]) -> None:
-        """Bring the pods of `names` back to P each, once the evicted ones are gone (the simulator
-        finishes deletions on live nodes)."""
+        """Bring the pods of `names` back to P each, once the evicted ones are gone. The simulator
+        finishes deletions on live nodes; if it has not within SIMULATOR_DELETION_WAIT, the
+        benchmark deletes them itself (grace 0, as the simulator would) and says so, so one
+        lagging simulator does not end the run. The evictions were measured before this."""
         for name in names:
-            def settled(name: str = name) -> list[dict[str, Any]] | None:
+            def terminating(name: str = name) -> tuple[list[dict[str, Any]], list[dict[str, Any]]]:
                 # From the watch cache (resourceVersion 0): without it, each poll had the apiserver
                 # read every pod of the cluster from etcd to pick this node's.
                 pods: list[dict[str, Any]] = response_json(self.core.list_pod_for_all_namespaces(
                     field_selector=f"spec.nodeName={name}", resource_version="0", _preload_content=False))["items"]
-                return None if any(pod["metadata"].get("deletionTimestamp") for pod in pods) else pods
+                return pods, [pod for pod in pods if pod["metadata"].get("deletionTimestamp")]
 
-            wait_for(lambda: settled() is not None, 180, f"the evicted pods of {name} to be gone")
-            missing = self.pods_per_node - len(settled() or ())
+            try:
+                wait_for(lambda: not terminating()[1], SIMULATOR_DELETION_WAIT,
+                         f"the simulator to finish the evicted pods of {name}")
+            except TimeoutError:
+                left = terminating()[1]
+                log.warning("the simulator has not finished %d evicted pod(s) of %s in %.0fs (it knows %d as "
+                            "Terminating; %s); deleting them with grace 0", len(left), name,
+                            SIMULATOR_DELETION_WAIT, self.sim.terminating(name), self.sim.stats())
+                for pod in left:
+                    self._force_delete(pod)
+                wait_for(lambda: not terminating()[1], 60, f"the evicted pods of {name} to be gone")
+            missing = self.pods_per_node - len(terminating()[0])
             if missing > 0:
                 self.sim.create_pods(name, missing, tolerations=self.tolerations)
+
+    def _force_delete(self, pod: dict[str, Any]) -> None:
+        metadata = pod["metadata"]
+        body = client.V1DeleteOptions(grace_period_seconds=0, preconditions=client.V1Preconditions(uid=metadata["uid"]))
+        try:
+            release(self.core.delete_namespaced_pod(metadata["name"], metadata["namespace"], body=body,
+                                                    _preload_content=False))
+        except ApiException as error:
+            if not (is_not_found(error) or is_conflict(error)):  # gone already, or a new pod has the name
+                raise
 
     def close(self, keep: bool) -> None:
         self.sim.close()

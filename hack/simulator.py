@@ -418,6 +418,11 @@ class Simulator:
         log.info("created %d pod(s) on %s in %s: %s", len(names), node, namespace, _summarize(names))
         return names
 
+    def terminating(self, node: str) -> int:
+        """How many pods of `node` the simulator knows to be Terminating (its pod watch saw them)."""
+        with self._lock:
+            return sum(1 for pod in self._terminating.values() if pod.node == node)
+
     def stats(self) -> Stats:
         with self._lock:
             snapshot = Stats(**vars(self._stats))
@@ -755,7 +760,8 @@ class Simulator:
             except Exception as error:
                 if self._stopping.is_set():
                     break
-                log.debug("pod watch failed, starting over: %s", describe_error(error))
+                # Seen, not hidden: until the relist ends, no Terminating pod is finished.
+                log.warning("pod watch failed, listing again: %s", describe_error(error))
                 resource_version = None
                 self._stopping.wait(1.0)
             finally:
@@ -765,6 +771,7 @@ class Simulator:
         """List the bound pods in pages, as an informer does: in one response the apiserver reads,
         decodes and encodes every pod of the cluster at once. Only the Terminating ones are kept."""
         pods: list[Json] = []
+        started = time.monotonic()
         query = [("fieldSelector", BOUND_PODS), ("limit", str(LIST_PAGE_SIZE))]
         while True:
             listed = self._request("GET", "/api/v1/pods", query=query)
@@ -779,6 +786,7 @@ class Simulator:
             for pod in pods:
                 self._observe(pod, previous)
             self._wakeup.notify_all()
+        log.info("listed the bound pods in %.1fs: %d Terminating", time.monotonic() - started, len(pods))
         return str(listed["metadata"]["resourceVersion"])
 
     def _watch(self, resource_version: str) -> str | None:
