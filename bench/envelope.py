@@ -100,8 +100,12 @@ def checkout(name: str, scratch: Path) -> Path:
     revision = name.split("@", 1)[1]
     tree = scratch / f"taintkeeper-{revision}"
     if not tree.exists():
-        subprocess.run(["git", "-C", str(ROOT), "worktree", "add", "--detach", str(tree), revision], check=True,
-                       capture_output=True)
+        # A worktree whose directory went with an earlier cluster is still registered: forget it first.
+        subprocess.run(["git", "-C", str(ROOT), "worktree", "prune"], check=True, capture_output=True)
+        result = subprocess.run(["git", "-C", str(ROOT), "worktree", "add", "--detach", str(tree), revision],
+                                capture_output=True, text=True)
+        if result.returncode != 0:
+            raise RuntimeError(f"cannot check out {revision} for {name}: {result.stderr.strip()}")
     return tree
 
 
