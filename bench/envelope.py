@@ -75,6 +75,8 @@ PAGE_SIZE = os.sysconf("SC_PAGE_SIZE")
 PY_SPY = Path(sys.executable).parent / "py-spy"
 # How long refill_pods leaves the evicted pods to the simulator before deleting them itself.
 SIMULATOR_DELETION_WAIT = 90.0
+# How long the simulator's first pod list may take (158 s at 150,000 pods on a 2-core machine).
+SIMULATOR_LIST_WAIT = 600.0
 
 
 # ----------------------------------------------------------------------------------- the controllers
@@ -282,8 +284,9 @@ class Cluster:
         self.pool = futures.ThreadPoolExecutor(workers)
 
     def grow(self, nodes: int) -> float:
-        """Add nodes (three zones) and their pods up to `nodes`; seconds it took. Heartbeats are
-        stopped meanwhile: at thousands of nodes they would starve the registrations."""
+        """Add nodes (three zones) and their pods up to `nodes`; seconds it took, up to the
+        simulator's pod list. Heartbeats are stopped meanwhile: at thousands of nodes they would
+        starve the registrations."""
         started = time.monotonic()
         self.sim.stop()
         missing = nodes - len(self.sim.nodes)
@@ -296,6 +299,10 @@ class Cluster:
                 if done % 500 == 0:
                     log.info("pods for %d/%d nodes (%.0fs)", done, len(names), time.monotonic() - started)
         self.sim.start()
+        # Before any controller starts: the simulator's first pod list loads the apiserver and
+        # etcd for minutes at 150,000 pods, and would be counted in that controller's start.
+        if not self.sim.wait_for_pod_list(SIMULATOR_LIST_WAIT):
+            raise RuntimeError(f"the simulator did not list the pods within {SIMULATOR_LIST_WAIT:.0f}s")
         return time.monotonic() - started
 
     def nodes_of_zone(self, zone: str, count: int) -> list[str]:
