@@ -175,9 +175,9 @@ class _PriorityPool:
     """A fixed set of worker threads taking work by priority (then FIFO). concurrent.futures'
     pool is FIFO only, and heartbeats must not queue behind thousands of pod creations.
 
-    A quarter of the workers (none below 4) take the other work first: at thousands of nodes the
-    heartbeats alone can keep every worker busy, and pod deletions and creations queued behind
-    them would never run (the stalls of the 5,000-node envelope runs)."""
+    A quarter of the workers (none in a pool of fewer than 4) take the other work first: at
+    thousands of nodes the heartbeats alone can keep every worker busy, and pod deletions and
+    creations queued behind them would never run (the stalls of the 5,000-node envelope runs)."""
 
     def __init__(self, workers: int, name: str) -> None:
         self._queues: dict[int, collections.deque[tuple[futures.Future[Any], Callable[[], Any]]]] = {}
