@@ -2,14 +2,21 @@
 # A real kube-apiserver + etcd on loopback, for the tests and the local demo; with --nodes, a
 # complete local cluster.
 #
-#   hack/local-cluster.sh up DIR [--nodes N]
+#   hack/local-cluster.sh up DIR [--nodes N] [--audit] [--builtin-node-lifecycle]
 #                                     start etcd + kube-apiserver, write DIR/kubeconfig, print its path;
 #                                     with N > 0 a complete cluster: also N real nodes (containerd +
 #                                     kubelet each) until Ready, kube-scheduler, kube-controller-manager
 #                                     without its node lifecycle controller, kube-proxy (iptables) and a
 #                                     pod network across the nodes; the apiserver then serves on the
 #                                     host's IP too and admits with ServiceAccount (a DIR started plain
-#                                     gets its apiserver restarted so). One such cluster per host at a time
+#                                     gets its apiserver restarted so). One such cluster per host at a time.
+#                                     --audit: kube-apiserver writes an audit log, DIR/logs/audit.log
+#                                     (RequestResponse for writes to pods, nodes, their subresources and
+#                                     leases; Metadata for the rest). --builtin-node-lifecycle (with
+#                                     --nodes): the oracle: kube-controller-manager runs its own node
+#                                     lifecycle controller and taint manager, kube-apiserver its
+#                                     DefaultTolerationSeconds plugin, and `deploy` refuses. Both are kept
+#                                     in DIR/options.env until the next `up` (which restarts what changed)
 #   hack/local-cluster.sh deploy DIR [--overlay KUSTOMIZATION]
 #                                     taintkeeper from its own image and manifests into DIR's complete
 #                                     cluster: build the image (make image), import it into every node's
@@ -28,6 +35,10 @@
 #   hack/local-cluster.sh status DIR  say whether DIR's control plane is running
 #   hack/local-cluster.sh stop-apiserver DIR / start-apiserver DIR
 #                                     stop or start only kube-apiserver (same port and mode; etcd keeps the data)
+#   hack/local-cluster.sh restart-etcd DIR
+#                                     stop etcd and start it again (same data and ports)
+#   hack/local-cluster.sh start-controller-manager DIR
+#                                     start kube-controller-manager again if it is not running
 #   hack/local-cluster.sh build       only build (and cache) kube-apiserver
 #   hack/local-cluster.sh deps [--tools|--nodes]
 #                                     install every Debian package the demo and the tests use and build
@@ -71,10 +82,22 @@ usage() { # the comment block at the top, up to its second empty line
 [ $# -ge 1 ] || usage
 case "$1" in
   up)
-    if [ $# -eq 2 ]; then cmd_up "$2"
-    elif [ $# -eq 4 ] && [ "$3" = --nodes ] && [[ $4 =~ ^[0-9]+$ ]]; then cmd_up "$2" "$4"
-    else usage; fi ;;
-  down|status|stop-apiserver|start-apiserver|nodes)
+    [ $# -ge 2 ] || usage
+    up_dir=$2 up_nodes=0 up_audit=0 up_builtin=0
+    shift 2
+    while [ $# -gt 0 ]; do
+      case "$1" in
+        --nodes) if [ $# -lt 2 ] || ! [[ $2 =~ ^[0-9]+$ ]]; then die "--nodes needs a number of nodes"; fi
+                 up_nodes=$2; shift 2 ;;
+        --audit) up_audit=1; shift ;;
+        --builtin-node-lifecycle) up_builtin=1; shift ;;
+        *) die "up: unknown option '$1' (expected --nodes N, --audit, --builtin-node-lifecycle)" ;;
+      esac
+    done
+    [ "$up_builtin" = 0 ] || [ "$up_nodes" -gt 0 ] \
+      || die "--builtin-node-lifecycle needs --nodes N: it runs kube-controller-manager's node lifecycle controller"
+    UP_AUDIT=$up_audit UP_BUILTIN_NODE_LIFECYCLE=$up_builtin cmd_up "$up_dir" "$up_nodes" ;;
+  down|status|stop-apiserver|start-apiserver|nodes|start-controller-manager|restart-etcd)
     [ $# -eq 2 ] || usage
     "cmd_${1//-/_}" "$2" ;;
   stop-kubelet)

@@ -171,7 +171,7 @@ components_up() { # dir: after nodes_up
     [ $SECONDS -lt $deadline ] || die "complete cluster not ready after 120s:$PENDING (logs in $dir/logs)"
     sleep 0.3
   done
-  log "kube-scheduler, kube-controller-manager (all but nodelifecycle), kube-proxy running; pods reach the apiserver at $KUBERNETES_SERVICE_IP:443 -> $ip"
+  log "kube-scheduler, kube-controller-manager ($(kcm_controllers "$dir")), kube-proxy running; pods reach the apiserver at $KUBERNETES_SERVICE_IP:443 -> $ip"
 }
 
 components_down() { # dir

@@ -133,11 +133,35 @@ api_get() { # dir path -> the object's JSON (admin token); fails on any HTTP err
     "https://127.0.0.1:$API_PORT$path" 2>/dev/null
 }
 
+# DIR/options.env: what `up` was last asked for besides the nodes (UP_AUDIT, UP_BUILTIN_NODE_LIFECYCLE
+# in its environment, 0 or 1), read by every later start of the apiserver and kube-controller-manager
+# (start-apiserver, a restart for a complete cluster), so a restarted component keeps its mode.
+cluster_option() { # dir key -> its value, 0 when unset
+  local value
+  value=$(sed -n "s/^$2=//p" "$1/options.env" 2>/dev/null)
+  echo "${value:-0}"
+}
+
+# Writes DIR/options.env; returns 0 when it changed (the running components must be restarted).
+record_options() { # dir
+  local dir=$1 wanted
+  wanted=$(printf 'AUDIT=%s\nBUILTIN_NODE_LIFECYCLE=%s\n' "${UP_AUDIT:-0}" "${UP_BUILTIN_NODE_LIFECYCLE:-0}")
+  [ "$(cat "$dir/options.env" 2>/dev/null)" = "$wanted" ] && return 1
+  printf '%s\n' "$wanted" >"$dir/options.env"
+}
+
 cmd_up() { # dir [node count]
-  local dir=$1 nodes=${2:-0}
+  local dir=$1 nodes=${2:-0} changed=0
   mkdir -p "$dir"
   dir=$(cd "$dir" && pwd)
+  record_options "$dir" && changed=1
   if pid_alive "$dir/apiserver.pid" "$dir" && pid_alive "$dir/etcd.pid" "$dir" && [ -f "$dir/kubeconfig" ]; then
+    if [ "$changed" = 1 ]; then
+      log "restarting kube-apiserver and kube-controller-manager in $dir for the options asked for"
+      stop_pidfile "$dir/kube-controller-manager.pid" "$dir"
+      stop_pidfile "$dir/apiserver.pid" "$dir"
+      start_apiserver "$dir"
+    fi
     [ "$nodes" -gt 0 ] && complete_up "$dir" "$nodes"
     echo "$dir/kubeconfig"
     return 0
@@ -200,9 +224,21 @@ start_apiserver() {
     [ -n "$advertise" ] || die "no node IP recorded in $dir/mode.env"
     admission=NamespaceLifecycle,ServiceAccount,MutatingAdmissionWebhook,ValidatingAdmissionWebhook
     disabled=DefaultTolerationSeconds
+    if [ "$(cluster_option "$dir" BUILTIN_NODE_LIFECYCLE)" = 1 ]; then
+      admission=NamespaceLifecycle,ServiceAccount,DefaultTolerationSeconds,MutatingAdmissionWebhook,ValidatingAdmissionWebhook
+      disabled=""
+    fi
+  fi
+  local audit=()
+  if [ "$(cluster_option "$dir" AUDIT)" = 1 ]; then
+    write_audit_policy "$dir/audit-policy.yaml"
+    # blocking: each event is written before the response goes out, so the log's order is the
+    # order in which clients saw their answers. One file up to 2 GB, no rotation to chase.
+    audit=(--audit-policy-file "$dir/audit-policy.yaml" --audit-log-path "$dir/logs/audit.log"
+           --audit-log-format json --audit-log-mode blocking --audit-log-maxsize 2000 --audit-log-maxbackup 5)
   fi
   if ! pid_alive "$dir/apiserver.pid" "$dir"; then
-    setsid "$APISERVER_BIN" --etcd-servers "http://127.0.0.1:$ETCD_CLIENT" \
+    setsid "$APISERVER_BIN" --etcd-servers "http://127.0.0.1:$ETCD_CLIENT" "${audit[@]}" \
       --bind-address "$bind" --advertise-address "$advertise" --secure-port "$API_PORT" --insecure-port 0 \
       --tls-cert-file "$dir/pki/apiserver.crt" --tls-private-key-file "$dir/pki/apiserver.key" \
       --client-ca-file "$dir/pki/ca.crt" --token-auth-file "$dir/pki/tokens.csv" \
@@ -210,13 +246,34 @@ start_apiserver() {
       --service-account-key-file "$dir/pki/sa.pub" --service-account-signing-key-file "$dir/pki/sa.key" \
       --service-account-issuer https://kubernetes.default.svc \
       --service-cluster-ip-range "$SERVICE_CIDR" --allow-privileged=true \
-      --enable-admission-plugins "$admission" --disable-admission-plugins "$disabled" \
+      --enable-admission-plugins "$admission" ${disabled:+--disable-admission-plugins "$disabled"} \
       --kubelet-preferred-address-types InternalIP \
       --profiling=false --v=1 \
       >>"$dir/logs/kube-apiserver.log" 2>&1 </dev/null &
     echo $! >"$dir/apiserver.pid"
   fi
   wait_ready "$dir" "$API_PORT"
+}
+
+# The audit policy of `up --audit`: the whole request and response of every write to pods (and
+# their status, binding and eviction subresources), nodes (and their status) and Leases, which is
+# what an independent check of the controller's actions reads (bench/soak/); who did what, and
+# when, for everything else. RequestReceived is left out: ResponseComplete has all it has.
+write_audit_policy() { # path
+  cat >"$1" <<'YAML'
+apiVersion: audit.k8s.io/v1
+kind: Policy
+omitStages: [RequestReceived]
+rules:
+- level: RequestResponse
+  verbs: [create, update, patch, delete, deletecollection]
+  resources:
+  - group: ""
+    resources: [pods, pods/status, pods/binding, pods/eviction, nodes, nodes/status]
+  - group: coordination.k8s.io
+    resources: [leases]
+- level: Metadata
+YAML
 }
 
 require_up() {
@@ -232,6 +289,22 @@ cmd_stop_apiserver() {
   require_up "$dir"
   stop_pidfile "$dir/apiserver.pid" "$dir"
   log "stopped kube-apiserver in $dir"
+}
+
+# etcd stopped (SIGTERM) and started again on the same data and ports: the soak's etcd restart.
+cmd_restart_etcd() { # dir
+  local dir
+  dir=$(cd "$1" 2>/dev/null && pwd) || die "no such directory: $1"
+  require_up "$dir"
+  stop_pidfile "$dir/etcd.pid" "$dir"
+  start_etcd "$dir"
+  local _
+  for _ in $(seq 1 100); do
+    curl -fsS --max-time 1 "http://127.0.0.1:$ETCD_CLIENT/health" 2>/dev/null | grep -q '"health":"true"' && {
+      log "etcd restarted in $dir"; return 0; }
+    sleep 0.1
+  done
+  die "etcd not healthy 10s after its restart; see $dir/logs/etcd.log"
 }
 
 cmd_start_apiserver() {
@@ -277,7 +350,24 @@ cmd_status() {
 # nodes and evicts pods. nodeipam (no --allocate-node-cidrs: every node has its own CNI subnet) and
 # the cloud loops (no cloud provider) are off too. It signs ServiceAccount tokens with DIR/pki/sa.key
 # (the apiserver verifies them with sa.pub) and runs each controller under its own ServiceAccount.
+# With `up --builtin-node-lifecycle` (the oracle a soak compares taintkeeper with) nodelifecycle runs.
 KCM_CONTROLLERS='*,-nodelifecycle,-nodeipam,-route,-service,-cloud-node-lifecycle'
+KCM_CONTROLLERS_BUILTIN='*,-nodeipam,-route,-service,-cloud-node-lifecycle'
+
+kcm_controllers() { # dir
+  if [ "$(cluster_option "$1" BUILTIN_NODE_LIFECYCLE)" = 1 ]; then echo "$KCM_CONTROLLERS_BUILTIN"
+  else echo "$KCM_CONTROLLERS"; fi
+}
+
+# kube-controller-manager alone, as a kubelet restarts a killed static pod (the soak's faults in the
+# oracle mode): nothing else of `up` (which would lift the registration taints) runs.
+cmd_start_controller_manager() { # dir
+  local dir
+  dir=$(cd "$1" 2>/dev/null && pwd) || die "no such directory: $1"
+  [ -f "$dir/components.env" ] || die "no complete cluster in $dir (run: up $dir --nodes N)"
+  start_controller_manager "$dir"
+  log "kube-controller-manager running in $dir (pid $(cat "$dir/kube-controller-manager.pid"))"
+}
 SCHEDULER_BIN=$KUBE_CACHE/bin/kube-scheduler
 CONTROLLER_MANAGER_BIN=$KUBE_CACHE/bin/kube-controller-manager
 
@@ -302,7 +392,7 @@ start_controller_manager() { # dir
   mkdir -p "$cd/certs"
   setsid "$CONTROLLER_MANAGER_BIN" --kubeconfig "$cd/kubeconfig" \
     --bind-address 127.0.0.1 --secure-port "$CONTROLLER_MANAGER_PORT" --port 0 --cert-dir "$cd/certs" \
-    --controllers "$KCM_CONTROLLERS" --leader-elect=false \
+    --controllers "$(kcm_controllers "$dir")" --leader-elect=false \
     --service-account-private-key-file "$dir/pki/sa.key" --root-ca-file "$dir/pki/ca.crt" \
     --use-service-account-credentials=true \
     --cluster-signing-cert-file "$dir/pki/ca.crt" --cluster-signing-key-file "$dir/pki/ca.key" \

@@ -5,6 +5,9 @@ cmd_deploy() { # dir [--overlay path]
   local root python
   root=$(cd "$HERE/.." && pwd)
   python=${PYTHON:-$root/.venv/bin/python}
+  if [ -f "$1/options.env" ] && [ "$(cluster_option "$1" BUILTIN_NODE_LIFECYCLE)" = 1 ]; then
+    die "$1 runs the built-in node lifecycle controller and DefaultTolerationSeconds (up --builtin-node-lifecycle): taintkeeper would act beside them; run up $1 --nodes N without it first"
+  fi
   [ -x "$python" ] || command -v "$python" >/dev/null 2>&1 \
     || die "no Python with taintkeeper's dependencies at $python: run \`make setup\` first (or set PYTHON)"
   (cd "$root" && "$python" -m hack.deploy "$@")
