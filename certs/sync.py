@@ -202,9 +202,10 @@ def main(argv: list[str]) -> int:
     logging.basicConfig(level=logging.INFO, format="%(asctime)s %(levelname)s %(message)s")
 
     from kube.client import ClientConfigError, make_api_client
+    from kube.identity import CERTS
 
     try:
-        api_client = make_api_client(args.kubeconfig)
+        api_client = make_api_client(args.kubeconfig, component=CERTS)
     except ClientConfigError as error:
         parser.error(str(error))
     while True:

@@ -84,10 +84,11 @@ def main(argv: list[str]) -> int:
 
     from kube.client import LIST_REQUEST_TIMEOUT, REQUEST_TIMEOUT, ClientConfigError, make_api_client
     from kube.errors import describe_error, is_not_found, status_code
+    from kube.identity import EXPLAIN
     from kube.request import request_json
 
     try:
-        api = make_api_client(args.kubeconfig)
+        api = make_api_client(args.kubeconfig, component=EXPLAIN)
     except ClientConfigError as error:
         print(f"explain: error: {error}", file=sys.stderr)
         return 2

@@ -4,9 +4,15 @@ keeps its metrics beside it (controller/<controller>/metrics.py).
 
 from __future__ import annotations
 
-from prometheus_client import Gauge
+from prometheus_client import Counter, Gauge
 
 IS_LEADER = Gauge(
     "taintkeeper_leader",
     "1 while this replica holds the leader lease and acts, else 0.",
+)
+FENCED_WRITES = Counter(
+    "taintkeeper_fenced_writes_total",
+    "Writes not made because this replica's last lease renewal was older than --leader-elect-renew-deadline "
+    "(or it no longer held the lease), by what the write was.",
+    ["action"],
 )

@@ -100,7 +100,8 @@ def build_parser() -> argparse.ArgumentParser:
     add("--leader-elect-lease-duration", default="15s", metavar="DURATION",
         help="how long a stand-by waits after the last renewal before taking over (default 15s)")
     add("--leader-elect-renew-deadline", default="10s", metavar="DURATION",
-        help="how long the leader keeps trying to renew before it stops acting (default 10s)")
+        help="how long the leader keeps trying to renew before it stops acting; no write is made once "
+             "the last renewal is older (default 10s)")
     add("--leader-elect-retry-period", default="2s", metavar="DURATION",
         help="how often to try to acquire or renew the Lease (default 2s)")
     add("--leader-elect-resource-name", default="taintkeeper-controller", metavar="NAME")

@@ -9,6 +9,8 @@ same way, in this order:
 - the taint eviction manager (`taint-eviction-controller`): deletes pods on NoExecute taints;
 - the toleration backfill (`toleration-backfill`, with `--backfill-default-tolerations`): appends the
   default not-ready/unreachable tolerations to pods admitted without them (a webhook outage).
+Their API edges share one write fence (kube/fence.py) with the leader elector: a replica whose
+last lease renewal is older than the renew deadline writes nothing.
 """
 
 from __future__ import annotations
@@ -35,6 +37,8 @@ from controller.tainteviction.api import KubeEvictionActions
 from controller.tainteviction.manager import TaintEvictionManager
 from kube.client import make_api_client
 from kube.events import EventRecorder
+from kube.fence import WriteFence
+from kube.identity import CONTROLLER
 from kube.leader import LeaderElectionConfig, LeaderElector, LeaseClient, default_identity
 
 if TYPE_CHECKING:
@@ -46,26 +50,26 @@ log = logging.getLogger("taintkeeper.controller")
 NODE_CONTROLLER_COMPONENT = "node-controller"
 
 
-def node_lifecycle(api: client.ApiClient, informers: SharedInformers, recorder: EventRecorder,
+def node_lifecycle(api: client.ApiClient, fence: WriteFence, informers: SharedInformers, recorder: EventRecorder,
                    options: ControllerOptions) -> NodeLifecycleMonitor:
     nodes, leases, pods = informers.nodes, informers.leases, informers.pods
     if options.dry_run:  # the monitor reads its nodes as its logged writes would have left them
-        dry_run_api = DryRunNodeLifecycleApi(KubeNodeLifecycleApi(api), nodes)
+        dry_run_api = DryRunNodeLifecycleApi(KubeNodeLifecycleApi(api, fence), nodes)
         return NodeLifecycleMonitor(dry_run_api, leases, pods, dry_run_api, recorder, options.monitor)
     # Taint writes start from the informer's cached node: one PATCH per node, not a GET and a PATCH.
-    return NodeLifecycleMonitor(nodes, leases, pods, KubeNodeLifecycleApi(api, cache=nodes), recorder,
+    return NodeLifecycleMonitor(nodes, leases, pods, KubeNodeLifecycleApi(api, fence, cache=nodes), recorder,
                                 options.monitor)
 
 
-def taint_eviction(api: client.ApiClient, informers: SharedInformers, recorder: EventRecorder,
+def taint_eviction(api: client.ApiClient, fence: WriteFence, informers: SharedInformers, recorder: EventRecorder,
                    options: ControllerOptions) -> TaintEvictionManager:
-    return TaintEvictionManager(informers.pods, KubeEvictionActions(api), recorder, dry_run=options.dry_run,
+    return TaintEvictionManager(informers.pods, KubeEvictionActions(api, fence), recorder, dry_run=options.dry_run,
                                 workers=options.taint_eviction_workers)
 
 
-def toleration_backfill(api: client.ApiClient, informers: SharedInformers, recorder: EventRecorder,
-                        options: ControllerOptions) -> BackfillController:
-    return BackfillController(informers.pods, informers.namespaces, KubeBackfillApi(api), recorder,
+def toleration_backfill(api: client.ApiClient, fence: WriteFence, informers: SharedInformers,
+                        recorder: EventRecorder, options: ControllerOptions) -> BackfillController:
+    return BackfillController(informers.pods, informers.namespaces, KubeBackfillApi(api, fence), recorder,
                               options.backfill, dry_run=options.dry_run)
 
 
@@ -96,6 +100,31 @@ def api_connections(options: ControllerOptions) -> int:
     return count
 
 
+def leader_election_config(options: ControllerOptions) -> LeaderElectionConfig:
+    return LeaderElectionConfig(
+        lease_name=options.leader_elect_resource_name,
+        lease_namespace=options.leader_elect_resource_namespace,
+        identity=default_identity(),
+        lease_duration=options.leader_elect_lease_duration,
+        renew_deadline=options.leader_elect_renew_deadline,
+        retry_period=options.leader_elect_retry_period,
+    )
+
+
+def write_fence(options: ControllerOptions) -> WriteFence:
+    """Open while the last lease renewal is younger than --leader-elect-renew-deadline; without
+    leader election, always open. Each refused write is counted by what it was."""
+    if not options.leader_elect:
+        return WriteFence.without_lease()
+    return WriteFence(options.leader_elect_renew_deadline,
+                      on_refused=lambda action: metrics.FENCED_WRITES.labels(action).inc())
+
+
+def controller_api_client(options: ControllerOptions) -> client.ApiClient:
+    """The one ApiClient of the controller (the leader elector copies it), named in its User-Agent."""
+    return make_api_client(options.kubeconfig, component=CONTROLLER, connections=api_connections(options))
+
+
 @dataclass(frozen=True)
 class Assembly:
     """The controller's parts, built and wired but not started."""
@@ -114,9 +143,10 @@ class Assembly:
             component.start(stop)
 
 
-def assemble(api: client.ApiClient, options: ControllerOptions) -> Assembly:
-    """The shared informers, an event recorder per running controller and the controllers, each
-    registered with the informers it watches. Nothing is started and no request is made."""
+def assemble(api: client.ApiClient, options: ControllerOptions, fence: WriteFence) -> Assembly:
+    """The shared informers, an event recorder per running controller and the controllers (their
+    writes behind `fence`), each registered with the informers it watches. Nothing is started and
+    no request is made."""
     informers = SharedInformers(api)
     _ = informers.nodes, informers.pods  # whichever controllers run: the sync log counts them
     recorders: list[EventRecorder] = []
@@ -128,7 +158,7 @@ def assemble(api: client.ApiClient, options: ControllerOptions) -> Assembly:
         if enabled:
             recorder = EventRecorder(api, source)
             recorders.append(recorder)
-            components.append(build(api, informers, recorder, options))
+            components.append(build(api, fence, informers, recorder, options))
     for component in components:
         component.register(informers)
     return Assembly(informers, recorders, components)
@@ -136,8 +166,9 @@ def assemble(api: client.ApiClient, options: ControllerOptions) -> Assembly:
 
 def run(options: ControllerOptions) -> int:
     stop = threading.Event()
-    api = make_api_client(options.kubeconfig, connections=api_connections(options))
-    assembly = assemble(api, options)
+    api = controller_api_client(options)
+    fence = write_fence(options)
+    assembly = assemble(api, options, fence)
     informers, components = assembly.informers, assembly.components
     nodes, pods = informers.nodes, informers.pods
     informer_list = informers.all()
@@ -188,16 +219,9 @@ def run(options: ControllerOptions) -> int:
             activate()
             stop.wait()
         else:
-            config = LeaderElectionConfig(
-                lease_name=options.leader_elect_resource_name,
-                lease_namespace=options.leader_elect_resource_namespace,
-                identity=default_identity(),
-                lease_duration=options.leader_elect_lease_duration,
-                renew_deadline=options.leader_elect_renew_deadline,
-                retry_period=options.leader_elect_retry_period,
-            )
+            config = leader_election_config(options)
             elector = LeaderElector(config, LeaseClient(api, retry_period=config.retry_period), activate,
-                                    deactivate)
+                                    deactivate, fence=fence)
             elector.run(stop)  # returns once `stop` is set, after releasing the lease if held
         return 0
     finally:

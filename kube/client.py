@@ -1,7 +1,9 @@
 """Build the Kubernetes API client, and the timeouts and content types every call should carry.
 
 Each ApiClient gets its own Configuration: the client's loaders would otherwise write into a
-process-wide default, which tests and a second cluster connection would silently share.
+process-wide default, which tests and a second cluster connection would silently share. Each also
+gets the User-Agent of the process that makes it (kube/identity.py): `component` is required, so
+no client of ours goes out as the generator's anonymous `OpenAPI-Generator/...`.
 """
 
 from __future__ import annotations
@@ -13,6 +15,7 @@ from typing import Any
 from kubernetes import client, config
 
 from kube.errors import describe_error, is_not_found
+from kube.identity import user_agent
 from kube.request import response_json
 
 # Without a client-side timeout a request to an unreachable or frozen apiserver blocks forever.
@@ -60,9 +63,11 @@ class ClientConfigError(ValueError):
     """The client configuration (kubeconfig or in-cluster) could not be loaded."""
 
 
-def make_api_client(kubeconfig: str | None, connections: int | None = None) -> client.ApiClient:
+def make_api_client(kubeconfig: str | None, *, component: str, connections: int | None = None) -> client.ApiClient:
     """An ApiClient from `kubeconfig` if given; else the in-cluster service account; else
     $KUBECONFIG or ~/.kube/config. Raises ClientConfigError with a one-line message.
+
+    `component`: the process, as its User-Agent names it (kube/identity.py, e.g. CONTROLLER).
 
     `connections`: how many requests the process may have in flight at once (its threads that call
     the API). urllib3 keeps only that many connections open; the client's default (5 per CPU) is
@@ -73,10 +78,10 @@ def make_api_client(kubeconfig: str | None, connections: int | None = None) -> c
         configuration.connection_pool_maxsize = connections
     if kubeconfig:
         _load_kubeconfig(kubeconfig, configuration)
-        return _api_client(configuration)
+        return _api_client(configuration, component)
     try:
         config.load_incluster_config(client_configuration=configuration)
-        return _api_client(configuration)
+        return _api_client(configuration, component)
     except config.ConfigException as in_cluster_error:
         # Read KUBECONFIG now: the client's own default is frozen when the module is imported.
         fallback = os.environ.get("KUBECONFIG") or str(Path.home() / ".kube" / "config")
@@ -84,7 +89,7 @@ def make_api_client(kubeconfig: str | None, connections: int | None = None) -> c
             raise ClientConfigError(f"not running in a cluster ({describe_error(in_cluster_error)}) and no kubeconfig "
                                     f"at {fallback}") from in_cluster_error
         _load_kubeconfig(fallback, configuration)
-        return _api_client(configuration)
+        return _api_client(configuration, component)
 
 
 def in_cluster_available() -> bool:
@@ -96,16 +101,18 @@ def in_cluster_available() -> bool:
     return True
 
 
-def make_in_cluster_client() -> client.ApiClient:
+def make_in_cluster_client(*, component: str) -> client.ApiClient:
     """An ApiClient from the pod's service account only (no kubeconfig fallback); raises ConfigException."""
     configuration = client.Configuration()
     config.load_incluster_config(client_configuration=configuration)
-    return _api_client(configuration)
+    return _api_client(configuration, component)
 
 
-def _api_client(configuration: client.Configuration) -> client.ApiClient:
+def _api_client(configuration: client.Configuration, component: str) -> client.ApiClient:
     configuration.retries = REQUEST_RETRIES
-    return client.ApiClient(configuration)
+    api_client = client.ApiClient(configuration)
+    api_client.user_agent = user_agent(component)
+    return api_client
 
 
 def _any_file(paths: str) -> bool:

@@ -12,6 +12,8 @@ it compares naive local times. Here:
   may start. It then campaigns again; `run()` returns only when asked to stop.
 * On stop it releases the Lease (empty holder, 1 s duration), so a stand-by takes over within
   one retry period instead of waiting out the lease.
+* It keeps the write fence (kube/fence.py) up to date: open from each successful acquire or
+  renewal for `renew_deadline`, closed when it steps down or releases.
 """
 
 from __future__ import annotations
@@ -33,6 +35,7 @@ from kubernetes import client
 from kubernetes.client.exceptions import ApiException
 
 from kube.errors import describe_error, is_conflict, is_not_found, status_body
+from kube.fence import WriteFence
 from kube.request import request_json
 from kube.timestamps import format_micro_time
 
@@ -119,6 +122,7 @@ class LeaseClient:
         configuration = copy.deepcopy(api_client.configuration)
         configuration.retries = False
         self._api_client = client.ApiClient(configuration)
+        self._api_client.user_agent = api_client.user_agent  # the audit log names the replica renewing
         self.request_timeout = lease_request_timeout(retry_period)
 
     def close(self) -> None:
@@ -163,6 +167,9 @@ class LeaderElector:
     quickly (start or stop workers, don't do the work): renewal waits for them. Every successful
     on_started_leading is followed by exactly one on_stopped_leading. An exception from either ends
     `run()`; if on_started_leading raised, the Lease is released first and on_stopped_leading is not called.
+
+    `fence`: the write fence the API edges ask (made here if not given); it must use the same
+    monotonic clock and close at `config.renew_deadline`.
     """
 
     def __init__(
@@ -175,7 +182,12 @@ class LeaderElector:
         monotonic: Callable[[], float] = time.monotonic,
         wall_clock: Callable[[], datetime] = lambda: datetime.now(UTC),
         jitter: Callable[[], float] = random.random,
+        fence: WriteFence | None = None,
     ) -> None:
+        if fence is not None and fence.renew_deadline != config.renew_deadline:
+            raise ValueError(f"the write fence closes after {fence.renew_deadline:g}s, the lease's renew deadline "
+                             f"is {config.renew_deadline:g}s")
+        self.fence = fence if fence is not None else WriteFence(config.renew_deadline, monotonic=monotonic)
         self._config = config
         self._client = lease_client
         self._on_started_leading = on_started_leading
@@ -230,7 +242,7 @@ class LeaderElector:
     def _campaign_round(self) -> float:
         attempt_start = self._monotonic()
         if self.try_acquire_or_renew():
-            self._last_renewal = attempt_start
+            self._renewed(attempt_start)
             self._set_leading(True)
             logger.info("became leader of lease %s as %s", self._name, self._config.identity)
             try:
@@ -247,7 +259,7 @@ class LeaderElector:
         deadline = self._last_renewal + self._config.renew_deadline
         attempt_start = self._monotonic()
         if attempt_start < deadline and self.try_acquire_or_renew(deadline=deadline):
-            self._last_renewal = attempt_start
+            self._renewed(attempt_start)
             return self._config.retry_period
         taken_by = self.leader_identity if self.leader_identity not in ("", self._config.identity) else ""
         now = self._monotonic()
@@ -345,7 +357,13 @@ class LeaderElector:
         if holder and holder != previous and holder != self._config.identity:
             logger.info("new leader observed: %s (lease %s)", holder, self._name)
 
+    def _renewed(self, attempt_start: float) -> None:
+        self._last_renewal = attempt_start
+        self.fence.renewed(attempt_start)
+
     def _set_leading(self, leading: bool) -> None:
+        if not leading:
+            self.fence.close()  # before on_stopped_leading: workers still running write nothing more
         with self._lock:
             self._leading = leading
 

@@ -22,6 +22,7 @@ from dataclasses import dataclass
 from typing import Any
 
 from kube.client import in_cluster_available, make_api_client, make_in_cluster_client
+from kube.identity import WEBHOOK
 from kube.informer import Informer
 from shared.defaults import (
     MAX_TOLERATION_SECONDS,
@@ -103,9 +104,10 @@ def client_source(settings: WebhookSettings) -> tuple[Callable[[], Any] | None, 
     if not settings.namespace_cache:
         return None, f"{NAMESPACE_CACHE.flag}=false"
     if settings.kubeconfig:
-        return functools.partial(make_api_client, settings.kubeconfig), f"kubeconfig {settings.kubeconfig}"
+        return (functools.partial(make_api_client, settings.kubeconfig, component=WEBHOOK),
+                f"kubeconfig {settings.kubeconfig}")
     if in_cluster_available():
-        return make_in_cluster_client, "the in-cluster config"
+        return functools.partial(make_in_cluster_client, component=WEBHOOK), "the in-cluster config"
     return None, f"no {KUBECONFIG.flag} given and not running in a cluster"
 
 

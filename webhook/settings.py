@@ -182,9 +182,10 @@ def check_kubeconfig(settings: WebhookSettings) -> None:
     if not (settings.namespace_cache and settings.kubeconfig):
         return
     from kube.client import ClientConfigError, make_api_client
+    from kube.identity import WEBHOOK
 
     try:
-        make_api_client(settings.kubeconfig).close()
+        make_api_client(settings.kubeconfig, component=WEBHOOK).close()
     except ClientConfigError as error:
         raise SettingsError(f"{KUBECONFIG.flag}: {error}") from error
 

@@ -3,6 +3,7 @@
 The patch (decision.py `json_patch`) tests the pod's uid and resourceVersion, so a pod
 changed since the read is refused: the apiserver answers 422 for a failed `test` op (409 on a
 write conflict), reported as `Conflict` so the caller re-reads and retries. Gone (404) is done.
+A patch the write fence refuses (kube/fence.py) raises WriteFenced: retried, never done.
 """
 
 from __future__ import annotations
@@ -17,15 +18,19 @@ from kubernetes.client.rest import ApiException
 from controller.backfill.controller import Conflict
 from kube.client import JSON_PATCH, WORKER_REQUEST_TIMEOUT, release
 from kube.errors import api_message, is_conflict, is_invalid, is_not_found
+from kube.fence import WriteFence
 from kube.request import response_json
 
 log = logging.getLogger("taintkeeper.backfill")
 
+# What the write fence refused (the `action` label of taintkeeper_fenced_writes_total).
+TOLERATIONS_ACTION = "pod-tolerations"
 
 
 class KubeBackfillApi:
-    def __init__(self, api_client: client.ApiClient) -> None:
+    def __init__(self, api_client: client.ApiClient, fence: WriteFence) -> None:
         self._core = client.CoreV1Api(api_client)
+        self._fence = fence
 
     def read_pod(self, namespace: str, name: str) -> dict[str, Any] | None:
         try:
@@ -39,6 +44,7 @@ class KubeBackfillApi:
         return pod
 
     def patch_pod(self, namespace: str, name: str, ops: Sequence[Mapping[str, Any]]) -> bool:
+        self._fence.require(TOLERATIONS_ACTION, f"pod {namespace}/{name}")
         try:
             release(self._core.patch_namespaced_pod(name, namespace, [dict(op) for op in ops],
                                                     _content_type=JSON_PATCH, _preload_content=False,

@@ -37,6 +37,7 @@ from controller.objects import NamespaceView, PodView, pod_view
 from controller.token_bucket import TokenBucket
 from controller.workqueue import WorkQueue, run_worker
 from kube.events import EventSink
+from kube.fence import WriteFenced
 from kube.store import StoreReader
 
 if TYPE_CHECKING:
@@ -168,7 +169,8 @@ class BackfillController:
             self._retry(key, f"the pod changed meanwhile: {error}")
             return "conflict"
         except Exception as error:
-            metrics.BACKFILL_FAILURES.inc()
+            if not isinstance(error, WriteFenced):  # refused by the write fence: retried, but no API failure
+                metrics.BACKFILL_FAILURES.inc()
             return self._retry(key, f"patching: {error}")
         metrics.BACKFILLED_PODS.inc()
         self.queue.forget(key)

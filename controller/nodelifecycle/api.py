@@ -6,6 +6,9 @@ apiserver answers 409 and the write is redone on a fresh read (k8s #113136). The
 starts from the informer's cached node when one is given, as upstream's first try reads the
 apiserver's cache: a start-up sweep over thousands of nodes then costs one PATCH per node, not a
 GET and a PATCH. NoExecute taints get `timeAdded`, which the eviction manager counts from.
+
+Every write first asks the write fence (kube/fence.py); a refused write fails as an API error
+would (False, or an exception for the pod marking), so the monitor retries it as it retries those.
 """
 
 from __future__ import annotations
@@ -26,6 +29,7 @@ from controller.nodelifecycle.decision import taints_to_write, updated_taints
 from controller.objects import NodeView, PodView, node_view
 from kube.client import STRATEGIC_MERGE, WORKER_REQUEST_TIMEOUT, read_node_json, release
 from kube.errors import describe_error, is_conflict, is_not_found
+from kube.fence import WriteFence
 from kube.store import StoreReader
 from kube.timestamps import format_time
 from shared.taints import NO_EXECUTE
@@ -37,6 +41,11 @@ CONFLICT_BACKOFF = 0.1
 
 Taint = Mapping[str, Any]  # API JSON
 
+# What the write fence refused (the `action` label of taintkeeper_fenced_writes_total).
+TAINTS_ACTION = "node-taints"
+CONDITIONS_ACTION = "node-conditions"
+POD_NOT_READY_ACTION = "pod-not-ready"
+
 
 class TaintWrite(NamedTuple):
     """A node's whole taint list to write, and the resourceVersion it was computed from."""
@@ -46,9 +55,10 @@ class TaintWrite(NamedTuple):
 
 
 class KubeNodeLifecycleApi:
-    def __init__(self, api_client: client.ApiClient, sleep: Callable[[float], object] = time.sleep,
-                 cache: StoreReader[NodeView] | None = None) -> None:
+    def __init__(self, api_client: client.ApiClient, fence: WriteFence,
+                 sleep: Callable[[float], object] = time.sleep, cache: StoreReader[NodeView] | None = None) -> None:
         self._core = client.CoreV1Api(api_client)
+        self._fence = fence
         self._sleep = sleep
         self._cache = cache
 
@@ -64,6 +74,8 @@ class KubeNodeLifecycleApi:
                 cached = None  # after a conflict, always a fresh read
                 if write is None:
                     return True  # nothing to change, or the node is gone
+                if not self._fence.permits(TAINTS_ACTION, f"node {node_name}"):
+                    return False
                 body = {"metadata": {"resourceVersion": write.resource_version}, "spec": {"taints": write.taints}}
                 release(self._core.patch_node(node_name, body, _content_type=STRATEGIC_MERGE,
                                               _preload_content=False, _request_timeout=WORKER_REQUEST_TIMEOUT))
@@ -102,6 +114,8 @@ class KubeNodeLifecycleApi:
 
     def post_conditions(self, node: NodeView, conditions: Sequence[dict[str, Any]]) -> bool:
         # Against the cached resourceVersion: if the kubelet posted since, our Unknown must not win.
+        if not self._fence.permits(CONDITIONS_ACTION, f"node {node.name}"):
+            return False
         body = {"metadata": {"resourceVersion": node.resource_version}, "status": {"conditions": list(conditions)}}
         try:
             release(self._core.patch_node_status(node.name, body, _content_type=STRATEGIC_MERGE,
@@ -120,6 +134,7 @@ class KubeNodeLifecycleApi:
         return True
 
     def mark_pod_not_ready(self, pod: PodView) -> None:
+        self._fence.require(POD_NOT_READY_ACTION, f"pod {pod.key}")
         body = {"metadata": {"uid": pod.uid},
                 "status": {"conditions": [{"type": "Ready", "status": "False",
                                            "lastTransitionTime": format_time(time.time())}]}}

@@ -23,6 +23,7 @@ from controller.tainteviction.decision import EvictionDecision, carry_swap_start
 from controller.tainteviction.timers import TimerHeap
 from controller.workqueue import WorkQueue, run_worker
 from kube.events import EventSink
+from kube.fence import WriteFenced
 from kube.store import StoreReader
 
 if TYPE_CHECKING:
@@ -269,7 +270,8 @@ class TaintEvictionManager:
         try:
             self._actions.evict(pod)
         except Exception as error:
-            metrics.POD_DELETION_FAILURES.inc()
+            if not isinstance(error, WriteFenced):  # refused by the write fence: retried, but no API failure
+                metrics.POD_DELETION_FAILURES.inc()
             with self._lock:
                 self._evicting.pop(key, None)
             self._retry(key, f"deleting: {error}")

@@ -32,6 +32,7 @@ from controller.objects import PodView, node_view, pod_view
 from controller.tainteviction.api import KubeEvictionActions
 from controller.tainteviction.manager import TaintEvictionManager
 from controller.workqueue import WorkQueue
+from kube.fence import WriteFence
 from kube.timestamps import format_time
 from tests.support.clock import FakeClock
 from tests.support.fakes import MemoryStore, RecordingEvents
@@ -161,6 +162,7 @@ class Cluster:
         self.actions = KubeEvictionActions.__new__(KubeEvictionActions)
         # the real API edge, on the recording CoreV1Api stand-in
         self.actions._core = self.core  # type: ignore[assignment]  # duck-typed: the methods it calls
+        self.actions._fence = WriteFence.without_lease()  # upstream's tables have no lease
         self.events = events if events is not None else RecordingEvents()
         self.manager = TaintEvictionManager(self.store, self.actions, self.events, clock=self.clock,
                                             queue=WorkQueue(self.clock))

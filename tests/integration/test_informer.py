@@ -23,6 +23,7 @@ from kubernetes import client
 from controller.objects import NodeView, PodView, node_view, pod_view
 from controller.pod_protobuf import pod_json
 from kube.client import make_api_client
+from kube.identity import CONTROLLER
 from kube.informer import Informer
 from tests.integration.kube import LocalCluster, raw, wait_for
 
@@ -314,7 +315,7 @@ def private_cluster(tmp_path_factory: pytest.TempPathFactory, host_packages: Non
     try:
         if result.returncode != 0:
             pytest.fail(f"private control plane did not start:\n{result.stderr[-4000:]}", pytrace=False)
-        api_client = make_api_client(result.stdout.strip().splitlines()[-1])
+        api_client = make_api_client(result.stdout.strip().splitlines()[-1], component=CONTROLLER)
         try:
             yield LocalCluster(directory=directory, kubeconfig=Path(result.stdout.strip().splitlines()[-1]),
                                api_client=api_client)

@@ -16,6 +16,7 @@ from kubernetes import client
 
 from controller.nodelifecycle.api import KubeNodeLifecycleApi
 from controller.objects import NodeView, node_view
+from kube.fence import WriteFence
 from tests.integration.kube import LocalCluster, raw
 from tests.support.fakes import MemoryStore
 
@@ -86,7 +87,7 @@ def test_taint_write_against_the_cache(case: Case, local_cluster: LocalCluster, 
     if case.cached:
         cache.items[node_name] = node_view(raw(core.read_node, node_name))
     case.meanwhile(core, node_name)
-    api = KubeNodeLifecycleApi(local_cluster.api_client, cache=cache)
+    api = KubeNodeLifecycleApi(local_cluster.api_client, WriteFence.without_lease(), cache=cache)
     reads = count_calls(api, "read_node")
 
     assert api.swap_taints(node_name, case.add, case.remove)
@@ -102,7 +103,7 @@ def test_a_node_the_api_no_longer_has_is_nothing_to_write(local_cluster: LocalCl
     cache: MemoryStore[NodeView] = MemoryStore()
     cache.items[node_name] = node_view(raw(core.read_node, node_name))
     core.delete_node(node_name)
-    api = KubeNodeLifecycleApi(local_cluster.api_client, cache=cache)
+    api = KubeNodeLifecycleApi(local_cluster.api_client, WriteFence.without_lease(), cache=cache)
 
     assert api.swap_taints(node_name, [], [NOT_READY])
 
@@ -132,7 +133,7 @@ def test_taint_writes_reuse_the_pools_connection(local_cluster: LocalCluster, co
                                                  node_name: str) -> None:
     """An unread response took its connection with it: every write opened a new TLS connection."""
     create_node(core, node_name, [])
-    api = KubeNodeLifecycleApi(local_cluster.api_client)
+    api = KubeNodeLifecycleApi(local_cluster.api_client, WriteFence.without_lease())
     opened = count_connections(local_cluster.api_client)
     before = opened()
     for _ in range(10):

@@ -16,6 +16,8 @@ from controller.nodelifecycle.monitor import NO_SCHEDULE_WORKERS, POD_WORKERS
 from controller.options import parse_options
 from controller.runner import api_connections, assemble
 from kube.client import make_api_client
+from kube.fence import WriteFence
+from kube.identity import CONTROLLER
 from tests.unit.kube.test_informer_store import KUBECONFIG
 
 NODE_LIFECYCLE_THREADS = 1 + NO_SCHEDULE_WORKERS + POD_WORKERS  # the monitor loop and its two worker pools
@@ -51,11 +53,11 @@ def test_the_count_is_the_threads_the_runner_starts(flags: list[str], expected: 
     options = parse_options(flags)
     path = tmp_path / "kubeconfig"
     path.write_text(KUBECONFIG)
-    api = make_api_client(str(path), connections=api_connections(options))
+    api = make_api_client(str(path), component=CONTROLLER, connections=api_connections(options))
     started: list[str] = []
     monkeypatch.setattr(threading.Thread, "start", lambda thread: started.append(thread.name))
     try:
-        assembly = assemble(api, options)
+        assembly = assemble(api, options, WriteFence.without_lease())
         assembly.start(threading.Event())
         calling = [name for name in started if name not in API_SILENT_THREADS]
         leader_elector = 1 if options.leader_elect else 0  # runs on the main thread

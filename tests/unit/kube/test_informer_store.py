@@ -21,6 +21,7 @@ from kubernetes import client
 
 from controller.objects import PodView, pod_view
 from kube.client import REQUEST_RETRIES, ClientConfigError, make_api_client
+from kube.identity import CONTROLLER
 from kube.informer import Backoff, Informer, iter_lines
 from kube.store import ADDED, DELETED, MODIFIED, Store
 from tests.support.responses import http_response
@@ -455,7 +456,7 @@ current-context: x
 def test_make_api_client_reads_the_given_kubeconfig_into_its_own_configuration(tmp_path: Path) -> None:
     path = tmp_path / "kubeconfig"
     path.write_text(KUBECONFIG)
-    api = make_api_client(str(path))
+    api = make_api_client(str(path), component=CONTROLLER)
     try:
         assert api.configuration.host == "https://127.0.0.1:6443"
         assert api.configuration.retries == REQUEST_RETRIES
@@ -467,7 +468,7 @@ def test_make_api_client_reads_the_given_kubeconfig_into_its_own_configuration(t
 def test_the_client_keeps_as_many_connections_as_it_is_given(tmp_path: Path) -> None:
     path = tmp_path / "kubeconfig"
     path.write_text(KUBECONFIG)
-    api = make_api_client(str(path), connections=37)
+    api = make_api_client(str(path), component=CONTROLLER, connections=37)
     try:
         assert api.rest_client.pool_manager.connection_pool_kw["maxsize"] == 37
     finally:
@@ -485,7 +486,7 @@ def test_make_api_client_reports_a_bad_kubeconfig_in_one_line(tmp_path: Path, co
     if content is not None:
         path.write_text(content)
     with pytest.raises(ClientConfigError, match=message) as raised:
-        make_api_client(str(path))
+        make_api_client(str(path), component=CONTROLLER)
     assert "\n" not in str(raised.value)
     assert isinstance(raised.value, ValueError)
 
@@ -495,9 +496,9 @@ def test_make_api_client_outside_a_cluster_falls_back_to_kubeconfig_env(
     monkeypatch.delenv("KUBERNETES_SERVICE_HOST", raising=False)
     monkeypatch.setenv("KUBECONFIG", str(tmp_path / "absent"))
     with pytest.raises(ClientConfigError, match="not running in a cluster"):
-        make_api_client(None)
+        make_api_client(None, component=CONTROLLER)
     (tmp_path / "present").write_text(KUBECONFIG)
     monkeypatch.setenv("KUBECONFIG", str(tmp_path / "present"))
-    api = make_api_client(None)
+    api = make_api_client(None, component=CONTROLLER)
     api.close()
     assert api.configuration.host == "https://127.0.0.1:6443"

@@ -25,6 +25,7 @@ from kubernetes_validate.utils import SchemaNotFoundError
 
 from certs.issue import requested_sans
 from controller.options import parse_options
+from kube.identity import POD_NAME_ENV
 from webhook.__main__ import parse_args as webhook_args
 from webhook.registration import mutating_webhook_configuration
 
@@ -169,9 +170,17 @@ def test_pods_are_locked_down(name: str, template: dict[str, Any]):
         assert set(container["resources"]) == {"requests", "limits"}
         assert {"cpu", "memory"} <= set(container["resources"]["requests"]) & set(container["resources"]["limits"])
         # Python's tempfile (gunicorn heartbeats, the metrics directory, certs sync's staging) needs TMPDIR.
-        env = {e["name"]: e["value"] for e in container.get("env", [])}
+        env = {e["name"]: e.get("value") for e in container.get("env", [])}
         mounts = {m["mountPath"]: m["name"] for m in container.get("volumeMounts", [])}
         assert "emptyDir" in volumes[mounts[env["TMPDIR"]]]
+
+
+@pytest.mark.parametrize(("name", "template"), pod_templates(), ids=[n for n, _ in pod_templates()])
+def test_every_container_names_its_pod_for_the_user_agent(name: str, template: dict[str, Any]):
+    """kube/identity.py puts POD_NAME in each request's User-Agent: the audit log names the replica."""
+    for container in template["spec"]["containers"]:
+        env = {e["name"]: e for e in container.get("env", [])}
+        assert env[POD_NAME_ENV] == {"name": POD_NAME_ENV, "valueFrom": {"fieldRef": {"fieldPath": "metadata.name"}}}
 
 
 def test_webhook_deployment_service_and_budget():

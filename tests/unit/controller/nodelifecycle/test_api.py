@@ -20,6 +20,7 @@ from kubernetes.client.rest import ApiException
 from controller.nodelifecycle import api as api_module
 from controller.nodelifecycle.api import KubeNodeLifecycleApi
 from controller.objects import NodeView, node_view
+from kube.fence import WriteFence
 from tests.support.fakes import MemoryStore
 from tests.support.responses import http_response
 
@@ -92,7 +93,8 @@ CASES = [
 
 def edge(monkeypatch: pytest.MonkeyPatch, core: FakeCore, cache: MemoryStore[NodeView] | None) -> KubeNodeLifecycleApi:
     monkeypatch.setattr(api_module.client, "CoreV1Api", lambda _api_client: core)
-    return KubeNodeLifecycleApi(client.ApiClient(client.Configuration()), sleep=lambda _seconds: None, cache=cache)
+    return KubeNodeLifecycleApi(client.ApiClient(client.Configuration()), WriteFence.without_lease(),
+                                sleep=lambda _seconds: None, cache=cache)
 
 
 @pytest.mark.parametrize("case", CASES, ids=[case.name for case in CASES])

@@ -1,0 +1,96 @@
+"""The write fence: a leader writes only while its last lease renewal is younger than the renew deadline.
+
+The leader elector steps down once no renewal has succeeded for `renew_deadline`, but only when its
+thread next runs. A replica that was paused (SIGSTOP, a long collection, a frozen VM) wakes with
+workers that go on writing from a stale view until then, while a stand-by may already lead. So the
+API edges ask the fence right before each write that acts on a decision; the elector tells it of
+every successful acquire or renewal (when the attempt started: the lease counts from a write that
+could have been seen from then on) and closes it when it steps down or releases the Lease.
+
+The check reads one attribute and the monotonic clock: no lock (one writer, the elector's thread;
+a float is replaced whole). It narrows the window, it does not close it: a pause between the check
+and the request still lets that one request through.
+"""
+
+from __future__ import annotations
+
+import logging
+import threading
+import time
+from collections.abc import Callable
+
+log = logging.getLogger("taintkeeper.fence")
+
+# A waking replica may refuse hundreds of writes at once: one warning per this many seconds, with a count.
+LOG_INTERVAL = 5.0
+
+
+class WriteFenced(Exception):
+    """A write the fence refused: not an API failure. Retry it later like one; never count it as done."""
+
+
+class WriteFence:
+    """Open while this replica's last lease renewal is younger than `renew_deadline` (monotonic seconds).
+
+    `on_refused(action)` is called for every refused write (the metric); `action` is a short, fixed
+    name for what was refused (a metric label), `target` what it was refused on (for the log).
+    """
+
+    def __init__(self, renew_deadline: float, *, monotonic: Callable[[], float] = time.monotonic,
+                 on_refused: Callable[[str], object] = lambda _action: None) -> None:
+        self.renew_deadline = renew_deadline
+        self._monotonic = monotonic
+        self._on_refused = on_refused
+        self._always_open = False
+        self._renewed_at: float | None = None  # None: not leading (never acquired, stepped down, released)
+        self._log_lock = threading.Lock()  # refusals only: the open path takes no lock
+        self._last_log: float | None = None
+        self._unlogged = 0  # refusals since the last warning
+
+    @classmethod
+    def without_lease(cls) -> WriteFence:
+        """`--leader-elect=false`: there is no lease to outlive, every write may go."""
+        fence = cls(float("inf"))
+        fence._always_open = True
+        return fence
+
+    def renewed(self, attempt_started: float) -> None:
+        """The elector acquired or renewed the Lease in an attempt that started at `attempt_started`."""
+        self._renewed_at = attempt_started
+        self._last_log = None  # a refusal after this one starts a new episode: it is logged at once
+
+    def close(self) -> None:
+        """The elector stepped down or released the Lease: refuse every write until it leads again."""
+        self._renewed_at = None
+
+    def permits(self, action: str, target: str) -> bool:
+        """True if a write may go now; else counts and logs the refusal and returns False."""
+        renewed_at = self._renewed_at
+        if self._always_open or (renewed_at is not None and self._monotonic() - renewed_at < self.renew_deadline):
+            return True
+        self._refuse(action, target)
+        return False
+
+    def require(self, action: str, target: str) -> None:
+        """`permits`, for edges whose failures are exceptions: raises WriteFenced when refused."""
+        if not self.permits(action, target):
+            raise WriteFenced(f"not written ({action} of {target}): {self._why(self._monotonic())}")
+
+    def _why(self, now: float) -> str:
+        renewed_at = self._renewed_at
+        if renewed_at is None:
+            return "this replica does not hold the lease"
+        return (f"its last lease renewal was {now - renewed_at:.1f}s ago, not within the renew deadline "
+                f"({self.renew_deadline:g}s)")
+
+    def _refuse(self, action: str, target: str) -> None:
+        """Count a refused write; log it, at most one warning per LOG_INTERVAL."""
+        self._on_refused(action)
+        now = self._monotonic()
+        with self._log_lock:
+            if self._last_log is not None and now - self._last_log < LOG_INTERVAL:
+                self._unlogged += 1
+                return
+            also = f" ({self._unlogged} more writes refused since the last such warning)" if self._unlogged else ""
+            self._last_log, self._unlogged = now, 0
+        log.warning("write fence: not writing %s of %s: %s%s", action, target, self._why(now), also)

@@ -1,0 +1,211 @@
+"""kube.fence: a replica writes only while its last lease renewal is younger than the renew deadline.
+
+On a fake monotonic clock: the fence's own rule, what it logs and counts when it refuses, and the
+leader elector keeping it (open on acquire and renewal, closed on step-down and release), including
+a replica paused past its deadline. The API edges that ask it: tests/unit/controller/test_write_fence.py.
+"""
+
+from __future__ import annotations
+
+import logging
+import re
+import threading
+from collections.abc import Callable
+from dataclasses import dataclass
+
+import pytest
+
+from kube.fence import LOG_INTERVAL, WriteFence, WriteFenced
+from kube.leader import LeaderElectionConfig, LeaderElector, micro_time
+from tests.unit.kube.test_leader import NAME, NAMESPACE, RENEW_DEADLINE, RETRY_PERIOD, FakeClock, MemoryLeases, replica
+
+ACTION, TARGET = "node-taints", "node n1"
+
+
+@pytest.fixture
+def clock() -> FakeClock:
+    return FakeClock()
+
+
+@pytest.fixture
+def store() -> MemoryLeases:
+    return MemoryLeases()
+
+
+def fence_on(clock: FakeClock, refused: list[str] | None = None) -> WriteFence:
+    return WriteFence(RENEW_DEADLINE, monotonic=clock.monotonic,
+                      on_refused=(refused.append if refused is not None else lambda _action: None))
+
+
+# --- the rule ----------------------------------------------------------------------------------
+
+@dataclass(frozen=True)
+class RuleCase:
+    prepare: Callable[[WriteFence, FakeClock], None]
+    writes: bool
+    why: str = ""  # in the warning when it does not write
+
+
+def renewed_ago(seconds: float) -> Callable[[WriteFence, FakeClock], None]:
+    def prepare(fence: WriteFence, clock: FakeClock) -> None:
+        fence.renewed(clock.now)
+        clock.advance(seconds)
+    return prepare
+
+
+def stepped_down(fence: WriteFence, clock: FakeClock) -> None:
+    fence.renewed(clock.now)
+    clock.advance(1)
+    fence.close()
+
+
+RULE_CASES = {
+    "a leader that renewed 2 s ago writes": RuleCase(renewed_ago(2), writes=True),
+    "a leader just inside its renew deadline writes": RuleCase(renewed_ago(RENEW_DEADLINE - 0.01), writes=True),
+    "a leader whose last renewal is as old as the renew deadline writes nothing": RuleCase(
+        renewed_ago(RENEW_DEADLINE), writes=False,
+        why="its last lease renewal was 10.0s ago, not within the renew deadline (10s)"),
+    "a leader whose last renewal is older than the renew deadline writes nothing": RuleCase(
+        renewed_ago(RENEW_DEADLINE + 2.5), writes=False,
+        why="its last lease renewal was 12.5s ago, not within the renew deadline (10s)"),
+    "a stand-by that never acquired the lease writes nothing": RuleCase(
+        lambda _fence, _clock: None, writes=False, why="this replica does not hold the lease"),
+    "a leader that stepped down writes nothing, however recent its renewal": RuleCase(
+        stepped_down, writes=False, why="this replica does not hold the lease"),
+}
+
+
+@pytest.mark.parametrize("case", RULE_CASES.values(), ids=RULE_CASES.keys())
+def test_who_may_write(case: RuleCase, caplog: pytest.LogCaptureFixture) -> None:
+    caplog.set_level(logging.WARNING, logger="taintkeeper.fence")
+    clock, refused = FakeClock(), list[str]()
+    fence = fence_on(clock, refused)
+    case.prepare(fence, clock)
+
+    assert fence.permits(ACTION, TARGET) is case.writes
+
+    warnings = [r.getMessage() for r in caplog.records if r.levelno == logging.WARNING]
+    if case.writes:
+        assert (refused, warnings) == ([], [])
+        fence.require(ACTION, TARGET)  # does not raise
+        return
+    assert refused == [ACTION]
+    assert warnings == [f"write fence: not writing {ACTION} of {TARGET}: {case.why}"]
+    with pytest.raises(WriteFenced, match=re.escape(f"not written ({ACTION} of {TARGET}): {case.why}")):
+        fence.require(ACTION, TARGET)
+
+
+def test_without_leader_election_every_write_goes() -> None:
+    fence = WriteFence.without_lease()  # never renewed: there is no lease
+    assert fence.permits(ACTION, TARGET)
+    fence.require(ACTION, TARGET)
+
+
+def test_refusals_are_warned_about_at_most_once_per_interval_with_a_count(caplog: pytest.LogCaptureFixture) -> None:
+    caplog.set_level(logging.WARNING, logger="taintkeeper.fence")
+    clock, refused = FakeClock(), list[str]()
+    fence = fence_on(clock, refused)
+    fence.renewed(clock.now)
+    clock.advance(RENEW_DEADLINE + 1)
+    for _ in range(3):  # a waking replica's queued writes, all at once
+        assert not fence.permits(ACTION, TARGET)
+    clock.advance(LOG_INTERVAL)
+    assert not fence.permits("pod-deletion", "pod default/p")
+    fence.renewed(clock.now)  # renewed, then refused again at once: a new episode, warned at once
+    clock.advance(RENEW_DEADLINE)
+    assert not fence.permits(ACTION, TARGET)
+
+    warnings = [r.getMessage() for r in caplog.records if r.levelno == logging.WARNING]
+    assert refused == [ACTION, ACTION, ACTION, "pod-deletion", ACTION]  # every refusal is counted
+    assert len(warnings) == 3
+    assert warnings[1].startswith("write fence: not writing pod-deletion of pod default/p: ")
+    assert warnings[1].endswith("(2 more writes refused since the last such warning)")
+
+
+# --- the leader elector keeps it -------------------------------------------------------------
+
+def test_the_fence_opens_on_acquire_and_closes_on_step_down(clock: FakeClock, store: MemoryLeases) -> None:
+    me = replica(store, clock)
+    fence = me.elector.fence
+    assert not fence.permits(ACTION, TARGET)  # campaigning
+    me.elector.tick()
+    assert me.elector.is_leader and fence.permits(ACTION, TARGET)
+    store.failure = ConnectionError("apiserver unreachable")
+    while me.elector.is_leader:
+        assert fence.permits(ACTION, TARGET)  # renewals fail, but the last one is still recent
+        clock.advance(RETRY_PERIOD)
+        me.elector.tick()
+    assert not fence.permits(ACTION, TARGET)
+
+
+def test_a_lease_taken_by_another_closes_the_fence_at_once(clock: FakeClock, store: MemoryLeases) -> None:
+    me = replica(store, clock)
+    me.elector.tick()
+    store.put(holderIdentity="intruder", renewTime=micro_time(clock.wall()))
+    clock.advance(RETRY_PERIOD)
+    me.elector.tick()  # steps down 2 s after its last renewal, well inside the renew deadline
+    assert me.events == ["started", "stopped"]
+    assert not me.elector.fence.permits(ACTION, TARGET)
+
+
+def test_the_fence_is_closed_before_on_stopped_leading_runs(clock: FakeClock, store: MemoryLeases) -> None:
+    fence = WriteFence(RENEW_DEADLINE, monotonic=clock.monotonic)
+    open_when_stopped: list[bool] = []
+    config = LeaderElectionConfig(NAME, NAMESPACE, "me", renew_deadline=RENEW_DEADLINE, retry_period=RETRY_PERIOD)
+    elector = LeaderElector(config, store, lambda: None,
+                            lambda: open_when_stopped.append(fence.permits(ACTION, TARGET)),
+                            monotonic=clock.monotonic, wall_clock=clock.wall, fence=fence)
+    elector.tick()
+    stop = threading.Event()
+    stop.set()
+    elector.run(stop)  # stop while leading: release, then on_stopped_leading
+    assert open_when_stopped == [False]
+    assert store.spec["holderIdentity"] == ""
+
+
+def test_the_fence_counts_from_the_start_of_the_successful_attempt(clock: FakeClock, store: MemoryLeases) -> None:
+    me = replica(store, clock)
+    real_get = store.get
+
+    def slow_get(name: str, namespace: str) -> dict | None:
+        clock.advance(1.5)  # the renewal takes 1.5 s: the lease may have been seen from its start
+        return real_get(name, namespace)
+
+    store.get = slow_get  # type: ignore[method-assign]
+    me.elector.tick()
+    clock.advance(RENEW_DEADLINE - 1.5 - 0.01)
+    assert me.elector.fence.permits(ACTION, TARGET)
+    clock.advance(0.02)
+    assert not me.elector.fence.permits(ACTION, TARGET)
+
+
+def test_a_replica_paused_past_its_deadline_writes_nothing_until_it_renews(clock: FakeClock, store: MemoryLeases,
+                                                                          caplog: pytest.LogCaptureFixture) -> None:
+    caplog.set_level(logging.WARNING, logger="taintkeeper.fence")
+    me = replica(store, clock)
+    fence = me.elector.fence
+    me.elector.tick()
+    clock.advance(RETRY_PERIOD)
+    me.elector.tick()  # renewed
+    assert fence.permits(ACTION, TARGET)
+
+    clock.advance(RENEW_DEADLINE + 20)  # SIGSTOP: nothing runs, not even the elector
+
+    # On waking, a worker that runs before the elector's thread writes nothing, and says why.
+    assert not fence.permits(ACTION, TARGET)
+    assert [r.getMessage() for r in caplog.records] == [
+        f"write fence: not writing {ACTION} of {TARGET}: its last lease renewal was 30.0s ago, not within the "
+        "renew deadline (10s)"]
+    delay = me.elector.tick()  # the elector wakes: past its deadline, it steps down without trying to renew
+    assert me.events == ["started", "stopped"]
+    assert not fence.permits(ACTION, TARGET)
+    clock.advance(delay)
+    me.elector.tick()  # campaigns again; nobody took the lease, so it acquires it
+    assert me.events == ["started", "stopped", "started"]
+    assert fence.permits(ACTION, TARGET)
+
+
+def test_a_fence_with_another_deadline_than_the_lease_is_refused(clock: FakeClock, store: MemoryLeases) -> None:
+    config = LeaderElectionConfig(NAME, NAMESPACE, "me", renew_deadline=RENEW_DEADLINE, retry_period=RETRY_PERIOD)
+    with pytest.raises(ValueError, match="renew deadline"):
+        LeaderElector(config, store, lambda: None, lambda: None, fence=WriteFence(RENEW_DEADLINE + 1))
