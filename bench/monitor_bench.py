@@ -78,6 +78,11 @@ class InstantApi:
         self.nodes.apply("MODIFIED", replace(node, conditions=tuple(by_type.values())))
         return True
 
+    def set_labels(self, node, labels) -> bool:
+        self.writes += 1
+        self.nodes.apply("MODIFIED", replace(node, labels=tuple((node.label_map | dict(labels)).items())))
+        return True
+
     def mark_pod_not_ready(self, pod) -> None:
         self.writes += 1
 

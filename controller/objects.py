@@ -87,7 +87,9 @@ def pod_view(pod: Json) -> PodView:
 
 _NODE_LABELS = ("topology.kubernetes.io/zone", "topology.kubernetes.io/region",
                 "failure-domain.beta.kubernetes.io/zone", "failure-domain.beta.kubernetes.io/region",
-                "node.kubernetes.io/exclude-disruption")
+                "node.kubernetes.io/exclude-disruption",
+                # the GA OS/arch labels and their beta twins, kept in step (nodelifecycle/decision.py)
+                "kubernetes.io/os", "kubernetes.io/arch", "beta.kubernetes.io/os", "beta.kubernetes.io/arch")
 _CONDITION_FIELDS = ("type", "status", "lastHeartbeatTime", "lastTransitionTime", "reason", "message")
 
 
@@ -97,7 +99,7 @@ class NodeView:
     uid: str
     no_execute_taints: tuple[dict[str, Any], ...]
     # What the node lifecycle monitor reads besides: every taint (for NoSchedule management),
-    # the zone/exclusion labels, the conditions, cordoning, and the version to write against.
+    # the zone/exclusion/OS/arch labels, the conditions, cordoning, and the version to write against.
     taints: tuple[dict[str, Any], ...] = ()
     labels: tuple[tuple[str, str], ...] = ()
     conditions: tuple[dict[str, Any], ...] = ()

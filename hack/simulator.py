@@ -474,7 +474,10 @@ class Simulator:
     def _register_node(self, index: int, zone: str | None, phase: float, *, region: str,
                        labels: dict[str, str]) -> str:
         name = f"{self.node_prefix}-{index}"
+        # The beta OS/arch labels too, as a real kubelet sets them: else the controller's label
+        # reconciliation would write them, one PATCH per simulated node that real nodes never cost.
         node_labels = {"kubernetes.io/hostname": name, "kubernetes.io/os": "linux", "kubernetes.io/arch": "amd64",
+                       "beta.kubernetes.io/os": "linux", "beta.kubernetes.io/arch": "amd64",
                        REGION_LABEL: region, **({ZONE_LABEL: zone} if zone else {}), **labels}
         try:
             created = self._request("POST", "/api/v1/nodes", body={

@@ -1,4 +1,4 @@
-"""The writes the node lifecycle monitor makes: taints, node conditions, pod readiness.
+"""The writes the node lifecycle monitor makes: taints, node conditions, beta OS/arch labels, pod readiness.
 
 Every taint write patches the whole taint list together with the resourceVersion it was computed
 from, so an edit made in between (by an operator, another controller) is never overwritten: the
@@ -44,7 +44,13 @@ Taint = Mapping[str, Any]  # API JSON
 # What the write fence refused (the `action` label of taintkeeper_fenced_writes_total).
 TAINTS_ACTION = "node-taints"
 CONDITIONS_ACTION = "node-conditions"
+LABELS_ACTION = "node-labels"
 POD_NOT_READY_ACTION = "pod-not-ready"
+
+
+def label_pairs(labels: Mapping[str, str]) -> list[str]:
+    """`key=value` for each label: how the logs name them."""
+    return [f"{key}={value}" for key, value in labels.items()]
 
 
 class TaintWrite(NamedTuple):
@@ -133,6 +139,29 @@ class KubeNodeLifecycleApi:
                                                           "conditions": [c["type"] for c in conditions]})
         return True
 
+    def set_labels(self, node: NodeView, labels: Mapping[str, str]) -> bool:
+        # Against the cached resourceVersion the labels were computed from: a node changed since
+        # (its GA labels too, perhaps) fails with 409 and is reconciled again from the fresh view.
+        if not self._fence.permits(LABELS_ACTION, f"node {node.name}"):
+            return False
+        body = {"metadata": {"resourceVersion": node.resource_version, "labels": dict(labels)}}
+        try:
+            release(self._core.patch_node(node.name, body, _content_type=STRATEGIC_MERGE, _preload_content=False,
+                                          _request_timeout=WORKER_REQUEST_TIMEOUT))
+        except ApiException as error:
+            if is_not_found(error):
+                return True  # the node is gone: nothing to label
+            if is_conflict(error):
+                log.info("node %s changed since it was read; its labels are reconciled again", node.name)
+            else:
+                log.warning("could not update labels of node %s: %s", node.name, describe_error(error))
+            return False
+        except Exception as error:
+            log.warning("could not update labels of node %s: %s", node.name, error)
+            return False
+        log.info("updated labels", extra={"node": node.name, "labels": label_pairs(labels)})
+        return True
+
     def mark_pod_not_ready(self, pod: PodView) -> None:
         self._fence.require(POD_NOT_READY_ACTION, f"pod {pod.key}")
         body = {"metadata": {"uid": pod.uid},
@@ -207,6 +236,13 @@ class DryRunNodeLifecycleApi:
             self._would_be[node.name] = replace(current, conditions=tuple(by_type.values()))
         log.info("dry run: would set node conditions to Unknown",
                  extra={"node": node.name, "conditions": [c["type"] for c in conditions]})
+        return True
+
+    def set_labels(self, node: NodeView, labels: Mapping[str, str]) -> bool:
+        current = self.get(node.name) or node
+        with self._lock:
+            self._would_be[node.name] = replace(current, labels=tuple((current.label_map | dict(labels)).items()))
+        log.info("dry run: would update labels", extra={"node": node.name, "labels": label_pairs(labels)})
         return True
 
     def mark_pod_not_ready(self, pod: PodView) -> None:

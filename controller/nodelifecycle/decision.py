@@ -3,7 +3,8 @@
 The monitor (monitor.py) keeps the state across passes and makes the writes; what it decides with
 is here: which NoExecute taint a Ready status calls for, the taint list a write produces (and
 whether there is anything to write), how many of a disrupted zone's nodes get their pods marked
-per pass, and when the loop counts as stuck.
+per pass, which beta OS/arch labels to bring in step with the GA ones, and when the loop counts
+as stuck.
 Node health (is a node heartbeating) is node_health.py; zone states are controller/zones.py.
 """
 
@@ -26,6 +27,12 @@ NOT_READY_SPREAD = 0.10  # share of a disrupted zone's nodes whose pods are mark
 # /healthz fails after 3 monitor periods without progress, but never sooner than this: one API call
 # may take its connect and read timeouts (5 s + 15 s) during an apiserver brownout.
 STUCK_FLOOR = 30.0
+# Upstream labelReconcileInfo (1.20-1.32): each GA label is the truth for its beta twin, which
+# nodeSelectors written before the GA labels (1.14) still select on.
+BETA_LABEL_OF_GA_LABEL: Mapping[str, str] = {
+    "kubernetes.io/os": "beta.kubernetes.io/os",
+    "kubernetes.io/arch": "beta.kubernetes.io/arch",
+}
 
 
 @dataclass(frozen=True)
@@ -85,6 +92,14 @@ def taints_to_write(current: Sequence[Taint], add: Sequence[Taint], remove: Sequ
     if [taint_identity(t) for t in wanted] == [taint_identity(t) for t in current]:
         return None
     return wanted
+
+
+def labels_to_reconcile(labels: Mapping[str, str]) -> dict[str, str]:
+    """The beta OS/arch labels to set, each to its GA label's value, where missing or different
+    (upstream reconcileNodeLabels); empty when there is nothing to write. A node without a GA
+    label has nothing to copy: its beta label is left as it is."""
+    return {beta: labels[ga] for ga, beta in BETA_LABEL_OF_GA_LABEL.items()
+            if ga in labels and labels.get(beta) != labels[ga]}
 
 
 def not_ready_marking_budget(zone_size: int) -> int:

@@ -8,8 +8,9 @@ pod workers only read it; a change of leadership resets it between passes):
 - `tainting_pass` (every 100 ms): per zone, let the token bucket release queued nodes and write
   their `not-ready` / `unreachable` NoExecute taint.
 NoSchedule condition taints are event-driven: `on_node_change` queues the node and
-`sync_no_schedule_taints` reconciles it on a work-queue worker. Pods bound to a node that is
-already not ready are marked NotReady the same way (`on_pod_change` -> `process_pod`).
+`sync_no_schedule_taints` reconciles it on a work-queue worker, which then brings the beta OS/arch
+labels in step with the GA ones (`reconcile_node_labels`, as upstream 1.20-1.32). Pods bound to a
+node that is already not ready are marked NotReady the same way (`on_pod_change` -> `process_pod`).
 
 An error on one node is logged and counted; the pass goes on with the other nodes and still
 computes the zone states (without that node, as upstream). `stuck()` tells the health endpoint
@@ -44,6 +45,7 @@ from controller.nodelifecycle.decision import (
     UNREACHABLE_NO_EXECUTE,
     MonitorSettings,
     has_taint,
+    labels_to_reconcile,
     no_execute_swap,
     not_ready_marking_budget,
     stuck_reason,
@@ -87,6 +89,9 @@ class NodeLifecycleApi(Protocol):
 
     def post_conditions(self, node: NodeView, conditions: Sequence[dict[str, Any]]) -> bool:
         """Write conditions through nodes/status against the cached resourceVersion; False on failure."""
+
+    def set_labels(self, node: NodeView, labels: Mapping[str, str]) -> bool:
+        """Set labels in one write against the cached resourceVersion; False on failure."""
 
     def mark_pod_not_ready(self, pod: PodView) -> None:
         """Set the pod's Ready condition False through pods/status; raise on failure."""
@@ -162,9 +167,28 @@ class NodeLifecycleMonitor:
             return True
         return self._api.swap_taints(name, to_add, to_remove)
 
-    def _sync_no_schedule_key(self, name: str) -> None:
-        """One work-queue item: reconcile, then forget the backoff or retry with it."""
-        if self.sync_no_schedule_taints(name):
+    def reconcile_node_labels(self, name: str) -> bool:
+        """Set the node's beta OS/arch labels to its GA ones where they differ or are missing; True when done."""
+        node = self._nodes.get(name)
+        if node is None or not self._active:
+            return True
+        labels = labels_to_reconcile(node.label_map)
+        if not labels:
+            return True
+        return self._api.set_labels(node, labels)
+
+    def process_node(self, name: str) -> bool:
+        """Upstream doNodeProcessingPassWorker for one added or updated node: NoSchedule taints, then
+        labels, each tried whatever the other did; True when both are done. A label write right after
+        a taint write conflicts (the cached node is a version behind): it is retried with the backoff,
+        on the node the informer has delivered by then."""
+        taints_done = self.sync_no_schedule_taints(name)
+        labels_done = self.reconcile_node_labels(name)
+        return taints_done and labels_done
+
+    def _process_node_key(self, name: str) -> None:
+        """One work-queue item: process the node, then forget the backoff or retry with it."""
+        if self.process_node(name):
             self.no_schedule_queue.forget(name)
         else:
             self.no_schedule_queue.add_rate_limited(name)
@@ -535,11 +559,11 @@ class NodeLifecycleMonitor:
         informers.pods.add_handler(self.on_pod_change)
 
     def start(self, stop: threading.Event) -> None:
-        """The monitor loop, the NoSchedule tainting workers and the pod marking workers."""
+        """The monitor loop, the NoSchedule tainting (and label) workers and the pod marking workers."""
         self.last_pass_completed = self.last_progress = time.monotonic()
         threads = [threading.Thread(target=self.run, args=(stop,), name="node-lifecycle", daemon=True)]
-        threads += [threading.Thread(target=run_worker, args=(self.no_schedule_queue, self._sync_no_schedule_key, stop,
-                                                            "NoSchedule tainting"), name=f"no-schedule-{i}",
+        threads += [threading.Thread(target=run_worker, args=(self.no_schedule_queue, self._process_node_key, stop,
+                                                            "NoSchedule tainting and labels"), name=f"no-schedule-{i}",
                                      daemon=True) for i in range(NO_SCHEDULE_WORKERS)]
         threads += [threading.Thread(target=run_worker, args=(self.pod_queue, self._process_pod_key, stop,
                                                             "pod NotReady marking"), name=f"node-pods-{i}",

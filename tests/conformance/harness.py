@@ -127,7 +127,7 @@ class Event:
 
 @dataclass(frozen=True)
 class Write:
-    what: str  # "status" | "taints" | "pod-status"
+    what: str  # "status" | "taints" | "labels" | "pod-status"
     name: str
     detail: Any
     ok: bool = True
@@ -235,6 +235,17 @@ class _Api:
         raw["spec"]["taints"] = taints
         cluster.store_node(raw)
         cluster.writes.append(Write("taints", node_name, detail))
+        return True
+
+    def set_labels(self, node: NodeView, labels: Mapping[str, str]) -> bool:
+        cluster = self._cluster
+        raw = cluster.nodes.get(node.name)
+        if raw is None or raw["metadata"]["resourceVersion"] != node.resource_version:
+            cluster.writes.append(Write("labels", node.name, dict(labels), ok=False))
+            return False
+        raw["metadata"].setdefault("labels", {}).update(labels)
+        cluster.store_node(raw)
+        cluster.writes.append(Write("labels", node.name, dict(labels)))
         return True
 
     def mark_pod_not_ready(self, pod: PodView) -> None:
@@ -358,6 +369,9 @@ class Cluster:
     def no_schedule_sync(self, name: str) -> bool:
         return self.monitor.sync_no_schedule_taints(name)
 
+    def reconcile_labels(self, name: str) -> bool:
+        return self.monitor.reconcile_node_labels(name)
+
     def deliver_pod_event(self, old: PodView | None, new: PodView | None) -> bool:
         """Hand a pod informer event to the monitor (upstream podUpdated + processPod); False if it has no handler."""
         handler = getattr(self.monitor, "on_pod_change", None)
@@ -390,6 +404,12 @@ class Cluster:
 
     def ready_status(self, name: str) -> str | None:
         return next((c["status"] for c in self.conditions(name) if c["type"] == READY), None)
+
+    def labels(self, name: str) -> dict[str, str]:
+        return dict(self.nodes[name]["metadata"].get("labels") or {})
+
+    def label_writes(self) -> builtins.list[Write]:
+        return [w for w in self.writes if w.what == "labels"]
 
     def status_writes(self, name: str | None = None) -> builtins.list[Write]:
         return [w for w in self.writes if w.what == "status" and (name is None or w.name == name)]

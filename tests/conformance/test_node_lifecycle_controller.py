@@ -10,9 +10,10 @@
 #
 # Mapping: upstream's `nc.now` is the harness's FakeClock (tests/conformance/harness.py), `monitorNodeHealth` is
 # `NodeLifecycleMonitor.monitor_pass`, `doNoExecuteTaintingPass` is `tainting_pass`, `doNoScheduleTaintingPass`
-# is `sync_no_schedule_taints`, `tryUpdateNodeHealth` is `HealthTracker.update`, the fake clientset's
-# UpdateStatus/pods-status actions are the harness's recorded writes. Every test uses upstream's own settings
-# (grace 50 s, startup grace 60 s, period 5 s, rates 100000/s, large-cluster threshold 20, threshold 0.55).
+# is `sync_no_schedule_taints`, `reconcileNodeLabels` is `reconcile_node_labels`, `tryUpdateNodeHealth` is
+# `HealthTracker.update`, the fake clientset's UpdateStatus/Patch/pods-status actions are the harness's recorded
+# writes. Every test uses upstream's own settings (grace 50 s, startup grace 60 s, period 5 s, rates 100000/s,
+# large-cluster threshold 20, threshold 0.55).
 #
 # Where README.md ("What it does ... and where it deliberately differs from upstream") says taintkeeper differs,
 # the row asserts taintkeeper's behaviour and is listed in DELIBERATE_DIFFERENCES. Such a row often also gets a
@@ -706,22 +707,45 @@ def test_node_event_generation():
 
 
 # =====================================================================================================================
-# TestReconcileNodeLabels: documented as not implemented (taintkeeper leaves node labels to the kubelet).
+# TestReconcileNodeLabels: the beta OS/arch labels follow the GA ones (upstream reconcileNodeLabels, 1.20-1.32).
+#
+# Upstream replaces node0 with each row's node, calls reconcileNodeLabels and compares node0's labels. Here the
+# same through `NodeLifecycleMonitor.reconcile_node_labels`; each row also asserts the label writes made, so a
+# no-op row is one without a write (upstream leaves that to AddOrUpdateLabelsOnNode not being called).
 # =====================================================================================================================
 
-_NOT_IMPLEMENTED = pytest.mark.skip(reason="reconcileNodeLabels not implemented")
+GA_OS, GA_ARCH = "kubernetes.io/os", "kubernetes.io/arch"
+BETA_OS, BETA_ARCH = "beta.kubernetes.io/os", "beta.kubernetes.io/arch"
+REGION = "topology.kubernetes.io/region"
+
+RECONCILE_NODE_LABELS_ROWS = [
+    pytest.param(None, {}, [], id="No-op if node has no labels"),
+    pytest.param({REGION: "region1"}, {REGION: "region1"}, [], id="No-op if no target labels present"),
+    pytest.param({GA_OS: "linux", GA_ARCH: "amd64"},
+                 {BETA_OS: "linux", BETA_ARCH: "amd64", GA_OS: "linux", GA_ARCH: "amd64"},
+                 [{BETA_OS: "linux", BETA_ARCH: "amd64"}], id="Create OS/arch beta labels when they don't exist"),
+    pytest.param({BETA_OS: "windows", BETA_ARCH: "arm", GA_OS: "linux", GA_ARCH: "amd64"},
+                 {BETA_OS: "linux", BETA_ARCH: "amd64", GA_OS: "linux", GA_ARCH: "amd64"},
+                 [{BETA_OS: "linux", BETA_ARCH: "amd64"}], id="Reconcile OS/arch beta labels to match stable labels"),
+]
 
 
-@pytest.mark.parametrize("row", [
-    pytest.param("no labels -> none", id="No-op if node has no labels", marks=_NOT_IMPLEMENTED),
-    pytest.param("region only -> unchanged", id="No-op if no target labels present", marks=_NOT_IMPLEMENTED),
-    pytest.param("stable os/arch -> beta copies added", id="Create OS/arch beta labels when they don't exist",
-                 marks=_NOT_IMPLEMENTED),
-    pytest.param("beta windows/arm, stable linux/amd64 -> beta linux/amd64",
-                 id="Reconcile OS/arch beta labels to match stable labels", marks=_NOT_IMPLEMENTED),
-])
-def test_reconcile_node_labels(row):
-    pytest.fail(f"reconcileNodeLabels has no taintkeeper counterpart to drive ({row})")
+@pytest.mark.parametrize(("labels", "expected", "written"), RECONCILE_NODE_LABELS_ROWS)
+def test_reconcile_node_labels(labels, expected, written):
+    cluster = Cluster(NOW_2017)
+    cluster.put_node(node_json("node0", created=Y2012, labels=zone_labels(*Z1),
+                               conditions=[ready("True", NOW_2015, NOW_2015)]))
+    cluster.put_pod(pod_json("pod0", "node0"))
+    row_node = node_json("node0", created=Y2012)
+    if labels is None:
+        del row_node["metadata"]["labels"]  # upstream's node has no labels map at all
+    else:
+        row_node["metadata"]["labels"] = dict(labels)
+    cluster.put_node(row_node)
+
+    assert cluster.reconcile_labels("node0")
+    assert cluster.labels("node0") == expected
+    assert [w.detail for w in cluster.label_writes()] == written
 
 
 # =====================================================================================================================

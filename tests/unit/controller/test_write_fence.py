@@ -1,6 +1,6 @@
 """The write fence at the controller's API edges (kube/fence.py; the fence's own rule: tests/unit/kube/test_fence.py).
 
-Each edge that acts on a decision (taints, node conditions, pod NotReady, the eviction's
+Each edge that acts on a decision (taints, node conditions, node labels, pod NotReady, the eviction's
 DisruptionTarget patch and DELETE, the backfill patch) makes no API call while the fence is closed,
 and fails the way its callers already retry; the eviction manager and the backfill retry a fenced
 write without counting it as an API failure and without counting it done. The runner's fence
@@ -100,6 +100,10 @@ EDGE_CASES = {
     "node conditions (post_conditions)": EdgeCase(
         lambda api, f: KubeNodeLifecycleApi(api, f).post_conditions(node_view(node_json()), [UNKNOWN_READY]),
         True, ["patch_node_status"], refused=False),
+    "beta OS/arch labels (set_labels)": EdgeCase(
+        lambda api, f: KubeNodeLifecycleApi(api, f).set_labels(node_view(node_json()),
+                                                               {"beta.kubernetes.io/os": "linux"}),
+        True, ["patch_node"], refused=False),
     "pod NotReady (mark_pod_not_ready)": EdgeCase(
         lambda api, f: KubeNodeLifecycleApi(api, f).mark_pod_not_ready(pod("p")),
         None, ["patch_namespaced_pod_status"], refused=WriteFenced),

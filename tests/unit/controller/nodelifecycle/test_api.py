@@ -4,6 +4,9 @@ The same cases as tests/integration/test_node_taint_writes.py, without an apiser
 writes against the cached view (one PATCH, no GET); a stale view costs a 409 and a fresh read; a view
 that sees nothing to change is read live before the write is skipped; without a cache the node is
 read live; a node gone from the API is nothing to write.
+
+Label writes (set_labels): one strategic-merge PATCH of the labels with the cached resourceVersion,
+none while the write fence is closed, and none in a dry run (which shows the node as labelled).
 """
 
 from __future__ import annotations
@@ -18,8 +21,10 @@ from kubernetes import client
 from kubernetes.client.rest import ApiException
 
 from controller.nodelifecycle import api as api_module
-from controller.nodelifecycle.api import KubeNodeLifecycleApi
+from controller.nodelifecycle.api import DryRunNodeLifecycleApi, KubeNodeLifecycleApi
+from controller.nodelifecycle.decision import labels_to_reconcile
 from controller.objects import NodeView, node_view
+from kube.client import STRATEGIC_MERGE
 from kube.fence import WriteFence
 from tests.support.fakes import MemoryStore
 from tests.support.responses import http_response
@@ -132,3 +137,87 @@ def test_conflicts_on_every_attempt_give_up_after_the_retries(monkeypatch: pytes
     monkeypatch.setattr(core, "patch_node", always_behind)
     assert not edge(monkeypatch, core, None).swap_taints(NAME, [], [NOT_READY])
     assert len(core.patches) == api_module.CONFLICT_RETRIES
+
+
+# --- label writes (set_labels) ----------------------------------------------------------------------
+
+GA_LABELS = {"kubernetes.io/os": "linux", "kubernetes.io/arch": "amd64"}
+BETA_LABELS = {"beta.kubernetes.io/os": "linux", "beta.kubernetes.io/arch": "amd64"}
+
+
+def labelled_node(version: str = "7") -> NodeView:
+    return node_view({"metadata": {"name": NAME, "uid": "uid-1", "resourceVersion": version, "labels": GA_LABELS}})
+
+
+@dataclass
+class LabelCore:
+    """patch_node, recorded with its body and content type; answers `status` when one is set."""
+
+    status: int | None = None
+    patches: list[tuple[str, dict[str, Any], str]] = field(default_factory=list)
+
+    def patch_node(self, name: str, body: Mapping[str, Any], **kwargs: Any) -> object:
+        self.patches.append((name, dict(body), kwargs.get("_content_type", "")))
+        if self.status is not None:
+            raise ApiException(status=self.status, reason="answered")
+        return http_response(b"{}")
+
+    def __getattr__(self, method: str) -> Any:
+        raise AssertionError(f"a label write called {method}")
+
+
+def closed_fence() -> WriteFence:
+    return WriteFence(10.0)  # never renewed: this replica does not hold the lease
+
+
+@dataclass(frozen=True)
+class LabelCase:
+    name: str
+    fence: WriteFence
+    status: int | None  # what the apiserver answers the PATCH with, None: 200
+    written: bool  # what set_labels returns
+    patched: bool  # whether a PATCH was sent
+
+
+LABEL_CASES = [
+    LabelCase("one PATCH sets the labels against the cached resourceVersion", WriteFence.without_lease(), None,
+              written=True, patched=True),
+    LabelCase("a closed write fence sends nothing and fails, so the node is retried", closed_fence(), None,
+              written=False, patched=False),
+    LabelCase("a node changed since it was cached (409) fails, so it is reconciled again", WriteFence.without_lease(),
+              409, written=False, patched=True),
+    LabelCase("a node gone (404) is nothing to label", WriteFence.without_lease(), 404, written=True, patched=True),
+    LabelCase("any other API error fails, so the node is retried", WriteFence.without_lease(), 500, written=False,
+              patched=True),
+]
+
+
+@pytest.mark.parametrize("case", LABEL_CASES, ids=[case.name for case in LABEL_CASES])
+def test_label_write(case: LabelCase, monkeypatch: pytest.MonkeyPatch) -> None:
+    core = LabelCore(status=case.status)
+    monkeypatch.setattr(api_module.client, "CoreV1Api", lambda _api_client: core)
+    edge = KubeNodeLifecycleApi(client.ApiClient(client.Configuration()), case.fence)
+
+    assert edge.set_labels(labelled_node(version="7"), BETA_LABELS) is case.written
+
+    want = [(NAME, {"metadata": {"resourceVersion": "7", "labels": BETA_LABELS}}, STRATEGIC_MERGE)]
+    assert core.patches == (want if case.patched else [])
+
+
+def test_a_dry_run_sends_no_label_write_and_shows_the_node_labelled(monkeypatch: pytest.MonkeyPatch,
+                                                                     caplog: pytest.LogCaptureFixture) -> None:
+    core = LabelCore()
+    monkeypatch.setattr(api_module.client, "CoreV1Api", lambda _api_client: core)
+    nodes: MemoryStore[NodeView] = MemoryStore()
+    nodes.items[NAME] = labelled_node()
+    dry = DryRunNodeLifecycleApi(KubeNodeLifecycleApi(client.ApiClient(client.Configuration()),
+                                                      WriteFence.without_lease()), nodes)
+
+    with caplog.at_level("INFO", logger="taintkeeper.nodelifecycle"):
+        assert dry.set_labels(labelled_node(), BETA_LABELS)
+
+    assert core.patches == []
+    assert [r.getMessage() for r in caplog.records] == ["dry run: would update labels"]
+    shown = dry.get(NAME)
+    assert shown is not None and shown.label_map == GA_LABELS | BETA_LABELS
+    assert labels_to_reconcile(shown.label_map) == {}  # so the next update of the node announces nothing

@@ -1,4 +1,5 @@
-"""The node lifecycle's pure decisions (decision.py): the taint list a write makes, and whether there is one."""
+"""The node lifecycle's pure decisions (decision.py): the taint list a write makes, and whether there is one;
+the beta OS/arch labels to bring in step with the GA ones."""
 
 from __future__ import annotations
 
@@ -6,7 +7,7 @@ from typing import Any
 
 import pytest
 
-from controller.nodelifecycle.decision import taints_to_write
+from controller.nodelifecycle.decision import labels_to_reconcile, taints_to_write
 from kube.timestamps import format_time
 from tests.support.builders import NOT_READY, UNREACHABLE, taint
 
@@ -31,3 +32,28 @@ CASES: list[tuple[str, list[dict[str, Any]], list[dict[str, Any]], list[dict[str
 def test_taints_to_write(current: list[dict[str, Any]], add: list[dict[str, Any]], remove: list[dict[str, Any]],
                          expected: list[dict[str, Any]] | None) -> None:
     assert taints_to_write(current, add, remove, NOW) == expected
+
+
+GA_OS, GA_ARCH = "kubernetes.io/os", "kubernetes.io/arch"
+BETA_OS, BETA_ARCH = "beta.kubernetes.io/os", "beta.kubernetes.io/arch"
+ZONE = "topology.kubernetes.io/zone"
+
+LABEL_CASES: list[tuple[str, dict[str, str], dict[str, str]]] = [
+    ("no labels: nothing to set", {}, {}),
+    ("no GA OS/arch label: nothing to set", {ZONE: "z1", BETA_OS: "windows"}, {}),
+    ("GA labels without beta twins: both twins set", {GA_OS: "linux", GA_ARCH: "amd64"},
+     {BETA_OS: "linux", BETA_ARCH: "amd64"}),
+    ("beta twins that differ: set to the GA values", {GA_OS: "linux", GA_ARCH: "amd64", BETA_OS: "windows",
+                                                       BETA_ARCH: "arm"}, {BETA_OS: "linux", BETA_ARCH: "amd64"}),
+    ("beta twins already equal: nothing to set", {GA_OS: "linux", GA_ARCH: "arm64", BETA_OS: "linux",
+                                                   BETA_ARCH: "arm64"}, {}),
+    ("only one GA label: only its twin is set, the other beta label is left alone",
+     {GA_ARCH: "arm64", BETA_OS: "windows"}, {BETA_ARCH: "arm64"}),
+    ("an empty GA value is copied too", {GA_OS: "", BETA_OS: "linux"}, {BETA_OS: ""}),
+]
+
+
+@pytest.mark.parametrize(("labels", "expected"), [case[1:] for case in LABEL_CASES],
+                         ids=[case[0] for case in LABEL_CASES])
+def test_labels_to_reconcile(labels: dict[str, str], expected: dict[str, str]) -> None:
+    assert labels_to_reconcile(labels) == expected

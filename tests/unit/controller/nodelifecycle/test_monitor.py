@@ -2,8 +2,8 @@
 applies the writes to the nodes and pods the monitor reads (as the informers would deliver them).
 
 Upstream NodeLifecycleController scenarios: NoExecute tainting (incl. enqueue-twice and swap),
-tainting by condition, MarkPodsNotReady with retry, zone states and rates, exclude-disruption,
-master disruption mode, events; plus taintkeeper's differences.
+tainting by condition, beta OS/arch labels, MarkPodsNotReady with retry, zone states and rates,
+exclude-disruption, master disruption mode, events; plus taintkeeper's differences.
 """
 
 from __future__ import annotations
@@ -49,6 +49,7 @@ class World:
         self.events: list[tuple] = []
         self.fail_pod_updates = 0
         self.fail_taint_writes = False
+        self.fail_label_writes = False
         self.kubelet_posts_before_write: dict[str, bool] = {}
         self.version = 0
         self.monitor = NodeLifecycleMonitor(self, self.LeaseStore(self), self.PodStore(self), self, self, settings,
@@ -118,6 +119,14 @@ class World:
         by_type.update({c["type"]: c for c in conditions})
         self._put_node(replace(current, conditions=tuple(by_type.values())))
         self.writes.append(("status", node.name, tuple(c["type"] for c in conditions)))
+        return True
+
+    def set_labels(self, node, labels) -> bool:
+        current = self.nodes[node.name]
+        if self.fail_label_writes or current.resource_version != node.resource_version:
+            return False
+        self._put_node(replace(current, labels=tuple((current.label_map | dict(labels)).items())))
+        self.writes.append(("labels", node.name, dict(labels)))
         return True
 
     def mark_pod_not_ready(self, pod) -> None:
@@ -287,6 +296,36 @@ def test_no_schedule_taints_follow_conditions_and_leave_foreign_taints_alone(wor
     world.nodes["n"] = replace(world.nodes["n"], unschedulable=False)
     assert world.monitor.sync_no_schedule_taints("n")
     assert [t["key"] for t in world.nodes["n"].taints if t["effect"] == "NoSchedule"] == ["example.com/gpu"]
+
+
+GA_OS_ARCH = (("kubernetes.io/os", "linux"), ("kubernetes.io/arch", "amd64"))
+BETA_OS_ARCH = {"beta.kubernetes.io/os": "linux", "beta.kubernetes.io/arch": "amd64"}
+
+# (labels, the node is NotReady (a NoSchedule taint to write), failing writes) -> (label writes made, done)
+NODE_UPDATE_CASES = [
+    ("GA labels without beta twins: both set in one write", GA_OS_ARCH, False, (), [BETA_OS_ARCH], True),
+    ("beta twins already equal: no label write", (*GA_OS_ARCH, *BETA_OS_ARCH.items()), False, (), [], True),
+    ("no GA OS/arch label: no label write", (), False, (), [], True),
+    ("a failed label write is not done (the node is retried)", GA_OS_ARCH, False, ("labels",), [], False),
+    ("a failed taint write still lets the labels be set, and is not done", GA_OS_ARCH, True, ("taints",),
+     [BETA_OS_ARCH], False),
+    ("taints and labels both written: done", GA_OS_ARCH, True, (), [BETA_OS_ARCH], True),
+]
+
+
+@pytest.mark.parametrize(("labels", "not_ready", "failing", "label_writes", "done"),
+                         [case[1:] for case in NODE_UPDATE_CASES], ids=[case[0] for case in NODE_UPDATE_CASES])
+def test_a_node_update_reconciles_its_no_schedule_taints_and_its_beta_labels(world, labels, not_ready, failing,
+                                                                           label_writes, done):
+    world.add_node("n", ready="False" if not_ready else "True", labels=labels)
+    world.fail_taint_writes = "taints" in failing
+    world.fail_label_writes = "labels" in failing
+
+    assert world.monitor.process_node("n") is done
+
+    assert [w[2] for w in world.writes if w[0] == "labels"] == label_writes
+    if not_ready and "taints" not in failing:
+        assert [t["key"] for t in world.nodes["n"].taints] == [NR]
 
 
 def test_mark_pods_not_ready_is_retried_on_the_next_pass_after_a_failure(world):
