@@ -1,5 +1,6 @@
 """`python -m controller [flags]`: run taintkeeper's controller (flags: controller/options.py).
-`python -m controller explain --node NAME`: when and why each pod on a node will be evicted."""
+`python -m controller explain --node NAME`: when and why each pod on a node will be evicted.
+`python -m controller status [flags]`: zones, the brake, tainted nodes, pending evictions, the leader."""
 
 from __future__ import annotations
 
@@ -16,6 +17,10 @@ def main(argv: list[str] | None = None) -> int:
         from controller.explain import main as explain_main
 
         return explain_main(args[1:])
+    if args and args[0] == "status":
+        from controller.status_command import main as status_main
+
+        return status_main(args[1:])
     if args and args[0] in ("-h", "--help"):
         build_parser().print_help()
         return 0

@@ -11,35 +11,14 @@ from __future__ import annotations
 import argparse
 import sys
 import time
-from collections.abc import Mapping
 from typing import Any
 
+from controller.describe import describe_duration, taint_text, toleration_text
 from controller.objects import node_view, pod_view
 from controller.tainteviction.decision import EXPIRES, NO_TAINTS, UNTOLERATED, decide_eviction
 from kube.timestamps import format_time
 
 Json = dict[str, Any]
-
-
-def describe_duration(seconds: float) -> str:
-    whole = round(abs(seconds))
-    hours, rest = divmod(whole, 3600)
-    minutes, secs = divmod(rest, 60)
-    return "".join(f"{value}{unit}" for value, unit in ((hours, "h"), (minutes, "m")) if value) + f"{secs}s"
-
-
-def taint_text(taint: Mapping[str, Any]) -> str:
-    value = f"={taint['value']}" if taint.get("value") else ""
-    return f"{taint.get('key', '')}{value}:{taint.get('effect', '')}"
-
-
-def toleration_text(toleration: Mapping[str, Any]) -> str:
-    key = toleration.get("key") or "*"
-    operator = toleration.get("operator") or "Equal"
-    value = f"={toleration['value']}" if operator == "Equal" and toleration.get("value") else ""
-    seconds = toleration.get("tolerationSeconds")
-    return f"{key}{value} {operator} {toleration.get('effect') or '*'}" + (
-        f" for {seconds}s" if seconds is not None else " forever")
 
 
 def explain(node: Json, pods: list[Json], now: float) -> list[str]:

@@ -1,8 +1,9 @@
-"""`kubectl taintkeeper explain node NAME [--kubeconfig FILE]`: the kubectl plugin.
+"""`kubectl taintkeeper explain node NAME` and `kubectl taintkeeper status [options]`: the kubectl plugin.
 
 Installed as the console script `kubectl-taintkeeper`; kubectl runs any `kubectl-*` on the PATH,
 passing its environment and every argument after the plugin's name. The work is
-`python -m controller explain --node NAME` (controller/explain.py); this module only parses.
+`python -m controller explain --node NAME` (controller/explain.py) and `python -m controller status`
+(controller/status_command.py); this module only parses.
 """
 
 from __future__ import annotations
@@ -12,6 +13,9 @@ import os
 import sys
 from dataclasses import dataclass
 from typing import NoReturn
+
+from controller.status_command import DESCRIPTION as STATUS_DESCRIPTION
+from controller.status_command import StatusRequest, add_arguments, request_from
 
 PROG = "kubectl taintkeeper"
 
@@ -40,20 +44,31 @@ def build_parser() -> argparse.ArgumentParser:
     node.add_argument("name", metavar="NAME")
     # Also accepted after the node's name; SUPPRESS keeps an absent one from hiding the one given earlier.
     node.add_argument("--kubeconfig", default=argparse.SUPPRESS, help=kubeconfig_help)
+    status = commands.add_parser("status", help="zones, the brake, tainted nodes, pending evictions, the leader",
+                                 description=STATUS_DESCRIPTION)
+    add_arguments(status, kubeconfig_default=argparse.SUPPRESS, kubeconfig_help=kubeconfig_help)
     return parser
 
 
-def parse_args(argv: list[str], environ: dict[str, str] | None = None) -> ExplainNode:
+def parse_args(argv: list[str], environ: dict[str, str] | None = None) -> ExplainNode | StatusRequest:
     """The command asked for; a bad command line exits 2 with one line on stderr."""
-    args = build_parser().parse_args(argv)
+    parser = build_parser()
+    args = parser.parse_args(argv)
     environ = dict(os.environ) if environ is None else environ
     # Passed on explicitly: without it the client would try the in-cluster config before $KUBECONFIG,
     # while kubectl itself prefers $KUBECONFIG.
-    return ExplainNode(node=args.name, kubeconfig=args.kubeconfig or environ.get("KUBECONFIG") or None)
+    kubeconfig = args.kubeconfig or environ.get("KUBECONFIG") or None
+    if args.command == "status":
+        return request_from(args, parser, kubeconfig)
+    return ExplainNode(node=args.name, kubeconfig=kubeconfig)
 
 
 def main(argv: list[str] | None = None) -> int:
     command = parse_args(sys.argv[1:] if argv is None else argv)
+    if isinstance(command, StatusRequest):
+        from controller.status_command import run
+
+        return run(command)
     from controller.explain import main as explain_main
 
     kubeconfig = ["--kubeconfig", command.kubeconfig] if command.kubeconfig else []

@@ -64,6 +64,12 @@ def zone_key(labels: Mapping[str, str] | None) -> str:
     return region + ":\x00:" + zone
 
 
+def zone_label(zone: str) -> str:
+    """The zone key as people read it (`region::zone`): the NUL between region and zone dropped, as
+    the metrics' `zone` label writes it."""
+    return zone.replace("\x00", "")
+
+
 def excluded_from_disruption(labels: Mapping[str, str] | None) -> bool:
     """Whether the node is left out of zone health counting (the label's presence, any value).
 
