@@ -4,7 +4,7 @@ VENV ?= .venv
 PY := $(VENV)/bin/python
 STAMP := $(VENV)/.installed
 
-.PHONY: setup demo demo-real demo-deployed test unit realnodes lint bench image clean
+.PHONY: setup demo demo-real demo-deployed test unit realnodes lint bench chaos image clean
 
 $(STAMP): pyproject.toml
 	$(PYTHON) -m venv $(VENV)
@@ -43,6 +43,12 @@ lint: setup
 bench: setup
 	$(PY) -m pip install -q -e '.[test,bench]'
 	$(PY) bench/webhook_bench.py
+
+# The chaos soak (bench/chaos.py): 60 minutes of overlapping faults on the complete local cluster,
+# judged by kube-apiserver's audit log. CHAOS_ARGS, e.g. "--seed 7 --duration 10m --controller builtin".
+chaos: setup
+	hack/local-cluster.sh deps --nodes
+	$(PY) bench/chaos.py $(CHAOS_ARGS)
 
 # taintkeeper's container image, built offline (Debian packages + PyPI, no Docker, no registry) from
 # manifests/Containerfile: prints the OCI archive's path (`ctr -n k8s.io images import PATH`).

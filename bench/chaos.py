@@ -1,0 +1,146 @@
+"""A chaos soak on the complete local cluster, judged by kube-apiserver's audit log.
+
+    .venv/bin/python bench/chaos.py [--duration 60m] [--seed N] [--faults-per-minute 5]
+        [--controller taintkeeper|builtin] [--dir DIR] [--keep]            (make chaos)
+
+1. brings up the complete local cluster with 3 real nodes and the audit log on
+   (`hack/local-cluster.sh up DIR --nodes 3 --audit`) and deploys taintkeeper from its image and
+   manifests (2 controller replicas, 2 webhook replicas); `--controller builtin` runs the oracle
+   instead (`--builtin-node-lifecycle`: kube-controller-manager's own node lifecycle controller and
+   taint manager, the apiserver's DefaultTolerationSeconds) and deploys nothing;
+2. runs the workload (bench/soak/workload.py: a churn of pods of every kind, a Deployment, a
+   StatefulSet) and, on top, faults drawn from a seeded catalogue (bench/soak/injector.py), often
+   overlapping, each logged with its start and end to DIR/chaos/faults-SEED.jsonl;
+3. after `--duration`, ends the faults, lets the cluster settle, and hands the audit log and the fault
+   log, and nothing else, to the checker (bench/soak/): one row per fault kind, a summary line, each
+   violation. Exits 1 when any invariant was violated, 2 on a bad flag or a cluster that cannot start.
+
+`--seed` replays a run's draws (which faults, where, how long; the cluster's own timing still varies).
+Without `--keep` the cluster is taken down at the end.
+"""
+
+from __future__ import annotations
+
+import argparse
+import logging
+import random
+import re
+import sys
+import threading
+import time
+from dataclasses import dataclass
+from pathlib import Path
+
+if __package__ in (None, ""):  # run as a script: the project root on the path, as `python -m bench.chaos`
+    sys.path.insert(0, str(Path(__file__).resolve().parents[1]))
+
+from kubernetes import config
+
+from bench.soak.check import check_run, soak_config
+from bench.soak.cluster import ClusterError, LocalCluster
+from bench.soak.injector import Injector
+from bench.soak.workload import Workload
+
+DEFAULT_DIR = Path("/tmp/taintkeeper-chaos")
+NODES = 3
+log = logging.getLogger("chaos")
+
+
+def duration(text: str) -> float:
+    """Seconds from `300`, `300s`, `5m` or `1h`."""
+    match = re.fullmatch(r"\s*(\d+(?:\.\d+)?)\s*([smh]?)\s*", text)
+    if not match or float(match.group(1)) <= 0:
+        raise argparse.ArgumentTypeError(f"invalid duration {text!r}: expected seconds, or a number with s, m or h")
+    return float(match.group(1)) * {"": 1, "s": 1, "m": 60, "h": 3600}[match.group(2)]
+
+
+def positive(text: str) -> float:
+    try:
+        value = float(text)
+    except ValueError:
+        raise argparse.ArgumentTypeError(f"invalid number {text!r}") from None
+    if value <= 0:
+        raise argparse.ArgumentTypeError(f"must be greater than 0, not {text}")
+    return value
+
+
+def parse_args(argv: list[str] | None) -> argparse.Namespace:
+    parser = argparse.ArgumentParser(prog="chaos", description=__doc__.split("\n\n")[0] if __doc__ else None)
+    parser.add_argument("--duration", type=duration, default=duration("60m"), help="how long faults are injected")
+    parser.add_argument("--seed", type=int, default=None, help="replay a run's draws (default: a new seed, printed)")
+    parser.add_argument("--faults-per-minute", type=positive, default=5.0)
+    parser.add_argument("--controller", choices=("taintkeeper", "builtin"), default="taintkeeper")
+    parser.add_argument("--dir", type=Path, default=DEFAULT_DIR, help="the cluster's directory")
+    parser.add_argument("--population", type=int, default=48, help="bare pods kept alive by the workload")
+    parser.add_argument("--settle", type=duration, default=duration("90s"),
+                        help="after the faults end, how long the workload and the controller go on before the check")
+    parser.add_argument("--keep", action="store_true", help="leave the cluster up at the end")
+    return parser.parse_args(argv)
+
+
+@dataclass(frozen=True)
+class RunResult:
+    exit_code: int
+    table: str
+
+
+def run(args: argparse.Namespace) -> RunResult:
+    seed = args.seed if args.seed is not None else random.SystemRandom().randrange(1 << 31)
+    builtin = args.controller == "builtin"
+    cluster = LocalCluster(args.dir.resolve())
+    print(f"chaos: seed {seed}, {args.duration:g}s of faults at {args.faults_per_minute:g}/min against "
+          f"{'the built-in controllers' if builtin else 'taintkeeper'}; cluster in {cluster.directory}", flush=True)
+    cluster.up(NODES, builtin=builtin)
+    if not builtin:
+        cluster.deploy()
+    runs = cluster.directory / "chaos"
+    runs.mkdir(exist_ok=True)
+    fault_log = runs / f"faults-{seed}.jsonl"
+    fault_log.unlink(missing_ok=True)
+    api_client = config.new_client_from_config(config_file=str(cluster.kubeconfig))
+    try:
+        rng = random.Random(seed)
+        workload = Workload(api_client, random.Random(rng.random()), population=args.population)
+        injector = Injector(cluster, api_client, fault_log, random.Random(rng.random()), builtin=builtin)
+        workload.install()
+        started = time.time()
+        stop_workload, stop_faults = threading.Event(), threading.Event()
+        threads = [threading.Thread(target=workload.run, args=(stop_workload,), name="workload", daemon=True),
+                   threading.Thread(target=injector.run, args=(stop_faults, args.faults_per_minute), name="faults",
+                                    daemon=True)]
+        for thread in threads:
+            thread.start()
+        stop_faults.wait(args.duration)
+        stop_faults.set()
+        threads[1].join()
+        print(f"chaos: {injector.injected} faults injected ({injector.not_started} could not start); "
+              f"settling {args.settle:g}s", flush=True)
+        time.sleep(args.settle)
+        stop_workload.set()
+        threads[0].join(timeout=30)
+        ended = time.time()
+    finally:
+        api_client.close()
+    report = check_run(cluster.directory / "logs" / "audit.log", fault_log,
+                       soak_config(builtin=builtin, since=started, until=ended))
+    table = report.render()
+    print(table, flush=True)
+    (runs / f"report-{seed}.txt").write_text(table + "\n")
+    if not args.keep:
+        cluster.down()
+    return RunResult(1 if report.violations else 0, table)
+
+
+def main(argv: list[str] | None = None) -> int:
+    logging.basicConfig(level=logging.INFO, format="%(asctime)s %(name)s: %(message)s")
+    logging.getLogger("urllib3").setLevel(logging.ERROR)  # its retries while the apiserver is down on purpose
+    args = parse_args(argv)
+    try:
+        return run(args).exit_code
+    except ClusterError as error:
+        print(f"chaos: {error}", file=sys.stderr)
+        return 2
+
+
+if __name__ == "__main__":
+    sys.exit(main())

@@ -1,0 +1,89 @@
+"""Check a finished soak run: its audit log and fault log in, the report out.
+
+    python -m bench.soak.check --audit DIR/logs/audit.log --faults FAULTS.jsonl \\
+        [--builtin] [--workload-namespace NS ...] [--since EPOCH] [--until EPOCH]
+
+Exit 0 when no invariant was violated, 1 when any was, 2 on input that cannot be read.
+bench/chaos.py calls `check_run` with `soak_config(...)`.
+"""
+
+from __future__ import annotations
+
+import argparse
+import sys
+from collections.abc import Sequence
+from dataclasses import replace
+from pathlib import Path
+
+from bench.soak.audit import AuditRecord, read_files, rotated_files
+from bench.soak.config import DEFAULT_WORKLOAD_NAMESPACES, SoakConfig, soak_config
+from bench.soak.faults import Fault, read_faults
+from bench.soak.invariants import Context, check_all
+from bench.soak.report import SoakReport, summarize
+from bench.soak.timeline import build_timeline
+
+__all__ = ["CheckInputError", "check", "check_run", "main", "soak_config"]  # bench/chaos.py takes soak_config here
+
+
+# The only resources an invariant reads; requests to any other are skipped as the log is read.
+CHECKED_RESOURCES = frozenset({"pods", "nodes", "leases"})
+
+
+class CheckInputError(Exception):
+    """The audit log or the fault log cannot be judged (one line)."""
+
+
+def check(audit_records: Sequence[AuditRecord], faults: Sequence[Fault], config: SoakConfig) -> SoakReport:
+    timeline = build_timeline(audit_records, config)
+    findings = check_all(Context(timeline, faults, config))
+    return summarize(findings, faults, config.lease is not None, len(audit_records))
+
+
+def check_run(audit_log: Path, fault_log: Path, config: SoakConfig) -> SoakReport:
+    """Judge a finished run from its files: the audit log (with its rotated backups) and the fault log."""
+    files = rotated_files(audit_log)
+    try:
+        if not files:
+            raise CheckInputError(f"no audit log at {audit_log}")
+        audit = read_files(files, CHECKED_RESOURCES)
+        faults = read_faults(fault_log) if fault_log.exists() else []  # no line: no fault was injected
+    except (OSError, ValueError) as error:  # a FaultLogError, or a file that is not UTF-8
+        raise CheckInputError(str(error)) from error
+    if not audit.records:
+        raise CheckInputError(f"no audit events in {audit_log} ({audit.unreadable_lines} unreadable lines)")
+    return replace(check(audit.records, faults, config), unreadable_lines=audit.unreadable_lines)
+
+
+def parse_args(argv: Sequence[str] | None) -> argparse.Namespace:
+    parser = argparse.ArgumentParser(prog="python -m bench.soak.check", description=(__doc__ or "").splitlines()[0])
+    parser.add_argument("--audit", type=Path, required=True,
+                        help="kube-apiserver's audit log; its rotated backups beside it (audit-*.log) are read too")
+    parser.add_argument("--faults", type=Path, required=True, help="the driver's fault log (JSON lines)")
+    parser.add_argument("--builtin", action="store_true",
+                        help="judge kube-controller-manager's node controller and DefaultTolerationSeconds instead")
+    parser.add_argument("--workload-namespace", action="append", dest="namespaces", metavar="NS",
+                        help="a namespace of the driver's pods (repeatable; default: "
+                             f"{' '.join(DEFAULT_WORKLOAD_NAMESPACES)})")
+    parser.add_argument("--since", type=float, default=None, metavar="EPOCH", help="count violations from then on")
+    parser.add_argument("--until", type=float, default=None, metavar="EPOCH", help="count violations until then")
+    return parser.parse_args(argv)
+
+
+def main(argv: Sequence[str] | None = None) -> int:
+    args = parse_args(argv)
+    config = soak_config(builtin=args.builtin, since=args.since, until=args.until,
+                         workload_namespaces=tuple(args.namespaces or DEFAULT_WORKLOAD_NAMESPACES))
+    if not args.faults.exists():
+        print(f"check: error: no fault log at {args.faults}", file=sys.stderr)
+        return 2
+    try:
+        report = check_run(args.audit, args.faults, config)
+    except CheckInputError as error:
+        print(f"check: error: {error}", file=sys.stderr)
+        return 2
+    sys.stdout.write(report.render())
+    return 0 if report.passed else 1
+
+
+if __name__ == "__main__":
+    sys.exit(main())

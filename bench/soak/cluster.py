@@ -1,0 +1,103 @@
+"""What the soak does to the complete local cluster from outside: hack/local-cluster.sh's commands,
+signals to kubelets, etcd and containers, and the container processes of taintkeeper's pods.
+
+Every call is bounded in time; a failure raises ClusterError with one line.
+"""
+
+from __future__ import annotations
+
+import json
+import os
+import signal
+import subprocess
+from dataclasses import dataclass
+from pathlib import Path
+from typing import Any
+
+ROOT = Path(__file__).resolve().parents[2]
+LOCAL_CLUSTER = ROOT / "hack" / "local-cluster.sh"
+
+
+class ClusterError(RuntimeError):
+    """A command against the local cluster failed (one line)."""
+
+
+def _run(argv: list[str], timeout: float = 180) -> str:
+    try:
+        result = subprocess.run(argv, capture_output=True, text=True, timeout=timeout, check=False)
+    except subprocess.TimeoutExpired as error:
+        raise ClusterError(f"{' '.join(argv[:4])}: no answer in {timeout:g}s") from error
+    if result.returncode != 0:
+        last = (result.stderr.strip().splitlines() or [f"exit status {result.returncode}"])[-1]
+        raise ClusterError(f"{' '.join(argv[:4])}: {last}")
+    return result.stdout
+
+
+@dataclass(frozen=True)
+class LocalCluster:
+    """The complete local cluster in `directory` (hack/local-cluster.sh up DIR --nodes N)."""
+
+    directory: Path
+
+    @property
+    def kubeconfig(self) -> Path:
+        return self.directory / "kubeconfig"
+
+    def script(self, *args: str, timeout: float = 180) -> str:
+        return _run(["bash", str(LOCAL_CLUSTER), *args], timeout=timeout)
+
+    def up(self, nodes: int, *, builtin: bool) -> None:
+        self.script("up", str(self.directory), "--nodes", str(nodes), "--audit",
+                    *(["--builtin-node-lifecycle"] if builtin else []), timeout=1800)
+
+    def deploy(self) -> None:
+        self.script("deploy", str(self.directory), timeout=1800)
+
+    def down(self) -> None:
+        self.script("down", str(self.directory), timeout=300)
+
+    def nodes(self) -> dict[str, dict[str, Any]]:
+        """name -> `local-cluster.sh nodes` entry (zone, pids, containerd socket, ...)."""
+        return {node["name"]: node for node in json.loads(self.script("nodes", str(self.directory)))}
+
+    def stop_kubelet(self, node: str) -> None:
+        self.script("stop-kubelet", str(self.directory), node, "--signal", "KILL")
+
+    def start_kubelet(self, node: str) -> None:
+        self.script("start-kubelet", str(self.directory), node)
+
+    def signal_kubelet(self, node: str, signum: signal.Signals) -> None:
+        pid = self.nodes()[node]["pids"]["kubelet"]
+        if pid is None:
+            raise ClusterError(f"the kubelet of {node} is not running")
+        os.kill(int(pid), signum)
+
+    def stop_apiserver(self) -> None:
+        self.script("stop-apiserver", str(self.directory))
+
+    def start_apiserver(self) -> None:
+        self.script("start-apiserver", str(self.directory))
+
+    def restart_etcd(self) -> None:
+        self.script("restart-etcd", str(self.directory))
+
+    def controller_manager_pid(self) -> int:
+        return int((self.directory / "kube-controller-manager.pid").read_text().strip())
+
+    def start_controller_manager(self) -> None:
+        self.script("start-controller-manager", str(self.directory))
+
+    def container_pid(self, node: str, container_id: str) -> int:
+        """The host pid of a container's main process (containerd's task list on that node)."""
+        socket = self.nodes()[node]["containerdSocket"]
+        bare = container_id.split("://", 1)[-1]
+        for line in _run(["ctr", "-a", socket, "-n", "k8s.io", "tasks", "ls"], timeout=30).splitlines()[1:]:
+            fields = line.split()
+            if len(fields) >= 2 and fields[0] == bare:
+                return int(fields[1])
+        raise ClusterError(f"no running task {bare[:12]} on {node}")
+
+    def kill_container(self, node: str, container_id: str) -> None:
+        socket = self.nodes()[node]["containerdSocket"]
+        _run(["ctr", "-a", socket, "-n", "k8s.io", "tasks", "kill", "-s", "SIGKILL",
+              container_id.split("://", 1)[-1]], timeout=30)

@@ -1,0 +1,85 @@
+"""What the checker must know about the run: whose writes are the controller's, its Lease, the
+workload, the webhook, and how much slack each invariant allows."""
+
+from __future__ import annotations
+
+import re
+from dataclasses import dataclass, replace
+
+TAINTKEEPER_CONTROLLER_USER = "system:serviceaccount:taintkeeper-system:taintkeeper-controller"
+BUILTIN_CONTROLLER_USER = "system:serviceaccount:kube-system:node-controller"
+TAINTKEEPER_LEASE = ("taintkeeper-system", "taintkeeper-controller")
+TAINTKEEPER_WEBHOOK = ("taintkeeper-system", "taintkeeper-webhook-")
+TAINTKEEPER_CONTROLLER_PODS = ("taintkeeper-system", "taintkeeper-controller-")
+# bench/soak/workload.py's NAMESPACES (not imported: the checker loads no Kubernetes client).
+DEFAULT_WORKLOAD_NAMESPACES = ("chaos-workload", "chaos-annotated")
+
+# `taintkeeper-controller/<version> (<POD_NAME>)`: the greedy `.*` makes the group the last parentheses.
+_CONTROLLER_AGENT = re.compile(r"^taintkeeper-controller/[^\s(]+.*\(([^()]*)\)")
+
+
+@dataclass(frozen=True)
+class Slack:
+    """Seconds each invariant forgives: clocks, watch delays and the controller's own pace."""
+
+    early: float = 1.0  # I1: a deletion this much before the deadline is still on time
+    late: float = 5.0  # I2: a deletion this much after the deadline (or the recovery) is still on time
+    backfill: float = 10.0  # I6: the controller adds missing default tolerations within this
+    node_grace: float = 50.0  # I5: a node counts as healthy this long after its kubelet's last fault
+    lease_duration: float = 15.0  # I3: two replicas' writes closer than this are a handover race
+    # I2: a leader acts only while its last renewal is younger than this (the write fence): past it,
+    # until the next Lease write, no replica leads.
+    renew_deadline: float = 10.0
+    # I7: a container the soak itself killed (or paused into a liveness kill) may wait in the kubelet's
+    # restart back-off, which grows to 5 minutes: CrashLoopBackOff that soon after is no crash loop.
+    restart_backoff: float = 300.0
+    # I6: endpoints lag readiness, so the apiserver cannot call a webhook pod Ready for less than this.
+    webhook_ready: float = 2.0
+
+
+@dataclass(frozen=True)
+class SoakConfig:
+    controller_users: frozenset[str]
+    workload_namespaces: frozenset[str]
+    lease: tuple[str, str] | None = TAINTKEEPER_LEASE  # None: one replica without election (I4 n/a)
+    webhook: tuple[str, str] | None = TAINTKEEPER_WEBHOOK  # (namespace, pod-name prefix); None: built-in plugin
+    controller_pods: tuple[str, str] = TAINTKEEPER_CONTROLLER_PODS  # (namespace, pod-name prefix) for I7
+    slack: Slack = Slack()
+    # The soak's window: violations outside it (the cluster's setup, the check itself) do not count.
+    since: float | None = None
+    until: float | None = None
+
+    def is_controller(self, username: str) -> bool:
+        return username in self.controller_users
+
+
+def taintkeeper_config(workload_namespaces: tuple[str, ...] = DEFAULT_WORKLOAD_NAMESPACES) -> SoakConfig:
+    return SoakConfig(controller_users=frozenset({TAINTKEEPER_CONTROLLER_USER}),
+                      workload_namespaces=frozenset(workload_namespaces))
+
+
+def builtin_config(workload_namespaces: tuple[str, ...] = DEFAULT_WORKLOAD_NAMESPACES) -> SoakConfig:
+    """kube-controller-manager as the oracle: one process without leader election, and the
+    DefaultTolerationSeconds admission plugin instead of a webhook."""
+    return SoakConfig(controller_users=frozenset({BUILTIN_CONTROLLER_USER}),
+                      workload_namespaces=frozenset(workload_namespaces), lease=None, webhook=None,
+                      controller_pods=("kube-system", "kube-controller-manager-"))
+
+
+def replica_of_agent(user_agent: str) -> str:
+    """The pod a write came from: taintkeeper's user agent names it; any other agent is its own replica."""
+    match = _CONTROLLER_AGENT.match(user_agent)
+    return match.group(1) if match else user_agent
+
+
+def replica_of_holder(holder_identity: str) -> str:
+    """A Lease holder `<podname>_<uuid hex>` -> the pod name (hostname in the pod)."""
+    name, separator, _ = holder_identity.rpartition("_")
+    return name if separator else holder_identity
+
+
+def soak_config(*, builtin: bool = False, since: float | None = None, until: float | None = None,
+                workload_namespaces: tuple[str, ...] = DEFAULT_WORKLOAD_NAMESPACES) -> SoakConfig:
+    """The configuration bench/chaos.py judges a run with: taintkeeper's, or the oracle's."""
+    config = builtin_config(workload_namespaces) if builtin else taintkeeper_config(workload_namespaces)
+    return replace(config, since=since, until=until)

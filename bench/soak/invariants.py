@@ -1,0 +1,445 @@
+"""The invariants a soak run must keep, each judged from the rebuilt histories alone:
+
+I1 never early, I2 never late, I3 never twice, I4 one actor, I5 healthy stays healthy,
+I6 admission, I7 nothing lost.
+"""
+
+from __future__ import annotations
+
+import math
+import re
+from collections import defaultdict
+from collections.abc import Sequence
+from dataclasses import dataclass, field
+from datetime import UTC, datetime
+
+from bench.soak.audit import AuditRecord
+from bench.soak.config import SoakConfig, replica_of_agent, replica_of_holder
+from bench.soak.faults import Fault, active_at
+from bench.soak.recovery import Outage, leaderless, outages, resume_time
+from bench.soak.timeline import HeldTaint, NodeHistory, NodeState, PodHistory, Timeline, taint_id
+from bench.soak.tolerations import (
+    LIFECYCLE_KEYS,
+    NO_EXECUTE,
+    Taint,
+    Toleration,
+    grace_seconds,
+    has_default_tolerations,
+)
+
+INVARIANTS = ("I1", "I2", "I3", "I4", "I5", "I6", "I7")
+KUBELET_KINDS = frozenset({"kubelet-kill", "kubelet-pause"})
+LEADER_FAULTS = frozenset({"leader-kill", "leader-pause"})
+NODE_HEARTBEAT_WINDOW = 40.0  # seconds: a kubelet renews its node Lease every 10 s
+ATTRIBUTION_LEAD = 60.0  # seconds before a taint's start in which a fault may have caused it
+SKIP_LABEL = "taintkeeper.io/skip"
+ACTING = {"pods": ("", "status", "eviction"), "nodes": ("", "status")}
+LIFECYCLE_IDS = frozenset((key, NO_EXECUTE) for key in LIFECYCLE_KEYS)
+# kube-apiserver's words for a webhook that refused a pod (`admission webhook "x" denied the request`)
+# or could not be called (`failed calling webhook "x": ...`, with failurePolicy Fail).
+WEBHOOK_FAILURE = re.compile(r"admission webhook|calling webhook")
+
+
+def clock(moment: float) -> str:
+    return datetime.fromtimestamp(moment, UTC).strftime("%H:%M:%S.%f")[:-3]
+
+
+@dataclass(frozen=True)
+class Violation:
+    invariant: str
+    time: float
+    subject: str  # the pod, node or replica
+    explanation: str
+    faults: tuple[int, ...]  # ids of the faults active at `time`
+
+
+@dataclass(frozen=True)
+class EvictionCheck:
+    """A pod whose deadline I2 judged; faults intersecting the window are credited with it."""
+
+    subject: str
+    window_start: float  # the taint's start, less the attribution lead
+    window_end: float  # the controller's deletion, else the deadline
+
+
+@dataclass
+class Findings:
+    violations: list[Violation] = field(default_factory=list)
+    evictions: list[EvictionCheck] = field(default_factory=list)
+    max_controller_restarts: int | None = None
+    leaderless: list[Outage] = field(default_factory=list)  # no replica led (I2 counts from their end)
+
+
+class Context:
+    def __init__(self, timeline: Timeline, faults: Sequence[Fault], config: SoakConfig) -> None:
+        self.timeline = timeline
+        self.faults = faults
+        self.config = config
+        self.slack = config.slack
+        self.outages: list[Outage] = outages(faults, timeline.lease_writes, config.lease is not None)
+        self.leaderless: list[Outage] = (leaderless(timeline.lease_writes, config.slack.renew_deadline, timeline.end)
+                                         if config.lease is not None else [])
+        self.outages += self.leaderless
+        self.since = -math.inf if config.since is None else config.since
+        # A deadline whose allowance runs past this cannot be judged: the log (or the soak) ended first.
+        self.until = timeline.end if config.until is None else min(timeline.end, config.until)
+        self._kubelet_faults: dict[str, list[Fault]] = defaultdict(list)
+        for fault in faults:
+            if fault.kind in KUBELET_KINDS:
+                self._kubelet_faults[fault.target].append(fault)
+
+    def in_window(self, moment: float) -> bool:
+        return self.since <= moment <= self.until
+
+    def violation(self, invariant: str, moment: float, subject: str, explanation: str) -> Violation:
+        return Violation(invariant, moment, subject, explanation, active_at(self.faults, moment))
+
+    def healthy(self, node: str, moment: float) -> bool:
+        """No kubelet fault on the node within the grace, and its kubelet heartbeating."""
+        if any(fault.intersects(moment - self.slack.node_grace, moment) for fault in self._kubelet_faults[node]):
+            return False
+        return self.timeline.heartbeat_between(node, moment - NODE_HEARTBEAT_WINDOW, moment)
+
+    def node_taints_around(self, pod: PodHistory, moment: float) -> list[list[HeldTaint]]:
+        """The NoExecute taints of each state of the pod's node a reader could have seen within the
+        early slack before `moment` (a taint removed just before, or added just before, counts)."""
+        history = self.timeline.nodes.get(pod.node)
+        return history.held_between(moment - self.slack.early, moment) if history else []
+
+
+# --- I1 never early ---------------------------------------------------------------------------
+
+
+def never_early(ctx: Context) -> list[Violation]:
+    found: list[Violation] = []
+    for pod in ctx.timeline.pods.values():
+        for removal in pod.controller_removals():
+            if not removal.succeeded:
+                continue
+            moment = removal.write.received
+            tolerations = pod.tolerations_at(removal.write.completed)
+            states = ctx.node_taints_around(pod, moment)
+            floor = pod.bound_at if pod.bound_at is not None else -math.inf
+            dues = [max(held.episode_start, floor) + grace_seconds(tolerations, held.taint)
+                    for state in states for held in state]
+            due = min(dues, default=math.inf)
+            if due == math.inf:
+                where = f"on {pod.node}" if pod.node else "on no node"
+                found.append(ctx.violation("I1", moment, pod.label,
+                                           f"deleted by {removal.write.replica} with no cause: {where}, no NoExecute "
+                                           "taint it does not tolerate forever"))
+            elif moment < due - ctx.slack.early:
+                found.append(ctx.violation("I1", moment, pod.label,
+                                           f"deleted by {removal.write.replica} {due - moment:.1f}s before its "
+                                           f"deadline {clock(due)} on {pod.node}"))
+    return found
+
+
+# --- I2 never late ----------------------------------------------------------------------------
+
+
+def _upper_deadline(ctx: Context, pod: PodHistory, taint: Taint, start: float) -> float:
+    """`start` plus the seconds the pod's first matching toleration allows; tolerations added (by a
+    backfill) before the deadline has passed by the late slack count."""
+    tolerations: tuple[Toleration, ...] = pod.tolerations_at(start)
+    due = start + grace_seconds(tolerations, taint)
+    while due < math.inf:
+        later = pod.tolerations_at(due + ctx.slack.late)
+        if later == tolerations:
+            break
+        tolerations = later
+        due = start + grace_seconds(tolerations, taint)
+    return due
+
+
+def never_late(ctx: Context) -> tuple[list[Violation], list[EvictionCheck]]:
+    found: list[Violation] = []
+    checked: list[EvictionCheck] = []
+    for pod in ctx.timeline.pods.values():
+        history, bound = ctx.timeline.nodes.get(pod.node), pod.bound_at
+        if history is None or bound is None:
+            continue
+        termination = pod.termination()
+        gone = termination[0] if termination else math.inf
+        candidates = []
+        for episode in history.no_execute_episodes():
+            if (episode.end is not None and episode.end <= bound) or episode.shown >= gone:
+                continue
+            due = _upper_deadline(ctx, pod, episode.taint, max(episode.start, bound))
+            # Judged only if the taint was still there when a controller could act on it: one lifted
+            # while the apiserver was down or no replica led leaves nothing to do.
+            if due < math.inf and episode.held_through(resume_time(due, ctx.outages, ctx.slack.late) + 1.0):
+                candidates.append((due, episode.start, episode.taint))
+        if not candidates:
+            continue
+        due, taint_start, taint = min(candidates, key=lambda candidate: candidate[0])
+        if termination and termination[0] < due and not termination[1]:
+            continue  # someone else was already deleting it
+        limit = resume_time(due, ctx.outages, ctx.slack.late) + ctx.slack.late
+        if limit > ctx.until:
+            continue  # the log (or the recovery) ends before the judgement could be made
+        deletion = pod.first_controller_removal()
+        if deletion is not None and deletion.write.received <= limit:
+            checked.append(EvictionCheck(pod.label, taint_start - ATTRIBUTION_LEAD, deletion.write.received))
+            continue
+        if termination and not termination[1] and termination[0] < limit:
+            continue
+        checked.append(EvictionCheck(pod.label, taint_start - ATTRIBUTION_LEAD, due))
+        key = taint.get("key")
+        late = (f"deleted by the controller {deletion.write.received - due:.1f}s after"
+                if deletion else "never deleted by the controller since")
+        found.append(ctx.violation("I2", due, pod.label,
+                                   f"on {pod.node} under {key}: {late} its deadline {clock(due)} "
+                                   f"(allowed until {clock(limit)})"))
+    return found, checked
+
+
+# --- I3 never twice ---------------------------------------------------------------------------
+
+
+def deleted_twice(ctx: Context) -> list[Violation]:
+    found: list[Violation] = []
+    for pod in ctx.timeline.pods.values():
+        first = pod.first_controller_removal()
+        if first is None:
+            continue
+        for again in pod.controller_removals():
+            if again.write.received > first.write.received and again is not first:
+                found.append(ctx.violation("I3", again.write.received, pod.label,
+                                           f"deleted again by {again.write.replica} (answer {again.code}) "
+                                           f"{again.write.received - first.write.received:.1f}s after "
+                                           f"{first.write.replica}'s deletion"))
+    return found
+
+
+@dataclass(frozen=True)
+class _Change:
+    time: float
+    by_controller: bool
+    replica: str
+    before: str  # a condition's old status; for a taint "absent"/"present"
+    after: str
+
+
+def _changes(before: NodeState, after: NodeState) -> dict[tuple[str, ...], tuple[str, str]]:
+    """What a write changed: taints by key and effect, and condition statuses."""
+    changes: dict[tuple[str, ...], tuple[str, str]] = {}
+    for identity in after.taint_ids - before.taint_ids:
+        changes[("taint", *identity)] = ("absent", "present")
+    for identity in before.taint_ids - after.taint_ids:
+        changes[("taint", *identity)] = ("present", "absent")
+    for kind, status in after.conditions.items():
+        old = before.conditions.get(kind)
+        if old is not None and old != status:
+            changes[("condition", kind)] = (old, status)
+    return changes
+
+
+def _is_swap(changes: dict[tuple[str, ...], tuple[str, str]]) -> bool:
+    """One write replacing not-ready by unreachable (or back): the lifecycle swap, no revert."""
+    lifecycle = [value for key, value in changes.items() if key[0] == "taint" and key[1:] in LIFECYCLE_IDS]
+    return ("absent", "present") in lifecycle and ("present", "absent") in lifecycle
+
+
+def _node_races(ctx: Context, history: NodeHistory) -> list[Violation]:
+    found: list[Violation] = []
+    window = ctx.slack.lease_duration
+    last_controller_change: _Change | None = None
+    last_change: dict[tuple[str, ...], _Change] = {}
+    outside_condition_change = -math.inf  # the kubelet (or anyone else) changing a condition gives cause
+    for before, after in history.pairs():
+        write = after.write
+        changes = _changes(before, after)
+        if write.by_controller and not changes:
+            last = last_controller_change
+            if last and last.replica != write.replica and write.received - last.time < window:
+                found.append(ctx.violation("I3", write.received, f"node {history.name}",
+                                           f"{write.replica} wrote a change-less {write.verb} "
+                                           f"{write.received - last.time:.1f}s after {last.replica} changed the node"))
+        elif write.by_controller:
+            swap = _is_swap(changes)
+            for key, (old, new) in changes.items():
+                previous = last_change.get(key)
+                if (previous is None or not previous.by_controller or previous.replica == write.replica
+                        or write.received - previous.time >= window or outside_condition_change > previous.time
+                        or (swap and key[1:] in LIFECYCLE_IDS) or (previous.before, previous.after) != (new, old)):
+                    continue
+                found.append(ctx.violation("I3", write.received, f"node {history.name}",
+                                           f"{write.replica} reverted {':'.join(key[1:])} {old}->{new} "
+                                           f"{write.received - previous.time:.1f}s after {previous.replica} "
+                                           f"made it {new}->{old}"))
+                break
+        for key, (old, new) in changes.items():
+            last_change[key] = _Change(after.time, write.by_controller, write.replica, old, new)
+        if changes and write.by_controller:
+            last_controller_change = _Change(after.time, True, write.replica, "", "")
+        if not write.by_controller and any(key[0] == "condition" for key in changes):
+            outside_condition_change = after.time
+    return found
+
+
+def never_twice(ctx: Context) -> list[Violation]:
+    found = deleted_twice(ctx)
+    for history in ctx.timeline.nodes.values():
+        found += _node_races(ctx, history)
+    return found
+
+
+# --- I4 one actor -----------------------------------------------------------------------------
+
+
+def _acting(record: AuditRecord) -> bool:
+    return record.is_write and record.subresource in ACTING.get(record.resource, ())
+
+
+def one_actor(ctx: Context) -> list[Violation]:
+    if ctx.config.lease is None:
+        return []
+    found: list[Violation] = []
+    for record in ctx.timeline.records:
+        if not (_acting(record) and record.succeeded and ctx.config.is_controller(record.username)):
+            continue
+        replica = replica_of_agent(record.user_agent)
+        lease = ctx.timeline.holder_before(record.received)
+        holder = lease.holder if lease else ""
+        if replica_of_holder(holder) != replica or not holder:
+            target = "/".join(part for part in (record.resource, record.subresource) if part)
+            found.append(ctx.violation("I4", record.received, f"replica {replica}",
+                                       f"{record.verb} {target} {record.namespace}/{record.name} while the Lease "
+                                       f"named {holder or 'no holder'}"))
+    return found
+
+
+# --- I5 healthy stays healthy -----------------------------------------------------------------
+
+
+def healthy_stays_healthy(ctx: Context) -> list[Violation]:
+    found: list[Violation] = []
+    for history in ctx.timeline.nodes.values():
+        for before, after in history.pairs():
+            write = after.write
+            if not write.by_controller:
+                continue
+            added = sorted(key for key, effect in after.taint_ids - before.taint_ids
+                           if (key, effect) in LIFECYCLE_IDS)
+            unknown = after.ready == "Unknown" and before.ready != "Unknown"
+            if (added or unknown) and ctx.healthy(history.name, write.received):
+                what = ", ".join([*(["Ready=Unknown"] if unknown else []), *(f"{key}:NoExecute" for key in added)])
+                found.append(ctx.violation("I5", write.received, f"node {history.name}",
+                                           f"{write.replica} set {what} on a node heartbeating with no kubelet fault"))
+    for pod in ctx.timeline.pods.values():
+        for removal in pod.controller_removals():
+            moment = removal.write.received
+            if not removal.succeeded or not pod.node or not ctx.healthy(pod.node, moment):
+                continue
+            states = ctx.node_taints_around(pod, moment)
+            if not any(taint_id(held.taint) not in LIFECYCLE_IDS for state in states for held in state):
+                found.append(ctx.violation("I5", moment, pod.label,
+                                           f"deleted by {removal.write.replica} from healthy node {pod.node}, "
+                                           "which held no NoExecute taint but the lifecycle ones"))
+    return found
+
+
+# --- I6 admission -----------------------------------------------------------------------------
+
+
+def _ready_throughout(pod: PodHistory, start: float, end: float) -> bool:
+    first = pod.state_at(start)
+    states = [first, *(state for state in pod.current if start < state.time <= end)]
+    return all(state is not None and state.ready == "True" and state.deletion_timestamp is None
+               for state in states)
+
+
+def _ready_webhook_pods(ctx: Context, moment: float) -> list[str]:
+    if ctx.config.webhook is None:
+        return []
+    namespace, prefix = ctx.config.webhook
+    return [pod.name for pod in ctx.timeline.pods_named(namespace, prefix)
+            if _ready_throughout(pod, moment - ctx.slack.webhook_ready, moment)]
+
+
+def _backfilled_by(ctx: Context, pod: PodHistory, limit: float) -> bool:
+    for state in pod.current:
+        write = state.write
+        if (state.time <= limit and write.by_controller and write.verb in ("update", "patch")
+                and not write.subresource and has_default_tolerations(state.tolerations)):
+            return True
+    termination = pod.termination()
+    return termination is not None and termination[0] <= limit
+
+
+def admission(ctx: Context) -> list[Violation]:
+    found: list[Violation] = []
+    for record in ctx.timeline.records:
+        if (record.resource, record.subresource, record.verb) != ("pods", "", "create"):
+            continue
+        if record.namespace not in ctx.config.workload_namespaces:
+            continue
+        subject = f"pod {record.namespace}/{record.name or '(generated)'}"
+        if record.code >= 400 and WEBHOOK_FAILURE.search(record.message):
+            found.append(ctx.violation("I6", record.received, subject,
+                                       f"creation refused ({record.code}): {record.message[:160]}"))
+            continue
+        obj = record.response_object or {}
+        metadata = obj.get("metadata") or {}
+        uid = str(metadata.get("uid") or "")
+        if record.code != 201 or uid not in ctx.timeline.pods:
+            continue
+        pod = ctx.timeline.pods[uid]
+        if (metadata.get("labels") or {}).get(SKIP_LABEL) == "true":
+            continue
+        if has_default_tolerations((obj.get("spec") or {}).get("tolerations") or []):
+            continue
+        if ctx.config.webhook is None:
+            found.append(ctx.violation("I6", record.received, pod.label,
+                                       "created without the default tolerations (built-in DefaultTolerationSeconds)"))
+            continue
+        ready = _ready_webhook_pods(ctx, record.received)
+        if ready:
+            found.append(ctx.violation("I6", record.received, pod.label,
+                                       f"admitted without the default tolerations while webhook pod {ready[0]} "
+                                       "was Ready"))
+            continue
+        backfill = ctx.slack.backfill
+        limit = resume_time(record.completed, ctx.outages, backfill) + backfill
+        if limit > ctx.until or _backfilled_by(ctx, pod, limit):
+            continue
+        found.append(ctx.violation("I6", record.received, pod.label,
+                                   f"admitted without the default tolerations (no webhook pod Ready) and not "
+                                   f"backfilled by {clock(limit)}"))
+    return found
+
+
+# --- I7 nothing lost --------------------------------------------------------------------------
+
+
+def nothing_lost(ctx: Context) -> tuple[list[Violation], int | None]:
+    """Controller pods that went into CrashLoopBackOff, and the most restarts any container had."""
+    found: list[Violation] = []
+    most: int | None = None
+    namespace, prefix = ctx.config.controller_pods
+    for pod in ctx.timeline.pods_named(namespace, prefix):
+        crashed = False
+        killed = [fault.start for fault in ctx.faults if fault.kind in LEADER_FAULTS and fault.target == pod.name]
+        for state in pod.current:
+            for status in state.container_statuses:
+                most = max(most or 0, int(status.get("restartCount") or 0))
+                reason = ((status.get("state") or {}).get("waiting") or {}).get("reason")
+                if any(0 <= state.time - start <= ctx.slack.restart_backoff for start in killed):
+                    continue  # the kubelet's back-off after the soak's own kill, not a crash loop
+                if reason == "CrashLoopBackOff" and not crashed:
+                    crashed = True
+                    found.append(ctx.violation("I7", state.time, pod.label,
+                                               f"container {status.get('name')} in CrashLoopBackOff after "
+                                               f"{status.get('restartCount', 0)} restarts"))
+    return found, most
+
+
+def check_all(ctx: Context) -> Findings:
+    late, checked = never_late(ctx)
+    lost, most = nothing_lost(ctx)
+    violations = [*never_early(ctx), *late, *never_twice(ctx), *one_actor(ctx), *healthy_stays_healthy(ctx),
+                  *admission(ctx), *lost]
+    violations = sorted((v for v in violations if ctx.in_window(v.time)), key=lambda v: (v.time, v.invariant))
+    return Findings(violations, [check for check in checked if ctx.in_window(check.window_end)], most,
+                    [stretch for stretch in ctx.leaderless if ctx.in_window(stretch.start)])

@@ -1,0 +1,70 @@
+"""When the controller could act again after a disruptive fault: the apiserver or etcd back, or a
+leader holding the Lease again after the old one was killed or paused; and when no replica led at
+all (the Lease released, or not renewed within the renew deadline), whatever the cause: a leader
+that evicted its own pod (a NoExecute taint on its node) hands over to a stand-by that may still be
+starting."""
+
+from __future__ import annotations
+
+import math
+from collections.abc import Sequence
+from dataclasses import dataclass
+
+from bench.soak.faults import Fault
+from bench.soak.timeline import LeaseWrite
+
+STORE_KINDS = frozenset({"apiserver-stop", "etcd-restart"})  # recover at the fault's end
+LEADER_KINDS = frozenset({"leader-kill", "leader-pause"})  # recover when the Lease is written again
+# A Lease write received this soon after the fault began may be the dying leader's own renewal.
+_LEASE_SETTLE = 0.5
+
+
+@dataclass(frozen=True)
+class Outage:
+    fault_id: int
+    start: float
+    end: float  # infinite when the log never shows the recovery
+
+
+def outages(faults: Sequence[Fault], lease_writes: Sequence[LeaseWrite], lease_configured: bool) -> list[Outage]:
+    """The disruptive faults' windows, each up to its recovery."""
+    result: list[Outage] = []
+    for fault in faults:
+        if fault.kind in STORE_KINDS or (fault.kind in LEADER_KINDS and not lease_configured):
+            result.append(Outage(fault.id, fault.start, fault.until))
+        elif fault.kind in LEADER_KINDS:
+            acquired = next((lease.write.completed for lease in lease_writes
+                             if lease.write.received > fault.start + _LEASE_SETTLE), math.inf)
+            result.append(Outage(fault.id, fault.start, acquired))
+    return result
+
+
+def leaderless(lease_writes: Sequence[LeaseWrite], renew_deadline: float, end: float) -> list[Outage]:
+    """The stretches with no leader, from the Lease's writes: after a release until the next write,
+    and from a holder's last renewal plus the renew deadline (its fence closes then) until the next
+    write. fault_id -1: they are the controller's own, whatever fault caused them."""
+    result: list[Outage] = []
+    for write, following in zip(lease_writes, [*lease_writes[1:], None], strict=True):
+        next_write = following.write.completed if following is not None else end
+        # released: at once; else when the holder's fence closes, unless renewed before
+        start = write.write.received + renew_deadline if write.holder else write.write.completed
+        if next_write > start:
+            result.append(Outage(-1, start, next_write if following is not None else math.inf))
+    return result
+
+
+def resume_time(moment: float, windows: Sequence[Outage], slack: float) -> float:
+    """When the controller could act on something due at `moment`: `moment` itself, or the recovery
+    of an outage it falls in, repeated while that recovery falls in another (faults overlap).
+
+    An outage that begins within `slack` after the moment interrupts the allowance too, so it also
+    counts from that outage's recovery.
+    """
+    resume = moment
+    changed = True
+    while changed:
+        changed = False
+        for window in windows:
+            if window.start <= resume + slack and window.end > resume:
+                resume, changed = window.end, True
+    return resume

@@ -1,0 +1,120 @@
+"""The soak's verdict: violations and evictions checked per fault kind, as one table and a summary."""
+
+from __future__ import annotations
+
+from collections.abc import Sequence
+from dataclasses import dataclass, field
+from datetime import UTC, datetime
+
+from bench.soak.faults import FAULT_KINDS, Fault, overlapping
+from bench.soak.invariants import INVARIANTS, Findings, Violation
+
+NO_FAULT = "none"  # the row of violations and evictions while no fault was active
+
+
+@dataclass(frozen=True)
+class FaultRow:
+    kind: str
+    injected: int
+    overlapping: int
+    evictions: int
+    violations: dict[str, int] = field(default_factory=dict)
+
+
+@dataclass(frozen=True)
+class SoakReport:
+    violations: list[Violation]
+    evictions_checked: int
+    rows: list[FaultRow]  # per fault kind, then the "none" row
+    total: FaultRow
+    one_actor_checked: bool  # False: no controller Lease, so I4 is n/a
+    max_controller_restarts: int | None
+    records: int
+    unreadable_lines: int = 0
+    leaderless: tuple[float, ...] = ()  # the seconds of each stretch with no leader (the last may be open)
+
+    @property
+    def passed(self) -> bool:
+        return not self.violations
+
+    def render(self) -> str:
+        return render(self)
+
+
+def _counts(violations: Sequence[Violation]) -> dict[str, int]:
+    return {invariant: sum(1 for v in violations if v.invariant == invariant) for invariant in INVARIANTS}
+
+
+def summarize(findings: Findings, faults: Sequence[Fault], one_actor_checked: bool, records: int) -> SoakReport:
+    overlap = overlapping(faults)
+    kinds = [kind for kind in FAULT_KINDS if any(f.kind == kind for f in faults)]
+    kinds += sorted({f.kind for f in faults} - set(FAULT_KINDS))
+    rows = []
+    for kind in kinds:
+        of_kind = [fault for fault in faults if fault.kind == kind]
+        ids = {fault.id for fault in of_kind}
+        evictions = sum(1 for check in findings.evictions
+                        if any(fault.intersects(check.window_start, check.window_end) for fault in of_kind))
+        rows.append(FaultRow(kind, len(of_kind), len(ids & overlap), evictions,
+                             _counts([v for v in findings.violations if ids & set(v.faults)])))
+    unattributed = sum(1 for check in findings.evictions
+                       if not any(fault.intersects(check.window_start, check.window_end) for fault in faults))
+    rows.append(FaultRow(NO_FAULT, 0, 0, unattributed, _counts([v for v in findings.violations if not v.faults])))
+    total = FaultRow("total", len(faults), len(overlap), len(findings.evictions), _counts(findings.violations))
+    return SoakReport(findings.violations, len(findings.evictions), rows, total, one_actor_checked,
+                      findings.max_controller_restarts, records,
+                      leaderless=tuple(stretch.end - stretch.start for stretch in findings.leaderless))
+
+
+def iso(moment: float) -> str:
+    return datetime.fromtimestamp(moment, UTC).strftime("%Y-%m-%dT%H:%M:%S.%fZ")
+
+
+def _table(report: SoakReport) -> list[str]:
+    header = ["fault kind", "injected", "overlapping", "evictions checked", *INVARIANTS]
+
+    def cells(row: FaultRow) -> list[str]:
+        named = row.kind not in (NO_FAULT,)
+        counts = [f"{row.violations.get(invariant, 0):,}" for invariant in INVARIANTS]
+        if not report.one_actor_checked:
+            counts[INVARIANTS.index("I4")] = "n/a"
+        return [row.kind, f"{row.injected:,}" if named else "-", f"{row.overlapping:,}" if named else "-",
+                f"{row.evictions:,}", *counts]
+
+    body = [cells(row) for row in [*report.rows, report.total]]
+    widths = [max(len(line[column]) for line in [header, *body]) for column in range(len(header))]
+
+    def line(values: list[str]) -> str:
+        padded = [value.ljust(width) if column == 0 else value.rjust(width)
+                  for column, (value, width) in enumerate(zip(values, widths, strict=True))]
+        return "| " + " | ".join(padded) + " |"
+
+    rule = "|" + "|".join("-" * (width + 1) + (":" if column else "-") for column, width in enumerate(widths)) + "|"
+    return [line(header), rule, *(line(values) for values in body)]
+
+
+def summary_line(report: SoakReport) -> str:
+    total = report.total
+    head = (f"{total.injected:,} faults ({total.overlapping:,} overlapping), "
+            f"{report.evictions_checked:,} evictions checked, {len(report.violations):,} violations")
+    if report.passed:
+        return f"{head}: PASS"
+    per = ", ".join(f"{invariant} {count:,}" for invariant, count in total.violations.items() if count)
+    return f"{head} ({per}): FAIL"
+
+
+def violation_line(violation: Violation) -> str:
+    faults = ", ".join(str(fault) for fault in violation.faults) or "none"
+    return (f"{violation.invariant} {iso(violation.time)} {violation.subject}: {violation.explanation} "
+            f"[faults: {faults}]")
+
+
+def render(report: SoakReport) -> str:
+    restarts = "-" if report.max_controller_restarts is None else f"{report.max_controller_restarts:,}"
+    closed = [seconds for seconds in report.leaderless if seconds < float("inf")]
+    leaderless = (f"; no leader {len(report.leaderless):,} times, {sum(closed):,.1f}s in all, longest "
+                  f"{max(closed, default=0):.1f}s" if report.leaderless else "")
+    notes = (f"audit: {report.records:,} records, {report.unreadable_lines:,} unreadable lines skipped; "
+             f"controller restarts: max {restarts}{leaderless}")
+    return "\n".join([notes, "", *_table(report), "", summary_line(report),
+                      *(violation_line(violation) for violation in report.violations)]) + "\n"

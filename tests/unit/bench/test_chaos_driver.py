@@ -1,0 +1,76 @@
+"""bench/chaos.py's flags and the injector's seeded draws (no cluster: the draws only)."""
+
+from __future__ import annotations
+
+import argparse
+import random
+import threading
+from pathlib import Path
+from typing import Any
+
+import pytest
+
+from bench import chaos
+from bench.soak.injector import CATALOGUE, WEBHOOK_FAULTS, Injector
+
+
+@pytest.mark.parametrize(("text", "seconds"), [("300", 300), ("300s", 300), ("5m", 300), ("1.5m", 90), ("1h", 3600)])
+def test_a_duration_is_seconds_or_a_number_with_a_unit(text: str, seconds: float):
+    assert chaos.duration(text) == seconds
+
+
+@pytest.mark.parametrize("text", ["0", "-5", "5x", "m", "", "5 m s"])
+def test_a_bad_duration_is_refused_with_a_message(text: str):
+    with pytest.raises(argparse.ArgumentTypeError, match="invalid duration"):
+        chaos.duration(text)
+
+
+def test_a_bad_flag_exits_2_with_one_line(capsys: pytest.CaptureFixture[str]):
+    with pytest.raises(SystemExit) as exit_info:
+        chaos.parse_args(["--faults-per-minute", "0"])
+    assert exit_info.value.code == 2
+    assert "must be greater than 0" in capsys.readouterr().err
+
+
+class FakeCluster:
+    def nodes(self) -> dict[str, dict[str, Any]]:
+        return {name: {} for name in ("node-1", "node-2", "node-3")}
+
+
+class RecordingInjector(Injector):
+    """Records each fault it would run, and ends it at once."""
+
+    def __post_init__(self) -> None:
+        super().__post_init__()
+        self.drawn: dict[int, tuple[str, str, float]] = {}  # by fault id: the threads finish in any order
+
+    def _run_fault(self, fault_id: int, kind: str, target: str, hold: float, pick: float, resources: set[str],
+                   stop: threading.Event) -> None:
+        self.drawn[fault_id] = (kind, target, round(hold, 6))
+        with self._lock:
+            self._busy -= resources
+
+
+def draws(seed: int, builtin: bool = False, count: int = 60) -> list[tuple[str, str, float]]:
+    injector = RecordingInjector(FakeCluster(), None, Path("/dev/null"), random.Random(seed),  # type: ignore[arg-type]
+                                 builtin=builtin)
+    stop = threading.Event()
+    for _ in range(count):
+        kinds = injector.catalogue()
+        injector._launch(injector.rng.choices(list(kinds), weights=list(kinds.values()))[0], stop)
+    for thread in injector._threads:
+        thread.join()
+    return [injector.drawn[fault_id] for fault_id in sorted(injector.drawn)]
+
+
+def test_the_same_seed_replays_the_same_faults_on_the_same_targets_for_the_same_time():
+    assert draws(7) == draws(7)
+    assert draws(7) != draws(8)
+
+
+def test_every_kind_of_fault_is_drawn():
+    assert {kind for kind, _, _ in draws(1, count=300)} == set(CATALOGUE)
+
+
+def test_the_oracle_gets_no_webhook_faults():
+    assert not {kind for kind, _, _ in draws(1, builtin=True, count=300)} & WEBHOOK_FAULTS

@@ -1,0 +1,707 @@
+"""bench/soak/: the chaos soak's checker, on hand-made audit logs.
+
+Each scenario is a little cluster's audit log (tests/unit/bench/soak_audit_builders.py) and the
+faults injected into it; the table says which violations the checker must count, no more, no less.
+"""
+
+from __future__ import annotations
+
+import json
+from collections import Counter
+from collections.abc import Callable
+from dataclasses import dataclass, field, replace
+from pathlib import Path
+
+import pytest
+
+from bench.soak.audit import parse_lines, parse_timestamp, read_files, rotated_files
+from bench.soak.check import check, main
+from bench.soak.config import (
+    DEFAULT_WORKLOAD_NAMESPACES,
+    SoakConfig,
+    builtin_config,
+    replica_of_agent,
+    replica_of_holder,
+    soak_config,
+    taintkeeper_config,
+)
+from bench.soak.faults import Fault, FaultLogError, append_fault, overlapping, parse_faults, read_faults
+from bench.soak.report import SoakReport, render
+from tests.unit.bench.soak_audit_builders import (
+    CHAOS_TAINT,
+    DEFAULTS,
+    DRIVER,
+    FOREVER,
+    NOT_READY,
+    REPLICA_A,
+    REPLICA_B,
+    SYSTEM,
+    T0,
+    UNREACHABLE,
+    WEBHOOK_POD,
+    Actor,
+    AuditScript,
+    controller,
+    kubelet,
+    timed,
+)
+
+END = 120.0
+A, B = controller(REPLICA_A), controller(REPLICA_B)
+STATEFULSET = Actor("system:serviceaccount:kube-system:statefulset-controller",
+                    "kube-controller-manager/v1.20.2 (linux/amd64) kubernetes/faecb19/system:serviceaccount:"
+                    "kube-system:statefulset-controller")
+WEBHOOK_DOWN = ('Internal error occurred: failed calling webhook "tolerations.taintkeeper.io": Post '
+                '"https://taintkeeper-webhook.taintkeeper-system.svc:443/mutate?timeout=5s": dial tcp 10.0.0.12:443: '
+                'connect: connection refused')
+
+
+@dataclass
+class World:
+    script: AuditScript
+    faults: list[Fault] = field(default_factory=list)
+    config: SoakConfig = field(default_factory=taintkeeper_config)
+
+    def fault(self, kind: str, target: str, start: float, end: float | None, **detail: object) -> None:
+        self.faults.append(Fault(len(self.faults) + 1, kind, target, T0 + start,
+                                 None if end is None else T0 + end, dict(detail)))
+
+    def report(self) -> SoakReport:
+        return check(self.script.records(), self.faults, self.config)
+
+
+def base(*, down: tuple[str, ...] = (), leader: bool = True, workload: bool = True) -> World:
+    """Three nodes heartbeating (those `down` only once, at 1 s), replica A leading throughout, a Ready
+    webhook pod on n3, and on n1 a pod tolerating the node failure taints for 5 s and one forever."""
+    s = AuditScript()
+    if leader:
+        s.lead(REPLICA_A, 0.0, END)
+    for node in ("n1", "n2", "n3"):
+        s.node_up(0.5, node)
+        s.heartbeats(node, 1.0, 1.0 if node in down else END)
+    s.create_pod(0.6, WEBHOOK_POD, DEFAULTS, namespace=SYSTEM)
+    s.bind(0.7, WEBHOOK_POD, "n3", namespace=SYSTEM)
+    s.pod_status(0.9, WEBHOOK_POD, namespace=SYSTEM)
+    if workload:
+        for offset, name, tolerations in ((2.0, "tol5-1", timed(5)), (2.2, "forever-2", FOREVER)):
+            s.create_pod(offset, name, tolerations)
+            s.bind(offset + 0.1, name, "n1")
+            s.pod_status(offset + 1.0, name)
+    return World(s)
+
+
+def n1_fails(w: World, at: float = 50.0, *, by: Actor = A, key: str = UNREACHABLE,
+             kubelet_back: float | None = None) -> None:
+    """n1's kubelet killed at 10 s; at `at` the controller marks n1 Unknown and taints it (timeAdded `at`)."""
+    w.fault("kubelet-kill", "n1", 10.0, kubelet_back)
+    w.script.set_ready(at, "n1", "Unknown", by)
+    w.script.add_taint(at + 0.05, "n1", key, by, added=at)
+
+
+def failed_node(delete_at: float | None = 55.2, by: Actor = A, **options: object) -> World:
+    w = base(down=("n1",))
+    n1_fails(w, **options)  # type: ignore[arg-type]
+    if delete_at is not None:
+        w.script.delete_pod(delete_at, "tol5-1", by)
+    return w
+
+
+# --- the scenarios --------------------------------------------------------------------------
+
+
+def node_dies_and_its_pod_goes_on_time() -> World:
+    return failed_node(55.2)
+
+
+def pod_deleted_early() -> World:
+    return failed_node(52.0)
+
+
+def pod_deleted_half_a_second_early() -> World:
+    return failed_node(54.5)
+
+
+def pod_evicted_through_the_eviction_api() -> World:
+    w = failed_node(None)
+    w.script.delete_pod(55.2, "tol5-1", A, evict=True)
+    return w
+
+
+def pod_deleted_without_a_taint() -> World:
+    w = base(down=("n1",))
+    w.fault("kubelet-kill", "n1", 10.0, None)
+    w.script.delete_pod(50.0, "tol5-1", A)
+    return w
+
+
+def pod_deleted_from_a_healthy_node_without_a_taint() -> World:
+    w = base()
+    w.script.delete_pod(50.0, "tol5-1", A)
+    return w
+
+
+def swap_keeps_the_start() -> World:
+    w = base(down=("n1",))
+    w.fault("kubelet-kill", "n1", 10.0, None)
+    w.script.add_taint(50.05, "n1", NOT_READY, A, added=50.0)
+    w.script.swap_taint(53.05, "n1", NOT_READY, UNREACHABLE, A)  # unreachable's timeAdded: 53
+    w.script.delete_pod(55.2, "tol5-1", A)
+    return w
+
+
+def pod_left_past_its_deadline() -> World:
+    return failed_node(None)
+
+
+def deletion_after_the_apiserver_returned() -> World:
+    w = failed_node(72.0)
+    w.fault("apiserver-stop", "kube-apiserver", 54.0, 70.0)
+    w.script.silence(54.0, 70.0)
+    return w
+
+
+def deletion_long_after_the_apiserver_returned() -> World:
+    w = failed_node(80.0)
+    w.fault("apiserver-stop", "kube-apiserver", 54.0, 70.0)
+    w.script.silence(54.0, 70.0)
+    return w
+
+
+def leader_killed_mid_countdown() -> World:
+    w = base(down=("n1",), leader=False)
+    w.script.lead(REPLICA_A, 0.0, 52.0)
+    w.fault("leader-kill", REPLICA_A, 53.0, 53.2)
+    w.script.lead(REPLICA_B, 69.0, END)  # A's Lease expired: B acquires
+    n1_fails(w)
+    w.script.delete_pod(71.0, "tol5-1", B)
+    return w
+
+
+def self_eviction_handover(delete_at: float) -> World:
+    """A releases the Lease at 52 s (its own pod evicted); B, still starting, acquires only at 66 s."""
+    w = base(down=("n1",), leader=False)
+    w.script.lead(REPLICA_A, 0.0, 50.0)
+    w.script.release(52.0, REPLICA_A)
+    w.script.lead(REPLICA_B, 66.0, END)
+    n1_fails(w)
+    w.script.delete_pod(delete_at, "tol5-1", B)
+    return w
+
+
+def taint_lifted_before_a_leader_could_act() -> World:
+    """A is killed at 53 s; n1's kubelet is back and its taint lifted at 60 s, before B leads at 69 s."""
+    w = base(down=("n1",), leader=False)
+    w.script.lead(REPLICA_A, 0.0, 52.0)
+    w.fault("leader-kill", REPLICA_A, 53.0, 53.2)
+    n1_fails(w, kubelet_back=58.0)
+    w.script.remove_taint(60.0, "n1", UNREACHABLE, DRIVER)
+    w.script.lead(REPLICA_B, 69.0, END)
+    return w
+
+
+def standby_deletes_while_the_leader_holds_the_lease() -> World:
+    return failed_node(55.2, by=B)
+
+
+def pod_deleted_twice() -> World:
+    w = failed_node(55.2)
+    w.script.delete_pod(56.0, "tol5-1", A)
+    return w
+
+
+def pod_deleted_again_after_it_was_gone() -> World:
+    w = failed_node(55.2)
+    w.script.delete_pod(55.5, "tol5-1", DRIVER, final=True)
+    w.script.delete_pod(56.0, "tol5-1", A)  # answered 404
+    return w
+
+
+def handover(w: World) -> None:
+    """A leads until 50.5 s, B from 51 s."""
+    w.script.lead(REPLICA_A, 0.0, 50.5)
+    w.script.lead(REPLICA_B, 51.0, END)
+
+
+def next_leader_repeats_a_taint() -> World:
+    w = base(down=("n1",), leader=False, workload=False)
+    handover(w)
+    n1_fails(w)
+    w.script.add_taint(52.0, "n1", UNREACHABLE, B)  # already there: nothing changes
+    return w
+
+
+def next_leader_undoes_a_taint() -> World:
+    w = base(down=("n1",), leader=False, workload=False)
+    handover(w)
+    n1_fails(w)
+    w.script.remove_taint(53.0, "n1", UNREACHABLE, B)
+    return w
+
+
+def next_leader_removes_a_taint_after_the_kubelet_came_back() -> World:
+    w = base(down=("n1",), leader=False, workload=False)
+    handover(w)
+    n1_fails(w, kubelet_back=51.5)
+    w.script.set_ready(52.0, "n1", "True", kubelet("n1"))
+    w.script.remove_taint(53.0, "n1", UNREACHABLE, B)
+    return w
+
+
+def next_leader_swaps_the_failure_taint() -> World:
+    w = base(down=("n1",), leader=False, workload=False)
+    handover(w)
+    n1_fails(w, key=NOT_READY)
+    w.script.swap_taint(53.0, "n1", NOT_READY, UNREACHABLE, B)
+    return w
+
+
+def controller_taints_a_heartbeating_node() -> World:
+    w = base(workload=False)
+    w.script.add_taint(50.0, "n2", UNREACHABLE, A)
+    return w
+
+
+def controller_marks_a_heartbeating_node_unknown() -> World:
+    w = base(workload=False)
+    w.script.set_ready(50.0, "n2", "Unknown", A)
+    return w
+
+
+def hand_added_taint_evicts_from_a_healthy_node() -> World:
+    w = base()
+    w.script.create_pod(2.4, "default-3", DEFAULTS)
+    w.script.bind(2.5, "default-3", "n2")
+    w.fault("manual-taint", "n2", 30.0, 45.0, key=CHAOS_TAINT, value="417022", effect="NoExecute")
+    w.script.add_taint(30.0, "n2", CHAOS_TAINT, DRIVER, added=30.0, value="417022")
+    w.script.delete_pod(30.4, "default-3", A)
+    w.script.remove_taint(45.0, "n2", CHAOS_TAINT, DRIVER)
+    return w
+
+
+def statefulset_reuses_a_pod_name() -> World:
+    """chaos-db-0 evicted from n2, replaced by a new chaos-db-0 (a new uid) that is evicted in turn."""
+    w = base()
+    s = w.script
+    s.create_pod(2.4, "chaos-db-0", timed(20), actor=STATEFULSET)
+    s.bind(2.5, "chaos-db-0", "n2")
+    w.fault("manual-taint", "n2", 30.0, 40.0, key=CHAOS_TAINT)
+    s.add_taint(30.0, "n2", CHAOS_TAINT, DRIVER, added=30.0)
+    s.delete_pod(30.3, "chaos-db-0", A)
+    s.delete_pod(31.5, "chaos-db-0", kubelet("n2"), final=True)
+    s.create_pod(32.0, "chaos-db-0", timed(20), actor=STATEFULSET)
+    s.remove_taint(40.0, "n2", CHAOS_TAINT, DRIVER)
+    s.bind(41.0, "chaos-db-0", "n2")  # only the binding says where the new pod runs
+    w.fault("manual-taint", "n2", 60.0, 70.0, key=CHAOS_TAINT)
+    s.add_taint(60.0, "n2", CHAOS_TAINT, DRIVER, added=60.0)
+    s.delete_pod(60.3, "chaos-db-0", A, evict=True, precondition=False)  # an Eviction names the pod only
+    s.remove_taint(70.0, "n2", CHAOS_TAINT, DRIVER)
+    return w
+
+
+def pod_admitted_bare_while_the_webhook_was_ready() -> World:
+    w = base()
+    w.script.create_pod(20.0, "default-9", None)
+    w.script.patch_tolerations(23.0, "default-9", DEFAULTS, A)  # a backfill does not excuse a Ready webhook
+    return w
+
+
+def webhook_deleted(*, backfill_at: float | None) -> World:
+    w = base()
+    w.fault("webhook-delete", WEBHOOK_POD, 15.0, 15.0)
+    w.script.delete_pod(15.0, WEBHOOK_POD, DRIVER, namespace=SYSTEM)
+    w.script.create_pod(20.0, "default-9", None)
+    if backfill_at is not None:
+        w.script.patch_tolerations(backfill_at, "default-9", DEFAULTS, A)
+    return w
+
+
+def pod_creation_refused_by_the_webhook() -> World:
+    w = base()
+    w.script.create_pod(20.0, "default-9", None, code=500, message=WEBHOOK_DOWN)
+    return w
+
+
+def opted_out_pod_without_defaults() -> World:
+    w = base()
+    w.script.create_pod(20.0, "optout-9", None, labels={"taintkeeper.io/skip": "true"})
+    return w
+
+
+def builtin_plugin_missed_a_pod() -> World:
+    w = base()
+    w.config = builtin_config()
+    w.script.create_pod(20.0, "default-9", None)
+    return w
+
+
+def controller_pod_crash_loops() -> World:
+    w = base()
+    name = "taintkeeper-controller-6f7b9c-k2x4q"
+    w.script.create_pod(1.0, name, DEFAULTS, namespace=SYSTEM)
+    w.script.bind(1.1, name, "n2", namespace=SYSTEM)
+    w.script.pod_status(2.0, name, namespace=SYSTEM)
+    w.script.pod_status(40.0, name, namespace=SYSTEM, waiting="CrashLoopBackOff", restarts=3)
+    return w
+
+
+def controller_pod_backs_off_after_the_soak_killed_it() -> World:
+    w = controller_pod_crash_loops()
+    w.fault("leader-kill", "taintkeeper-controller-6f7b9c-k2x4q", 30.0, 30.1)
+    return w
+
+
+def early_deletion_before_the_soak_began() -> World:
+    w = pod_deleted_early()
+    w.config = replace(w.config, since=T0 + 60.0)
+    return w
+
+
+SCENARIOS: list[tuple[str, Callable[[], World], dict[str, int]]] = [
+    ("a node dies and its pod with a 5 s toleration goes 5.2 s after the taint; the one tolerating forever stays",
+     node_dies_and_its_pod_goes_on_time, {}),
+    ("I1: a pod deleted 3 s before its toleration runs out is early", pod_deleted_early, {"I1": 1}),
+    ("a pod deleted 0.5 s early is within the slack", pod_deleted_half_a_second_early, {}),
+    ("a pod evicted through the Eviction API on time is fine", pod_evicted_through_the_eviction_api, {}),
+    ("I1: a pod deleted from a node without a NoExecute taint has no cause", pod_deleted_without_a_taint, {"I1": 1}),
+    ("a not-ready -> unreachable swap keeps the eviction's start", swap_keeps_the_start, {}),
+    ("I2: a pod left on its failed node past its deadline is late", pod_left_past_its_deadline, {"I2": 1}),
+    ("a deletion late because the apiserver was stopped counts from its return",
+     deletion_after_the_apiserver_returned, {}),
+    ("I2: a deletion beyond the apiserver's return plus the slack is late",
+     deletion_long_after_the_apiserver_returned, {"I2": 1}),
+    ("a leader killed mid-countdown: the deadline counts from the new leader's acquisition",
+     leader_killed_mid_countdown, {}),
+    ("I3: a pod deleted twice by the controller", pod_deleted_twice, {"I3": 1}),
+    ("I3: a second deletion answered 404 after the pod was gone still counts", pod_deleted_again_after_it_was_gone,
+     {"I3": 1}),
+    ("I3: the next leader repeating a taint the last one just added", next_leader_repeats_a_taint, {"I3": 1}),
+    ("I3: the next leader undoing the last one's taint within the lease duration", next_leader_undoes_a_taint,
+     {"I3": 1}),
+    ("the next leader removing a taint after the kubelet reported Ready is no revert",
+     next_leader_removes_a_taint_after_the_kubelet_came_back, {}),
+    ("the next leader swapping not-ready for unreachable is no revert", next_leader_swaps_the_failure_taint, {}),
+    ("I4: a standby deleting a pod while the Lease names the leader", standby_deletes_while_the_leader_holds_the_lease,
+     {"I4": 1}),
+    ("I5: the controller tainting a heartbeating node", controller_taints_a_heartbeating_node, {"I5": 1}),
+    ("I5: the controller marking a heartbeating node Unknown", controller_marks_a_heartbeating_node_unknown,
+     {"I5": 1}),
+    ("I5 (and I1): a pod deleted from a heartbeating node without a taint",
+     pod_deleted_from_a_healthy_node_without_a_taint, {"I1": 1, "I5": 1}),
+    ("a hand-added NoExecute taint may evict at once from a healthy node", hand_added_taint_evicts_from_a_healthy_node,
+     {}),
+    ("a StatefulSet pod name used twice is two pods", statefulset_reuses_a_pod_name, {}),
+    ("I6: a pod admitted without the defaults while a webhook pod was Ready",
+     pod_admitted_bare_while_the_webhook_was_ready, {"I6": 1}),
+    ("a pod admitted without the defaults while no webhook pod was Ready and backfilled in 3 s is fine",
+     lambda: webhook_deleted(backfill_at=23.0), {}),
+    ("I6: a pod admitted without the defaults and not backfilled within the slack",
+     lambda: webhook_deleted(backfill_at=None), {"I6": 1}),
+    ("I6: a pod creation refused because the webhook could not be called", pod_creation_refused_by_the_webhook,
+     {"I6": 1}),
+    ("a pod labelled taintkeeper.io/skip needs no defaults", opted_out_pod_without_defaults, {}),
+    ("I6: with the built-in plugin every pod must carry the defaults", builtin_plugin_missed_a_pod, {"I6": 1}),
+    ("I7: a controller pod in CrashLoopBackOff", controller_pod_crash_loops, {"I7": 1}),
+    ("the kubelet's back-off right after the soak killed the container is no crash loop",
+     controller_pod_backs_off_after_the_soak_killed_it, {}),
+    ("a leader that evicts its own pod and releases the Lease: deadlines count from the next acquisition",
+     lambda: self_eviction_handover(67.0), {}),
+    ("I2: the next leader late beyond the slack after acquiring", lambda: self_eviction_handover(75.0), {"I2": 1}),
+    ("a taint lifted before any leader could act on it leaves nothing to judge", taint_lifted_before_a_leader_could_act,
+     {}),
+    ("a violation before the soak's window does not count", early_deletion_before_the_soak_began, {}),
+]
+
+
+@pytest.mark.parametrize(("build", "expected"), [s[1:] for s in SCENARIOS], ids=[s[0] for s in SCENARIOS])
+def test_each_scenario_counts_exactly_its_violations(build, expected):
+    report = build().report()
+    assert Counter(v.invariant for v in report.violations) == Counter(expected), render(report)
+
+
+EVICTIONS = [
+    ("the pod deleted on time", node_dies_and_its_pod_goes_on_time, 1),
+    ("the pod left past its deadline", pod_left_past_its_deadline, 1),
+    ("both pods of one StatefulSet name", statefulset_reuses_a_pod_name, 2),
+    ("a pod deleted early is judged by I1, not counted twice", pod_deleted_early, 1),
+    ("no node failed", pod_admitted_bare_while_the_webhook_was_ready, 0),
+]
+
+
+@pytest.mark.parametrize(("build", "expected"), [e[1:] for e in EVICTIONS], ids=[e[0] for e in EVICTIONS])
+def test_every_pod_with_a_deadline_counts_as_an_eviction_checked(build, expected):
+    assert build().report().evictions_checked == expected
+
+
+def test_a_violation_names_the_faults_active_at_its_time():
+    w = pod_left_past_its_deadline()
+    w.fault("zone-relabel", "n2", 30.0, 100.0, **{"from": "zone-a", "to": "zone-c"})
+    (violation,) = w.report().violations
+    assert (violation.invariant, violation.time, violation.faults) == ("I2", T0 + 55.0, (1, 2))
+    assert violation.subject.startswith("pod chaos-workload/tol5-1 ")
+
+
+def test_the_controller_pods_most_restarts_are_reported():
+    assert controller_pod_crash_loops().report().max_controller_restarts == 3
+    assert node_dies_and_its_pod_goes_on_time().report().max_controller_restarts is None
+
+
+def test_one_actor_is_not_applicable_without_a_lease():
+    report = builtin_plugin_missed_a_pod().report()
+    assert not report.one_actor_checked
+    assert "| n/a |" in render(report)
+
+
+# --- the fault table --------------------------------------------------------------------------
+
+
+def test_the_fault_table_counts_faults_overlapping_another():
+    w = failed_node(72.0, kubelet_back=100.0)  # n1's kubelet killed from 10 to 100 s
+    w.fault("apiserver-stop", "kube-apiserver", 54.0, 70.0)
+    w.script.silence(54.0, 70.0)
+    w.fault("manual-taint", "n3", 200.0, 210.0, key=CHAOS_TAINT)
+    w.fault("etcd-restart", "etcd", 300.0, 301.0)
+    report = w.report()
+    rows = {row.kind: row for row in report.rows}
+    assert [(kind, rows[kind].injected, rows[kind].overlapping) for kind in rows] == [
+        ("apiserver-stop", 1, 1), ("etcd-restart", 1, 0), ("kubelet-kill", 1, 1), ("manual-taint", 1, 0),
+        ("none", 0, 0)]
+    assert (report.total.injected, report.total.overlapping) == (4, 2)
+    evictions = (rows["kubelet-kill"].evictions, rows["apiserver-stop"].evictions, rows["etcd-restart"].evictions)
+    assert evictions == (1, 1, 0)
+    assert render(report).splitlines()[-1] == "4 faults (2 overlapping), 1 evictions checked, 0 violations: PASS"
+
+
+def test_violations_with_no_fault_active_go_to_the_none_row():
+    report = controller_marks_a_heartbeating_node_unknown().report()
+    none = next(row for row in report.rows if row.kind == "none")
+    assert none.violations["I5"] == 1
+    assert report.total.violations["I5"] == 1
+
+
+def test_a_failing_report_names_the_counts_and_each_violation():
+    lines = render(pod_deleted_early().report()).splitlines()
+    assert lines[-2] == "1 faults (0 overlapping), 1 evictions checked, 1 violations (I1 1): FAIL"
+    assert lines[-1].startswith("I1 2023-11-14T22:14:12.000000Z pod chaos-workload/tol5-1 (00000002): deleted by "
+                                f"{REPLICA_A} 3.0s before its deadline")
+    assert lines[-1].endswith("[faults: 1]")
+
+
+OVERLAPS = [
+    ("two windows sharing a moment overlap", [(0, 10), (10, 20)], {1, 2}),
+    ("disjoint windows do not", [(0, 10), (11, 20)], set()),
+    ("short faults inside a long one each overlap it", [(0, 100), (10, 20), (30, 40)], {1, 2, 3}),
+    ("a fault lasting to the end overlaps every later one", [(0, None), (50, 60), (500, 501)], {1, 2, 3}),
+    ("the order of the log does not matter", [(30, 40), (0, 100), (200, 300)], {1, 2}),
+    ("a single fault overlaps nothing", [(0, 10)], set()),
+]
+
+
+@pytest.mark.parametrize(("windows", "expected"), [o[1:] for o in OVERLAPS], ids=[o[0] for o in OVERLAPS])
+def test_overlapping_faults(windows, expected):
+    faults = [Fault(i, "kubelet-kill", "n1", start, end) for i, (start, end) in enumerate(windows, start=1)]
+    assert overlapping(faults) == expected
+
+
+# --- the fault log ----------------------------------------------------------------------------
+
+
+def test_the_drivers_fault_lines_read_back(tmp_path: Path):
+    path = tmp_path / "faults.jsonl"
+    written = [Fault(1, "manual-taint", "n2", T0 + 1.5, T0 + 9.0, {"key": CHAOS_TAINT, "effect": "NoExecute"}),
+               Fault(2, "apiserver-stop", "kube-apiserver", T0 + 3.0, None)]
+    for fault in written:
+        append_fault(path, fault)
+    assert read_faults(path) == written
+
+
+def test_a_later_line_of_the_same_fault_replaces_the_first():
+    lines = ['{"id": 3, "kind": "kubelet-pause", "target": "n1", "start": 10.0, "end": null, "detail": {}}',
+             "",
+             '{"id": 3, "kind": "kubelet-pause", "target": "n1", "start": 10.0, "end": 25.5, "detail": {}}']
+    assert parse_faults(lines) == [Fault(3, "kubelet-pause", "n1", 10.0, 25.5)]
+
+
+BAD_FAULT_LINES = [
+    ("not JSON", "{oops", "line 1: not JSON"),
+    ("an id that is no integer", '{"id": "7", "kind": "leader-kill", "start": 1}', "line 1: id is not an integer"),
+    ("a start that is no number", '{"id": 7, "kind": "leader-kill", "start": "now"}', "start is not a number"),
+    ("no kind", '{"id": 7, "start": 1}', "kind is not a string"),
+]
+
+
+@pytest.mark.parametrize(("line", "message"), [b[1:] for b in BAD_FAULT_LINES], ids=[b[0] for b in BAD_FAULT_LINES])
+def test_a_bad_fault_line_is_refused_with_its_line_number(line, message):
+    with pytest.raises(FaultLogError, match=message):
+        parse_faults([line])
+
+
+# --- the audit log ----------------------------------------------------------------------------
+
+# A controller's graceful DELETE exactly as kube-apiserver 1.20 logs it (level RequestResponse).
+REAL_LINE = (
+    '{"kind":"Event","apiVersion":"audit.k8s.io/v1","level":"RequestResponse",'
+    '"auditID":"5c2f6d1e-93a4-4b7e-8f0a-2d6c1b9e7a43","stage":"ResponseComplete",'
+    '"requestURI":"/api/v1/namespaces/chaos-workload/pods/tol5-17-3fa2c1","verb":"delete",'
+    '"user":{"username":"system:serviceaccount:taintkeeper-system:taintkeeper-controller",'
+    '"uid":"0f5a8a8e-3e0b-4d0e-9c51-7d1f6f2b9e10","groups":["system:serviceaccounts",'
+    '"system:serviceaccounts:taintkeeper-system","system:authenticated"]},"sourceIPs":["10.88.0.14"],'
+    '"userAgent":"taintkeeper-controller/0.1.0 (taintkeeper-controller-6f7b9c-k2x4q)",'
+    '"objectRef":{"resource":"pods","namespace":"chaos-workload","name":"tol5-17-3fa2c1","apiVersion":"v1"},'
+    '"responseStatus":{"metadata":{},"code":200},'
+    '"requestObject":{"kind":"DeleteOptions","apiVersion":"v1",'
+    '"preconditions":{"uid":"9d3e4c2a-1b7f-4e8d-a6c5-0f2b3a4d5e6f"}},'
+    '"responseObject":{"kind":"Pod","apiVersion":"v1","metadata":{"name":"tol5-17-3fa2c1",'
+    '"namespace":"chaos-workload","uid":"9d3e4c2a-1b7f-4e8d-a6c5-0f2b3a4d5e6f","resourceVersion":"48213",'
+    '"creationTimestamp":"2023-11-14T22:13:22Z","deletionTimestamp":"2023-11-14T22:14:46Z",'
+    '"deletionGracePeriodSeconds":30,"labels":{"app.kubernetes.io/part-of":"chaos"}},'
+    '"spec":{"containers":[{"name":"pause","image":"taintkeeper.local/pause:3.2"}],"nodeName":"n1",'
+    '"tolerations":[{"key":"node.kubernetes.io/unreachable","operator":"Exists","effect":"NoExecute",'
+    '"tolerationSeconds":5}]},"status":{"phase":"Running"}},'
+    '"requestReceivedTimestamp":"2023-11-14T22:14:15.200118Z","stageTimestamp":"2023-11-14T22:14:15.209876Z",'
+    '"annotations":{"authorization.k8s.io/decision":"allow","authorization.k8s.io/reason":"RBAC: allowed by '
+    'ClusterRoleBinding \\"taintkeeper-controller\\" of ClusterRole \\"taintkeeper-controller\\" to ServiceAccount '
+    '\\"taintkeeper-controller/taintkeeper-system\\""}}'
+)
+# A Metadata-level request (no objects) and a watch's ResponseStarted, which carries no answer yet.
+METADATA_LINE = (
+    '{"kind":"Event","apiVersion":"audit.k8s.io/v1","level":"Metadata","auditID":"7a1d","stage":"ResponseComplete",'
+    '"requestURI":"/api/v1/namespaces/kube-system/configmaps/extension-apiserver-authentication","verb":"get",'
+    '"user":{"username":"system:kube-scheduler","groups":["system:authenticated"]},"sourceIPs":["127.0.0.1"],'
+    '"userAgent":"kube-scheduler/v1.20.2","objectRef":{"resource":"configmaps","namespace":"kube-system",'
+    '"name":"extension-apiserver-authentication","apiVersion":"v1"},"responseStatus":{"metadata":{},"code":200},'
+    '"requestReceivedTimestamp":"2023-11-14T22:14:10.000001Z","stageTimestamp":"2023-11-14T22:14:10.000900Z"}'
+)
+STARTED_LINE = METADATA_LINE.replace('"stage":"ResponseComplete"', '"stage":"ResponseStarted"').replace("7a1d", "7a1e")
+
+
+def test_a_real_audit_line_becomes_a_slim_record():
+    (record,) = parse_lines([REAL_LINE]).records
+    assert (record.verb, record.username, record.user_agent) == (
+        "delete", "system:serviceaccount:taintkeeper-system:taintkeeper-controller",
+        "taintkeeper-controller/0.1.0 (taintkeeper-controller-6f7b9c-k2x4q)")
+    assert (record.resource, record.subresource, record.namespace, record.name, record.api_group) == (
+        "pods", "", "chaos-workload", "tol5-17-3fa2c1", "")
+    assert (record.code, record.message, record.succeeded) == (200, "", True)
+    assert record.received == pytest.approx(T0 + 55.200118, abs=1e-6)
+    assert record.completed == pytest.approx(T0 + 55.209876, abs=1e-6)
+    assert record.request_object == {"kind": "DeleteOptions", "apiVersion": "v1",
+                                     "preconditions": {"uid": "9d3e4c2a-1b7f-4e8d-a6c5-0f2b3a4d5e6f"}}
+    assert record.response_object is not None and record.response_object["spec"]["nodeName"] == "n1"
+
+
+def test_lines_that_are_no_event_are_counted_and_stages_without_an_answer_left_out():
+    panic = json.loads(METADATA_LINE) | {"stage": "Panic", "auditID": "7a1f", "responseStatus": {"metadata": {}}}
+    log = parse_lines(["", "not json", "[1, 2]", '{"stage": "ResponseComplete"}', STARTED_LINE, METADATA_LINE,
+                       json.dumps(panic)])
+    assert log.unreadable_lines == 4
+    assert [(record.verb, record.code, record.request_object) for record in log.records] == [
+        ("get", 200, None), ("get", 500, None)]
+
+
+def test_rotated_files_are_read_as_one_log_ordered_by_completion(tmp_path: Path):
+    s = pod_deleted_early().script
+    lines = s.lines()
+    (tmp_path / "audit-2023-11-14T22-14-00.000.log").write_text("\n".join(lines[1::2]) + "\n")
+    (tmp_path / "audit.log").write_text("\n".join([*lines[::2], lines[1]]) + "\n")  # one line in both
+    files = rotated_files(tmp_path / "audit.log")
+    assert [file.name for file in files] == ["audit-2023-11-14T22-14-00.000.log", "audit.log"]
+    log = read_files(files)
+    assert [record.completed for record in log.records] == sorted(record.completed for record in s.records())
+    assert len(log.records) == len(lines)
+
+
+TIMESTAMPS = [
+    ("microseconds", "2023-11-14T22:13:20.123456Z", T0 + 0.123456),
+    ("whole seconds", "2023-11-14T22:13:20Z", T0),
+    ("nanoseconds are cut to microseconds", "2023-11-14T22:13:20.123456789Z", T0 + 0.123456),
+    ("a numeric offset", "2023-11-14T23:13:20.5+01:00", T0 + 0.5),
+]
+
+
+@pytest.mark.parametrize(("text", "expected"), [t[1:] for t in TIMESTAMPS], ids=[t[0] for t in TIMESTAMPS])
+def test_audit_timestamps_read_as_epoch_seconds(text, expected):
+    assert parse_timestamp(text) == pytest.approx(expected, abs=1e-6)
+
+
+# --- who made a write -------------------------------------------------------------------------
+
+AGENTS = [
+    ("taintkeeper's agent names its pod", "taintkeeper-controller/0.1.0 (taintkeeper-controller-6f7b9c-k2x4q)",
+     "taintkeeper-controller-6f7b9c-k2x4q"),
+    ("the last parentheses count", "taintkeeper-controller/0.1.0 (linux) (pod-b)", "pod-b"),
+    ("any other agent is its own replica", "kube-controller-manager/v1.20.2 (linux/amd64) kubernetes/faecb19",
+     "kube-controller-manager/v1.20.2 (linux/amd64) kubernetes/faecb19"),
+    ("taintkeeper's agent without a pod is itself", "taintkeeper-controller/0.1.0", "taintkeeper-controller/0.1.0"),
+]
+
+
+@pytest.mark.parametrize(("agent", "expected"), [a[1:] for a in AGENTS], ids=[a[0] for a in AGENTS])
+def test_the_replica_of_a_write_comes_from_its_user_agent(agent, expected):
+    assert replica_of_agent(agent) == expected
+
+
+HOLDERS = [
+    ("pod name and uuid", "taintkeeper-controller-6f7b9c-k2x4q_0f5a8a8e3e0b4d0e9c517d1f6f2b9e10",
+     "taintkeeper-controller-6f7b9c-k2x4q"),
+    ("an underscore in the name keeps all but the last part", "my_pod_abc", "my_pod"),
+    ("no underscore", "solo", "solo"),
+    ("released", "", ""),
+]
+
+
+@pytest.mark.parametrize(("holder", "expected"), [h[1:] for h in HOLDERS], ids=[h[0] for h in HOLDERS])
+def test_the_lease_holder_names_a_replica(holder, expected):
+    assert replica_of_holder(holder) == expected
+
+
+def test_the_default_workload_namespaces_are_the_drivers():
+    workload = pytest.importorskip("bench.soak.workload")
+    assert workload.NAMESPACES == DEFAULT_WORKLOAD_NAMESPACES
+
+
+def test_the_drivers_configuration_chooses_the_oracle_and_the_window():
+    config = soak_config(builtin=True, since=T0, until=T0 + 60)
+    assert (config.lease, config.webhook, config.since, config.until) == (None, None, T0, T0 + 60)
+    assert config.is_controller("system:serviceaccount:kube-system:node-controller")
+    assert soak_config().lease == ("taintkeeper-system", "taintkeeper-controller")
+
+
+# --- the command line -------------------------------------------------------------------------
+
+
+def write_run(tmp_path: Path, w: World) -> list[str]:
+    (tmp_path / "logs").mkdir()
+    (tmp_path / "logs" / "audit.log").write_text("\n".join(w.script.lines()) + "\n")
+    for fault in w.faults:
+        append_fault(tmp_path / "faults.jsonl", fault)
+    return ["--audit", str(tmp_path / "logs" / "audit.log"), "--faults", str(tmp_path / "faults.jsonl")]
+
+
+COMMANDS = [
+    ("a clean run exits 0", node_dies_and_its_pod_goes_on_time, 0, "0 violations: PASS"),
+    ("a run with a violation exits 1", pod_deleted_early, 1, "(I1 1): FAIL"),
+]
+
+
+@pytest.mark.parametrize(("build", "code", "summary"), [c[1:] for c in COMMANDS], ids=[c[0] for c in COMMANDS])
+def test_the_command_exits_by_its_verdict(tmp_path: Path, capsys: pytest.CaptureFixture[str], build, code, summary):
+    assert main(write_run(tmp_path, build())) == code
+    assert summary in capsys.readouterr().out
+
+
+BAD_INPUT = [
+    ("no audit log", lambda path: (path / "logs" / "audit.log").unlink(), "no audit log at"),
+    ("no fault log", lambda path: (path / "faults.jsonl").unlink(), "no fault log at"),
+    ("a broken fault log", lambda path: (path / "faults.jsonl").write_text("{oops\n"), "line 1: not JSON"),
+    ("an audit log with no event", lambda path: (path / "logs" / "audit.log").write_text("junk\n"),
+     "no audit events in"),
+]
+
+
+@pytest.mark.parametrize(("spoil", "message"), [b[1:] for b in BAD_INPUT], ids=[b[0] for b in BAD_INPUT])
+def test_bad_input_exits_2_with_one_line(tmp_path: Path, capsys: pytest.CaptureFixture[str], spoil, message):
+    argv = write_run(tmp_path, node_dies_and_its_pod_goes_on_time())
+    spoil(tmp_path)
+    assert main(argv) == 2
+    err = capsys.readouterr().err
+    assert message in err and err.count("\n") == 1
