@@ -1,6 +1,6 @@
 """A chaos soak on the complete local cluster, judged by kube-apiserver's audit log.
 
-    .venv/bin/python bench/chaos.py [--duration 60m] [--seed N] [--faults-per-minute 5]
+    .venv/bin/python bench/chaos.py [--duration 60m] [--seed N] [--faults-per-minute 6]
         [--controller taintkeeper|builtin] [--dir DIR] [--keep]            (make chaos)
 
 1. brings up the complete local cluster with 3 real nodes and the audit log on
@@ -35,14 +35,18 @@ if __package__ in (None, ""):  # run as a script: the project root on the path, 
     sys.path.insert(0, str(Path(__file__).resolve().parents[1]))
 
 from kubernetes import config
+from kubernetes.client import ApiClient
+from kubernetes.client.rest import ApiException
 
 from bench.soak.check import check_run, soak_config
 from bench.soak.cluster import ClusterError, LocalCluster
 from bench.soak.injector import Injector
 from bench.soak.workload import Workload
+from kube.request import request_json
 
 DEFAULT_DIR = Path("/tmp/taintkeeper-chaos")
 NODES = 3
+SYSTEM_NAMESPACE = "taintkeeper-system"
 log = logging.getLogger("chaos")
 
 
@@ -68,7 +72,8 @@ def parse_args(argv: list[str] | None) -> argparse.Namespace:
     parser = argparse.ArgumentParser(prog="chaos", description=__doc__.split("\n\n")[0] if __doc__ else None)
     parser.add_argument("--duration", type=duration, default=duration("60m"), help="how long faults are injected")
     parser.add_argument("--seed", type=int, default=None, help="replay a run's draws (default: a new seed, printed)")
-    parser.add_argument("--faults-per-minute", type=positive, default=5.0)
+    parser.add_argument("--faults-per-minute", type=positive, default=6.0,
+                        help="the mean rate of fault draws (one that conflicts with a running fault is skipped)")
     parser.add_argument("--controller", choices=("taintkeeper", "builtin"), default="taintkeeper")
     parser.add_argument("--dir", type=Path, default=DEFAULT_DIR, help="the cluster's directory")
     parser.add_argument("--population", type=int, default=48, help="bare pods kept alive by the workload")
@@ -90,34 +95,51 @@ def run(args: argparse.Namespace) -> RunResult:
     cluster = LocalCluster(args.dir.resolve())
     print(f"chaos: seed {seed}, {args.duration:g}s of faults at {args.faults_per_minute:g}/min against "
           f"{'the built-in controllers' if builtin else 'taintkeeper'}; cluster in {cluster.directory}", flush=True)
+    try:
+        table, violations = _soak(args, cluster, seed, builtin)
+    finally:  # also on an error or Ctrl-C: one cluster with nodes per host, so never leave it behind
+        if not args.keep:
+            cluster.down()
+    return RunResult(1 if violations else 0, table)
+
+
+def _soak(args: argparse.Namespace, cluster: LocalCluster, seed: int, builtin: bool) -> tuple[str, int]:
     cluster.up(NODES, builtin=builtin)
-    if not builtin:
-        cluster.deploy()
-    runs = cluster.directory / "chaos"
-    runs.mkdir(exist_ok=True)
-    fault_log = runs / f"faults-{seed}.jsonl"
-    fault_log.unlink(missing_ok=True)
     api_client = config.new_client_from_config(config_file=str(cluster.kubeconfig))
     try:
+        if builtin and _namespace_exists(api_client, SYSTEM_NAMESPACE):
+            raise ClusterError(f"{cluster.directory} has taintkeeper deployed ({SYSTEM_NAMESPACE}): it would act "
+                               "beside the built-in controllers; use another --dir for --controller builtin")
+        if not builtin:
+            cluster.deploy()
+        runs = cluster.directory / "chaos"
+        runs.mkdir(exist_ok=True)
+        fault_log = runs / f"faults-{seed}.jsonl"
+        fault_log.unlink(missing_ok=True)
         rng = random.Random(seed)
         workload = Workload(api_client, random.Random(rng.random()), population=args.population)
         injector = Injector(cluster, api_client, fault_log, random.Random(rng.random()), builtin=builtin)
         workload.install()
         started = time.time()
         stop_workload, stop_faults = threading.Event(), threading.Event()
-        threads = [threading.Thread(target=workload.run, args=(stop_workload,), name="workload", daemon=True),
-                   threading.Thread(target=injector.run, args=(stop_faults, args.faults_per_minute), name="faults",
-                                    daemon=True)]
-        for thread in threads:
-            thread.start()
-        stop_faults.wait(args.duration)
-        stop_faults.set()
-        threads[1].join()
+        workload_thread = threading.Thread(target=workload.run, args=(stop_workload,), name="workload", daemon=True)
+        faults_thread = threading.Thread(target=injector.run, args=(stop_faults, args.faults_per_minute),
+                                         name="faults", daemon=True)
+        workload_thread.start()
+        faults_thread.start()
+        try:
+            stop_faults.wait(args.duration)
+        finally:
+            stop_faults.set()
+            faults_thread.join()
+            injector.sweep()
         print(f"chaos: {injector.injected} faults injected ({injector.not_started} could not start); "
               f"settling {args.settle:g}s", flush=True)
-        time.sleep(args.settle)
-        stop_workload.set()
-        threads[0].join(timeout=30)
+        try:
+            time.sleep(args.settle)
+        finally:
+            stop_workload.set()
+            workload_thread.join(timeout=30)
         ended = time.time()
     finally:
         api_client.close()
@@ -126,9 +148,17 @@ def run(args: argparse.Namespace) -> RunResult:
     table = report.render()
     print(table, flush=True)
     (runs / f"report-{seed}.txt").write_text(table + "\n")
-    if not args.keep:
-        cluster.down()
-    return RunResult(1 if report.violations else 0, table)
+    return table, len(report.violations)
+
+
+def _namespace_exists(api_client: ApiClient, name: str) -> bool:
+    try:
+        request_json(api_client, "GET", f"/api/v1/namespaces/{name}", timeout=(3, 10))
+    except ApiException as error:
+        if error.status == 404:
+            return False
+        raise
+    return True
 
 
 def main(argv: list[str] | None = None) -> int:

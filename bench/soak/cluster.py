@@ -7,8 +7,6 @@ Every call is bounded in time; a failure raises ClusterError with one line.
 from __future__ import annotations
 
 import json
-import os
-import signal
 import subprocess
 from dataclasses import dataclass
 from pathlib import Path
@@ -66,11 +64,11 @@ class LocalCluster:
     def start_kubelet(self, node: str) -> None:
         self.script("start-kubelet", str(self.directory), node)
 
-    def signal_kubelet(self, node: str, signum: signal.Signals) -> None:
+    def kubelet_pid(self, node: str) -> int:
         pid = self.nodes()[node]["pids"]["kubelet"]
         if pid is None:
             raise ClusterError(f"the kubelet of {node} is not running")
-        os.kill(int(pid), signum)
+        return int(pid)
 
     def stop_apiserver(self) -> None:
         self.script("stop-apiserver", str(self.directory))

@@ -33,6 +33,9 @@ class Slack:
     # I7: a container the soak itself killed (or paused into a liveness kill) may wait in the kubelet's
     # restart back-off, which grows to 5 minutes: CrashLoopBackOff that soon after is no crash loop.
     restart_backoff: float = 300.0
+    # I7: a released Lease is taken by a warm stand-by within a retry period (2 s) and its jitter: a
+    # stretch without a leader no longer than this is a handover (a rolling update), not a failure.
+    handover: float = 5.0
     # I6: endpoints lag readiness, so the apiserver cannot call a webhook pod Ready for less than this.
     webhook_ready: float = 2.0
 

@@ -9,6 +9,8 @@ unknown), is not logged: only what happened is.
 
 from __future__ import annotations
 
+import contextlib
+import functools
 import itertools
 import logging
 import os
@@ -68,6 +70,7 @@ class Injector:
     _lock: threading.Lock = field(default_factory=threading.Lock)
     _threads: list[threading.Thread] = field(default_factory=list)
     _ids: itertools.count[int] = field(default_factory=lambda: itertools.count(1))
+    _stopped: set[int] = field(default_factory=set)  # pids a fault has SIGSTOPped and not yet continued
 
     def __post_init__(self) -> None:
         self._node_names = sorted(self.cluster.nodes())
@@ -128,9 +131,11 @@ class Injector:
             append_fault(self.fault_log, fault)
             begun.append(fault)
 
+        ended = False
         try:
             action: FaultAction = getattr(self, f"_{kind.replace('-', '_')}")
             target, start, detail = action(target, hold, pick, stop, begin)
+            ended = True
             end = time.time()
             append_fault(self.fault_log, Fault(id=fault_id, kind=kind, target=target, start=start, end=end,
                                                detail=detail))
@@ -141,48 +146,59 @@ class Injector:
             with self._lock:
                 self.injected += bool(begun)
                 self.not_started += not begun
-                self._busy -= resources
+                if ended or not begun:  # a fault that did not end keeps its resource: the run's sweep undoes it
+                    self._busy -= resources
 
-    # --- the faults: each returns (target, start, detail) once it has ended ---
+    # --- the faults: each returns (target, start, detail) once it has ended. Each undo runs in a
+    # `finally`, retried through other faults (the apiserver down): a fault must never outlive the run.
 
     def _kubelet_kill(self, node: str, hold: float, _pick: float, stop: threading.Event, begin: Begin) -> Outcome:
         start = time.time()
-        self.cluster.stop_kubelet(node)
-        begin(node, start, {})
-        stop.wait(hold)
-        self._retry(lambda: self.cluster.start_kubelet(node))
+        try:
+            self.cluster.stop_kubelet(node)
+            begin(node, start, {})
+            stop.wait(hold)
+        finally:
+            self._retry(lambda: self.cluster.start_kubelet(node))
         return node, start, {}
 
     def _kubelet_pause(self, node: str, hold: float, _pick: float, stop: threading.Event, begin: Begin) -> Outcome:
+        pid = self.cluster.kubelet_pid(node)
         start = time.time()
-        self.cluster.signal_kubelet(node, signal.SIGSTOP)
-        begin(node, start, {})
-        stop.wait(hold)
-        self.cluster.signal_kubelet(node, signal.SIGCONT)
+        try:
+            self._stop_process(pid)
+            begin(node, start, {})
+            stop.wait(hold)
+        finally:
+            self._continue_process(pid)
         return node, start, {}
 
     def _apiserver_stop(self, _node: str, hold: float, _pick: float, stop: threading.Event, begin: Begin) -> Outcome:
         start = time.time()
-        self.cluster.stop_apiserver()
-        begin("kube-apiserver", start, {})
-        stop.wait(hold)
-        self._retry(self.cluster.start_apiserver)
+        try:
+            self.cluster.stop_apiserver()
+            begin("kube-apiserver", start, {})
+            stop.wait(hold)
+        finally:
+            self._retry(self.cluster.start_apiserver)
         return "kube-apiserver", start, {}
 
     def _etcd_restart(self, _node: str, _hold: float, _pick: float, _stop: threading.Event, begin: Begin) -> Outcome:
         start = time.time()
-        self.cluster.restart_etcd()
-        begin("etcd", start, {})
+        begin("etcd", start, {})  # first: a restart that fails its health wait still happened
+        self._retry(self.cluster.restart_etcd)
         return "etcd", start, {}
 
     def _leader_kill(self, _node: str, hold: float, _pick: float, stop: threading.Event, begin: Begin) -> Outcome:
         if self.builtin:  # kube-controller-manager: killed, then started again as a kubelet restarts a static pod
             pid = self.cluster.controller_manager_pid()
             start = time.time()
-            _signal(pid, signal.SIGKILL)
-            begin("kube-controller-manager", start, {})
-            stop.wait(hold)
-            self._retry(self.cluster.start_controller_manager)
+            try:
+                _signal(pid, signal.SIGKILL)
+                begin("kube-controller-manager", start, {})
+                stop.wait(hold)
+            finally:
+                self._retry(self.cluster.start_controller_manager)
             return "kube-controller-manager", start, {}
         pod, node, container = self._leader_container()
         start = time.time()
@@ -197,10 +213,12 @@ class Injector:
             pod, node, container = self._leader_container()
             pid, target, detail = self.cluster.container_pid(node, container), pod, {"node": node}
         start = time.time()
-        _signal(pid, signal.SIGSTOP)
-        begin(target, start, detail)
-        stop.wait(hold)
-        _signal(pid, signal.SIGCONT)
+        try:
+            self._stop_process(pid)
+            begin(target, start, detail)
+            stop.wait(hold)
+        finally:
+            self._continue_process(pid)
         return target, start, detail
 
     def _webhook_delete(self, _node: str, _hold: float, pick: float, _stop: threading.Event, begin: Begin) -> Outcome:
@@ -219,22 +237,57 @@ class Injector:
     def _manual_taint(self, node: str, hold: float, pick: float, stop: threading.Event, begin: Begin) -> Outcome:
         start = time.time()
         taint = {"key": CHAOS_TAINT, "value": f"{pick:.6f}"[2:], "effect": "NoExecute", "timeAdded": format_time(start)}
-        self._edit_taints(node, lambda taints: [*_without(taints, CHAOS_TAINT), taint])
-        begin(node, start, dict(taint))
-        stop.wait(hold)
-        self._retry(lambda: self._edit_taints(node, lambda taints: _without(taints, CHAOS_TAINT)))
+        try:
+            self._edit_taints(node, lambda taints: [*_without(taints, CHAOS_TAINT), taint])
+            begin(node, start, dict(taint))
+            stop.wait(hold)
+        finally:
+            self._retry(lambda: self.remove_chaos_taint(node))
         return node, start, dict(taint)
 
     def _zone_relabel(self, node: str, hold: float, _pick: float, stop: threading.Event, begin: Begin) -> Outcome:
         labels = self._get(f"/api/v1/nodes/{node}")["metadata"].get("labels") or {}
-        old = labels.get(ZONE_LABELS[0], "")
-        new = "zone-c" if old != "zone-c" else "zone-a"
+        old = {label: labels.get(label) for label in ZONE_LABELS}  # None: absent, removed again at the end
+        new = "zone-c" if old[ZONE_LABELS[0]] != "zone-c" else "zone-a"
         start = time.time()
-        self._set_zone(node, new)
-        begin(node, start, {"from": old, "to": new})
-        stop.wait(hold)
-        self._retry(lambda: self._set_zone(node, old))
-        return node, start, {"from": old, "to": new}
+        try:
+            self._set_labels(node, dict.fromkeys(ZONE_LABELS, new))
+            begin(node, start, {"from": old[ZONE_LABELS[0]] or "", "to": new})
+            stop.wait(hold)
+        finally:
+            self._retry(lambda: self._set_labels(node, old))
+        return node, start, {"from": old[ZONE_LABELS[0]] or "", "to": new}
+
+    def _stop_process(self, pid: int) -> None:
+        with self._lock:
+            self._stopped.add(pid)
+        _signal(pid, signal.SIGSTOP)
+
+    def _continue_process(self, pid: int) -> None:
+        _continue(pid)
+        with self._lock:
+            self._stopped.discard(pid)
+
+    def sweep(self) -> None:
+        """Undo whatever a fault may have left, whatever happened to its thread: every process a fault
+        stopped continued, kube-apiserver (and, for the oracle, kube-controller-manager) running, every
+        kubelet running, no node with the soak's taint. Called once the faults have stopped."""
+        with self._lock:
+            stopped = set(self._stopped)
+        for pid in stopped:
+            self._continue_process(pid)
+        self._retry(self.cluster.start_apiserver)
+        if self.builtin:
+            self._retry(self.cluster.start_controller_manager)
+        for node, entry in self.cluster.nodes().items():
+            if entry["pids"]["kubelet"] is None:
+                self._retry(functools.partial(self.cluster.start_kubelet, node))
+            else:
+                _continue(int(entry["pids"]["kubelet"]))
+            self._retry(functools.partial(self.remove_chaos_taint, node))
+
+    def remove_chaos_taint(self, node: str) -> None:
+        self._edit_taints(node, lambda taints: _without(taints, CHAOS_TAINT))
 
     # --- helpers ---
 
@@ -268,9 +321,9 @@ class Injector:
                     raise
         raise FaultNotStarted(f"the taints of {node} kept changing")
 
-    def _set_zone(self, node: str, zone: str) -> None:
-        request_json(self.api_client, "PATCH", f"/api/v1/nodes/{node}",
-                     body={"metadata": {"labels": dict.fromkeys(ZONE_LABELS, zone)}},
+    def _set_labels(self, node: str, labels: dict[str, str | None]) -> None:
+        """A merge of labels; None removes one."""
+        request_json(self.api_client, "PATCH", f"/api/v1/nodes/{node}", body={"metadata": {"labels": labels}},
                      content_type="application/strategic-merge-patch+json", timeout=CALL_TIMEOUT)
 
     def _get(self, path: str, query: list[tuple[str, str]] | None = None) -> dict[str, Any]:
@@ -301,3 +354,9 @@ def _line(error: BaseException) -> str:
 
 def _signal(pid: int, signum: signal.Signals) -> None:
     os.kill(pid, signum)
+
+
+def _continue(pid: int) -> None:
+    """SIGCONT a process a fault stopped: the same pid (a new lookup could fail); gone is fine."""
+    with contextlib.suppress(ProcessLookupError):
+        os.kill(pid, signal.SIGCONT)

@@ -6,6 +6,8 @@ I6 admission, I7 nothing lost.
 
 from __future__ import annotations
 
+import bisect
+import itertools
 import math
 import re
 from collections import defaultdict
@@ -17,7 +19,7 @@ from bench.soak.audit import AuditRecord
 from bench.soak.config import SoakConfig, replica_of_agent, replica_of_holder
 from bench.soak.faults import Fault, active_at
 from bench.soak.recovery import Outage, leaderless, outages, resume_time
-from bench.soak.timeline import HeldTaint, NodeHistory, NodeState, PodHistory, Timeline, taint_id
+from bench.soak.timeline import HeldTaint, NodeHistory, NodeState, PodHistory, TaintEpisode, Timeline, taint_id
 from bench.soak.tolerations import (
     LIFECYCLE_KEYS,
     NO_EXECUTE,
@@ -79,7 +81,16 @@ class Context:
         self.outages: list[Outage] = outages(faults, timeline.lease_writes, config.lease is not None)
         self.leaderless: list[Outage] = (leaderless(timeline.lease_writes, config.slack.renew_deadline, timeline.end)
                                          if config.lease is not None else [])
-        self.outages += self.leaderless
+        # A stretch with no leader excuses lateness only when a fault explains it (it began during a fault
+        # or within a lease duration after one); any other is the controller's own failure (I7).
+        self.unexplained_leaderless = [stretch for stretch in self.leaderless if not any(
+            fault.intersects(stretch.start - config.slack.lease_duration, stretch.start) for fault in faults)]
+        self.outages += [stretch for stretch in self.leaderless if stretch not in self.unexplained_leaderless]
+        # When each leader's term began: the holder changed, or it wrote again after a stretch without a leader.
+        renew_deadline = config.slack.renew_deadline
+        self.terms = [write.write.completed for previous, write in itertools.pairwise(timeline.lease_writes)
+                      if write.holder and (write.holder != previous.holder
+                                           or write.write.received - previous.write.received > renew_deadline)]
         self.since = -math.inf if config.since is None else config.since
         # A deadline whose allowance runs past this cannot be judged: the log (or the soak) ended first.
         self.until = timeline.end if config.until is None else min(timeline.end, config.until)
@@ -152,6 +163,22 @@ def _upper_deadline(ctx: Context, pod: PodHistory, taint: Taint, start: float) -
     return due
 
 
+def _carried_start(history: NodeHistory, pod: PodHistory, episode: TaintEpisode) -> float:
+    """Where a lifecycle taint swapped in for the other one counts from: the whole lifecycle episode's
+    start when the pod's eviction was pending under the old taint (a finite grace), else the swap."""
+    key = episode.taint.get("key")
+    if key not in LIFECYCLE_KEYS:
+        return episode.start
+    held = [h for state in history.held_between(episode.shown, episode.shown) for h in state
+            if taint_id(h.taint) == taint_id(episode.taint)]
+    lifecycle_start = min((h.episode_start for h in held), default=episode.start)
+    if lifecycle_start >= episode.start:
+        return episode.start
+    other = {"key": LIFECYCLE_KEYS[1 - LIFECYCLE_KEYS.index(key)], "effect": NO_EXECUTE}
+    pending = grace_seconds(pod.tolerations_at(episode.start), other) < math.inf
+    return lifecycle_start if pending else episode.start
+
+
 def never_late(ctx: Context) -> tuple[list[Violation], list[EvictionCheck]]:
     found: list[Violation] = []
     checked: list[EvictionCheck] = []
@@ -165,7 +192,7 @@ def never_late(ctx: Context) -> tuple[list[Violation], list[EvictionCheck]]:
         for episode in history.no_execute_episodes():
             if (episode.end is not None and episode.end <= bound) or episode.shown >= gone:
                 continue
-            due = _upper_deadline(ctx, pod, episode.taint, max(episode.start, bound))
+            due = _upper_deadline(ctx, pod, episode.taint, max(_carried_start(history, pod, episode), bound))
             # Judged only if the taint was still there when a controller could act on it: one lifted
             # while the apiserver was down or no replica led leaves nothing to do.
             if due < math.inf and episode.held_through(resume_time(due, ctx.outages, ctx.slack.late) + 1.0):
@@ -192,6 +219,45 @@ def never_late(ctx: Context) -> tuple[list[Violation], list[EvictionCheck]]:
                                    f"on {pod.node} under {key}: {late} its deadline {clock(due)} "
                                    f"(allowed until {clock(limit)})"))
     return found, checked
+
+
+# Upstream's monitor period (5 s), the per-zone taint rate (one node per 10 s) and 5 s: how long
+# after a node's grace runs out its NoExecute taint may take.
+TAINT_ALLOWANCE = 20.0
+
+
+def dead_nodes_tainted(ctx: Context) -> list[Violation]:
+    """I2 for the taint itself: a node whose kubelet stopped long enough must get a lifecycle NoExecute
+    taint by its last heartbeat plus the grace plus TAINT_ALLOWANCE (counted from the controller's
+    return, as I2's deadlines). Without this, a controller that never tainted a dead node would pass."""
+    found: list[Violation] = []
+    for fault in ctx.faults:
+        if fault.kind not in KUBELET_KINDS:
+            continue
+        beats = ctx.timeline.heartbeats.get(fault.target, [])
+        index = bisect.bisect_right(beats, fault.start) - 1
+        if index < 0:
+            continue
+        # A leader that starts leading (a new one, or the same one again after losing the Lease) first
+        # sees every node then and gives it a whole grace period, as upstream's does.
+        start = beats[index]
+        while True:
+            due = start + ctx.slack.node_grace + TAINT_ALLOWANCE
+            later = [moment for moment in ctx.terms if start < moment < due]
+            if not later:
+                break
+            start = later[-1]
+        limit = resume_time(due, ctx.outages, ctx.slack.late) + ctx.slack.late
+        if fault.until < limit or limit > ctx.until:
+            continue  # the kubelet came back (or the log ended) before the taint was owed
+        history = ctx.timeline.nodes.get(fault.target)
+        states = history.held_between(fault.start, limit) if history else []
+        if not any(held.taint.get("key") in LIFECYCLE_KEYS for state in states for held in state):
+            found.append(ctx.violation("I2", due, f"node {fault.target}",
+                                       f"kubelet stopped (fault {fault.id}); no not-ready or unreachable NoExecute "
+                                       f"taint by {clock(limit)}, {limit - beats[index]:.1f}s after its last "
+                                       "heartbeat"))
+    return found
 
 
 # --- I3 never twice ---------------------------------------------------------------------------
@@ -296,17 +362,33 @@ def one_actor(ctx: Context) -> list[Violation]:
     if ctx.config.lease is None:
         return []
     found: list[Violation] = []
+    renewals: dict[str, list[float]] = defaultdict(list)  # replica -> its successful Lease writes (received)
+    for write in ctx.timeline.lease_writes:
+        if write.holder:
+            renewals[replica_of_holder(write.holder)].append(write.write.received)
+    for times in renewals.values():
+        times.sort()
     for record in ctx.timeline.records:
         if not (_acting(record) and record.succeeded and ctx.config.is_controller(record.username)):
             continue
         replica = replica_of_agent(record.user_agent)
         lease = ctx.timeline.holder_before(record.received)
         holder = lease.holder if lease else ""
+        target = "/".join(part for part in (record.resource, record.subresource) if part)
         if replica_of_holder(holder) != replica or not holder:
-            target = "/".join(part for part in (record.resource, record.subresource) if part)
             found.append(ctx.violation("I4", record.received, f"replica {replica}",
                                        f"{record.verb} {target} {record.namespace}/{record.name} while the Lease "
                                        f"named {holder or 'no holder'}"))
+            continue
+        # The fence: a replica writes only within the renew deadline of its own last renewal (the audit log
+        # sees the renewal's PUT, later than the attempt the replica counts from: 1 s for the difference).
+        renewed = renewals.get(replica, [])
+        index = bisect.bisect_right(renewed, record.received) - 1
+        age = record.received - renewed[index] if index >= 0 else math.inf
+        if age > ctx.slack.renew_deadline + ctx.slack.early:
+            found.append(ctx.violation("I4", record.received, f"replica {replica}",
+                                       f"{record.verb} {target} {record.namespace}/{record.name} {age:.1f}s after "
+                                       f"its last lease renewal (renew deadline {ctx.slack.renew_deadline:g}s)"))
     return found
 
 
@@ -432,12 +514,18 @@ def nothing_lost(ctx: Context) -> tuple[list[Violation], int | None]:
                     found.append(ctx.violation("I7", state.time, pod.label,
                                                f"container {status.get('name')} in CrashLoopBackOff after "
                                                f"{status.get('restartCount', 0)} restarts"))
+    for stretch in (stretch for stretch in ctx.unexplained_leaderless
+                   if stretch.end - stretch.start > ctx.slack.handover):
+        length = "to the end of the log" if stretch.end == math.inf else f"for {stretch.end - stretch.start:.1f}s"
+        found.append(ctx.violation("I7", stretch.start, "the controller Lease",
+                                   f"no replica led {length}, with no fault to explain it"))
     return found, most
 
 
 def check_all(ctx: Context) -> Findings:
     late, checked = never_late(ctx)
     lost, most = nothing_lost(ctx)
+    late += dead_nodes_tainted(ctx)
     violations = [*never_early(ctx), *late, *never_twice(ctx), *one_actor(ctx), *healthy_stays_healthy(ctx),
                   *admission(ctx), *lost]
     violations = sorted((v for v in violations if ctx.in_window(v.time)), key=lambda v: (v.time, v.invariant))

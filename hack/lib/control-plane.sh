@@ -142,25 +142,31 @@ cluster_option() { # dir key -> its value, 0 when unset
   echo "${value:-0}"
 }
 
-# Writes DIR/options.env; returns 0 when it changed (the running components must be restarted).
-record_options() { # dir
-  local dir=$1 wanted
-  wanted=$(printf 'AUDIT=%s\nBUILTIN_NODE_LIFECYCLE=%s\n' "${UP_AUDIT:-0}" "${UP_BUILTIN_NODE_LIFECYCLE:-0}")
-  [ "$(cat "$dir/options.env" 2>/dev/null)" = "$wanted" ] && return 1
-  printf '%s\n' "$wanted" >"$dir/options.env"
+wanted_options() { printf 'AUDIT=%s\nBUILTIN_NODE_LIFECYCLE=%s' "${UP_AUDIT:-0}" "${UP_BUILTIN_NODE_LIFECYCLE:-0}"; }
+
+# 0 when `up` asks for other options than DIR/options.env records (the running components must be restarted).
+options_changed() { # dir
+  [ "$(cat "$1/options.env" 2>/dev/null)" != "$(wanted_options)" ]
+}
+
+write_options() { # dir
+  printf '%s\n' "$(wanted_options)" >"$1/options.env"
 }
 
 cmd_up() { # dir [node count]
   local dir=$1 nodes=${2:-0} changed=0
   mkdir -p "$dir"
   dir=$(cd "$dir" && pwd)
-  record_options "$dir" && changed=1
+  options_changed "$dir" && changed=1
   if pid_alive "$dir/apiserver.pid" "$dir" && pid_alive "$dir/etcd.pid" "$dir" && [ -f "$dir/kubeconfig" ]; then
     if [ "$changed" = 1 ]; then
       log "restarting kube-apiserver and kube-controller-manager in $dir for the options asked for"
       stop_pidfile "$dir/kube-controller-manager.pid" "$dir"
       stop_pidfile "$dir/apiserver.pid" "$dir"
+      # Recorded once both are down: an `up` interrupted before this finds them stopped and starts afresh.
+      write_options "$dir"
       start_apiserver "$dir"
+      [ -f "$dir/components.env" ] && start_controller_manager "$dir"
     fi
     [ "$nodes" -gt 0 ] && complete_up "$dir" "$nodes"
     echo "$dir/kubeconfig"
@@ -168,6 +174,7 @@ cmd_up() { # dir [node count]
   fi
   [ "$nodes" -gt 0 ] && refuse_second_cluster "$dir"
   cmd_down "$dir" 2>/dev/null || true
+  write_options "$dir"
   apt_install "${CONTROL_PLANE_PACKAGES[@]}"
   [ -x "$ETCD_BIN" ] || die "$ETCD_BIN not found after installing etcd-server"
   build_apiserver
@@ -233,7 +240,7 @@ start_apiserver() {
   if [ "$(cluster_option "$dir" AUDIT)" = 1 ]; then
     write_audit_policy "$dir/audit-policy.yaml"
     # blocking: each event is written before the response goes out, so the log's order is the
-    # order in which clients saw their answers. One file up to 2 GB, no rotation to chase.
+    # order in which clients saw their answers. Rotated at 2 GB (the checker reads the backups too).
     audit=(--audit-policy-file "$dir/audit-policy.yaml" --audit-log-path "$dir/logs/audit.log"
            --audit-log-format json --audit-log-mode blocking --audit-log-maxsize 2000 --audit-log-maxbackup 5)
   fi

@@ -140,12 +140,39 @@ def pod_deleted_from_a_healthy_node_without_a_taint() -> World:
     return w
 
 
-def swap_keeps_the_start() -> World:
+def swap_keeps_the_start(delete_at: float = 55.2) -> World:
     w = base(down=("n1",))
     w.fault("kubelet-kill", "n1", 10.0, None)
     w.script.add_taint(50.05, "n1", NOT_READY, A, added=50.0)
     w.script.swap_taint(53.05, "n1", NOT_READY, UNREACHABLE, A)  # unreachable's timeAdded: 53
+    w.script.delete_pod(delete_at, "tol5-1", A)
+    return w
+
+
+def new_leader_taints_a_dead_node_a_grace_period_after_it_began(taint_at: float) -> World:
+    """n1's last heartbeat is at 1 s; A leads until 30 s, B from 31 s and taints n1 at `taint_at`."""
+    w = base(down=("n1",), leader=False)
+    w.script.lead(REPLICA_A, 0.0, 30.0)
+    w.script.lead(REPLICA_B, 31.0, END)
+    n1_fails(w, at=taint_at, by=B)
+    w.script.delete_pod(taint_at + 5.2, "tol5-1", B)
+    return w
+
+
+def replica_writes_past_its_renew_deadline() -> World:
+    """A's last renewal is at 40 s; nobody takes the Lease; A still deletes the pod at 55.2 s."""
+    w = base(down=("n1",), leader=False)
+    w.script.lead(REPLICA_A, 0.0, 40.0)
+    n1_fails(w)
     w.script.delete_pod(55.2, "tol5-1", A)
+    return w
+
+
+def nobody_leads_without_a_fault() -> World:
+    """A stops renewing at 20 s with no fault at all, and B takes over at 40 s."""
+    w = base(workload=False, leader=False)
+    w.script.lead(REPLICA_A, 0.0, 20.0)
+    w.script.lead(REPLICA_B, 40.0, END)
     return w
 
 
@@ -362,8 +389,18 @@ SCENARIOS: list[tuple[str, Callable[[], World], dict[str, int]]] = [
     ("I1: a pod deleted 3 s before its toleration runs out is early", pod_deleted_early, {"I1": 1}),
     ("a pod deleted 0.5 s early is within the slack", pod_deleted_half_a_second_early, {}),
     ("a pod evicted through the Eviction API on time is fine", pod_evicted_through_the_eviction_api, {}),
-    ("I1: a pod deleted from a node without a NoExecute taint has no cause", pod_deleted_without_a_taint, {"I1": 1}),
+    ("I1: a pod deleted from a node without a NoExecute taint has no cause, I2: and that dead node never got one",
+     pod_deleted_without_a_taint, {"I1": 1, "I2": 1}),
     ("a not-ready -> unreachable swap keeps the eviction's start", swap_keeps_the_start, {}),
+    ("I2: after a swap the deadline still counts from the first taint", lambda: swap_keeps_the_start(61.0),
+     {"I2": 1}),
+    ("I4: a replica writing past its renew deadline while nobody else holds the Lease (the fence)",
+     replica_writes_past_its_renew_deadline, {"I4": 1}),
+    ("I7: no replica leading for 20 s with no fault to explain it", nobody_leads_without_a_fault, {"I7": 1}),
+    ("a new leader gives a dead node a whole grace period from its first sight, as upstream",
+     lambda: new_leader_taints_a_dead_node_a_grace_period_after_it_began(84.0), {}),
+    ("I2: a dead node tainted later than a grace period after the leader began",
+     lambda: new_leader_taints_a_dead_node_a_grace_period_after_it_began(110.0), {"I2": 1}),
     ("I2: a pod left on its failed node past its deadline is late", pod_left_past_its_deadline, {"I2": 1}),
     ("a deletion late because the apiserver was stopped counts from its return",
      deletion_after_the_apiserver_returned, {}),
