@@ -30,6 +30,9 @@ class Slack:
     # I2: a leader acts only while its last renewal is younger than this (the write fence): past it,
     # until the next Lease write, no replica leads.
     renew_deadline: float = 10.0
+    # I2: a leader renews every retry period; one that missed a renewal (two periods without a write) is
+    # gone (killed, paused, cut off) from then on, though the Lease still names it.
+    retry_period: float = 2.0
     # I7: a container the soak itself killed (or paused into a liveness kill) may wait in the kubelet's
     # restart back-off, which grows to 5 minutes: CrashLoopBackOff that soon after is no crash loop.
     restart_backoff: float = 300.0

@@ -79,8 +79,8 @@ class Context:
         self.config = config
         self.slack = config.slack
         self.outages: list[Outage] = outages(faults, timeline.lease_writes, config.lease is not None)
-        self.leaderless: list[Outage] = (leaderless(timeline.lease_writes, config.slack.renew_deadline, timeline.end)
-                                         if config.lease is not None else [])
+        self.leaderless: list[Outage] = (leaderless(timeline.lease_writes, 2 * config.slack.retry_period,
+                                                    timeline.end) if config.lease is not None else [])
         # A stretch with no leader excuses lateness only when a fault explains it (it began during a fault
         # or within a lease duration after one); any other is the controller's own failure (I7).
         self.unexplained_leaderless = [stretch for stretch in self.leaderless if not any(
@@ -241,13 +241,13 @@ def dead_nodes_tainted(ctx: Context) -> list[Violation]:
         # A leader that starts leading (a new one, or the same one again after losing the Lease) first
         # sees every node then and gives it a whole grace period, as upstream's does.
         start = beats[index]
-        while True:
+        while True:  # a term that begins before the taint was owed (the outages counted) restarts the grace
             due = start + ctx.slack.node_grace + TAINT_ALLOWANCE
-            later = [moment for moment in ctx.terms if start < moment < due]
+            limit = resume_time(due, ctx.outages, ctx.slack.late) + ctx.slack.late
+            later = [moment for moment in ctx.terms if start < moment < limit]
             if not later:
                 break
             start = later[-1]
-        limit = resume_time(due, ctx.outages, ctx.slack.late) + ctx.slack.late
         if fault.until < limit or limit > ctx.until:
             continue  # the kubelet came back (or the log ended) before the taint was owed
         history = ctx.timeline.nodes.get(fault.target)

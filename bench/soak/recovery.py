@@ -1,6 +1,6 @@
 """When the controller could act again after a disruptive fault: the apiserver or etcd back, or a
 leader holding the Lease again after the old one was killed or paused; and when no replica led at
-all (the Lease released, or not renewed within the renew deadline), whatever the cause: a leader
+all (the Lease released, or a renewal missed), whatever the cause: a leader
 that evicted its own pod (a NoExecute taint on its node) hands over to a stand-by that may still be
 starting."""
 
@@ -39,15 +39,15 @@ def outages(faults: Sequence[Fault], lease_writes: Sequence[LeaseWrite], lease_c
     return result
 
 
-def leaderless(lease_writes: Sequence[LeaseWrite], renew_deadline: float, end: float) -> list[Outage]:
-    """The stretches with no leader, from the Lease's writes: after a release until the next write,
-    and from a holder's last renewal plus the renew deadline (its fence closes then) until the next
-    write. fault_id -1: they are the controller's own, whatever fault caused them."""
+def leaderless(lease_writes: Sequence[LeaseWrite], missed_after: float, end: float) -> list[Outage]:
+    """The stretches with no leader, from the Lease's writes: after a release until the next write, and
+    from a holder's last renewal plus `missed_after` (two retry periods: it renews every one, so it has
+    missed one by then: dead, paused or cut off) until the next write. fault_id -1: they are the
+    controller's own, whatever fault caused them."""
     result: list[Outage] = []
     for write, following in zip(lease_writes, [*lease_writes[1:], None], strict=True):
         next_write = following.write.completed if following is not None else end
-        # released: at once; else when the holder's fence closes, unless renewed before
-        start = write.write.received + renew_deadline if write.holder else write.write.completed
+        start = write.write.received + missed_after if write.holder else write.write.completed
         if next_write > start:
             result.append(Outage(-1, start, next_write if following is not None else math.inf))
     return result

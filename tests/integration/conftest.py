@@ -3,6 +3,10 @@
 The control plane is started once per session and stopped at the end. If it cannot start, the
 tests that need it fail (they never skip): deselect them with `-m "not apiserver"` instead.
 Set TAINTKEEPER_TEST_CLUSTER_DIR to reuse a control plane across runs (it is then left up).
+
+The apiserver writes its audit log (`up --audit`: DIR/logs/audit.log, blocking), so a test can
+read which requests a process made, as the apiserver saw them (tests/integration/kube.py
+`audit_events`). A reused DIR started without it gets its apiserver restarted with it.
 """
 
 from __future__ import annotations
@@ -16,7 +20,7 @@ from pathlib import Path
 import pytest
 from kubernetes import client, config
 
-from tests.integration.kube import LocalCluster
+from tests.integration.kube import LocalCluster, raw
 from tests.integration.simulated import Cluster
 
 ROOT = Path(__file__).resolve().parents[2]
@@ -34,7 +38,7 @@ def pytest_collection_modifyitems(items: list[pytest.Item]) -> None:
 def local_cluster(tmp_path_factory: pytest.TempPathFactory, host_packages: None) -> Iterator[LocalCluster]:
     reuse = os.environ.get("TAINTKEEPER_TEST_CLUSTER_DIR")
     directory = Path(reuse) if reuse else tmp_path_factory.mktemp("cluster")
-    result = subprocess.run(["bash", str(SCRIPT), "up", str(directory)], capture_output=True, text=True,
+    result = subprocess.run(["bash", str(SCRIPT), "up", str(directory), "--audit"], capture_output=True, text=True,
                             timeout=1800)
     if result.returncode != 0:
         pytest.fail(f"local control plane did not start:\n{result.stderr[-4000:]}", pytrace=False)
@@ -54,7 +58,7 @@ def namespace(local_cluster: LocalCluster) -> Iterator[str]:
     controller-manager nothing finalizes namespaces, so its pods are deleted explicitly."""
     name = f"t-{uuid.uuid4().hex[:10]}"
     core = client.CoreV1Api(local_cluster.api_client)
-    core.create_namespace(body={"metadata": {"name": name, "labels": {"taintkeeper-test": name}}})
+    raw(core.create_namespace, body={"metadata": {"name": name, "labels": {"taintkeeper-test": name}}})
     yield name
     core.delete_collection_namespaced_pod(name, grace_period_seconds=0)
 

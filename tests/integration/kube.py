@@ -1,4 +1,5 @@
-"""Helpers the integration tests share: the cluster handle, raw reads, and waiting for a condition."""
+"""Helpers the integration tests share: the cluster handle, raw reads, waiting for a condition, and
+the apiserver's audit log."""
 
 from __future__ import annotations
 
@@ -7,7 +8,7 @@ import time
 from collections.abc import Callable
 from dataclasses import dataclass
 from pathlib import Path
-from typing import TypeVar
+from typing import Any, TypeVar
 
 from kubernetes import client
 
@@ -19,6 +20,11 @@ class LocalCluster:
     directory: Path
     kubeconfig: Path
     api_client: client.ApiClient
+
+    @property
+    def audit_log(self) -> Path:
+        """kube-apiserver's audit log (the session starts it with `up --audit`)."""
+        return self.directory / "logs" / "audit.log"
 
 
 def raw(call: Callable[..., object], *args: object, **kwargs: object) -> dict:
@@ -41,3 +47,25 @@ def wait_for(condition: Callable[[], T | None], timeout: float, what: str, inter
         time.sleep(interval)
     raise AssertionError(f"timed out after {timeout}s waiting for {what}" + (f" (last error: {last_error})"
                                                                               if last_error else ""))
+
+
+def audit_events(cluster: LocalCluster, user_agent_part: str) -> list[dict[str, Any]]:
+    """The requests whose User-Agent contains `user_agent_part`, as kube-apiserver's audit log has
+    them (audit.k8s.io/v1 Events at ResponseComplete, or Panic), in the order they completed.
+
+    The log is written in blocking mode: a request's event is in the file before its client has the
+    response, so a request a test has made is there to read at once; nothing needs waiting for.
+    Rotated backups (`audit-<time>.log`, at 2 GB) are read too, oldest first."""
+    assert cluster.audit_log.exists(), f"no audit log at {cluster.audit_log}: was the apiserver started with --audit?"
+    files = [*sorted(cluster.audit_log.parent.glob("audit-*.log")), cluster.audit_log]
+    events: list[dict[str, Any]] = []
+    for path in files:
+        with path.open(encoding="utf-8", errors="replace") as lines:
+            for line in lines:
+                if user_agent_part not in line:  # most lines are other clients': skip them unparsed
+                    continue
+                event = json.loads(line)
+                if event.get("stage") in ("ResponseComplete", "Panic") \
+                        and user_agent_part in str(event.get("userAgent") or ""):
+                    events.append(event)
+    return events

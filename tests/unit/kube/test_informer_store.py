@@ -404,6 +404,22 @@ def test_loop_backs_off_exponentially_while_failing_and_resets_after_an_event() 
     assert delays[:4] == [0.2, 0.4, 0.5, 0.2]
 
 
+def test_an_apiserver_back_from_an_outage_is_found_within_4_seconds() -> None:
+    """The default backoff stops doubling at 4 s (client-go's 30 s made evictions late after an outage)."""
+    delays: list[float] = []
+    refused = urllib3.exceptions.NewConnectionError(None, "connection refused")  # type: ignore[arg-type]
+    watches: list[list[dict[Any, Any]] | Exception] = [refused] * 8
+    api = FakeApi([[page([], "10")]], [*watches, [event(ADDED, pod_json("a", rv="11"))]])
+    informer = Informer("pods", api, pod_view, lambda old, new: None, sleep=delays.append)
+    informer.start()
+    try:
+        wait_until(lambda: len(delays) >= 8)
+    finally:
+        api.release.set()
+        informer.stop()
+    assert delays[:8] == [0.2, 0.4, 0.8, 1.6, 3.2, 4.0, 4.0, 4.0]
+
+
 def test_stop_interrupts_a_blocked_read_promptly() -> None:
     reader_blocked = threading.Event()
 
