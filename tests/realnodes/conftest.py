@@ -43,7 +43,7 @@ def bring_up(directory: Path, nodes: int) -> tuple[Path, float]:
     return Path(result.stdout.strip().splitlines()[-1]), time.monotonic() - started
 
 
-@pytest.fixture(scope="session")
+@pytest.fixture(scope="package")  # down before the next suite: one cluster with nodes per host at a time (tests/soak)
 def real_cluster(tmp_path_factory: pytest.TempPathFactory, node_packages: None) -> Iterator[RealCluster]:
     directory = tmp_path_factory.mktemp("realnodes")
     kubeconfig, seconds = bring_up(directory, NODE_COUNT)
