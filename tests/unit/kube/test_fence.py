@@ -22,16 +22,6 @@ from tests.unit.kube.test_leader import NAME, NAMESPACE, RENEW_DEADLINE, RETRY_P
 ACTION, TARGET = "node-taints", "node n1"
 
 
-@pytest.fixture
-def clock() -> FakeClock:
-    return FakeClock()
-
-
-@pytest.fixture
-def store() -> MemoryLeases:
-    return MemoryLeases()
-
-
 def fence_on(clock: FakeClock, refused: list[str] | None = None) -> WriteFence:
     return WriteFence(RENEW_DEADLINE, monotonic=clock.monotonic,
                       on_refused=(refused.append if refused is not None else lambda _action: None))

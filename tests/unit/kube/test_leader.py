@@ -103,16 +103,6 @@ class Replica:
     events: list[str] = field(default_factory=list)
 
 
-@pytest.fixture
-def clock() -> FakeClock:
-    return FakeClock()
-
-
-@pytest.fixture
-def store() -> MemoryLeases:
-    return MemoryLeases()
-
-
 def replica(store: MemoryLeases, clock: FakeClock, identity: str = "me", jitter: float = 0.5,
             on_started: Callable[[], None] | None = None, on_stopped: Callable[[], None] | None = None) -> Replica:
     config = LeaderElectionConfig(NAME, NAMESPACE, identity, LEASE_DURATION, RENEW_DEADLINE, RETRY_PERIOD)
