@@ -5,7 +5,7 @@ from __future__ import annotations
 
 from prometheus_client import Counter, Gauge, Histogram
 
-from controller.zones import ZoneState
+from controller.zones import ZoneState, zone_label
 
 ZONE_HEALTH = Gauge("node_collector_zone_health", "Percentage of healthy nodes per zone.", ["zone"])
 ZONE_SIZE = Gauge("node_collector_zone_size", "Number of nodes per zone (excluded nodes not counted).", ["zone"])
@@ -46,11 +46,6 @@ LAST_MONITOR_PASS = Gauge(
     "taintkeeper_last_monitor_pass_timestamp_seconds",
     "When the node lifecycle monitor last completed a pass (Unix time).",
 )
-
-
-def zone_label(zone: str) -> str:
-    """The zone key as a metric label: upstream's key has a NUL byte between region and zone."""
-    return zone.replace("\x00", "")
 
 
 def set_zone_state(zone: str, state: ZoneState | None) -> None:

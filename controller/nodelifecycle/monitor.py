@@ -51,12 +51,11 @@ from controller.nodelifecycle.decision import (
     stuck_reason,
     taint_name,
 )
-from controller.nodelifecycle.metrics import zone_label
 from controller.nodelifecycle.node_health import HealthTracker
 from controller.nodelifecycle.rate_limited_queue import RateLimitedTimedQueue
 from controller.objects import LeaseView, NodeView, PodView
 from controller.workqueue import WorkQueue, run_worker
-from controller.zones import ZoneState, compute_zone_state, eviction_rate, zone_health_percent
+from controller.zones import ZoneState, compute_zone_state, eviction_rate, zone_health_percent, zone_label
 from kube.events import EventSink
 from kube.store import StoreReader
 from shared.taints import desired_no_schedule_taints, managed_no_schedule_taints, taint_diff
