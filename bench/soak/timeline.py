@@ -134,11 +134,10 @@ class TaintEpisode:
 
 @dataclass(frozen=True, slots=True)
 class HeldTaint:
-    """A NoExecute taint in one node state, with the starts its deadlines count from."""
+    """A NoExecute taint in one node state, with the start its deadlines count from."""
 
     taint: Taint
-    start: float  # the taint's own start
-    episode_start: float  # lifecycle keys: the start of the node's unbroken lifecycle episode
+    episode_start: float  # its own start; for the lifecycle keys the start of the node's unbroken lifecycle episode
 
 
 class NodeHistory:
@@ -171,8 +170,7 @@ class NodeHistory:
             elif lifecycle_start is None:
                 lifecycle_start = min(lifecycle)
             self._held.append([
-                HeldTaint(taint, open_episodes[identity].start,
-                          lifecycle_start if is_lifecycle_taint(taint) and lifecycle_start is not None
+                HeldTaint(taint, lifecycle_start if is_lifecycle_taint(taint) and lifecycle_start is not None
                           else open_episodes[identity].start)
                 for identity, taint in present.items() if taint.get("effect") == NO_EXECUTE])
         self.episodes.extend(open_episodes.values())
@@ -180,10 +178,6 @@ class NodeHistory:
 
     def _index_at(self, moment: float) -> int:
         return bisect.bisect_right(self._times, moment) - 1
-
-    def state_at(self, moment: float) -> NodeState | None:
-        index = self._index_at(moment)
-        return self.current[index] if index >= 0 else None
 
     def held_between(self, start: float, end: float) -> list[list[HeldTaint]]:
         """The NoExecute taints of every state a reader could have seen from `start` to `end`: the
@@ -255,8 +249,6 @@ class PodHistory:
     uid: str
     namespace: str
     name: str
-    first_seen: float
-    creation: AuditRecord | None = None
     states: list[PodState] = field(default_factory=list)
     bindings: list[Binding] = field(default_factory=list)
     removals: list[Removal] = field(default_factory=list)
@@ -381,7 +373,7 @@ class _PodIndex:
             if uid not in self.pods:
                 namespace = str(metadata.get("namespace") or record.namespace)
                 name = str(metadata.get("name") or record.name)
-                self.pods[uid] = PodHistory(uid, namespace, name, record.completed)
+                self.pods[uid] = PodHistory(uid, namespace, name)
                 names[(namespace, name)].append((record.completed, uid))
         self._names = {key: sorted(value) for key, value in names.items()}
 
@@ -415,8 +407,6 @@ def _add_pod_record(index: _PodIndex, record: AuditRecord, config: SoakConfig) -
         pod.removals.append(Removal(write, record.code, record.subresource == "eviction"))
     if obj and record.succeeded:
         pod.states.append(pod_state(obj, write))
-        if record.verb == "create" and not record.subresource:
-            pod.creation = record
 
 
 def build_timeline(records: Sequence[AuditRecord], config: SoakConfig) -> Timeline:
