@@ -95,6 +95,10 @@ class InstantActions:
         with self.lock:
             self.evicted[pod.key] = time.time()
 
+    def request_eviction(self, pod: PodView) -> str | None:
+        self.evict(pod)
+        return None
+
 
 class CountingEvents:
     def __init__(self) -> None:

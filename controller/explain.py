@@ -1,9 +1,11 @@
 """`python -m controller explain --node NAME`: for each pod on a node, whether and when it will be
 evicted and why (which taint, which toleration, the deadline), computed by the same decision code
-the controller runs (controller/tainteviction/decision.py).
+the controller runs (controller/tainteviction/decision.py and disruption_budget.py); for a pod
+whose eviction respects its disruption budget, which budget it waits for.
 
 A taint without `timeAdded` is counted from now: this command cannot know when the running
-controller first saw it, and says so.
+controller first saw it, and says so. The controller's `--respect-disruption-budgets-for-taints`
+and `--disruption-budget-timeout` are not in the API: pass the same flags here.
 """
 
 from __future__ import annotations
@@ -11,24 +13,84 @@ from __future__ import annotations
 import argparse
 import sys
 import time
+from collections.abc import Mapping, Sequence
+from dataclasses import dataclass, field
 from typing import Any
 
 from controller.describe import describe_duration, taint_text, toleration_text
-from controller.objects import node_view, pod_view
-from controller.tainteviction.decision import EXPIRES, NO_TAINTS, UNTOLERATED, decide_eviction
+from controller.objects import PodView, node_view, pod_view
+from controller.tainteviction.decision import (
+    EXPIRES,
+    NO_TAINTS,
+    UNTOLERATED,
+    EvictionDecision,
+    decide_eviction,
+    due_taints,
+)
+from controller.tainteviction.disruption_budget import (
+    BudgetSettings,
+    Method,
+    budget_text,
+    check_taint_keys,
+    choose_method,
+    selecting_budgets,
+)
 from kube.timestamps import format_time
+from shared.durations import parse_duration
 
 Json = dict[str, Any]
 
 
-def explain(node: Json, pods: list[Json], now: float) -> list[str]:
+@dataclass(frozen=True)
+class Budgets:
+    """What `explain` knows of disruption budgets: the controller's flags, the namespaces'
+    annotations, and every PodDisruptionBudget (None: they could not be read, and why)."""
+
+    settings: BudgetSettings = field(default_factory=BudgetSettings)
+    namespace_annotations: Mapping[str, Mapping[str, str]] = field(default_factory=dict)
+    budgets: list[Json] | None = field(default_factory=list)
+    unreadable: str = ""
+    empty_selects_all: bool = True  # policy/v1 (1.21+); policy/v1beta1 selects nothing with {}
+
+
+def budget_note(pod: PodView, labels: Mapping[str, str], decision: EvictionDecision, taints: Sequence[Json],
+                budgets: Budgets, now: float) -> tuple[str, str]:
+    """For a pod whose eviction respects its disruption budget: what it waits for now ("" if nothing),
+    and how it will go; ("", "") for a pod that will simply be deleted. Decided as the manager decides."""
+    at = decision.at if decision.at is not None else now
+    when = max(at, now)
+    due = due_taints(pod.tolerations, taints, lambda _taint: now, pod.arrived, when)
+    choice = choose_method([*due, *([decision.taint] if decision.taint else [])], pod.annotation_map,
+                           budgets.namespace_annotations.get(pod.namespace, {}), budgets.settings,
+                           decision.due_since if decision.due_since is not None else at, when)
+    if choice.method is Method.DELETE:
+        return "", ""
+    if choice.method is Method.DELETE_AFTER_BUDGET_TIMEOUT:
+        return "", (f"; deleted, not evicted: its disruption budget ceiling "
+                    f"({describe_duration(choice.timeout or 0)}) has passed")
+    ceiling = ("" if choice.timeout is None else
+               f"; deleted anyway at {format_time((decision.due_since or at) + choice.timeout)}")
+    if budgets.budgets is None:
+        return "", f"; through the Eviction API (disruption budgets unreadable: {budgets.unreadable}){ceiling}"
+    found = selecting_budgets(budgets.budgets, pod.namespace, labels, budgets.empty_selects_all)
+    if not found:
+        return "", f"; through the Eviction API (no disruption budget covers it){ceiling}"
+    blocking = [b for b in found if int((b.get("status") or {}).get("disruptionsAllowed") or 0) < 1]
+    if blocking and at <= now:
+        return f"waiting for {budget_text(blocking[0])}", f"; through the Eviction API{ceiling}"
+    return "", f"; through the Eviction API: {', '.join(budget_text(b) for b in found)}{ceiling}"
+
+
+def explain(node: Json, pods: list[Json], now: float, budgets: Budgets | None = None) -> list[str]:
     """The report, one line per pod after a header about the node."""
+    budgets = budgets or Budgets()
     view = node_view(node)
     ready = view.condition("Ready")
     lines = [f"node {view.name}: Ready={ready.get('status') if ready else 'none'}; NoExecute taints: "
              + (", ".join(taint_text(t) + (f" (added {t['timeAdded']})" if t.get("timeAdded") else
                                            " (no timeAdded: counted from now)")
                           for t in view.no_execute_taints) or "none")]
+    labels_of = {pod_view(p).key: dict((p.get("metadata") or {}).get("labels") or {}) for p in pods}
     for pod in sorted((pod_view(p) for p in pods), key=lambda p: p.key):
         if pod.node_name != view.name:
             continue
@@ -41,15 +103,19 @@ def explain(node: Json, pods: list[Json], now: float) -> list[str]:
                 lines.append(f"  {pod.key}: not evicted (no NoExecute taints)")
             else:
                 lines.append(f"  {pod.key}: not evicted (tolerates every NoExecute taint forever)")
-        elif decision.reason == UNTOLERATED:
-            lines.append(f"  {pod.key}: evicted now: taint {taint_text(decision.taint or {})} is not tolerated")
-        else:
-            assert decision.reason == EXPIRES
-            when = (f"in {describe_duration(decision.at - now)}" if decision.at > now
-                    else f"overdue by {describe_duration(now - decision.at)}: due now")
-            lines.append(f"  {pod.key}: evicted at {format_time(decision.at)} ({when}): taint "
-                         f"{taint_text(decision.taint or {})} counted from {format_time(decision.started or now)}, "
-                         f"toleration {toleration_text(decision.toleration or {})}")
+            continue
+        waiting, how = budget_note(pod, labels_of[pod.key], decision, view.no_execute_taints, budgets, now)
+        if decision.reason == UNTOLERATED:
+            lines.append(f"  {pod.key}: {waiting or 'evicted now'}: taint {taint_text(decision.taint or {})} "
+                         f"is not tolerated{how}")
+            continue
+        assert decision.reason == EXPIRES
+        when = (f"in {describe_duration(decision.at - now)}" if decision.at > now
+                else f"overdue by {describe_duration(now - decision.at)}: due now")
+        lines.append(f"  {pod.key}: {waiting + ' since' if waiting else 'evicted at'} {format_time(decision.at)} "
+                     f"({when}): taint {taint_text(decision.taint or {})} counted from "
+                     f"{format_time(decision.started or now)}, toleration {toleration_text(decision.toleration or {})}"
+                     f"{how}")
     if len(lines) == 1:
         lines.append("  (no pods on this node)")
     return lines
@@ -59,11 +125,23 @@ def main(argv: list[str]) -> int:
     parser = argparse.ArgumentParser(prog="python -m controller explain", description=__doc__.splitlines()[0])
     parser.add_argument("--node", required=True)
     parser.add_argument("--kubeconfig", default=None)
+    parser.add_argument("--respect-disruption-budgets-for-taints", default="", metavar="KEY,...",
+                        help="as the controller's flag of that name")
+    parser.add_argument("--disruption-budget-timeout", default="0", metavar="DURATION",
+                        help="as the controller's flag of that name")
     args = parser.parse_args(argv)
+    try:
+        timeout = parse_duration(args.disruption_budget_timeout)
+        settings = BudgetSettings(check_taint_keys(args.respect_disruption_budgets_for_taints.split(",")),
+                                  timeout if timeout > 0 else None)
+    except ValueError as error:
+        print(f"explain: error: {error}", file=sys.stderr)
+        return 2
 
     from kube.client import LIST_REQUEST_TIMEOUT, REQUEST_TIMEOUT, ClientConfigError, make_api_client
     from kube.errors import describe_error, is_not_found, status_code
     from kube.identity import EXPLAIN
+    from kube.policy import V1, budgets_path, served_policy_version
     from kube.request import request_json
 
     try:
@@ -76,6 +154,18 @@ def main(argv: list[str]) -> int:
                             timeout=REQUEST_TIMEOUT)
         pods = request_json(api, "GET", "/api/v1/pods", query=[("fieldSelector", f"spec.nodeName={args.node}")],
                             timeout=LIST_REQUEST_TIMEOUT)
+        namespaces = request_json(api, "GET", "/api/v1/namespaces", timeout=LIST_REQUEST_TIMEOUT)
+        annotations = {(n.get("metadata") or {}).get("name", ""): (n.get("metadata") or {}).get("annotations") or {}
+                       for n in namespaces.get("items") or []}
+        version = served_policy_version(api, REQUEST_TIMEOUT)
+        try:  # every budget at once; a user allowed to read pods but not budgets still gets the rest
+            found = request_json(api, "GET", budgets_path(version).replace("/namespaces/{namespace}", ""),
+                                 timeout=LIST_REQUEST_TIMEOUT).get("items") or []
+            budgets = Budgets(settings, annotations, found, empty_selects_all=version == V1)
+        except Exception as error:
+            if status_code(error) is None:
+                raise
+            budgets = Budgets(settings, annotations, None, describe_error(error), version == V1)
     except Exception as error:
         if status_code(error) is None:
             raise  # not an answer from the API (a connection error): the traceback says more
@@ -84,5 +174,5 @@ def main(argv: list[str]) -> int:
         return 1
     finally:
         api.close()
-    print("\n".join(explain(node, pods.get("items") or [], time.time())))
+    print("\n".join(explain(node, pods.get("items") or [], time.time(), budgets)))
     return 0

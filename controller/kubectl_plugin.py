@@ -18,6 +18,7 @@ from controller.status_command import DESCRIPTION as STATUS_DESCRIPTION
 from controller.status_command import StatusRequest, add_arguments, request_from
 
 PROG = "kubectl taintkeeper"
+BUDGET_FLAGS = ("--respect-disruption-budgets-for-taints", "--disruption-budget-timeout")
 
 
 class _Parser(argparse.ArgumentParser):
@@ -31,6 +32,7 @@ class _Parser(argparse.ArgumentParser):
 class ExplainNode:
     node: str
     kubeconfig: str | None  # None: the in-cluster config, else ~/.kube/config
+    budget_flags: tuple[str, ...] = ()  # the controller's disruption-budget flags, passed on to explain
 
 
 def build_parser() -> argparse.ArgumentParser:
@@ -44,6 +46,8 @@ def build_parser() -> argparse.ArgumentParser:
     node.add_argument("name", metavar="NAME")
     # Also accepted after the node's name; SUPPRESS keeps an absent one from hiding the one given earlier.
     node.add_argument("--kubeconfig", default=argparse.SUPPRESS, help=kubeconfig_help)
+    for flag in BUDGET_FLAGS:
+        node.add_argument(flag, default=None, help="as the controller's flag of that name")
     status = commands.add_parser("status", help="zones, the brake, tainted nodes, pending evictions, the leader",
                                  description=STATUS_DESCRIPTION)
     add_arguments(status, kubeconfig_default=argparse.SUPPRESS, kubeconfig_help=kubeconfig_help)
@@ -60,7 +64,9 @@ def parse_args(argv: list[str], environ: dict[str, str] | None = None) -> Explai
     kubeconfig = args.kubeconfig or environ.get("KUBECONFIG") or None
     if args.command == "status":
         return request_from(args, parser, kubeconfig)
-    return ExplainNode(node=args.name, kubeconfig=kubeconfig)
+    budget_flags = tuple(f"{flag}={value}" for flag in BUDGET_FLAGS
+                         if (value := getattr(args, flag.lstrip("-").replace("-", "_"))) is not None)
+    return ExplainNode(node=args.name, kubeconfig=kubeconfig, budget_flags=budget_flags)
 
 
 def main(argv: list[str] | None = None) -> int:
@@ -72,7 +78,7 @@ def main(argv: list[str] | None = None) -> int:
     from controller.explain import main as explain_main
 
     kubeconfig = ["--kubeconfig", command.kubeconfig] if command.kubeconfig else []
-    return explain_main(["--node", command.node, *kubeconfig])
+    return explain_main(["--node", command.node, *kubeconfig, *command.budget_flags])
 
 
 if __name__ == "__main__":

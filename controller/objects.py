@@ -10,6 +10,7 @@ from __future__ import annotations
 from dataclasses import dataclass, field
 from typing import Any
 
+from controller.tainteviction.disruption_budget import ANNOTATIONS as BUDGET_ANNOTATIONS
 from controller.zones import excluded_from_disruption, zone_key
 from kube.timestamps import parse_time
 from shared.defaults import NOT_READY_SECONDS_ANNOTATION, UNREACHABLE_SECONDS_ANNOTATION, skips
@@ -51,10 +52,16 @@ class PodView:
     # When it was bound to its node: PodScheduled's lastTransitionTime, else its creation. A pod that
     # lands on an already tainted node counts its tolerations from here.
     bound: float | None = None
+    # Only taintkeeper.io/eviction and taintkeeper.io/disruption-budget-timeout (disruption_budget.py).
+    annotations: tuple[tuple[str, str], ...] = ()
 
     @property
     def key(self) -> str:
         return f"{self.namespace}/{self.name}"
+
+    @property
+    def annotation_map(self) -> dict[str, str]:
+        return dict(self.annotations)
 
     @property
     def arrived(self) -> float | None:
@@ -70,6 +77,7 @@ def pod_view(pod: Json) -> PodView:
     created = parse_time(metadata.get("creationTimestamp"))
     scheduled = next((c for c in conditions if c.get("type") == "PodScheduled" and c.get("status") == "True"), None)
     bound = parse_time(scheduled.get("lastTransitionTime")) if scheduled else None
+    annotations = metadata.get("annotations") or {}
     return PodView(
         namespace=metadata.get("namespace") or "",
         name=metadata.get("name") or "",
@@ -80,9 +88,14 @@ def pod_view(pod: Json) -> PodView:
         terminating=bool(metadata.get("deletionTimestamp")),
         ready=next((str(c.get("status")) for c in conditions if c.get("type") == "Ready"), None),
         skipped=skips(metadata.get("labels")),
-        mirror=MIRROR_ANNOTATION in (metadata.get("annotations") or {}),
+        mirror=MIRROR_ANNOTATION in annotations,
         bound=bound if bound is not None else created,
+        annotations=_kept(annotations, BUDGET_ANNOTATIONS),
     )
+
+
+def _kept(annotations: dict[str, Any], keys: tuple[str, ...]) -> tuple[tuple[str, str], ...]:
+    return tuple((key, str(annotations[key])) for key in keys if key in annotations)
 
 
 _NODE_LABELS = ("topology.kubernetes.io/zone", "topology.kubernetes.io/region",
@@ -171,16 +184,17 @@ def lease_view(lease: Json) -> LeaseView:
     )
 
 
-_NAMESPACE_ANNOTATIONS = (NOT_READY_SECONDS_ANNOTATION, UNREACHABLE_SECONDS_ANNOTATION)
+_NAMESPACE_ANNOTATIONS = (NOT_READY_SECONDS_ANNOTATION, UNREACHABLE_SECONDS_ANNOTATION, *BUDGET_ANNOTATIONS)
 
 
 @dataclass(frozen=True, slots=True)
 class NamespaceView:
-    """A namespace as the toleration backfill sees it: the skip label and the two seconds annotations."""
+    """A namespace as the toleration backfill and the taint eviction see it: the skip label, the two
+    toleration-seconds annotations and the two disruption-budget ones."""
 
     name: str
     skipped: bool = False  # labelled taintkeeper.io/skip=true
-    annotations: tuple[tuple[str, str], ...] = ()  # only the toleration-seconds annotations
+    annotations: tuple[tuple[str, str], ...] = ()  # only those four annotations
 
     @property
     def key(self) -> str:
@@ -197,5 +211,5 @@ def namespace_view(namespace: Json) -> NamespaceView:
     return NamespaceView(
         name=metadata.get("name") or "",
         skipped=skips(metadata.get("labels")),
-        annotations=tuple((k, str(annotations[k])) for k in _NAMESPACE_ANNOTATIONS if k in annotations),
+        annotations=_kept(annotations, _NAMESPACE_ANNOTATIONS),
     )

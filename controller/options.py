@@ -8,15 +8,16 @@ from __future__ import annotations
 
 import argparse
 import math
-import re
 from collections.abc import Callable
 from dataclasses import dataclass, field
 from typing import TypeVar
 
 from controller.backfill.decision import DEFAULT_EXCLUDED_NAMESPACES, DEFAULT_RATE, BackfillSettings
 from controller.nodelifecycle.decision import MonitorSettings
+from controller.tainteviction.disruption_budget import BudgetSettings, check_taint_keys
 from kube.leader import LeaderElectionConfig
 from shared.defaults import DEFAULT_TOLERATION_SECONDS, DefaultSeconds
+from shared.durations import parse_duration
 from shared.jsonlog import LOG_FORMATS
 
 NODE_LIFECYCLE = "nodelifecycle"
@@ -26,29 +27,6 @@ TOLERATION_BACKFILL = "toleration-backfill"
 CONTROLLER_NAMES = (NODE_LIFECYCLE, TAINT_EVICTION, TOLERATION_BACKFILL)
 
 T = TypeVar("T")
-
-_DURATION_PART = re.compile(r"(\d+(?:\.\d*)?|\.\d+)(ns|us|µs|μs|ms|s|m|h)")
-_UNIT_SECONDS = {"ns": 1e-9, "us": 1e-6, "µs": 1e-6, "μs": 1e-6, "ms": 1e-3, "s": 1.0, "m": 60.0, "h": 3600.0}
-
-
-def parse_duration(text: str) -> float:
-    """A Go duration string -> seconds. `0` alone is allowed; a bare number is not (as in Go)."""
-    value = text.strip()
-    if value in ("0", "+0", "-0"):
-        return 0.0
-    sign = -1.0 if value.startswith("-") else 1.0
-    body = value.lstrip("+-")
-    position, total = 0, 0.0
-    while position < len(body):
-        match = _DURATION_PART.match(body, position)
-        if match is None:
-            raise ValueError(f"invalid duration {text!r} (use Go durations such as 5s, 1m30s, 300ms)")
-        total += float(match.group(1)) * _UNIT_SECONDS[match.group(2)]
-        position = match.end()
-    if not body:
-        raise ValueError(f"invalid duration {text!r} (use Go durations such as 5s, 1m30s, 300ms)")
-    return sign * total
-
 
 def parse_bool(text: str) -> bool:
     """Go's strconv.ParseBool forms."""
@@ -78,6 +56,7 @@ class ControllerOptions:
     controllers: frozenset[str]
     monitor: MonitorSettings
     backfill: BackfillSettings = field(default_factory=BackfillSettings)
+    budgets: BudgetSettings = field(default_factory=BudgetSettings)
 
 
 class OptionsError(ValueError):
@@ -111,6 +90,13 @@ def build_parser() -> argparse.ArgumentParser:
     add("--bind-address", default="0.0.0.0", help="address for /healthz, /readyz and /metrics")
     add("--port", default="10258", help="port for /healthz, /readyz and /metrics; 0 turns them off")
     add("--taint-eviction-workers", default="8", metavar="N", help="concurrent pod deletions (default 8)")
+    add("--respect-disruption-budgets-for-taints", default="", metavar="KEY,...",
+        help="NoExecute taint keys whose evictions go through the Eviction API, so PodDisruptionBudgets hold "
+             "(as for pods or namespaces annotated taintkeeper.io/eviction=respect-disruption-budget); never the "
+             "node-failure taints")
+    add("--disruption-budget-timeout", default="0", metavar="DURATION",
+        help="how long past its deadline a pod may wait for its disruption budget before it is deleted anyway; "
+             "0 waits as long as it takes (default 0; per pod or namespace: taintkeeper.io/disruption-budget-timeout)")
     add("--controllers", default="*", metavar="LIST",
         help="controllers to run, kube-controller-manager style: '*' for all, 'name' to enable, '-name' to disable; "
              f"names: {', '.join(CONTROLLER_NAMES)}")
@@ -250,8 +236,17 @@ def parse_options(argv: list[str]) -> ControllerOptions:
                                  args.default_unreachable_toleration_seconds),
         ),
     )
+    budget_timeout = _checked("--disruption-budget-timeout", parse_duration, args.disruption_budget_timeout)
+    if budget_timeout < 0:
+        raise OptionsError("--disruption-budget-timeout must not be negative")
+    budgets = BudgetSettings(
+        taint_keys=_checked("--respect-disruption-budgets-for-taints", check_taint_keys,
+                            args.respect_disruption_budgets_for_taints.split(",")),
+        timeout=budget_timeout or None,
+    )
     return ControllerOptions(
         backfill=backfill,
+        budgets=budgets,
         controllers=controllers,
         monitor=monitor,
         kubeconfig=args.kubeconfig,

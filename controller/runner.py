@@ -64,7 +64,8 @@ def node_lifecycle(api: client.ApiClient, fence: WriteFence, informers: SharedIn
 def taint_eviction(api: client.ApiClient, fence: WriteFence, informers: SharedInformers, recorder: EventRecorder,
                    options: ControllerOptions) -> TaintEvictionManager:
     return TaintEvictionManager(informers.pods, KubeEvictionActions(api, fence), recorder, dry_run=options.dry_run,
-                                workers=options.taint_eviction_workers)
+                                workers=options.taint_eviction_workers, namespaces=informers.namespaces,
+                                budgets=options.budgets)
 
 
 def toleration_backfill(api: client.ApiClient, fence: WriteFence, informers: SharedInformers,
@@ -77,7 +78,8 @@ def api_connections(options: ControllerOptions) -> int:
     """How many threads may call the API at once: the client's connection pool keeps one connection
     for each (make_api_client). The threads, as `assemble` and `run` make them:
     - an informer per resource the running controllers read, each with a LIST or a WATCH open:
-      nodes and pods always, node Leases with the node lifecycle, namespaces with the backfill;
+      nodes and pods always, node Leases with the node lifecycle, namespaces with the backfill or the
+      taint eviction (the disruption-budget annotations);
     - an event recorder per running controller;
     - the leader elector (on the main thread), with --leader-elect;
     - the node lifecycle's monitor loop (Unknown conditions, NoExecute taints), its NoSchedule
@@ -88,7 +90,7 @@ def api_connections(options: ControllerOptions) -> int:
     node_lifecycle = NODE_LIFECYCLE in options.controllers
     taint_eviction = TAINT_EVICTION in options.controllers
     backfill = options.backfill.enabled
-    informers = 2 + int(node_lifecycle) + int(backfill)
+    informers = 2 + int(node_lifecycle) + int(backfill or taint_eviction)
     recorders = int(node_lifecycle) + int(taint_eviction) + int(backfill)
     count = informers + recorders + int(options.leader_elect)
     if node_lifecycle:

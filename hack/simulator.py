@@ -69,11 +69,11 @@ ROOT = Path(__file__).resolve().parents[1]
 if str(ROOT) not in sys.path:  # run as `python hack/simulator.py` from anywhere
     sys.path.insert(0, str(ROOT))
 
-from controller.options import parse_duration as go_duration  # noqa: E402
 from kube.client import MERGE_PATCH, STRATEGIC_MERGE  # noqa: E402
 from kube.errors import describe_error, is_conflict, is_not_found  # noqa: E402
 from kube.request import send  # noqa: E402
 from kube.timestamps import format_micro_time, format_time, parse_time  # noqa: E402
+from shared.durations import parse_duration as go_duration  # noqa: E402
 
 log = logging.getLogger("simulator")
 

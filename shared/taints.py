@@ -27,6 +27,8 @@ DISK_PRESSURE = "node.kubernetes.io/disk-pressure"
 PID_PRESSURE = "node.kubernetes.io/pid-pressure"
 NETWORK_UNAVAILABLE = "node.kubernetes.io/network-unavailable"
 UNSCHEDULABLE = "node.kubernetes.io/unschedulable"
+# Non-graceful node shutdown (KEP-2268): put on a node known to be down, its pods are force-deleted.
+OUT_OF_SERVICE = "node.kubernetes.io/out-of-service"
 
 # (condition type, condition status) -> taint key, upstream `nodeConditionToTaintKeyStatusMap`.
 CONDITION_TAINT_KEYS: Mapping[tuple[str, str], str] = {

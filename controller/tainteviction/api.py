@@ -1,10 +1,12 @@
-"""The API calls one eviction makes: read the node live, mark the pod, delete it.
+"""The API calls one eviction makes: read the node live, mark the pod, delete or evict it.
 
 Deleting is two calls, as upstream: patch the `DisruptionTarget` condition through the status
-subresource, then a graceful delete. Both carry the pod's uid as a precondition, so a new pod
-that took the same name is never touched. Gone (404) or replaced (409 on the uid) counts as done.
-Each of the two asks the write fence first (kube/fence.py): refused, `evict` raises WriteFenced
-and the pod is not done; the manager retries it.
+subresource, then a graceful delete. Evicting (a pod that respects its disruption budget,
+disruption_budget.py) creates an Eviction first and marks the pod only once it is admitted: a
+refused pod keeps running and must not look disrupted. Every call carries the pod's uid as a
+precondition, so a new pod that took the same name is never touched. Gone (404) or replaced
+(409 on the uid) counts as done. Each write asks the write fence first (kube/fence.py): refused,
+the call raises WriteFenced and the pod is not done; the manager retries it.
 """
 
 from __future__ import annotations
@@ -18,9 +20,12 @@ from kubernetes import client
 from kubernetes.client.rest import ApiException
 
 from controller.objects import PodView
+from controller.tainteviction.disruption_budget import refusal_reason
 from kube.client import STRATEGIC_MERGE, WORKER_REQUEST_TIMEOUT, read_node_json, release
-from kube.errors import is_conflict, is_not_found
-from kube.fence import WriteFence
+from kube.errors import is_conflict, is_not_found, status_body, status_code
+from kube.fence import WriteFence, WriteFenced
+from kube.policy import EVICTION_PATH, eviction_body, served_policy_version
+from kube.request import request_json
 from kube.timestamps import format_time
 from shared.taints import no_execute_taints, node_taints
 
@@ -35,6 +40,8 @@ DISRUPTION_TARGET = {
 # What the write fence refused (the `action` label of taintkeeper_fenced_writes_total).
 DISRUPTION_TARGET_ACTION = "pod-disruption-target"
 DELETION_ACTION = "pod-deletion"
+EVICTION_ACTION = "pod-eviction"
+TOO_MANY_REQUESTS = 429
 
 
 def disruption_target_patch(uid: str, now: float) -> dict[str, Any]:
@@ -45,8 +52,10 @@ def disruption_target_patch(uid: str, now: float) -> dict[str, Any]:
 
 class KubeEvictionActions:
     def __init__(self, api_client: client.ApiClient, fence: WriteFence) -> None:
+        self._api = api_client
         self._core = client.CoreV1Api(api_client)
         self._fence = fence
+        self._policy_version: str | None = None  # asked of the server at the first eviction
 
     def live_no_execute_taints(self, node_name: str) -> Sequence[Mapping[str, Any]] | None:
         node = read_node_json(self._core, node_name, WORKER_REQUEST_TIMEOUT)
@@ -55,10 +64,7 @@ class KubeEvictionActions:
     def evict(self, pod: PodView) -> None:
         target = f"pod {pod.key}"
         try:
-            self._fence.require(DISRUPTION_TARGET_ACTION, target)
-            release(self._core.patch_namespaced_pod_status(
-                pod.name, pod.namespace, disruption_target_patch(pod.uid, time.time()),
-                _content_type=STRATEGIC_MERGE, _preload_content=False, _request_timeout=WORKER_REQUEST_TIMEOUT))
+            self._mark(pod, target)
             self._fence.require(DELETION_ACTION, target)  # the patch may have taken its whole timeout
             release(self._core.delete_namespaced_pod(
                 pod.name, pod.namespace, body={"preconditions": {"uid": pod.uid}},  # type: ignore[arg-type]  # the client sends a dict body as it is (its types want a model)
@@ -71,3 +77,37 @@ class KubeEvictionActions:
                 log.info("pod was replaced by another with the same name; not deleting it", extra={"pod": pod.key})
                 return
             raise
+
+    def request_eviction(self, pod: PodView) -> str | None:
+        """Create an Eviction for the pod; None once admitted (or the pod is gone or replaced), else why
+        its disruption budget refused it (429). Any other failure raises."""
+        target = f"pod {pod.key}"
+        self._fence.require(EVICTION_ACTION, target)
+        if self._policy_version is None:
+            self._policy_version = served_policy_version(self._api, WORKER_REQUEST_TIMEOUT)
+        try:
+            request_json(self._api, "POST", EVICTION_PATH, path_params={"namespace": pod.namespace, "name": pod.name},
+                         body=eviction_body(self._policy_version, pod.namespace, pod.name, pod.uid),
+                         timeout=WORKER_REQUEST_TIMEOUT)
+        except ApiException as error:
+            if is_not_found(error) or is_conflict(error):
+                log.info("pod already gone or replaced; not evicting it", extra={"pod": pod.key})
+                return None
+            refused = refusal_reason(status_body(error)) if status_code(error) == TOO_MANY_REQUESTS else None
+            if refused is None:
+                raise
+            return refused
+        try:  # admitted: the pod is terminating now; say why, as the apiserver itself does from 1.26
+            self._mark(pod, target)
+        except WriteFenced:
+            pass  # the fence logged it; the eviction itself was admitted while this replica led
+        except ApiException as error:
+            if not (is_not_found(error) or is_conflict(error)):
+                log.warning("evicted pod %s, but could not set its DisruptionTarget condition: %s", pod.key, error)
+        return None
+
+    def _mark(self, pod: PodView, target: str) -> None:
+        self._fence.require(DISRUPTION_TARGET_ACTION, target)
+        release(self._core.patch_namespaced_pod_status(
+            pod.name, pod.namespace, disruption_target_patch(pod.uid, time.time()),
+            _content_type=STRATEGIC_MERGE, _preload_content=False, _request_timeout=WORKER_REQUEST_TIMEOUT))

@@ -54,6 +54,12 @@ class EvictionDecision:
     def evicts(self) -> bool:
         return self.at is not None
 
+    @property
+    def due_since(self) -> float | None:
+        """When the pod became due: its deadline, or for an untolerated taint (due now, whenever
+        asked) the taint's start, which a restart does not move."""
+        return self.started if self.reason == UNTOLERATED else self.at
+
 
 def taint_start(taint: Taint, first_seen: float, now: float) -> float:
     """When the taint's clock started: its `timeAdded`, unless missing or in the future."""
@@ -63,6 +69,21 @@ def taint_start(taint: Taint, first_seen: float, now: float) -> float:
     return added
 
 
+def taint_deadline(tolerations: Sequence[Toleration], taint: Taint, first_seen: Callable[[Taint], float],
+                   pod_arrived: float | None, now: float) -> EvictionDecision:
+    """When `taint` alone calls for the pod's deletion (`at` None: never)."""
+    started = taint_start(taint, first_seen(taint), now)
+    if pod_arrived is not None and pod_arrived > started:
+        started = min(pod_arrived, now)
+    toleration = first_toleration_for_taint(tolerations, taint)
+    if toleration is None:
+        return EvictionDecision(at=now, reason=UNTOLERATED, taint=taint, started=started)
+    seconds = min_toleration_seconds([toleration])
+    if seconds is None:
+        return EvictionDecision(at=None, reason=FOREVER, taint=taint, toleration=toleration)
+    return EvictionDecision(at=started + seconds, reason=EXPIRES, taint=taint, toleration=toleration, started=started)
+
+
 def decide_eviction(
     tolerations: Sequence[Toleration],
     taints: Iterable[Taint],
@@ -70,7 +91,8 @@ def decide_eviction(
     pod_arrived: float | None,
     now: float,
 ) -> EvictionDecision:
-    """The eviction decision for a pod with `tolerations` on a node with NoExecute `taints`.
+    """The eviction decision for a pod with `tolerations` on a node with NoExecute `taints`: the
+    earliest of their deadlines (an untolerated taint at once).
 
     `pod_arrived` is when the pod was bound to the node.
     """
@@ -78,21 +100,21 @@ def decide_eviction(
     any_taint = False
     for taint in taints:
         any_taint = True
-        toleration = first_toleration_for_taint(tolerations, taint)
-        if toleration is None:
-            return EvictionDecision(at=now, reason=UNTOLERATED, taint=taint)
-        seconds = min_toleration_seconds([toleration])
-        if seconds is None:
-            continue
-        started = taint_start(taint, first_seen(taint), now)
-        if pod_arrived is not None and pod_arrived > started:
-            started = min(pod_arrived, now)
-        at = started + seconds
-        if earliest is None or earliest.at is None or at < earliest.at:
-            earliest = EvictionDecision(at=at, reason=EXPIRES, taint=taint, toleration=toleration, started=started)
+        decision = taint_deadline(tolerations, taint, first_seen, pod_arrived, now)
+        if decision.reason == UNTOLERATED:
+            return decision
+        if decision.at is not None and (earliest is None or earliest.at is None or decision.at < earliest.at):
+            earliest = decision
     if earliest is not None:
         return earliest
     return EvictionDecision(at=None, reason=FOREVER if any_taint else NO_TAINTS)
+
+
+def due_taints(tolerations: Sequence[Toleration], taints: Iterable[Taint], first_seen: Callable[[Taint], float],
+               pod_arrived: float | None, now: float) -> list[Taint]:
+    """Every taint whose deadline for this pod has come: what a deletion now acts on."""
+    return [taint for taint in taints
+            if (at := taint_deadline(tolerations, taint, first_seen, pod_arrived, now).at) is not None and at <= now]
 
 
 def carry_swap_start(decision: EvictionDecision, pending_taint: Taint | None,

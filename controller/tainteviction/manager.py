@@ -3,28 +3,32 @@
 Pipeline (each step named): informer handlers call `on_node_change` / `on_pod_change` ->
 `_reconcile_pod` decides (decision.py) and schedules the pod in the timer heap ->
 `run_timers` moves due pods into the work queue -> a worker (`run_worker`) -> `process` re-reads the node
-live, re-checks the pod is still due, then marks and deletes it (api.py).
-A failed deletion is retried with capped exponential backoff until it succeeds or is no longer
-wanted. Only the leader acts: while inactive, state is kept (a warm stand-by) but nothing fires.
+live, re-checks the pod is still due, then marks and deletes it (api.py), or, for a pod that respects
+its disruption budget (disruption_budget.py), creates an Eviction, which the budget may refuse.
+A failed deletion or a refused Eviction is retried with capped exponential backoff until it succeeds or
+is no longer wanted (a refused one at the latest when its budget ceiling passes, then deleted).
+Only the leader acts: while inactive, state is kept (a warm stand-by) but nothing fires.
 """
 
 from __future__ import annotations
 
 import logging
 import threading
-from collections.abc import Mapping, Sequence
+from collections.abc import Callable, Mapping, Sequence
 from dataclasses import dataclass
 from typing import TYPE_CHECKING, Any, Protocol
 
 from controller.clock import Clock, RealClock
-from controller.objects import NodeView, PodView
+from controller.objects import NamespaceView, NodeView, PodView
 from controller.tainteviction import metrics
-from controller.tainteviction.decision import EvictionDecision, carry_swap_start, decide_eviction
+from controller.tainteviction.decision import EvictionDecision, carry_swap_start, decide_eviction, due_taints
+from controller.tainteviction.disruption_budget import BudgetSettings, Choice, Method, choose_method
 from controller.tainteviction.timers import TimerHeap
 from controller.workqueue import WorkQueue, run_worker
 from kube.events import EventSink
 from kube.fence import WriteFenced
 from kube.store import StoreReader
+from kube.timestamps import format_time
 
 if TYPE_CHECKING:
     from controller.informers import SharedInformers
@@ -32,6 +36,8 @@ if TYPE_CHECKING:
 log = logging.getLogger("taintkeeper.eviction")
 
 EVENT_REASON = "TaintManagerEviction"
+WAITING_REASON = "WaitingForDisruptionBudget"  # an Eviction was refused (429): retried
+BUDGET_TIMEOUT_REASON = "DisruptionBudgetTimeout"  # refused past the ceiling: deleted instead
 DEFAULT_WORKERS = 8  # concurrent pod deletions (--taint-eviction-workers)
 Taint = Mapping[str, Any]  # API JSON
 
@@ -44,6 +50,10 @@ class EvictionActions(Protocol):
 
     def evict(self, pod: PodView) -> None:
         """Set DisruptionTarget and delete the pod; raise on failure. Gone or replaced counts as done."""
+
+    def request_eviction(self, pod: PodView) -> str | None:
+        """Create an Eviction (then set DisruptionTarget); None once admitted, gone or replaced, else
+        why the pod's disruption budget refused it. Raise on any other failure."""
 
 
 @dataclass
@@ -58,8 +68,11 @@ class ScheduledEviction:
 class TaintEvictionManager:
     def __init__(self, pods: StoreReader[PodView], actions: EvictionActions, events: EventSink, *,
                  clock: Clock | None = None, dry_run: bool = False, queue: WorkQueue | None = None,
-                 workers: int = DEFAULT_WORKERS) -> None:
+                 workers: int = DEFAULT_WORKERS, namespaces: StoreReader[NamespaceView] | None = None,
+                 budgets: BudgetSettings | None = None) -> None:
         self._pods = pods
+        self._namespaces = namespaces
+        self._budgets = budgets or BudgetSettings()
         self._workers = workers
         self._actions = actions
         self._events = events
@@ -80,6 +93,8 @@ class TaintEvictionManager:
         self._marked: dict[str, str] = {}
         # Pods (key -> uid) being deleted right now, outside the lock: no reconcile re-schedules them.
         self._evicting: dict[str, str] = {}
+        # Pods (key -> uid) whose Eviction their disruption budget refused: told once, counted in a gauge.
+        self._waiting: dict[str, str] = {}
         self._active = False
 
     # --- leadership ------------------------------------------------------------------------
@@ -138,16 +153,29 @@ class TaintEvictionManager:
     def decide(self, pod: PodView, taints: Sequence[Taint], now: float) -> EvictionDecision:
         """The decision for `pod` under `taints`, using this manager's first-seen times and the
         start of the pod's pending eviction (kept across a not-ready <-> unreachable swap)."""
-        seen = self._first_seen.get(pod.node_name, {})
-
-        def first_seen(taint: Taint) -> float:
-            return seen.get((str(taint.get("key") or ""), str(taint.get("effect") or "")), now)
-
-        decision = decide_eviction(pod.tolerations, taints, first_seen, pod.arrived, now)
+        decision = decide_eviction(pod.tolerations, taints, self._first_seen_on(pod.node_name, now), pod.arrived, now)
         pending = self._scheduled.get(pod.key)
         if pending is None or pending.uid != pod.uid:
             return decision
         return carry_swap_start(decision, pending.taint, pending.started)
+
+    def _first_seen_on(self, node_name: str, now: float) -> Callable[[Taint], float]:
+        """When this manager first saw each taint of the node (now for one it has not seen)."""
+        seen = self._first_seen.get(node_name, {})
+
+        def first_seen(taint: Taint) -> float:
+            return seen.get((str(taint.get("key") or ""), str(taint.get("effect") or "")), now)
+
+        return first_seen
+
+    def method(self, pod: PodView, decision: EvictionDecision, taints: Sequence[Taint], now: float) -> Choice:
+        """How to act on a due pod: delete it, or evict it through its disruption budget (disruption_budget.py)."""
+        due = due_taints(pod.tolerations, taints, self._first_seen_on(pod.node_name, now), pod.arrived, now)
+        if decision.taint is not None:
+            due.append(decision.taint)
+        namespace = self._namespaces.get(pod.namespace) if self._namespaces is not None else None
+        return choose_method(due, pod.annotation_map, namespace.annotation_map if namespace is not None else {},
+                             self._budgets, decision.due_since if decision.due_since is not None else now, now)
 
     def scheduled_at(self, key: str) -> float | None:
         with self._lock:
@@ -183,6 +211,7 @@ class TaintEvictionManager:
     def _cancel_locked(self, pod: PodView) -> None:
         """The pod is no longer due: drop its eviction and say so if one was scheduled."""
         self._marked.pop(pod.key, None)
+        self._stop_waiting_locked(pod.key)
         if self._scheduled.pop(pod.key, None) is None:
             return
         self._timers.cancel(pod.key)
@@ -194,9 +223,14 @@ class TaintEvictionManager:
     def _forget_locked(self, key: str) -> None:
         """The pod is gone or terminating: drop its eviction silently."""
         self._marked.pop(key, None)
+        self._stop_waiting_locked(key)
         if self._scheduled.pop(key, None) is not None:
             self._timers.cancel(key)
             metrics.PENDING_EVICTIONS.set(len(self._scheduled))
+
+    def _stop_waiting_locked(self, key: str) -> None:
+        if self._waiting.pop(key, None) is not None:
+            metrics.WAITING_FOR_BUDGET.set(len(self._waiting))
 
     def _resync_locked(self) -> None:
         now = self._clock.now()
@@ -257,16 +291,29 @@ class TaintEvictionManager:
                 self._timers.schedule(key, decision.at)
                 self._timer_wakeup.notify_all()
                 return
+            choice = self.method(pod, decision, live_taints or (), now)
+            method = choice.method
             first_attempt = self._marked.get(key) != pod.uid
             self._marked[key] = pod.uid
             self._evicting[key] = pod.uid
+            timed_out = method is Method.DELETE_AFTER_BUDGET_TIMEOUT and key in self._waiting
+            if method is not Method.EVICT:
+                self._stop_waiting_locked(key)
         if first_attempt:
             self._events.pod_event(pod, EVENT_REASON, f"Marking for deletion Pod {key}")
         if self._dry_run:
-            log.info("dry run: would delete pod", extra={"pod": key, "node": pod.node_name,
-                                                          "reason": decision.reason})
+            log.info("dry run: would %s pod", "evict" if method is Method.EVICT else "delete",
+                     extra={"pod": key, "node": pod.node_name, "reason": decision.reason})
             self._finish(key, entry)
             return
+        if method is Method.EVICT:
+            self._evict_through_budget(pod, entry, decision.due_since or now, choice)
+            return
+        if method is Method.DELETE_AFTER_BUDGET_TIMEOUT and (timed_out or first_attempt):
+            metrics.BUDGET_TIMEOUTS.inc()
+            self._events.pod_event(pod, BUDGET_TIMEOUT_REASON,
+                                   f"Disruption budget did not allow the eviction within {choice.timeout or 0:g}s "
+                                   f"of its deadline; deleting Pod {key}", "Warning")
         try:
             self._actions.evict(pod)
         except Exception as error:
@@ -281,12 +328,51 @@ class TaintEvictionManager:
         log.info("deleted pod", extra={"pod": key, "node": pod.node_name, "reason": decision.reason})
         self._finish(key, entry)
 
+    def _evict_through_budget(self, pod: PodView, entry: ScheduledEviction, deadline: float, choice: Choice) -> None:
+        """Create an Eviction; refused by the budget, say so once and try again after a backoff, at
+        the latest when the ceiling passes (`process` then deletes)."""
+        key = pod.key
+        try:
+            refused = self._actions.request_eviction(pod)
+        except Exception as error:
+            if not isinstance(error, WriteFenced):
+                metrics.POD_DELETION_FAILURES.inc()
+            with self._lock:
+                self._evicting.pop(key, None)
+            self._retry(key, f"evicting: {error}")
+            return
+        if refused is None:
+            metrics.POD_DELETIONS.inc()
+            metrics.BUDGET_EVICTIONS.inc()
+            metrics.POD_DELETION_DURATION.observe(max(0.0, self._clock.now() - entry.at))
+            log.info("evicted pod through its disruption budget", extra={"pod": key, "node": pod.node_name})
+            self._finish(key, entry)
+            return
+        metrics.REFUSED_BY_BUDGET.inc()
+        with self._lock:
+            self._evicting.pop(key, None)
+            first_refusal = self._waiting.get(key) != pod.uid
+            self._waiting[key] = pod.uid
+            metrics.WAITING_FOR_BUDGET.set(len(self._waiting))
+        timeout = choice.timeout
+        if first_refusal:
+            until = (f" until {format_time(deadline + timeout)}, then deleting it" if timeout is not None
+                     else " until the budget allows it")
+            also = f" (ignored: {choice.problem})" if choice.problem else ""
+            self._events.pod_event(pod, WAITING_REASON, f"Eviction of Pod {key} refused: {refused}; retrying{until}"
+                                   f"{also}", "Warning")
+        delay = self.queue.add_rate_limited(key)
+        if timeout is not None and deadline + timeout - self._clock.now() < delay:
+            self.queue.add_after(key, deadline + timeout - self._clock.now())
+        log.info("eviction of %s refused by its disruption budget (%s); retrying", key, refused)
+
     def _finish(self, key: str, entry: ScheduledEviction) -> None:
         with self._lock:
             if self._pods.get(key) is not None:  # its DELETED event has not come yet (it clears this)
                 self._executed[key] = entry.uid
             self._marked.pop(key, None)
             self._evicting.pop(key, None)
+            self._stop_waiting_locked(key)
             current = self._scheduled.get(key)
             if current is not None and current.uid == entry.uid:  # the same pod, even if re-scheduled meanwhile
                 del self._scheduled[key]

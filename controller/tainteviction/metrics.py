@@ -23,3 +23,19 @@ PENDING_EVICTIONS = Gauge(
     "taintkeeper_pending_evictions",
     "Pods with a scheduled eviction whose deadline has not come yet.",
 )
+REFUSED_BY_BUDGET = Counter(
+    "taintkeeper_evictions_refused_by_disruption_budget_total",
+    "Evictions (of pods that respect their disruption budget) the budget refused; each is retried.",
+)
+WAITING_FOR_BUDGET = Gauge(
+    "taintkeeper_pods_waiting_for_disruption_budget",
+    "Pods due for eviction whose last Eviction their disruption budget refused.",
+)
+BUDGET_EVICTIONS = Counter(
+    "taintkeeper_disruption_budget_evictions_total",
+    "Pods evicted through the Eviction API (their disruption budget allowed it).",
+)
+BUDGET_TIMEOUTS = Counter(
+    "taintkeeper_disruption_budget_timeouts_total",
+    "Pods deleted because their disruption budget refused their eviction past its ceiling.",
+)

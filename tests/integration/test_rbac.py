@@ -30,6 +30,8 @@ from kubernetes.dynamic import DynamicClient
 
 from hack.servers import ControllerProcess, WebhookServer, make_certs
 from hack.simulator import Simulator
+from kube.client import REQUEST_TIMEOUT
+from kube.request import request_json
 from tests.integration.kube import LocalCluster, raw, wait_for
 from tests.integration.test_manifests import manifest_documents, server_side_apply
 from webhook.registration import mutating_webhook_configuration
@@ -228,6 +230,8 @@ def calls(api: client.ApiClient) -> dict[str, Callable[[], Any]]:
         "patch a pod's status": lambda: core.patch_namespaced_pod_status(missing, "default", {},
                                                                          _content_type=strategic),
         "delete a pod": lambda: core.delete_namespaced_pod(missing, "default"),
+        "evict a pod": lambda: core.create_namespaced_pod_eviction(missing, "default", {  # type: ignore[arg-type]
+            "apiVersion": "policy/v1beta1", "kind": "Eviction", "metadata": {"name": missing, "namespace": "default"}}),
         "list namespaces": lambda: core.list_namespace(limit=1),
         "get a namespace": lambda: core.read_namespace(NAMESPACE),
         "create an event": lambda: core.create_namespaced_event("default", event, dry_run="All"),
@@ -250,6 +254,8 @@ def calls(api: client.ApiClient) -> dict[str, Callable[[], Any]]:
         "replace a node": lambda: core.replace_node(missing, {"metadata": {"name": missing}}),
         "create a pod": lambda: core.create_namespaced_pod("default", pod, dry_run="All"),
         "list secrets everywhere": lambda: core.list_secret_for_all_namespaces(limit=1),
+        "list disruption budgets": lambda: request_json(api, "GET", "/apis/policy/v1beta1/poddisruptionbudgets",
+                                                        timeout=REQUEST_TIMEOUT),
         "list secrets in taintkeeper-system": lambda: core.list_namespaced_secret(NAMESPACE, limit=1),
         "get another secret in taintkeeper-system": lambda: core.read_namespaced_secret(missing, NAMESPACE),
         "update another secret in taintkeeper-system": lambda: core.replace_namespaced_secret(
@@ -271,7 +277,8 @@ def calls(api: client.ApiClient) -> dict[str, Callable[[], Any]]:
 
 
 CONTROLLER_NEEDS = ("list nodes", "get a node", "patch a node", "patch a node's status", "list pods everywhere",
-                    "patch a pod", "patch a pod's status", "delete a pod", "list namespaces", "get a namespace",
+                    "patch a pod", "patch a pod's status", "delete a pod", "evict a pod", "list namespaces",
+                    "get a namespace",
                     "create an event", "list node leases", "get the leader lease",
                     "create a lease in taintkeeper-system")
 WEBHOOK_NEEDS = ("list namespaces", "get a namespace")

@@ -33,9 +33,10 @@ def toleration(key: str | None = UNREACHABLE, seconds: int | None = None, *, ope
 
 
 def pod(name: str, tolerations: Any = (), node: str = "node1", uid: str | None = None, created: float | None = None,
-        terminating: bool = False, namespace: str = "default") -> PodView:
+        terminating: bool = False, namespace: str = "default", annotations: dict[str, str] | None = None) -> PodView:
     """A pod view as the pod informer makes it (no Ready condition, bound when created)."""
-    return PodView(namespace, name, uid or f"uid-{name}", node, tuple(tolerations), created, terminating, None)
+    return PodView(namespace, name, uid or f"uid-{name}", node, tuple(tolerations), created, terminating, None,
+                   annotations=tuple((annotations or {}).items()))
 
 
 def node(name: str = "node1", *taints: dict[str, Any]) -> NodeView:

@@ -25,7 +25,7 @@ NODE_LIFECYCLE_THREADS = 1 + NO_SCHEDULE_WORKERS + POD_WORKERS  # the monitor lo
 API_SILENT_THREADS = {"eviction-timers"}
 
 # Besides the controllers' own threads: an informer per resource (nodes and pods; + node Leases
-# with the node lifecycle, + namespaces with the backfill), an event recorder per controller, the
+# with the node lifecycle, + namespaces with the backfill or the taint eviction), an event recorder per controller, the
 # leader elector (with --leader-elect, the default).
 CASES = [
     ("every controller", [], 4 + 3 + 1 + NODE_LIFECYCLE_THREADS + 8 + 1),
@@ -33,7 +33,7 @@ CASES = [
      4 + 3 + 1 + NODE_LIFECYCLE_THREADS + 20 + 1),
     ("without leader election", ["--leader-elect=false"], 4 + 3 + NODE_LIFECYCLE_THREADS + 8 + 1),
     ("the taint eviction controller alone", ["--controllers=taint-eviction-controller",
-                                             "--backfill-default-tolerations=false"], 2 + 1 + 1 + 8),
+                                             "--backfill-default-tolerations=false"], 3 + 1 + 1 + 8),
     ("node lifecycle alone", ["--controllers=nodelifecycle", "--backfill-default-tolerations=false"],
      3 + 1 + 1 + NODE_LIFECYCLE_THREADS),
     ("the backfill alone", ["--controllers=toleration-backfill"], 3 + 1 + 1 + 1),

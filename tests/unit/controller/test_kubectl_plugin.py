@@ -20,6 +20,11 @@ GOOD = [
     ("--kubeconfig over KUBECONFIG", ["explain", "node", "n1", "--kubeconfig", "/k"], {"KUBECONFIG": "/e"},
      ExplainNode("n1", "/k")),
     ("an empty KUBECONFIG is none", ["explain", "node", "n1"], {"KUBECONFIG": ""}, ExplainNode("n1", None)),
+    ("the controller's disruption-budget flags are passed on",
+     ["explain", "node", "n1", "--respect-disruption-budgets-for-taints", "example.com/drain",
+      "--disruption-budget-timeout=10m"], {},
+     ExplainNode("n1", None, ("--respect-disruption-budgets-for-taints=example.com/drain",
+                              "--disruption-budget-timeout=10m"))),
 ]
 
 

@@ -11,81 +11,14 @@ import threading
 
 import pytest
 
-from controller.objects import NodeView, PodView
+from controller.objects import PodView
 from controller.tainteviction.manager import TaintEvictionManager
 from controller.workqueue import WorkQueue
 from tests.support.builders import UNREACHABLE, node, pod, taint, toleration
 from tests.support.clock import FakeClock
-from tests.support.fakes import MemoryStore, RecordingEvents
+from tests.unit.controller.tainteviction.harness import START, Harness
 
-START = 1_800_000_000.0
 CANCELLED_P = ("default/p", "Normal", "TaintManagerEviction", "Cancelling deletion of Pod default/p")
-
-
-class Actions:
-    """Records evictions; `live` holds what a live GET of each node returns."""
-
-    def __init__(self, clock: FakeClock) -> None:
-        self.clock = clock
-        self.live: dict[str, list[dict]] = {}
-        self.evicted: list[tuple[str, str, float]] = []
-        self.failures_left = 0
-        self.node_reads = 0
-
-    def live_no_execute_taints(self, node_name: str):
-        self.node_reads += 1
-        return self.live.get(node_name)
-
-    def evict(self, p: PodView) -> None:
-        if self.failures_left > 0:
-            self.failures_left -= 1
-            raise RuntimeError("pods is forbidden")
-        self.evicted.append((p.key, p.uid, self.clock.now()))
-
-
-class Harness:
-    def __init__(self, active: bool = True) -> None:
-        self.clock = FakeClock(START)
-        self.pods: MemoryStore[PodView] = MemoryStore()
-        self.actions = Actions(self.clock)
-        self.events = RecordingEvents()
-        self.manager = TaintEvictionManager(self.pods, self.actions, self.events, clock=self.clock,
-                                            queue=WorkQueue(self.clock))
-        if active:
-            self.manager.activate()
-
-    def add_pod(self, p: PodView) -> None:
-        old = self.pods.items.get(p.key)
-        self.pods.items[p.key] = p
-        self.manager.on_pod_change(old, p)
-
-    def delete_pod(self, key: str) -> None:
-        old = self.pods.items.pop(key)
-        self.manager.on_pod_change(old, None)
-
-    def set_node(self, n: NodeView, live: bool = True) -> None:
-        if live:
-            self.actions.live[n.name] = list(n.no_execute_taints)
-        self.manager.on_node_change(None, n)
-
-    def run_for(self, seconds: float, step: float = 0.1) -> None:
-        """Advance the fake clock in steps, firing and working off everything due at each step."""
-        self.clock.run_for(seconds, step, self.drain)
-
-    def drain(self) -> None:
-        self.manager.fire_due()
-        queue = self.manager.queue
-        while (key := queue.get(timeout=0)) is not None:
-            try:
-                self.manager.process(key)
-            finally:
-                queue.done(key)
-
-    def evicted_keys(self) -> list[str]:
-        return [key for key, _, _ in self.actions.evicted]
-
-    def evicted_at(self, key: str) -> float:
-        return next(at for k, _, at in self.actions.evicted if k == key) - START
 
 
 @pytest.fixture
