@@ -13,72 +13,17 @@ from __future__ import annotations
 import argparse
 import sys
 import time
-from collections.abc import Mapping, Sequence
-from dataclasses import dataclass, field
 from typing import Any
 
+from controller.budgets import Budgets, budget_note
 from controller.describe import describe_duration, taint_text, toleration_text
-from controller.objects import PodView, node_view, pod_view
-from controller.tainteviction.decision import (
-    EXPIRES,
-    NO_TAINTS,
-    UNTOLERATED,
-    EvictionDecision,
-    decide_eviction,
-    due_taints,
-)
-from controller.tainteviction.disruption_budget import (
-    BudgetSettings,
-    Method,
-    budget_text,
-    check_taint_keys,
-    choose_method,
-    selecting_budgets,
-)
+from controller.objects import node_view, pod_view
+from controller.tainteviction.decision import EXPIRES, NO_TAINTS, UNTOLERATED, decide_eviction
+from controller.tainteviction.disruption_budget import BudgetSettings, check_taint_keys
 from kube.timestamps import format_time
 from shared.durations import parse_duration
 
 Json = dict[str, Any]
-
-
-@dataclass(frozen=True)
-class Budgets:
-    """What `explain` knows of disruption budgets: the controller's flags, the namespaces'
-    annotations, and every PodDisruptionBudget (None: they could not be read, and why)."""
-
-    settings: BudgetSettings = field(default_factory=BudgetSettings)
-    namespace_annotations: Mapping[str, Mapping[str, str]] = field(default_factory=dict)
-    budgets: list[Json] | None = field(default_factory=list)
-    unreadable: str = ""
-    empty_selects_all: bool = True  # policy/v1 (1.21+); policy/v1beta1 selects nothing with {}
-
-
-def budget_note(pod: PodView, labels: Mapping[str, str], decision: EvictionDecision, taints: Sequence[Json],
-                budgets: Budgets, now: float) -> tuple[str, str]:
-    """For a pod whose eviction respects its disruption budget: what it waits for now ("" if nothing),
-    and how it will go; ("", "") for a pod that will simply be deleted. Decided as the manager decides."""
-    at = decision.at if decision.at is not None else now
-    when = max(at, now)
-    due = due_taints(pod.tolerations, taints, lambda _taint: now, pod.arrived, when)
-    choice = choose_method([*due, *([decision.taint] if decision.taint else [])], pod.annotation_map,
-                           budgets.namespace_annotations.get(pod.namespace, {}), budgets.settings,
-                           decision.due_since if decision.due_since is not None else at, when)
-    if choice.method is Method.DELETE:
-        return "", ""
-    if choice.method is Method.DELETE_AFTER_BUDGET_TIMEOUT:
-        return "", (f"; deleted, not evicted: its disruption budget ceiling "
-                    f"({describe_duration(choice.timeout or 0)}) has passed")
-    ceiling = ("" if choice.timeout is None else
-               f"; deleted anyway at {format_time((decision.due_since or at) + choice.timeout)}")
-    if budgets.budgets is None:
-        return "", f"; through the Eviction API (disruption budgets unreadable: {budgets.unreadable}){ceiling}"
-    found = selecting_budgets(budgets.budgets, pod.namespace, labels, budgets.empty_selects_all)
-    if not found:
-        return "", f"; through the Eviction API (no disruption budget covers it){ceiling}"
-    blocking = [b for b in found if int((b.get("status") or {}).get("disruptionsAllowed") or 0) < 1]
-    if blocking and at <= now:
-        return f"waiting for {budget_text(blocking[0])}", f"; through the Eviction API{ceiling}"
-    return "", f"; through the Eviction API: {', '.join(budget_text(b) for b in found)}{ceiling}"
 
 
 def explain(node: Json, pods: list[Json], now: float, budgets: Budgets | None = None) -> list[str]:
@@ -138,10 +83,10 @@ def main(argv: list[str]) -> int:
         print(f"explain: error: {error}", file=sys.stderr)
         return 2
 
+    from controller.budget_reads import read_budgets
     from kube.client import LIST_REQUEST_TIMEOUT, REQUEST_TIMEOUT, ClientConfigError, make_api_client
     from kube.errors import describe_error, is_not_found, status_code
     from kube.identity import EXPLAIN
-    from kube.policy import V1, budgets_path, served_policy_version
     from kube.request import request_json
 
     try:
@@ -154,18 +99,8 @@ def main(argv: list[str]) -> int:
                             timeout=REQUEST_TIMEOUT)
         pods = request_json(api, "GET", "/api/v1/pods", query=[("fieldSelector", f"spec.nodeName={args.node}")],
                             timeout=LIST_REQUEST_TIMEOUT)
-        namespaces = request_json(api, "GET", "/api/v1/namespaces", timeout=LIST_REQUEST_TIMEOUT)
-        annotations = {(n.get("metadata") or {}).get("name", ""): (n.get("metadata") or {}).get("annotations") or {}
-                       for n in namespaces.get("items") or []}
-        version = served_policy_version(api, REQUEST_TIMEOUT)
-        try:  # every budget at once; a user allowed to read pods but not budgets still gets the rest
-            found = request_json(api, "GET", budgets_path(version).replace("/namespaces/{namespace}", ""),
-                                 timeout=LIST_REQUEST_TIMEOUT).get("items") or []
-            budgets = Budgets(settings, annotations, found, empty_selects_all=version == V1)
-        except Exception as error:
-            if status_code(error) is None:
-                raise
-            budgets = Budgets(settings, annotations, None, describe_error(error), version == V1)
+        budgets = read_budgets(lambda path, query: request_json(api, "GET", path, query=query,
+                                                                timeout=LIST_REQUEST_TIMEOUT), settings)
     except Exception as error:
         if status_code(error) is None:
             raise  # not an answer from the API (a connection error): the traceback says more

@@ -24,6 +24,7 @@ from collections.abc import Iterable, Mapping, Sequence
 from dataclasses import dataclass
 from typing import Any, Generic, TypeVar
 
+from controller.budgets import Budgets, budget_note
 from controller.describe import taint_text, toleration_text
 from controller.nodelifecycle.decision import MonitorSettings
 from controller.objects import NodeView, node_view, pod_view
@@ -95,6 +96,7 @@ class PendingEviction:
     deadline: float
     seconds_left: float  # negative: overdue
     counted_from_now: bool  # the taint has no timeAdded: this command counts it from now
+    waiting_for: str | None = None  # due, but its budget allows none: "disruption budget web (allowed 0)"
 
 
 @dataclass(frozen=True)
@@ -210,9 +212,12 @@ def _counted_from_now(taint: Mapping[str, Any], now: float) -> bool:
     return added is None or added > now
 
 
-def pending_evictions(nodes: Iterable[NodeView], pods: Iterable[Json], now: float) -> tuple[PendingEviction, ...]:
+def pending_evictions(nodes: Iterable[NodeView], pods: Iterable[Json], now: float,
+                      budgets: Budgets | None = None) -> tuple[PendingEviction, ...]:
     """Every pod the taint eviction manager will delete, soonest first: on a node with a NoExecute
-    taint (anyone's, as the manager evicts for any), not terminating, not tolerating it forever."""
+    taint (anyone's, as the manager evicts for any), not terminating, not tolerating it forever; and
+    for one that respects its disruption budget, the budget it waits for."""
+    budgets = budgets or Budgets()
     tainted = {node.name: node for node in nodes if node.no_execute_taints}
     pending = []
     for raw in pods:
@@ -223,11 +228,14 @@ def pending_evictions(nodes: Iterable[NodeView], pods: Iterable[Json], now: floa
         decision = decide_eviction(pod.tolerations, node.no_execute_taints, lambda _t: now, pod.arrived, now)
         if decision.at is None or decision.taint is None:
             continue
+        labels = dict((raw.get("metadata") or {}).get("labels") or {})
+        waiting, _how = budget_note(pod, labels, decision, node.no_execute_taints, budgets, now)
         pending.append(PendingEviction(
             namespace=pod.namespace, pod=pod.name, node=node.name, taint=taint_text(decision.taint),
             toleration=None if decision.toleration is None else toleration_text(decision.toleration),
             deadline=decision.at, seconds_left=decision.at - now,
-            counted_from_now=_counted_from_now(decision.taint, now)))
+            counted_from_now=_counted_from_now(decision.taint, now),
+            waiting_for=waiting.removeprefix("waiting for ") or None))
     return tuple(sorted(pending, key=lambda p: (p.deadline, p.namespace, p.pod)))
 
 
@@ -282,10 +290,11 @@ def leader_status(lease_name: str, lease: Reading[Json], last_pass: Reading[floa
 
 
 def cluster_status(nodes: Iterable[Json], pods: Iterable[Json], lease_name: str, lease: Reading[Json],
-                   last_pass: Reading[float], settings: MonitorSettings, now: float) -> ClusterStatus:
+                   last_pass: Reading[float], settings: MonitorSettings, now: float,
+                   budgets: Budgets | None = None) -> ClusterStatus:
     """Everything `taintkeeper status` prints, from the API's JSON (nodes, pods) and what the leader said."""
     views = [node_view(dict(node)) for node in nodes]
     zones, brake = zone_statuses(views, settings)
     return ClusterStatus(now=now, settings=settings, zones=zones, brake=brake, nodes=tainted_nodes(views, now),
-                         pending=pending_evictions(views, pods, now),
+                         pending=pending_evictions(views, pods, now, budgets),
                          leader=leader_status(lease_name, lease, last_pass, now))

@@ -17,10 +17,12 @@ import os
 import sys
 import time
 from collections.abc import Callable, Mapping
-from dataclasses import dataclass
+from dataclasses import dataclass, field
 from typing import IO, Any, NoReturn, Protocol
 from urllib.parse import quote
 
+from controller.budget_reads import read_budgets
+from controller.budgets import Budgets
 from controller.nodelifecycle.decision import MonitorSettings
 from controller.options import OptionsError, parse_options
 from controller.options import build_parser as controller_flags
@@ -33,6 +35,7 @@ from controller.status import (
     leader_pod,
 )
 from controller.status_render import render_text, status_json
+from controller.tainteviction.disruption_budget import BudgetSettings
 from kube.client import CONNECT_TIMEOUT, LIST_REQUEST_TIMEOUT, ClientConfigError, make_api_client
 from kube.errors import describe_error, is_not_found
 from kube.identity import STATUS
@@ -47,6 +50,7 @@ INTERVAL = 1.0  # seconds between frames of --watch
 # The four flags whose values set the zones' rates, as the controller spells them.
 RATE_FLAGS = ("node_eviction_rate", "secondary_node_eviction_rate", "large_cluster_size_threshold",
               "unhealthy_zone_threshold")
+BUDGET_FLAGS = ("respect_disruption_budgets_for_taints", "disruption_budget_timeout")
 # ANSI: cursor home, erase to the end of the line, erase below, clear the screen.
 HOME, ERASE_LINE, ERASE_BELOW, CLEAR = "\x1b[H", "\x1b[K", "\x1b[J", "\x1b[2J"
 
@@ -69,6 +73,7 @@ class StatusRequest:
     lease_name: str
     metrics_port: int
     settings: MonitorSettings  # the rate flags; the rest keep the controller's defaults
+    budgets: BudgetSettings = field(default_factory=BudgetSettings)  # the controller's disruption-budget flags
 
 
 def add_arguments(parser: argparse.ArgumentParser, kubeconfig_default: Any = None,
@@ -93,6 +98,10 @@ def add_arguments(parser: argparse.ArgumentParser, kubeconfig_default: Any = Non
         option = "--" + flag.replace("_", "-")
         parser.add_argument(option, default=defaults.get_default(flag), metavar="VALUE",
                             help=f"the controller's {option}, for the zones' rates (default %(default)s)")
+    for flag in BUDGET_FLAGS:
+        option = "--" + flag.replace("_", "-")
+        parser.add_argument(option, default=defaults.get_default(flag), metavar="VALUE",
+                            help=f"the controller's {option}, for what evictions wait for (default %(default)r)")
 
 
 def _port(text: str) -> int:
@@ -111,15 +120,15 @@ def request_from(args: argparse.Namespace, parser: argparse.ArgumentParser,
                  kubeconfig: str | None = None) -> StatusRequest:
     """The request parsed flags ask for; bad rate flags end with one line and exit 2, checked by the
     controller's own rules. `kubeconfig` stands in when --kubeconfig is absent."""
-    rates = [item for flag in RATE_FLAGS for item in ("--" + flag.replace("_", "-"), getattr(args, flag))]
+    flags = [f"--{flag.replace('_', '-')}={getattr(args, flag)}" for flag in (*RATE_FLAGS, *BUDGET_FLAGS)]
     try:
-        settings = parse_options(rates).monitor
+        options = parse_options(flags)
     except OptionsError as error:
         parser.error(str(error))
     return StatusRequest(kubeconfig=getattr(args, "kubeconfig", None) or kubeconfig, namespace=args.namespace or None,
                          selector=args.selector or None, output=args.output, watch=args.watch,
                          lease_namespace=args.lease_namespace, lease_name=args.lease_name,
-                         metrics_port=args.metrics_port, settings=settings)
+                         metrics_port=args.metrics_port, settings=options.monitor, budgets=options.budgets)
 
 
 def parse_args(argv: list[str]) -> StatusRequest:
@@ -198,12 +207,14 @@ def read_status(reads: ClusterReads, request: StatusRequest, now: Callable[[], f
     """The cluster's status now; reading the nodes or pods raises, the Lease and metrics do not."""
     nodes = reads.get_json("/api/v1/nodes", [("resourceVersion", "0")]).get("items") or []
     pods: list[Json] = []
+    budgets = Budgets(request.budgets)
     if any_no_execute_taint(nodes):
         pods = reads.get_json(*pods_query(request.namespace, request.selector)).get("items") or []
+        budgets = read_budgets(reads.get_json, request.budgets)
     lease = _read_lease(reads, request)
     last_pass = _read_last_pass(reads, request, lease)
     return cluster_status(nodes, pods, f"{request.lease_namespace}/{request.lease_name}", lease, last_pass,
-                          request.settings, now())
+                          request.settings, now(), budgets)
 
 
 # --- the output --------------------------------------------------------------------------------------

@@ -2,7 +2,8 @@
 
 The JSON's names are a contract for scripts and alerts: the top-level `zones`, `brake`, `nodes`,
 `leader`, `pendingEvictions`, and each pending eviction's `namespace`, `pod`, `node`, `taint`,
-`deadline` (RFC 3339), `secondsLeft`. Add fields if needed; never rename or drop these.
+`deadline` (RFC 3339), `secondsLeft` (and, added since, `waitingFor`). Add fields if needed; never
+rename or drop these.
 """
 
 from __future__ import annotations
@@ -117,9 +118,10 @@ def _time_left(pending: PendingEviction) -> Cell:
 
 def _why(pending: PendingEviction) -> str:
     taint = pending.taint + (" (no timeAdded: counted from now)" if pending.counted_from_now else "")
+    waiting = f"; waiting for {pending.waiting_for}" if pending.waiting_for else ""
     if pending.toleration is None:
-        return f"{taint} not tolerated"
-    return f"{taint}, toleration {pending.toleration}"
+        return f"{taint} not tolerated{waiting}"
+    return f"{taint}, toleration {pending.toleration}{waiting}"
 
 
 def _pending_lines(pending: tuple[PendingEviction, ...], colour: bool) -> list[str]:
@@ -195,7 +197,8 @@ def _leader_json(leader: LeaderStatus) -> dict[str, Any]:
 
 def _pending_json(pending: PendingEviction) -> dict[str, Any]:
     return {"namespace": pending.namespace, "pod": pending.pod, "node": pending.node, "taint": pending.taint,
-            "deadline": format_time(pending.deadline), "secondsLeft": round(pending.seconds_left)}
+            "deadline": format_time(pending.deadline), "secondsLeft": round(pending.seconds_left),
+            "waitingFor": pending.waiting_for}
 
 
 def status_json(status: ClusterStatus) -> dict[str, Any]:

@@ -27,6 +27,11 @@ def served_policy_version(api_client: client.ApiClient, timeout: Timeout) -> str
         if is_not_found(error):
             return V1BETA1
         raise
+    return version_served(group)
+
+
+def version_served(group: dict[str, Any]) -> str:
+    """From the policy group's discovery document (GET /apis/policy): v1 if listed, else v1beta1."""
     versions = {str(version.get("groupVersion")) for version in group.get("versions") or []}
     return V1 if V1 in versions else V1BETA1
 

@@ -183,6 +183,9 @@ def world(local_cluster: LocalCluster, namespace: str, monkeypatch: pytest.Monke
 NODES = ("/api/v1/nodes", EVERY_VERSION)
 LEASE = ("/apis/coordination.k8s.io/v1/namespaces/{lease_ns}/leases/{lease}", ())
 METRICS = (f"/api/v1/namespaces/{{lease_ns}}/pods/{{leader}}:{METRICS_PORT}/proxy/metrics", ())
+# With pods to report: what their evictions may wait for (the namespaces' annotations, every budget).
+BUDGETS = (("/api/v1/namespaces", EVERY_VERSION), ("/apis/policy", ()),
+           ("/apis/policy/v1beta1/poddisruptionbudgets", EVERY_VERSION))
 
 
 @dataclass(frozen=True)
@@ -194,15 +197,17 @@ class RequestsCase:
 
 
 REQUESTS = {
-    "a NoExecute taint: the nodes, the pods with the filters in the LIST, the Lease, the leader's /metrics":
+    "a NoExecute taint: the nodes, the pods (filtered in the LIST), the budgets, the Lease, the leader's /metrics":
         RequestsCase(("-n", "{ns}", "-l", "app=web"), (
-            NODES, ("/api/v1/namespaces/{ns}/pods", (*EVERY_VERSION, ("labelSelector", "app=web"))), LEASE, METRICS)),
+            NODES, ("/api/v1/namespaces/{ns}/pods", (*EVERY_VERSION, ("labelSelector", "app=web"))), *BUDGETS, LEASE,
+            METRICS)),
     "no filters: the pods of every namespace":
-        RequestsCase((), (NODES, ("/api/v1/pods", EVERY_VERSION), LEASE, METRICS)),
+        RequestsCase((), (NODES, ("/api/v1/pods", EVERY_VERSION), *BUDGETS, LEASE, METRICS)),
     "no NoExecute taint on any node: no eviction is pending, the pods are not listed":
         RequestsCase(("-n", "{ns}"), (NODES, LEASE, METRICS), no_execute=False),
     "no Lease: no leader, so no /metrics request":
-        RequestsCase(("-n", "{ns}"), (NODES, ("/api/v1/namespaces/{ns}/pods", EVERY_VERSION), LEASE), lease=False),
+        RequestsCase(("-n", "{ns}"), (NODES, ("/api/v1/namespaces/{ns}/pods", EVERY_VERSION), *BUDGETS, LEASE),
+                     lease=False),
 }
 
 

@@ -8,6 +8,7 @@ from typing import Any
 
 import pytest
 
+from controller.budgets import Budgets
 from controller.nodelifecycle.decision import MonitorSettings
 from controller.status import ClusterStatus, Reading, cluster_status
 from controller.status_render import render_text, status_json
@@ -50,11 +51,11 @@ def test_the_json_has_exactly_the_contracts_names() -> None:
     assert document["brake"] is False
     assert document["pendingEvictions"] == [
         {"namespace": "jobs", "pod": "batch", "node": "a2", "taint": f"{UNREACHABLE}:NoExecute",
-         "deadline": "2027-01-15T07:59:00Z", "secondsLeft": -60},
+         "deadline": "2027-01-15T07:59:00Z", "secondsLeft": -60, "waitingFor": None},
         {"namespace": "shop", "pod": "bare", "node": "b1", "taint": f"{NOT_READY}:NoExecute",
-         "deadline": "2027-01-15T08:00:00Z", "secondsLeft": 0},
+         "deadline": "2027-01-15T08:00:00Z", "secondsLeft": 0, "waitingFor": None},
         {"namespace": "shop", "pod": "web-1", "node": "a2", "taint": f"{UNREACHABLE}:NoExecute",
-         "deadline": "2027-01-15T08:03:00Z", "secondsLeft": 180},
+         "deadline": "2027-01-15T08:03:00Z", "secondsLeft": 180, "waitingFor": None},
     ]
 
 
@@ -148,3 +149,19 @@ def test_the_text_report(status: ClusterStatus, fragments: list[str]) -> None:
     text = render_text(status)
     for fragment in fragments:
         assert fragment in text, f"{fragment!r} not in:\n{text}"
+
+
+def test_a_pod_waiting_for_its_disruption_budget_says_which_in_text_and_json() -> None:
+    drain = {"key": "example.com/drain", "effect": "NoExecute", "timeAdded": "2027-01-15T07:58:00Z"}
+    nodes = [{"metadata": {"name": "d1", "labels": {}}, "spec": {"taints": [drain]},
+              "status": {"conditions": [{"type": "Ready", "status": "True"}]}}]
+    pod = {"metadata": {"name": "web-9", "namespace": "shop", "uid": "u9", "labels": {"app": "web"},
+                        "annotations": {"taintkeeper.io/eviction": "respect-disruption-budget"},
+                        "creationTimestamp": "2027-01-15T07:00:00Z"}, "spec": {"nodeName": "d1"}}
+    budget = {"metadata": {"name": "web", "namespace": "shop"}, "spec": {"selector": {"matchLabels": {"app": "web"}}},
+              "status": {"disruptionsAllowed": 0}}
+    status = cluster_status(nodes, [pod], LEASE, Reading(lease_json(HOLDER, NOW - 1)), Reading(NOW - 3),
+                            MonitorSettings(), NOW, Budgets(budgets=[budget]))
+    assert status_json(status)["pendingEvictions"][0]["waitingFor"] == "disruption budget web (allowed 0)"
+    assert "example.com/drain:NoExecute not tolerated; waiting for disruption budget web (allowed 0)" in \
+        render_text(status, colour=False)
