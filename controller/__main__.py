@@ -1,6 +1,8 @@
 """`python -m controller [flags]`: run taintkeeper's controller (flags: controller/options.py).
 `python -m controller explain --node NAME`: when and why each pod on a node will be evicted.
-`python -m controller status [flags]`: zones, the brake, tainted nodes, pending evictions, the leader."""
+`python -m controller status [flags]`: zones, the brake, tainted nodes, pending evictions, the leader.
+`python -m controller fence NODE [--min-down D] [--yes]` / `unfence NODE`: declare a dead node's machine off
+(the out-of-service taint: its pods are force deleted), and take that back."""
 
 from __future__ import annotations
 
@@ -21,6 +23,10 @@ def main(argv: list[str] | None = None) -> int:
         from controller.status_command import main as status_main
 
         return status_main(args[1:])
+    if args and args[0] in ("fence", "unfence"):
+        from controller.fencing_command import main as fencing_main
+
+        return fencing_main(args[0], args[1:])
     if args and args[0] in ("-h", "--help"):
         build_parser().print_help()
         return 0

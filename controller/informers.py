@@ -2,8 +2,9 @@
 
 Every component watching pods reads the same store and adds its own handler (kube/informer.py
 calls each in turn), so a resource is listed and watched once however many controllers run.
-The views are controller/objects.py's; pods are indexed by node, and listed in protobuf
-(controller/pod_protobuf.py): the largest LIST, encoded several times faster than as JSON.
+The views are controller/objects.py's (VolumeAttachments': controller/volume_attachments.py); pods and
+VolumeAttachments are indexed by node, and pods listed in protobuf (controller/pod_protobuf.py): the
+largest LIST, encoded several times faster than as JSON.
 """
 
 from __future__ import annotations
@@ -25,6 +26,7 @@ from controller.objects import (
     pod_view,
 )
 from controller.pod_protobuf import pod_json
+from controller.volume_attachments import VolumeAttachmentView, volume_attachment_view
 from kube.informer import Informer
 
 # Where kubelets renew their heartbeat Leases.
@@ -35,6 +37,7 @@ class SharedInformers:
     def __init__(self, api_client: client.ApiClient) -> None:
         self._core = client.CoreV1Api(api_client)
         self._coordination = client.CoordinationV1Api(api_client)
+        self._storage = client.StorageV1Api(api_client)
         self._made: dict[str, Informer[Any]] = {}
 
     @property
@@ -56,6 +59,13 @@ class SharedInformers:
     def namespaces(self) -> Informer[NamespaceView]:
         return self._informer("namespaces", lambda: Informer("namespaces", self._core.list_namespace,
                                                              namespace_view))
+
+    @property
+    def volume_attachments(self) -> Informer[VolumeAttachmentView]:
+        """VolumeAttachments (storage.k8s.io/v1), indexed by node: an out-of-service node's are deleted."""
+        return self._informer("volumeattachments", lambda: Informer(
+            "volumeattachments", self._storage.list_volume_attachment, volume_attachment_view,
+            index_by=lambda attachment: attachment.node_name))
 
     def all(self) -> list[Informer[Any]]:
         """Every informer made so far, in the order they were first asked for."""

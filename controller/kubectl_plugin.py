@@ -1,9 +1,11 @@
-"""`kubectl taintkeeper explain node NAME` and `kubectl taintkeeper status [options]`: the kubectl plugin.
+"""`kubectl taintkeeper explain node NAME`, `kubectl taintkeeper status [options]` and
+`kubectl taintkeeper fence|unfence NODE [options]`: the kubectl plugin.
 
 Installed as the console script `kubectl-taintkeeper`; kubectl runs any `kubectl-*` on the PATH,
 passing its environment and every argument after the plugin's name. The work is
-`python -m controller explain --node NAME` (controller/explain.py) and `python -m controller status`
-(controller/status_command.py); this module only parses.
+`python -m controller explain --node NAME` (controller/explain.py), `python -m controller status`
+(controller/status_command.py) and `python -m controller fence|unfence` (controller/fencing_command.py);
+this module only parses.
 """
 
 from __future__ import annotations
@@ -14,6 +16,11 @@ import sys
 from dataclasses import dataclass
 from typing import NoReturn
 
+from controller.fencing_command import COMMANDS as FENCING_COMMANDS
+from controller.fencing_command import DESCRIPTIONS as FENCING_DESCRIPTIONS
+from controller.fencing_command import FenceRequest
+from controller.fencing_command import add_arguments as add_fencing_arguments
+from controller.fencing_command import request_from as fencing_request_from
 from controller.status_command import DESCRIPTION as STATUS_DESCRIPTION
 from controller.status_command import StatusRequest, add_arguments, request_from
 
@@ -51,10 +58,14 @@ def build_parser() -> argparse.ArgumentParser:
     status = commands.add_parser("status", help="zones, the brake, tainted nodes, pending evictions, the leader",
                                  description=STATUS_DESCRIPTION)
     add_arguments(status, kubeconfig_default=argparse.SUPPRESS, kubeconfig_help=kubeconfig_help)
+    for name, summary in zip(FENCING_COMMANDS, ("declare a dead node's machine off: its pods are force deleted",
+                                                "remove what fence put on a node"), strict=True):
+        fencing = commands.add_parser(name, help=summary, description=FENCING_DESCRIPTIONS[name])
+        add_fencing_arguments(fencing, name, kubeconfig_default=argparse.SUPPRESS, kubeconfig_help=kubeconfig_help)
     return parser
 
 
-def parse_args(argv: list[str], environ: dict[str, str] | None = None) -> ExplainNode | StatusRequest:
+def parse_args(argv: list[str], environ: dict[str, str] | None = None) -> ExplainNode | StatusRequest | FenceRequest:
     """The command asked for; a bad command line exits 2 with one line on stderr."""
     parser = build_parser()
     args = parser.parse_args(argv)
@@ -64,6 +75,8 @@ def parse_args(argv: list[str], environ: dict[str, str] | None = None) -> Explai
     kubeconfig = args.kubeconfig or environ.get("KUBECONFIG") or None
     if args.command == "status":
         return request_from(args, parser, kubeconfig)
+    if args.command in FENCING_COMMANDS:
+        return fencing_request_from(args, parser, args.command, kubeconfig)
     budget_flags = tuple(f"{flag}={value}" for flag in BUDGET_FLAGS
                          if (value := getattr(args, flag.lstrip("-").replace("-", "_"))) is not None)
     return ExplainNode(node=args.name, kubeconfig=kubeconfig, budget_flags=budget_flags)
@@ -75,6 +88,10 @@ def main(argv: list[str] | None = None) -> int:
         from controller.status_command import run
 
         return run(command)
+    if isinstance(command, FenceRequest):
+        from controller.fencing_command import run as run_fencing
+
+        return run_fencing(command)
     from controller.explain import main as explain_main
 
     kubeconfig = ["--kubeconfig", command.kubeconfig] if command.kubeconfig else []

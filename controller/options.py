@@ -24,7 +24,9 @@ NODE_LIFECYCLE = "nodelifecycle"
 TAINT_EVICTION = "taint-eviction-controller"
 # The default-toleration backfill; it also needs --backfill-default-tolerations (on by default).
 TOLERATION_BACKFILL = "toleration-backfill"
-CONTROLLER_NAMES = (NODE_LIFECYCLE, TAINT_EVICTION, TOLERATION_BACKFILL)
+# KEP-2268's out-of-service taint honoured on any version (controller/outofservice/), and --auto-fence-after.
+OUT_OF_SERVICE = "out-of-service"
+CONTROLLER_NAMES = (NODE_LIFECYCLE, TAINT_EVICTION, TOLERATION_BACKFILL, OUT_OF_SERVICE)
 
 T = TypeVar("T")
 
@@ -57,6 +59,7 @@ class ControllerOptions:
     monitor: MonitorSettings
     backfill: BackfillSettings = field(default_factory=BackfillSettings)
     budgets: BudgetSettings = field(default_factory=BudgetSettings)
+    auto_fence_after: float | None = None  # --auto-fence-after; None: off
 
 
 class OptionsError(ValueError):
@@ -124,6 +127,11 @@ def build_parser() -> argparse.ArgumentParser:
         help="tolerationSeconds of a backfilled not-ready toleration, as the webhook's flag (default %(default)s)")
     add("--default-unreachable-toleration-seconds", default=str(DEFAULT_TOLERATION_SECONDS), metavar="SECONDS",
         help="tolerationSeconds of a backfilled unreachable toleration, as the webhook's flag (default %(default)s)")
+    # The out-of-service handling's automation (controller/outofservice/auto_fence.py).
+    add("--auto-fence-after", default="0", metavar="DURATION",
+        help="put the node.kubernetes.io/out-of-service taint on a node unreachable (Ready Unknown) this long, "
+             "only if its taintkeeper.io/fencing-confirmed-at annotation (written by a fencing agent) is newer than "
+             "its last heartbeat; 0 never does (default 0)")
     add("--log-format", default="plain", help="plain or json")
     add("--log-level", default="INFO", help="DEBUG, INFO, WARNING or ERROR")
     return parser
@@ -244,7 +252,13 @@ def parse_options(argv: list[str]) -> ControllerOptions:
                             args.respect_disruption_budgets_for_taints.split(",")),
         timeout=budget_timeout or None,
     )
+    auto_fence_after = _checked("--auto-fence-after", parse_duration, args.auto_fence_after)
+    if auto_fence_after < 0:
+        raise OptionsError("--auto-fence-after must not be negative")
+    if auto_fence_after and OUT_OF_SERVICE not in controllers:
+        raise OptionsError(f"--auto-fence-after needs the {OUT_OF_SERVICE} controller (--controllers)")
     return ControllerOptions(
+        auto_fence_after=auto_fence_after or None,
         backfill=backfill,
         budgets=budgets,
         controllers=controllers,

@@ -8,7 +8,10 @@ same way, in this order:
 - the node lifecycle monitor (`nodelifecycle`): health, Unknown conditions, taints;
 - the taint eviction manager (`taint-eviction-controller`): deletes pods on NoExecute taints;
 - the toleration backfill (`toleration-backfill`, with `--backfill-default-tolerations`): appends the
-  default not-ready/unreachable tolerations to pods admitted without them (a webhook outage).
+  default not-ready/unreachable tolerations to pods admitted without them (a webhook outage);
+- the out-of-service handling (`out-of-service`): force deletes the pods and deletes the volume
+  attachments of a node tainted `node.kubernetes.io/out-of-service` and not Ready (KEP-2268), and
+  with `--auto-fence-after` taints a confirmed-dead node so.
 Their API edges share one write fence (kube/fence.py) with the leader elector: a replica whose
 last lease renewal is older than the renew deadline writes nothing.
 """
@@ -32,7 +35,10 @@ from controller.health import serve_health
 from controller.informers import SharedInformers
 from controller.nodelifecycle.api import DryRunNodeLifecycleApi, KubeNodeLifecycleApi
 from controller.nodelifecycle.monitor import NO_SCHEDULE_WORKERS, POD_WORKERS, NodeLifecycleMonitor
-from controller.options import NODE_LIFECYCLE, TAINT_EVICTION, ControllerOptions
+from controller.options import NODE_LIFECYCLE, OUT_OF_SERVICE, TAINT_EVICTION, ControllerOptions
+from controller.outofservice.api import KubeOutOfServiceApi
+from controller.outofservice.controller import OutOfServiceController
+from controller.outofservice.decision import COMPONENT as OUT_OF_SERVICE_COMPONENT
 from controller.tainteviction.api import KubeEvictionActions
 from controller.tainteviction.manager import TaintEvictionManager
 from kube.client import make_api_client
@@ -74,30 +80,45 @@ def toleration_backfill(api: client.ApiClient, fence: WriteFence, informers: Sha
                               options.backfill, dry_run=options.dry_run)
 
 
+def out_of_service(api: client.ApiClient, fence: WriteFence, informers: SharedInformers, recorder: EventRecorder,
+                   options: ControllerOptions) -> OutOfServiceController:
+    # The node Leases only for --auto-fence-after: when each kubelet was last heard.
+    leases = informers.leases if options.auto_fence_after is not None else None
+    return OutOfServiceController(informers.nodes, informers.pods, informers.volume_attachments,
+                                  KubeOutOfServiceApi(api, fence), recorder, auto_fence_after=options.auto_fence_after,
+                                  leases=leases, dry_run=options.dry_run)
+
+
 def api_connections(options: ControllerOptions) -> int:
     """How many threads may call the API at once: the client's connection pool keeps one connection
     for each (make_api_client). The threads, as `assemble` and `run` make them:
     - an informer per resource the running controllers read, each with a LIST or a WATCH open:
-      nodes and pods always, node Leases with the node lifecycle, namespaces with the backfill or the
-      taint eviction (the disruption-budget annotations);
+      nodes and pods always, node Leases with the node lifecycle or --auto-fence-after, namespaces with the
+      backfill or the taint eviction (the disruption-budget annotations), VolumeAttachments with the
+      out-of-service handling;
     - an event recorder per running controller;
     - the leader elector (on the main thread), with --leader-elect;
     - the node lifecycle's monitor loop (Unknown conditions, NoExecute taints), its NoSchedule
       tainting workers and its pod marking workers;
     - the taint eviction's deletion workers (its timer thread only queues keys);
-    - the backfill's one worker.
+    - the backfill's one worker;
+    - the out-of-service handling's one worker.
     """
     node_lifecycle = NODE_LIFECYCLE in options.controllers
     taint_eviction = TAINT_EVICTION in options.controllers
     backfill = options.backfill.enabled
-    informers = 2 + int(node_lifecycle) + int(backfill or taint_eviction)
-    recorders = int(node_lifecycle) + int(taint_eviction) + int(backfill)
+    out_of_service = OUT_OF_SERVICE in options.controllers
+    auto_fence = out_of_service and options.auto_fence_after is not None
+    informers = 2 + int(node_lifecycle or auto_fence) + int(backfill or taint_eviction) + int(out_of_service)
+    recorders = int(node_lifecycle) + int(taint_eviction) + int(backfill) + int(out_of_service)
     count = informers + recorders + int(options.leader_elect)
     if node_lifecycle:
         count += 1 + NO_SCHEDULE_WORKERS + POD_WORKERS
     if taint_eviction:
         count += options.taint_eviction_workers
     if backfill:
+        count += 1
+    if out_of_service:
         count += 1
     return count
 
@@ -156,7 +177,8 @@ def assemble(api: client.ApiClient, options: ControllerOptions, fence: WriteFenc
     # (whether it runs, its event source, how it is made), in the order they activate
     for enabled, source, build in ((NODE_LIFECYCLE in options.controllers, NODE_CONTROLLER_COMPONENT, node_lifecycle),
                                    (TAINT_EVICTION in options.controllers, TAINT_EVICTION, taint_eviction),
-                                   (options.backfill.enabled, BACKFILL_COMPONENT, toleration_backfill)):
+                                   (options.backfill.enabled, BACKFILL_COMPONENT, toleration_backfill),
+                                   (OUT_OF_SERVICE in options.controllers, OUT_OF_SERVICE_COMPONENT, out_of_service)):
         if enabled:
             recorder = EventRecorder(api, source)
             recorders.append(recorder)

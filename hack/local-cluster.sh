@@ -30,6 +30,10 @@
 #   hack/local-cluster.sh nodes DIR   the real nodes as JSON (name, zone, pids, containerd socket, ...)
 #   hack/local-cluster.sh stop-kubelet DIR NODE [--signal KILL|TERM] / start-kubelet DIR NODE
 #                                     stop (default TERM) or start one node's kubelet; containers keep running
+#   hack/local-cluster.sh stop-node DIR NODE / start-node DIR NODE
+#                                     a power-off: SIGKILL one node's kubelet, its containerd and every container
+#                                     on it (nothing is reported); start-node starts containerd and the kubelet
+#                                     again and waits until the node is Ready
 #   hack/local-cluster.sh build-node  only build (and cache) the kubelet, kube-proxy, kube-scheduler,
 #                                     kube-controller-manager, pause and the node images
 #   hack/local-cluster.sh status DIR  say whether DIR's control plane is running
@@ -107,6 +111,9 @@ case "$1" in
   start-kubelet)
     [ $# -eq 3 ] || usage
     cmd_start_kubelet "$2" "$3" ;;
+  stop-node|start-node)
+    [ $# -eq 3 ] || usage
+    "cmd_${1//-/_}" "$2" "$3" ;;
   build)
     [ $# -eq 1 ] || usage
     build_apiserver

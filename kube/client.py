@@ -92,6 +92,21 @@ def make_api_client(kubeconfig: str | None, *, component: str, connections: int 
         return _api_client(configuration, component)
 
 
+def kubeconfig_user(kubeconfig: str | None) -> str | None:
+    """The user of the current context of `kubeconfig` (else $KUBECONFIG, else ~/.kube/config), to say who
+    made a change; None when there is no such file or it names none. Reads the file only; never connects."""
+    paths = kubeconfig or os.environ.get("KUBECONFIG") or str(Path.home() / ".kube" / "config")
+    first = next((path for path in paths.split(os.pathsep) if path and Path(path).is_file()), None)
+    if first is None:
+        return None
+    try:
+        _contexts, current = config.list_kube_config_contexts(config_file=first)
+    except Exception:  # the loader raises YAML, key and type errors as well as ConfigException
+        return None
+    user = ((current or {}).get("context") or {}).get("user")
+    return str(user) if user else None
+
+
 def in_cluster_available() -> bool:
     """Whether this process runs in a pod with a service account (reads files only; never connects)."""
     try:

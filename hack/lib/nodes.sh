@@ -1,5 +1,6 @@
 # Real nodes: per node a mount namespace, containerd (with its CNI bridge) and a kubelet; their
-# start, readiness and teardown (processes, cgroups, bridges); `nodes`, `stop-kubelet`, `start-kubelet`.
+# start, readiness and teardown (processes, cgroups, bridges); `nodes`, `stop-kubelet`, `start-kubelet`,
+# `stop-node`, `start-node`.
 # shellcheck shell=bash
 
 # Layout: DIR/nodes.env (NODES, SLOT, images), DIR/nodes/<name>/{node.env, pki, kubeconfig,
@@ -384,6 +385,49 @@ cmd_start_kubelet() { # dir node
   pid_alive "$nd/ns.pid" "$dir" || die "node $2 is down (run: up $dir --nodes N)"
   start_kubelet "$dir" "$nd"
   log "started kubelet of $2 (pid $(cat "$nd/kubelet.pid"))"
+}
+
+kill_node_containers() { # dir nodedir: every process of the node but its namespace holder, and its containers
+  local dir=$1 nd=$2 pids=()
+  load_env "$nd/node.env"
+  if pid_alive "$nd/ns.pid" "$dir"; then # the containerd shims
+    mapfile -t pids < <(ns_processes "$(cat "$nd/ns.pid")")
+    if [ ${#pids[@]} -gt 0 ]; then kill -KILL "${pids[@]}" 2>/dev/null || true; fi
+  fi
+  for _ in $(seq 1 50); do # the containers: in their own namespaces, under the node's cgroup root
+    mapfile -t pids < <(cgroup_pids "$CGROUP_ROOT")
+    [ ${#pids[@]} -eq 0 ] && return 0
+    kill -KILL "${pids[@]}" 2>/dev/null || true
+    sleep 0.1
+  done
+  mapfile -t pids < <(cgroup_pids "$CGROUP_ROOT")
+  [ ${#pids[@]} -eq 0 ] || die "processes of node $NODE still running after SIGKILL: ${pids[*]}"
+}
+
+cmd_stop_node() { # dir node: the machine loses power: kubelet, containerd and every container, at once
+  local dir nd
+  dir=$(cd "$1" 2>/dev/null && pwd) || die "no such directory: $1"
+  nd=$(node_dir "$dir" "$2")
+  pid_alive "$nd/ns.pid" "$dir" || die "node $2 is down (run: up $dir --nodes N)"
+  # SIGKILL first, so nothing reports or cleans up: the node's Ready condition just stops being renewed
+  kill_pidfile "$nd/kubelet.pid" "$dir" KILL
+  kill_pidfile "$nd/containerd.pid" "$dir" KILL
+  kill_node_containers "$dir" "$nd"
+  log "stopped node $2: kubelet, containerd and its containers (SIGKILL); its mount namespace, cgroups and bridge stay for start-node"
+}
+
+cmd_start_node() { # dir node: the machine is back: containerd, then the kubelet, until the node is Ready
+  local dir nd
+  dir=$(cd "$1" 2>/dev/null && pwd) || die "no such directory: $1"
+  nd=$(node_dir "$dir" "$2")
+  pid_alive "$nd/ns.pid" "$dir" || die "node $2 is down (run: up $dir --nodes N)"
+  load_env "$dir/nodes.env"
+  load_env "$nd/node.env"
+  pre_create_cgroups "$CGROUP_ROOT"
+  start_containerd "$dir" "$nd"
+  start_kubelet "$dir" "$nd"
+  wait_nodes_ready "$dir" 120 "$2"
+  log "started node $2 (containerd pid $(cat "$nd/containerd.pid"), kubelet pid $(cat "$nd/kubelet.pid")); Ready"
 }
 
 cmd_nodes() { # dir: one JSON object per node

@@ -212,6 +212,7 @@ def calls(api: client.ApiClient) -> dict[str, Callable[[], Any]]:
     core = client.CoreV1Api(api)
     coordination = client.CoordinationV1Api(api)
     admission = client.AdmissionregistrationV1Api(api)
+    storage = client.StorageV1Api(api)
     missing = f"missing-{uuid.uuid4().hex[:6]}"
     pod = {"metadata": {"name": missing}, "spec": {"containers": [{"name": "c", "image": "busybox"}]}}
     event = {"metadata": {"name": missing}, "involvedObject": {"kind": "Pod", "namespace": "default", "name": missing},
@@ -232,6 +233,8 @@ def calls(api: client.ApiClient) -> dict[str, Callable[[], Any]]:
         "delete a pod": lambda: core.delete_namespaced_pod(missing, "default"),
         "evict a pod": lambda: core.create_namespaced_pod_eviction(missing, "default", {  # type: ignore[arg-type]
             "apiVersion": "policy/v1beta1", "kind": "Eviction", "metadata": {"name": missing, "namespace": "default"}}),
+        "list volume attachments": lambda: storage.list_volume_attachment(limit=1),
+        "delete a volume attachment": lambda: storage.delete_volume_attachment(missing),
         "list namespaces": lambda: core.list_namespace(limit=1),
         "get a namespace": lambda: core.read_namespace(NAMESPACE),
         "create an event": lambda: core.create_namespaced_event("default", event, dry_run="All"),
@@ -277,7 +280,8 @@ def calls(api: client.ApiClient) -> dict[str, Callable[[], Any]]:
 
 
 CONTROLLER_NEEDS = ("list nodes", "get a node", "patch a node", "patch a node's status", "list pods everywhere",
-                    "patch a pod", "patch a pod's status", "delete a pod", "evict a pod", "list namespaces",
+                    "patch a pod", "patch a pod's status", "delete a pod", "evict a pod", "list volume attachments",
+                    "delete a volume attachment", "list namespaces",
                     "get a namespace",
                     "create an event", "list node leases", "get the leader lease",
                     "create a lease in taintkeeper-system")
@@ -287,7 +291,7 @@ CERTS_NEEDS = ("get the webhook secret", "create a secret in taintkeeper-system"
 IDENTITIES = {"taintkeeper-controller": CONTROLLER_NEEDS, "taintkeeper-webhook": WEBHOOK_NEEDS,
               "taintkeeper-certs": CERTS_NEEDS}
 # Watches are authorized as the `watch` verb, separately from `list`.
-WATCHES = {"taintkeeper-controller": ("nodes", "pods", "namespaces", "leases@kube-node-lease"),
+WATCHES = {"taintkeeper-controller": ("nodes", "pods", "namespaces", "leases@kube-node-lease", "volumeattachments"),
            "taintkeeper-webhook": ("namespaces",)}
 
 
@@ -317,6 +321,7 @@ def test_informer_watches_are_authorized(rbac: LocalCluster, account: str, resou
     core, coordination = client.CoreV1Api(api), client.CoordinationV1Api(api)
     watch = {"nodes": core.list_node, "pods": core.list_pod_for_all_namespaces, "namespaces": core.list_namespace,
              "leases@kube-node-lease": lambda **kw: coordination.list_namespaced_lease("kube-node-lease", **kw),
+             "volumeattachments": client.StorageV1Api(api).list_volume_attachment,
              }[resource]
     try:
         response = watch(watch=True, timeout_seconds=1, _preload_content=False, _request_timeout=10)

@@ -57,6 +57,16 @@ class RealCluster:
     def start_kubelet(self, node: str) -> None:
         checked("start-kubelet", str(self.directory), node)
 
+    def stop_node(self, node: str) -> float:
+        """A power-off: SIGKILL the node's kubelet, containerd and containers; returns when it was sent."""
+        sent = time.time()
+        checked("stop-node", str(self.directory), node)
+        return sent
+
+    def start_node(self, node: str) -> None:
+        """containerd and the kubelet again; returns once the node is Ready."""
+        checked("start-node", str(self.directory), node, timeout=240)
+
     def tasks(self, node: str) -> dict[str, tuple[int, str]]:
         """containerd's view on the host: container id -> (pid, status) in the node's k8s.io namespace."""
         socket = self.refresh()[node]["containerdSocket"]

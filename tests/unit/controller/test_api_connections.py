@@ -21,22 +21,31 @@ from kube.identity import CONTROLLER
 from tests.unit.kube.test_informer_store import KUBECONFIG
 
 NODE_LIFECYCLE_THREADS = 1 + NO_SCHEDULE_WORKERS + POD_WORKERS  # the monitor loop and its two worker pools
+OUT_OF_SERVICE_THREADS = 1 + 1 + 1  # its VolumeAttachment informer, its event recorder, its worker
 # Started by the runner but never calling the API: the taint eviction's timer loop only queues keys.
 API_SILENT_THREADS = {"eviction-timers"}
 
 # Besides the controllers' own threads: an informer per resource (nodes and pods; + node Leases
-# with the node lifecycle, + namespaces with the backfill or the taint eviction), an event recorder per controller, the
-# leader elector (with --leader-elect, the default).
+# with the node lifecycle, + namespaces with the backfill or the taint eviction, + VolumeAttachments with the
+# out-of-service handling), an event recorder per controller, the leader elector (with --leader-elect, the default).
 CASES = [
-    ("every controller", [], 4 + 3 + 1 + NODE_LIFECYCLE_THREADS + 8 + 1),
+    ("every controller", [], 4 + 3 + 1 + NODE_LIFECYCLE_THREADS + 8 + 1 + OUT_OF_SERVICE_THREADS),
     ("more eviction workers, more connections", ["--taint-eviction-workers=20"],
-     4 + 3 + 1 + NODE_LIFECYCLE_THREADS + 20 + 1),
-    ("without leader election", ["--leader-elect=false"], 4 + 3 + NODE_LIFECYCLE_THREADS + 8 + 1),
+     4 + 3 + 1 + NODE_LIFECYCLE_THREADS + 20 + 1 + OUT_OF_SERVICE_THREADS),
+    ("without leader election", ["--leader-elect=false"],
+     4 + 3 + NODE_LIFECYCLE_THREADS + 8 + 1 + OUT_OF_SERVICE_THREADS),
     ("the taint eviction controller alone", ["--controllers=taint-eviction-controller",
                                              "--backfill-default-tolerations=false"], 3 + 1 + 1 + 8),
     ("node lifecycle alone", ["--controllers=nodelifecycle", "--backfill-default-tolerations=false"],
      3 + 1 + 1 + NODE_LIFECYCLE_THREADS),
     ("the backfill alone", ["--controllers=toleration-backfill"], 3 + 1 + 1 + 1),
+    ("the out-of-service handling alone", ["--controllers=out-of-service", "--backfill-default-tolerations=false"],
+     2 + 1 + OUT_OF_SERVICE_THREADS),
+    ("the out-of-service handling alone, auto-fencing: + node Leases",
+     ["--controllers=out-of-service", "--backfill-default-tolerations=false", "--auto-fence-after=10m"],
+     2 + 1 + OUT_OF_SERVICE_THREADS + 1),
+    ("every controller, auto-fencing: the node Leases are watched already", ["--auto-fence-after=10m"],
+     4 + 3 + 1 + NODE_LIFECYCLE_THREADS + 8 + 1 + OUT_OF_SERVICE_THREADS),
 ]
 FLAGS = [case[1:] for case in CASES]
 IDS = [case[0] for case in CASES]

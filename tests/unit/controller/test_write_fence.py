@@ -238,6 +238,6 @@ def test_every_component_writes_through_the_runners_fence() -> None:
     closed = WriteFence(RENEW_DEADLINE)
     api = client.ApiClient(client.Configuration())
     assembly = assemble(api, parse_options([]), closed)
-    monitor, eviction, backfill = assembly.components
-    edges = [monitor._api, eviction._actions, backfill._api]  # type: ignore[attr-defined]
-    assert [edge._fence for edge in edges] == [closed, closed, closed]
+    monitor, eviction, backfill, out_of_service = assembly.components
+    edges = [monitor._api, eviction._actions, backfill._api, out_of_service._api]  # type: ignore[attr-defined]
+    assert [edge._fence for edge in edges] == [closed, closed, closed, closed]
