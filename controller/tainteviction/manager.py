@@ -5,8 +5,8 @@ Pipeline (each step named): informer handlers call `on_node_change` / `on_pod_ch
 `run_timers` moves due pods into the work queue -> a worker (`run_worker`) -> `process` re-reads the node
 live, re-checks the pod is still due, then marks and deletes it (api.py), or, for a pod that respects
 its disruption budget (disruption_budget.py), creates an Eviction, which the budget may refuse.
-A failed deletion or a refused Eviction is retried with capped exponential backoff until it succeeds or
-is no longer wanted (a refused one at the latest when its budget ceiling passes, then deleted).
+A failed deletion is retried with capped exponential backoff until it succeeds or is no longer wanted;
+a refused Eviction every 5 s, until its budget allows it or its ceiling passes (then it is deleted).
 Only the leader acts: while inactive, state is kept (a warm stand-by) but nothing fires.
 """
 
@@ -38,6 +38,9 @@ log = logging.getLogger("taintkeeper.eviction")
 EVENT_REASON = "TaintManagerEviction"
 WAITING_REASON = "WaitingForDisruptionBudget"  # an Eviction was refused (429): retried
 BUDGET_TIMEOUT_REASON = "DisruptionBudgetTimeout"  # refused past the ceiling: deleted instead
+# A refused Eviction is asked again this often (kubectl drain's pace on 429): a refusal is cheap for the
+# apiserver, and a budget that frees up is used within seconds, not after a grown backoff.
+BUDGET_RETRY_SECONDS = 5.0
 DEFAULT_WORKERS = 8  # concurrent pod deletions (--taint-eviction-workers)
 Taint = Mapping[str, Any]  # API JSON
 
@@ -361,10 +364,10 @@ class TaintEvictionManager:
             also = f" (ignored: {choice.problem})" if choice.problem else ""
             self._events.pod_event(pod, WAITING_REASON, f"Eviction of Pod {key} refused: {refused}; retrying{until}"
                                    f"{also}", "Warning")
-        delay = self.queue.add_rate_limited(key)
-        if timeout is not None and deadline + timeout - self._clock.now() < delay:
-            self.queue.add_after(key, deadline + timeout - self._clock.now())
-        log.info("eviction of %s refused by its disruption budget (%s); retrying", key, refused)
+        delay = BUDGET_RETRY_SECONDS if timeout is None else min(BUDGET_RETRY_SECONDS,
+                                                                  deadline + timeout - self._clock.now())
+        self.queue.add_after(key, delay)
+        log.info("eviction of %s refused by its disruption budget (%s); retrying in %.1fs", key, refused, delay)
 
     def _finish(self, key: str, entry: ScheduledEviction) -> None:
         with self._lock:

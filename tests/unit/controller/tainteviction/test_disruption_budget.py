@@ -163,6 +163,9 @@ def test_a_refused_eviction_is_retried_until_the_budget_allows_it_and_said_once(
     h.add_pod(pod("p", annotations=RESPECT))
     h.run_for(60)
     assert len(h.actions.eviction_requests) == 7
+    times = [at for _, at in h.actions.eviction_requests]
+    gaps = [b - a for a, b in zip(times, times[1:], strict=False)]
+    assert gaps == pytest.approx([5.0] * 6, abs=0.11)  # kubectl drain's pace (the fake clock steps 0.1 s)
     assert h.evicted_keys() == ["default/p"]
     assert refusals(h) == [("default/p", "Warning", WAITING_REASON,
                             "Eviction of Pod default/p refused: The disruption budget web needs 2 healthy pods and "
