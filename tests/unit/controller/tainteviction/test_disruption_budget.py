@@ -3,6 +3,8 @@ how long; and the manager acting on it (Evictions instead of DELETE, retries, th
 
 from __future__ import annotations
 
+import itertools
+
 import pytest
 
 from controller.objects import NamespaceView
@@ -164,7 +166,7 @@ def test_a_refused_eviction_is_retried_until_the_budget_allows_it_and_said_once(
     h.run_for(60)
     assert len(h.actions.eviction_requests) == 7
     times = [at for _, at in h.actions.eviction_requests]
-    gaps = [b - a for a, b in zip(times, times[1:], strict=False)]
+    gaps = [b - a for a, b in itertools.pairwise(times)]
     assert gaps == pytest.approx([5.0] * 6, abs=0.11)  # kubectl drain's pace (the fake clock steps 0.1 s)
     assert h.evicted_keys() == ["default/p"]
     assert refusals(h) == [("default/p", "Warning", WAITING_REASON,
