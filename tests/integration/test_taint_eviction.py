@@ -264,6 +264,8 @@ def test_a_refused_delete_is_retried_until_it_is_allowed(world: Scenario):
         {"apiGroups": [""], "resources": ["nodes"], "verbs": ["get", "list", "watch"]},
         {"apiGroups": [""], "resources": ["pods"], "verbs": ["get", "list", "watch"]},
         {"apiGroups": [""], "resources": ["pods/status"], "verbs": ["patch"]},
+        # The namespaces' eviction annotation (taintkeeper.io/eviction) opts their pods into budgets.
+        {"apiGroups": [""], "resources": ["namespaces"], "verbs": ["list", "watch"]},
         {"apiGroups": [""], "resources": ["events"], "verbs": ["create", "patch"]},
     ]
     subject = [{"kind": "User", "name": CONTROLLER_USER, "apiGroup": "rbac.authorization.k8s.io"}]
