@@ -18,8 +18,9 @@ BUILD_PACKAGES=(golang-1.19-go rsync golang-github-modern-go-reflect2-dev dpkg-d
 CONTROL_PLANE_PACKAGES=(etcd-server openssl curl)
 # promtool (tests/unit/manifests/test_alert_rules.py) comes with Debian's prometheus package.
 TEST_PACKAGES=(prometheus)
-# conntrack: kube-proxy clears stale UDP conntrack entries with it.
-NODE_PACKAGES=(containerd runc containernetworking-plugins busybox-static iptables conntrack gcc libc6-dev util-linux iproute2)
+# conntrack: kube-proxy clears stale UDP conntrack entries with it. nftables: `down` deletes the
+# iptables tables the nodes created on a machine that had none (host.sh remove_new_tables).
+NODE_PACKAGES=(containerd runc containernetworking-plugins busybox-static iptables nftables conntrack gcc libc6-dev util-linux iproute2)
 
 as_root() {
   if [ "$(id -u)" -eq 0 ]; then "$@"; else sudo "$@"; fi

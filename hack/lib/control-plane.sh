@@ -357,6 +357,7 @@ cmd_status() {
 # nodes and evicts pods. nodeipam (no --allocate-node-cidrs: every node has its own CNI subnet) and
 # the cloud loops (no cloud provider) are off too. It signs ServiceAccount tokens with DIR/pki/sa.key
 # (the apiserver verifies them with sa.pub) and runs each controller under its own ServiceAccount.
+# Its FlexVolume directory is under DIR: by default it creates /usr/libexec/kubernetes on the host.
 # With `up --builtin-node-lifecycle` (the oracle a soak compares taintkeeper with) nodelifecycle runs.
 KCM_CONTROLLERS='*,-nodelifecycle,-nodeipam,-route,-service,-cloud-node-lifecycle'
 KCM_CONTROLLERS_BUILTIN='*,-nodeipam,-route,-service,-cloud-node-lifecycle'
@@ -404,6 +405,7 @@ start_controller_manager() { # dir
     --use-service-account-credentials=true \
     --cluster-signing-cert-file "$dir/pki/ca.crt" --cluster-signing-key-file "$dir/pki/ca.key" \
     --service-cluster-ip-range "$SERVICE_CIDR" --allocate-node-cidrs=false \
+    --flex-volume-plugin-dir "$cd/volume-plugins" \
     --profiling=false --v=1 \
     >>"$dir/logs/kube-controller-manager.log" 2>&1 </dev/null &
   echo $! >"$dir/kube-controller-manager.pid"

@@ -59,6 +59,29 @@ restore_iptables() {
       printf '%s\n' "$script" | "$family-restore" --noflush || log "could not remove $family chains: $script"
     fi
   done
+  remove_new_tables "$baseline"
+}
+
+# The first kubelet or kube-proxy on a machine brings the nat, filter and mangle tables into being;
+# once their KUBE-* chains are gone, a table the baseline did not have and that holds nothing but
+# empty built-in chains is deleted. Only the nf_tables backend can (legacy tables are kernel modules).
+remove_new_tables() {
+  local baseline=$1 family nft_family table
+  command -v nft >/dev/null 2>&1 || return 0
+  for family in iptables ip6tables; do
+    command -v "$family-save" >/dev/null 2>&1 || continue
+    "$family" -V 2>/dev/null | grep -q nf_tables || continue
+    nft_family=ip
+    [ "$family" = ip6tables ] && nft_family=ip6
+    for table in $("$family-save" 2>/dev/null | awk -v f="$family" -v base="$baseline" '
+      BEGIN { while ((getline line < base) > 0) { split(line, w, " "); known[w[1] " " w[2]] = 1 } }
+      /^\*/ { t = substr($0, 2); seen[t] = 1; next }
+      /^-A / { used[t] = 1; next }
+      /^:/ { if ($2 == "-") used[t] = 1; next }
+      END { for (t in seen) if (!(t in used) && !((f " " t) in known)) print t }'); do
+      nft delete table "$nft_family" "$table" || log "could not delete the $family table $table"
+    done
+  done
 }
 
 record_baseline() {
