@@ -3,8 +3,8 @@
 The monitor (monitor.py) keeps the state across passes and makes the writes; what it decides with
 is here: which NoExecute taint a Ready status calls for, the taint list a write produces (and
 whether there is anything to write), how many of a disrupted zone's nodes get their pods marked
-per pass, which beta OS/arch labels to bring in step with the GA ones, and when the loop counts
-as stuck.
+per pass, which beta OS/arch labels to bring in step with the GA ones, how many nodes carry its
+taints (a metric), and when the loop counts as stuck.
 Node health (is a node heartbeating) is node_health.py; zone states are controller/zones.py.
 """
 
@@ -17,7 +17,15 @@ from typing import Any
 
 from controller.objects import NodeView
 from kube.timestamps import format_time
-from shared.taints import NO_EXECUTE, NOT_READY, UNREACHABLE, taint_identity
+from shared.taints import (
+    NO_EXECUTE,
+    NO_SCHEDULE,
+    NOT_READY,
+    UNREACHABLE,
+    is_node_failure_taint,
+    managed_no_schedule_taints,
+    taint_identity,
+)
 
 Taint = Mapping[str, Any]  # API JSON
 
@@ -114,3 +122,12 @@ def stuck_reason(silent_seconds: float, monitor_period: float) -> str | None:
     if silent_seconds > limit:
         return f"node lifecycle monitor has made no progress in {silent_seconds:.0f}s (limit {limit:.0f}s)"
     return None
+
+
+def tainted_node_counts(nodes: Sequence[NodeView]) -> dict[str, int]:
+    """Per effect, the nodes carrying a taint the controller manages: NoExecute not-ready or unreachable,
+    NoSchedule from a condition or cordoning."""
+    return {
+        NO_EXECUTE: sum(1 for node in nodes if any(is_node_failure_taint(t) for t in node.no_execute_taints)),
+        NO_SCHEDULE: sum(1 for node in nodes if managed_no_schedule_taints(node.taints)),
+    }

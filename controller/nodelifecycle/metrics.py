@@ -30,6 +30,12 @@ ZONE_STATE = Gauge(
     "1 for the zone's current disruption state (Initial, Normal, PartialDisruption, FullDisruption), else 0.",
     ["zone", "state"],
 )
+TAINTED_NODES = Gauge(
+    "taintkeeper_tainted_nodes",
+    "Nodes carrying a taint the node lifecycle controller manages, by effect: NoExecute (not-ready, unreachable) "
+    "and NoSchedule (the condition taints, unschedulable), as of the last monitor pass.",
+    ["effect"],
+)
 MASTER_DISRUPTION_MODE = Gauge(
     "taintkeeper_master_disruption_mode",
     "1 while every zone is fully disrupted and NoExecute tainting is stopped (upstream's master disruption mode).",

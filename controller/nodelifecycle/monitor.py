@@ -50,6 +50,7 @@ from controller.nodelifecycle.decision import (
     not_ready_marking_budget,
     stuck_reason,
     taint_name,
+    tainted_node_counts,
 )
 from controller.nodelifecycle.node_health import HealthTracker
 from controller.nodelifecycle.rate_limited_queue import RateLimitedTimedQueue
@@ -268,6 +269,8 @@ class NodeLifecycleMonitor:
         self.handle_disruption(zone_statuses, now)
         self._mark_pods_not_ready(zone_sizes)  # after the zone states: a zone going down now is spread already
         metrics.MASTER_DISRUPTION_MODE.set(1 if self.in_master_disruption else 0)
+        for effect, count in tainted_node_counts(nodes).items():
+            metrics.TAINTED_NODES.labels(effect).set(count)
         metrics.UPDATE_ALL_NODES_HEALTH_DURATION.observe(time.perf_counter() - pass_started)
 
     def _register(self, node: NodeView) -> None:

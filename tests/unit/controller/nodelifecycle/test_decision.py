@@ -7,7 +7,8 @@ from typing import Any
 
 import pytest
 
-from controller.nodelifecycle.decision import labels_to_reconcile, taints_to_write
+from controller.nodelifecycle.decision import labels_to_reconcile, tainted_node_counts, taints_to_write
+from controller.objects import NodeView
 from kube.timestamps import format_time
 from tests.support.builders import NOT_READY, UNREACHABLE, taint
 
@@ -57,3 +58,27 @@ LABEL_CASES: list[tuple[str, dict[str, str], dict[str, str]]] = [
                          ids=[case[0] for case in LABEL_CASES])
 def test_labels_to_reconcile(labels: dict[str, str], expected: dict[str, str]) -> None:
     assert labels_to_reconcile(labels) == expected
+
+
+def tainted(name: str, *taints: dict[str, Any]) -> NodeView:
+    return NodeView(name, f"uid-{name}", tuple(t for t in taints if t["effect"] == "NoExecute"), taints=taints)
+
+
+MAINTENANCE = {"key": "example.com/maintenance", "effect": "NoExecute"}
+COUNTS = [
+    ("no taints: none counted", [tainted("a")], 0, 0),
+    ("a not-ready and an unreachable node count NoExecute", [tainted("a", taint(NOT_READY)),
+                                                            tainted("b", taint(UNREACHABLE))], 2, 0),
+    ("an operator's NoExecute or NoSchedule taint is not ours", [tainted("a", MAINTENANCE), tainted("b", OPERATOR)],
+     0, 0),
+    ("a node with both effects counts once under each", [tainted("a", taint(NOT_READY), NO_SCHEDULE_NOT_READY)], 1, 1),
+    ("cordoning and condition taints count NoSchedule",
+     [tainted("a", {"key": "node.kubernetes.io/unschedulable", "effect": "NoSchedule"}),
+      tainted("b", {"key": "node.kubernetes.io/memory-pressure", "effect": "NoSchedule"})], 0, 2),
+]
+
+
+@pytest.mark.parametrize(("nodes", "no_execute", "no_schedule"), [case[1:] for case in COUNTS],
+                         ids=[case[0] for case in COUNTS])
+def test_tainted_node_counts(nodes: list[NodeView], no_execute: int, no_schedule: int) -> None:
+    assert tainted_node_counts(nodes) == {"NoExecute": no_execute, "NoSchedule": no_schedule}

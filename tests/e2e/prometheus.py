@@ -1,0 +1,84 @@
+"""A Prometheus server (Debian's package, installed with the test tools) on the host, scraping the
+deployed controller and webhook pods by their pod IPs (the local cluster routes the pod network to
+the host), and its query API."""
+
+from __future__ import annotations
+
+import json
+import subprocess
+import urllib.parse
+import urllib.request
+from pathlib import Path
+from typing import Any
+
+import yaml
+
+from hack.servers import free_port
+from tests.e2e.cluster import wait_for
+
+PROMETHEUS = Path("/usr/bin/prometheus")
+SCRAPE_INTERVAL = "2s"
+
+
+class Prometheus:
+    def __init__(self, directory: Path, controllers: list[str], webhooks: list[str]) -> None:
+        """controllers, webhooks: host:port of each pod's metrics endpoint (http, https)."""
+        self.directory = directory
+        self.port = free_port()
+        self.targets = len(controllers) + len(webhooks)
+        config = {
+            "global": {"scrape_interval": SCRAPE_INTERVAL, "evaluation_interval": SCRAPE_INTERVAL},
+            "scrape_configs": [
+                {"job_name": "taintkeeper-controller", "static_configs": [{"targets": controllers}]},
+                # the webhook serves /metrics on its TLS port, with a certificate for the Service's name
+                {"job_name": "taintkeeper-webhook", "scheme": "https", "tls_config": {"insecure_skip_verify": True},
+                 "static_configs": [{"targets": webhooks}]},
+            ],
+        }
+        (directory / "prometheus.yml").write_text(yaml.safe_dump(config))
+        self.log = directory / "prometheus.log"
+        self.process: subprocess.Popen[bytes] | None = None
+
+    def start(self) -> Prometheus:
+        with self.log.open("ab") as log:
+            self.process = subprocess.Popen(
+                [str(PROMETHEUS), f"--config.file={self.directory / 'prometheus.yml'}",
+                 f"--storage.tsdb.path={self.directory / 'data'}", f"--web.listen-address=127.0.0.1:{self.port}"],
+                stdout=log, stderr=subprocess.STDOUT, start_new_session=True)
+        wait_for(self._ready, 60, f"Prometheus ready (log: {self.log})", interval=0.5)
+        return self
+
+    def stop(self) -> None:
+        if self.process is not None and self.process.poll() is None:
+            self.process.terminate()
+            self.process.wait(timeout=30)
+
+    def _get(self, path: str, **params: str) -> Any:
+        url = f"http://127.0.0.1:{self.port}{path}"
+        if params:
+            url += "?" + urllib.parse.urlencode(params)
+        with urllib.request.urlopen(url, timeout=10) as response:
+            return json.loads(response.read())
+
+    def _ready(self) -> bool:
+        if self.process is not None and self.process.poll() is not None:
+            raise RuntimeError(f"prometheus exited with {self.process.returncode}; see {self.log}")
+        try:
+            with urllib.request.urlopen(f"http://127.0.0.1:{self.port}/-/ready", timeout=2) as response:
+                return response.status == 200
+        except OSError:
+            return False
+
+    def targets_up(self) -> bool:
+        active = self._get("/api/v1/targets")["data"]["activeTargets"]
+        return len(active) == self.targets and all(target["health"] == "up" for target in active)
+
+    def query(self, expr: str) -> list[tuple[dict[str, str], float]]:
+        """An instant query: each series' labels and value (NaN kept as NaN)."""
+        answer = self._get("/api/v1/query", query=expr)
+        if answer.get("status") != "success":
+            raise AssertionError(f"query failed: {expr}: {answer}")
+        data = answer["data"]
+        if data["resultType"] == "scalar":
+            return [({}, float(data["result"][1]))]
+        return [(series["metric"], float(series["value"][1])) for series in data["result"]]
