@@ -31,6 +31,7 @@ sys.path.insert(0, str(ROOT))
 
 from kubernetes import client, config  # noqa: E402
 
+from hack.incident import IncidentRecorder  # noqa: E402
 from hack.servers import ControllerProcess, WebhookServer, make_certs  # noqa: E402
 from hack.simulator import Simulator  # noqa: E402
 from webhook.registration import mutating_webhook_configuration  # noqa: E402
@@ -57,11 +58,13 @@ def raw(call: Any, *args: Any, **kwargs: Any) -> dict:
 
 
 class Narrator:
-    """Polls the API and tells what changed on the watched node and its pods."""
+    """Polls the API and tells what changed on the watched node and its pods, recording it all for
+    the timeline picture (--timeline)."""
 
     def __init__(self, core: client.CoreV1Api, node: str) -> None:
         self.core = core
         self.node = node
+        self.record = IncidentRecorder(node, time.time())
         self.ready: str | None = None
         self.taints: set[str] = set()
         self.pods: dict[str, tuple[str | None, bool]] = {}
@@ -69,14 +72,19 @@ class Narrator:
 
     def look(self) -> None:
         node = raw(self.core.read_node, self.node)
+        now = time.time()
+        node_taints = node["spec"].get("taints") or []
         ready: dict[str, Any] = next((c for c in node["status"].get("conditions") or [] if c["type"] == "Ready"), {})
         if ready.get("status") != self.ready:
             if self.ready is not None:
                 say(f"node {self.node}: Ready {self.ready} -> {ready.get('status')} ({ready.get('reason')}: "
                     f"{ready.get('message')})")
+                self.record.event(f"Ready {ready.get('status')}", now)
             self.ready = ready.get("status")
+        self.record.ready(ready.get("status"), now)
+        self.record.taints(node_taints, now)
         taints = {f"{t['key']}:{t['effect']}" + (f" (timeAdded {t['timeAdded']})" if t.get("timeAdded") else "")
-                  for t in node["spec"].get("taints") or []}
+                  for t in node_taints}
         for taint in sorted(taints - self.taints) if not self.quiet else ():
             say(f"node {self.node}: taint added   {taint}")
         for taint in sorted(self.taints - taints):
@@ -90,6 +98,7 @@ class Narrator:
             seen.add(name)
             pod_ready = next((c["status"] for c in pod["status"].get("conditions") or [] if c["type"] == "Ready"), None)
             deleting = bool(pod["metadata"].get("deletionTimestamp"))
+            self.record.pod(name, pod["spec"].get("tolerations") or [], node_taints, deleting, now)
             before = self.pods.get(name)
             if before is not None and before[0] == "True" and pod_ready == "False":
                 say(f"pod {name}: marked NotReady (its node is not ready)")
@@ -161,7 +170,11 @@ def main() -> int:
                         help="three real kubelets + containerd (hack/local-cluster.sh up DIR --nodes 3)")
     parser.add_argument("--deployed", action="store_true",
                         help="taintkeeper deployed from its image and manifests into the complete local cluster")
+    parser.add_argument("--timeline", type=Path, metavar="FILE.svg",
+                        help="draw the node failure as a timeline picture (installs matplotlib if missing)")
     args = parser.parse_args()
+    if args.timeline is not None and args.timeline.suffix != ".svg":
+        parser.error(f"--timeline {args.timeline}: expected a file name ending in .svg")
     args.real_nodes = args.real_nodes or args.deployed
     grace = DEPLOYED_GRACE if args.deployed else GRACE
     directory: Path = args.dir.resolve()
@@ -250,19 +263,29 @@ def main() -> int:
         say(f"{victim} crashes: its kubelet " + ("is killed (SIGKILL; its containers keep running)"
                                                  if args.real_nodes else "stops heartbeating"))
         sim.stop_heartbeats(victim)
+        narrator.record.event("kubelet stops", time.time())
         narrator.watch(grace + NAMESPACE_SECONDS + 15, until=lambda: sum(1 for r, d in narrator.pods.values() if d) >= 3
                        and "log-agent" not in {n.rsplit("-", 1)[0] for n, (r, d) in narrator.pods.items() if d})
         explain = subprocess.run([sys.executable, "-m", "controller", "explain", "--node", victim, "--kubeconfig",
                                   str(kubeconfig)], cwd=ROOT, capture_output=True, text=True)
         say("`python -m controller explain --node " + victim + "` says:")
         print("\n".join("         " + line for line in explain.stdout.splitlines()), flush=True)
+        status = subprocess.run([sys.executable, "-m", "controller", "status", "--kubeconfig", str(kubeconfig)],
+                                cwd=ROOT, capture_output=True, text=True)
+        say("`kubectl taintkeeper status` (python -m controller status) says:")
+        print("\n".join("         " + line for line in (status.stdout or status.stderr).splitlines()), flush=True)
         say(f"{victim} comes back")
         sim.resume_heartbeats(victim)
+        narrator.record.event("kubelet back", time.time())
         narrator.watch(60 if args.real_nodes else 20,
                        until=lambda: not any(t.startswith(unreachable) for t in narrator.taints)
                        and not any(d for _, d in narrator.pods.values()))
         kept = [name for name, (_, deleting) in narrator.pods.items() if not deleting]
         say(f"the node is healthy again; still running on it: {', '.join(kept) or 'nothing'}")
+        if args.timeline is not None:
+            from hack.timeline_svg import draw
+
+            say(f"timeline picture: {draw(narrator.record.close(time.time()), args.timeline.resolve())}")
         if args.keep:
             say("--keep: leaving everything running; Ctrl-C to stop")
             while True:
