@@ -16,8 +16,10 @@ BUSYBOX_IMAGE=taintkeeper.local/busybox:latest
 NODE_COMPONENTS=(kubelet kube-proxy kube-scheduler kube-controller-manager)
 BUILD_PACKAGES=(golang-1.19-go rsync golang-github-modern-go-reflect2-dev dpkg-dev make)
 CONTROL_PLANE_PACKAGES=(etcd-server openssl curl)
-# promtool (tests/unit/manifests/test_alert_rules.py) comes with Debian's prometheus package.
-TEST_PACKAGES=(prometheus)
+# promtool (tests/unit/manifests/test_alert_rules.py) and the server tests/e2e/test_dashboard.py
+# scrapes with come with Debian's prometheus package; tmux runs `status --watch` in a terminal
+# (tests/integration/test_status_watch.py).
+TEST_PACKAGES=(prometheus tmux)
 # conntrack: kube-proxy clears stale UDP conntrack entries with it. nftables: `down` deletes the
 # iptables tables the nodes created on a machine that had none (host.sh remove_new_tables).
 NODE_PACKAGES=(containerd runc containernetworking-plugins busybox-static iptables nftables conntrack gcc libc6-dev util-linux iproute2)
