@@ -14,8 +14,9 @@ $(STAMP): pyproject.toml
 
 setup: $(STAMP)
 
+# The demo also draws the node failure: .local/demo/node-failure.svg (matplotlib, installed if missing).
 demo: setup
-	$(PY) hack/demo.py
+	$(PY) hack/demo.py --timeline .local/demo/node-failure.svg
 
 demo-real: setup
 	$(PY) hack/demo.py --real-nodes

@@ -1,7 +1,7 @@
 """A chaos soak on the complete local cluster, judged by kube-apiserver's audit log.
 
     .venv/bin/python bench/chaos.py [--duration 60m] [--seed N] [--faults-per-minute 6]
-        [--controller taintkeeper|builtin] [--dir DIR] [--keep]            (make chaos)
+        [--controller taintkeeper|builtin] [--dir DIR] [--keep] [--timeline FILE.svg]   (make chaos)
 
 1. brings up the complete local cluster with 3 real nodes and the audit log on
    (`hack/local-cluster.sh up DIR --nodes 3 --audit`) and deploys taintkeeper from its image and
@@ -38,7 +38,7 @@ from kubernetes import config
 from kubernetes.client import ApiClient
 from kubernetes.client.rest import ApiException
 
-from bench.soak.check import check_run, soak_config
+from bench.soak.check import judge_run, soak_config
 from bench.soak.cluster import ClusterError, LocalCluster
 from bench.soak.injector import Injector
 from bench.soak.workload import Workload
@@ -68,6 +68,12 @@ def positive(text: str) -> float:
     return value
 
 
+def svg_path(text: str) -> Path:
+    if not text.endswith(".svg"):
+        raise argparse.ArgumentTypeError(f"expected a file name ending in .svg, not {text!r}")
+    return Path(text)
+
+
 def parse_args(argv: list[str] | None) -> argparse.Namespace:
     parser = argparse.ArgumentParser(prog="chaos", description=__doc__.split("\n\n")[0] if __doc__ else None)
     parser.add_argument("--duration", type=duration, default=duration("60m"), help="how long faults are injected")
@@ -80,6 +86,8 @@ def parse_args(argv: list[str] | None) -> argparse.Namespace:
     parser.add_argument("--settle", type=duration, default=duration("90s"),
                         help="after the faults end, how long the workload and the controller go on before the check")
     parser.add_argument("--keep", action="store_true", help="leave the cluster up at the end")
+    parser.add_argument("--timeline", type=svg_path, metavar="FILE.svg",
+                        help="also draw the run: nodes, taints, each judged eviction, the faults (installs matplotlib)")
     return parser.parse_args(argv)
 
 
@@ -143,11 +151,17 @@ def _soak(args: argparse.Namespace, cluster: LocalCluster, seed: int, builtin: b
         ended = time.time()
     finally:
         api_client.close()
-    report = check_run(cluster.directory / "logs" / "audit.log", fault_log,
+    judged = judge_run(cluster.directory / "logs" / "audit.log", fault_log,
                        soak_config(builtin=builtin, since=started, until=ended))
+    report = judged.report
     table = report.render()
     print(table, flush=True)
     (runs / f"report-{seed}.txt").write_text(table + "\n")
+    if args.timeline is not None:
+        from bench.soak.picture import incident_of
+        from hack.timeline_svg import draw
+
+        print(f"chaos: timeline picture {draw(incident_of(judged), args.timeline.resolve())}", flush=True)
     return table, len(report.violations)
 
 

@@ -264,16 +264,21 @@ def main() -> int:
                                                  if args.real_nodes else "stops heartbeating"))
         sim.stop_heartbeats(victim)
         narrator.record.event("kubelet stops", time.time())
-        narrator.watch(grace + NAMESPACE_SECONDS + 15, until=lambda: sum(1 for r, d in narrator.pods.values() if d) >= 3
+        def evicted() -> int:
+            return sum(1 for _, deleting in narrator.pods.values() if deleting)
+
+        # Mid-failure, while the namespace-default pod still counts down: the whole cluster's view.
+        narrator.watch(grace + 30, until=lambda: evicted() >= 2)
+        status = subprocess.run([sys.executable, "-m", "controller", "status", "--kubeconfig", str(kubeconfig)],
+                                cwd=ROOT, capture_output=True, text=True)
+        say("`kubectl taintkeeper status` (python -m controller status) says:")
+        print("\n".join("         " + line for line in (status.stdout or status.stderr).splitlines()), flush=True)
+        narrator.watch(NAMESPACE_SECONDS + 15, until=lambda: evicted() >= 3
                        and "log-agent" not in {n.rsplit("-", 1)[0] for n, (r, d) in narrator.pods.items() if d})
         explain = subprocess.run([sys.executable, "-m", "controller", "explain", "--node", victim, "--kubeconfig",
                                   str(kubeconfig)], cwd=ROOT, capture_output=True, text=True)
         say("`python -m controller explain --node " + victim + "` says:")
         print("\n".join("         " + line for line in explain.stdout.splitlines()), flush=True)
-        status = subprocess.run([sys.executable, "-m", "controller", "status", "--kubeconfig", str(kubeconfig)],
-                                cwd=ROOT, capture_output=True, text=True)
-        say("`kubectl taintkeeper status` (python -m controller status) says:")
-        print("\n".join("         " + line for line in (status.stdout or status.stderr).splitlines()), flush=True)
         say(f"{victim} comes back")
         sim.resume_heartbeats(victim)
         narrator.record.event("kubelet back", time.time())

@@ -1,9 +1,11 @@
-"""What happened to one node and its pods during a failure, as an observer of the API saw it: the
-record a timeline picture (hack/timeline_svg.py) is drawn from.
+"""What happened to nodes and their pods during a failure: the record a timeline picture
+(hack/timeline_svg.py) is drawn from.
 
-The demo feeds it what it polls: the node's Ready status and taints, its pods (with the deadline
-the taint eviction manager's own decision gives them) and their deletion, and moments worth a tick
-(events). Times are epoch seconds; whatever is still open when the record is closed ends there.
+The demo records one node as it polls the API (IncidentRecorder): the node's Ready status and
+taints, its pods (with the deadline the taint eviction manager's own decision gives them) and their
+deletion, and moments worth a tick (events). The chaos soak builds one for the whole run from the
+audit log (bench/soak/picture.py). Times are epoch seconds; whatever is still open when the record
+is closed ends there.
 """
 
 from __future__ import annotations
@@ -31,6 +33,7 @@ class PodBar:
     """A pod from the NoExecute taint that set its deadline to its deletion (None: not deleted)."""
 
     name: str
+    node: str
     start: float
     deadline: float | None  # None: it tolerates the taint forever
     deleted: float | None
@@ -43,13 +46,18 @@ class Tick:
 
 
 @dataclass(frozen=True)
-class Incident:
-    node: str
-    start: float
-    end: float
+class NodeTrack:
+    name: str
     ready: tuple[Span, ...]
     taints: tuple[Span, ...]
-    pods: tuple[PodBar, ...]
+
+
+@dataclass(frozen=True)
+class Incident:
+    start: float
+    end: float
+    nodes: tuple[NodeTrack, ...]
+    pods: tuple[PodBar, ...]  # soonest deadline first, those tolerating forever last
     events: tuple[Tick, ...]
 
 
@@ -110,11 +118,14 @@ class IncidentRecorder:
         if self._ready_open is not None:
             ready.append(Span(self._ready_open[0], self._ready_open[1], at))
         taints = self._taints + [Span(name, start, at) for name, start in self._taints_open.items()]
-        pods = tuple(PodBar(name, pod.start, pod.deadline, pod.deleted)
-                     for name, pod in self._pods.items() if pod.start is not None)
-        return Incident(self.node, self.start, at, tuple(ready), tuple(sorted(taints, key=lambda s: s.start)),
-                        tuple(sorted(pods, key=lambda p: (p.deadline is None, p.deadline or 0, p.name))),
-                        tuple(self._events))
+        pods = [PodBar(name, self.node, pod.start, pod.deadline, pod.deleted)
+                for name, pod in self._pods.items() if pod.start is not None]
+        track = NodeTrack(self.node, tuple(ready), tuple(sorted(taints, key=lambda s: s.start)))
+        return Incident(self.start, at, (track,), soonest_first(pods), tuple(self._events))
+
+
+def soonest_first(pods: Iterable[PodBar]) -> tuple[PodBar, ...]:
+    return tuple(sorted(pods, key=lambda p: (p.deadline is None, p.deadline or 0, p.name)))
 
 
 def _added(taint: Mapping[str, Any], default: float) -> float:

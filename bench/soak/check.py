@@ -4,7 +4,7 @@
         [--builtin] [--workload-namespace NS ...] [--since EPOCH] [--until EPOCH]
 
 Exit 0 when no invariant was violated, 1 when any was, 2 on input that cannot be read.
-bench/chaos.py calls `check_run` with `soak_config(...)`.
+bench/chaos.py calls `judge_run` with `soak_config(...)` (the report, and what the picture is drawn from).
 """
 
 from __future__ import annotations
@@ -12,17 +12,18 @@ from __future__ import annotations
 import argparse
 import sys
 from collections.abc import Sequence
-from dataclasses import replace
+from dataclasses import dataclass, replace
 from pathlib import Path
 
 from bench.soak.audit import AuditRecord, read_files, rotated_files
 from bench.soak.config import DEFAULT_WORKLOAD_NAMESPACES, SoakConfig, soak_config
 from bench.soak.faults import Fault, read_faults
-from bench.soak.invariants import Context, check_all
+from bench.soak.invariants import Context, Findings, check_all
 from bench.soak.report import SoakReport, summarize
-from bench.soak.timeline import build_timeline
+from bench.soak.timeline import Timeline, build_timeline
 
-__all__ = ["CheckInputError", "check", "check_run", "main", "soak_config"]  # bench/chaos.py takes soak_config here
+# bench/chaos.py takes soak_config here
+__all__ = ["CheckInputError", "Judged", "check", "check_run", "judge_run", "main", "soak_config"]
 
 
 # The only resources an invariant reads; requests to any other are skipped as the log is read.
@@ -33,13 +34,32 @@ class CheckInputError(Exception):
     """The audit log or the fault log cannot be judged (one line)."""
 
 
-def check(audit_records: Sequence[AuditRecord], faults: Sequence[Fault], config: SoakConfig) -> SoakReport:
+@dataclass(frozen=True)
+class Judged:
+    """The report, and what it was judged from (for the timeline picture, bench/soak/picture.py)."""
+
+    report: SoakReport
+    timeline: Timeline
+    findings: Findings
+    faults: Sequence[Fault]
+
+
+def judge(audit_records: Sequence[AuditRecord], faults: Sequence[Fault], config: SoakConfig) -> Judged:
     timeline = build_timeline(audit_records, config)
     findings = check_all(Context(timeline, faults, config))
-    return summarize(findings, faults, config.lease is not None, len(audit_records))
+    return Judged(summarize(findings, faults, config.lease is not None, len(audit_records)), timeline, findings,
+                  faults)
+
+
+def check(audit_records: Sequence[AuditRecord], faults: Sequence[Fault], config: SoakConfig) -> SoakReport:
+    return judge(audit_records, faults, config).report
 
 
 def check_run(audit_log: Path, fault_log: Path, config: SoakConfig) -> SoakReport:
+    return judge_run(audit_log, fault_log, config).report
+
+
+def judge_run(audit_log: Path, fault_log: Path, config: SoakConfig) -> Judged:
     """Judge a finished run from its files: the audit log (with its rotated backups) and the fault log."""
     files = rotated_files(audit_log)
     try:
@@ -51,7 +71,8 @@ def check_run(audit_log: Path, fault_log: Path, config: SoakConfig) -> SoakRepor
         raise CheckInputError(str(error)) from error
     if not audit.records:
         raise CheckInputError(f"no audit events in {audit_log} ({audit.unreadable_lines} unreadable lines)")
-    return replace(check(audit.records, faults, config), unreadable_lines=audit.unreadable_lines)
+    judged = judge(audit.records, faults, config)
+    return replace(judged, report=replace(judged.report, unreadable_lines=audit.unreadable_lines))
 
 
 def parse_args(argv: Sequence[str] | None) -> argparse.Namespace:

@@ -62,6 +62,10 @@ class EvictionCheck:
     subject: str
     window_start: float  # the taint's start, less the attribution lead
     window_end: float  # the controller's deletion, else the deadline
+    node: str = ""
+    taint_start: float = 0.0
+    deadline: float = 0.0
+    deleted: float | None = None  # the controller's deletion (None: it never came)
 
 
 @dataclass
@@ -207,11 +211,13 @@ def never_late(ctx: Context) -> tuple[list[Violation], list[EvictionCheck]]:
             continue  # the log (or the recovery) ends before the judgement could be made
         deletion = pod.first_controller_removal()
         if deletion is not None and deletion.write.received <= limit:
-            checked.append(EvictionCheck(pod.label, taint_start - ATTRIBUTION_LEAD, deletion.write.received))
+            checked.append(EvictionCheck(pod.label, taint_start - ATTRIBUTION_LEAD, deletion.write.received,
+                                         pod.node, taint_start, due, deletion.write.received))
             continue
         if termination and not termination[1] and termination[0] < limit:
             continue
-        checked.append(EvictionCheck(pod.label, taint_start - ATTRIBUTION_LEAD, due))
+        checked.append(EvictionCheck(pod.label, taint_start - ATTRIBUTION_LEAD, due, pod.node, taint_start, due,
+                                     deletion.write.received if deletion else None))
         key = taint.get("key")
         late = (f"deleted by the controller {deletion.write.received - due:.1f}s after"
                 if deletion else "never deleted by the controller since")
