@@ -22,7 +22,8 @@ WRITE_VERBS = frozenset({"create", "update", "patch", "delete"})
 _KEPT_STAGES = frozenset({"ResponseComplete", "Panic"})
 # Object section -> the fields kept ("" is the object itself). Status objects carry a string `status`.
 SLIM_FIELDS: dict[str, frozenset[str]] = {
-    "": frozenset({"kind", "apiVersion", "metadata", "spec", "status", "target", "preconditions", "deleteOptions"}),
+    "": frozenset({"kind", "apiVersion", "metadata", "spec", "status", "target", "preconditions", "deleteOptions",
+                   "gracePeriodSeconds"}),
     "metadata": frozenset({"name", "namespace", "uid", "resourceVersion", "creationTimestamp", "deletionTimestamp",
                            "labels", "ownerReferences"}),
     "spec": frozenset({"nodeName", "tolerations", "taints", "unschedulable", "holderIdentity"}),

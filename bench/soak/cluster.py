@@ -64,6 +64,14 @@ class LocalCluster:
     def start_kubelet(self, node: str) -> None:
         self.script("start-kubelet", str(self.directory), node)
 
+    def stop_node(self, node: str) -> None:
+        """A power-off: the node's kubelet, containerd and every container on it, SIGKILLed."""
+        self.script("stop-node", str(self.directory), node)
+
+    def start_node(self, node: str) -> None:
+        """containerd and the kubelet again, until the node is Ready (at most 2 minutes)."""
+        self.script("start-node", str(self.directory), node, timeout=300)
+
     def kubelet_pid(self, node: str) -> int:
         pid = self.nodes()[node]["pids"]["kubelet"]
         if pid is None:

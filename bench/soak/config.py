@@ -12,7 +12,10 @@ TAINTKEEPER_LEASE = ("taintkeeper-system", "taintkeeper-controller")
 TAINTKEEPER_WEBHOOK = ("taintkeeper-system", "taintkeeper-webhook-")
 TAINTKEEPER_CONTROLLER_PODS = ("taintkeeper-system", "taintkeeper-controller-")
 # bench/soak/workload.py's NAMESPACES (not imported: the checker loads no Kubernetes client).
-DEFAULT_WORKLOAD_NAMESPACES = ("chaos-workload", "chaos-annotated")
+DEFAULT_WORKLOAD_NAMESPACES = ("chaos-workload", "chaos-annotated", "chaos-budgeted")
+# Its namespace annotated taintkeeper.io/eviction=respect-disruption-budget: its pods leave a node
+# tainted by anything but a node failure only through an Eviction their budget allows (I8).
+DEFAULT_BUDGETED_NAMESPACES = ("chaos-budgeted",)
 
 # `taintkeeper-controller/<version> (<POD_NAME>)`: the greedy `.*` makes the group the last parentheses.
 _CONTROLLER_AGENT = re.compile(r"^taintkeeper-controller/[^\s(]+.*\(([^()]*)\)")
@@ -47,6 +50,7 @@ class Slack:
 class SoakConfig:
     controller_users: frozenset[str]
     workload_namespaces: frozenset[str]
+    budgeted_namespaces: frozenset[str] = frozenset(DEFAULT_BUDGETED_NAMESPACES)
     lease: tuple[str, str] | None = TAINTKEEPER_LEASE  # None: one replica without election (I4 n/a)
     webhook: tuple[str, str] | None = TAINTKEEPER_WEBHOOK  # (namespace, pod-name prefix); None: built-in plugin
     controller_pods: tuple[str, str] = TAINTKEEPER_CONTROLLER_PODS  # (namespace, pod-name prefix) for I7

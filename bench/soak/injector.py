@@ -1,7 +1,8 @@
 """The soak's faults: a seeded catalogue drawn at random, each run on its own thread so that faults
 overlap, each logged (kind, target, start, end) to the fault log the checker reads.
 
-A few rules keep the cluster a cluster: at most two nodes lose their kubelet at once (of three), one
+A few rules keep the cluster a cluster: at most two nodes lose their kubelet (or their power) at once
+(of three), one
 control-plane fault (apiserver, etcd) and one controller fault at a time, one fault of a kind per
 node. A drawn fault that breaks a rule, or cannot start (the apiserver is down, the leader is
 unknown), is not logged: only what happened is.
@@ -27,7 +28,7 @@ from kubernetes.client.rest import ApiException
 
 from bench.soak.cluster import LocalCluster
 from bench.soak.faults import Fault, append_fault
-from bench.soak.workload import CHAOS_TAINT
+from bench.soak.workload import CHAOS_TAINT, OUT_OF_SERVICE
 from kube.request import request_json
 from kube.timestamps import format_time
 
@@ -38,12 +39,16 @@ LEASE = "taintkeeper-controller"
 LEASE_DURATION = 15.0
 ZONE_LABELS = ("topology.kubernetes.io/zone", "failure-domain.beta.kubernetes.io/zone")
 MAX_NODES_DOWN = 2
+NODE_FAULTS = ("kubelet-kill", "kubelet-pause", "power-off")  # each takes a node's kubelet away
 CALL_TIMEOUT = (3, 10)
+# power-off: how long the operator waits for the node to be marked not Ready before fencing it anyway
+FENCE_PATIENCE = 120.0
+FENCED_AT_ONCE = 0.25  # the share of power-offs fenced at once, while the node may still look Ready
 
 # kind -> weight in the draw
 CATALOGUE: dict[str, int] = {
     "kubelet-kill": 3, "manual-taint": 4, "kubelet-pause": 2, "leader-kill": 1, "leader-pause": 1,
-    "webhook-delete": 1, "apiserver-stop": 1, "etcd-restart": 1, "zone-relabel": 1,
+    "webhook-delete": 1, "apiserver-stop": 1, "etcd-restart": 1, "zone-relabel": 1, "power-off": 1,
 }
 WEBHOOK_FAULTS = {"webhook-delete"}  # nothing to fault without taintkeeper's webhook (the oracle)
 
@@ -94,6 +99,7 @@ class Injector:
         target = self.rng.choice(free or self._node_names)
         # The random values a fault uses are drawn here, on the one drawing thread, so a seed replays them.
         hold = {"kubelet-kill": self.rng.uniform(10, 120), "kubelet-pause": self.rng.uniform(10, 90),
+                "power-off": self.rng.uniform(10, 60),
                 "manual-taint": self.rng.uniform(5, 60), "leader-pause": LEASE_DURATION + self.rng.uniform(3, 15),
                 "apiserver-stop": self.rng.uniform(5, 20), "zone-relabel": self.rng.uniform(20, 90),
                 "leader-kill": self.rng.uniform(1, 10)}.get(kind, 0.0)
@@ -101,7 +107,7 @@ class Injector:
         resources = self._resources(kind, target)
         with self._lock:
             nodes_down = len({r for r in self._busy if r.startswith("kubelet:")})
-            if resources & self._busy or (kind in ("kubelet-kill", "kubelet-pause") and nodes_down >= MAX_NODES_DOWN):
+            if resources & self._busy or (kind in NODE_FAULTS and nodes_down >= MAX_NODES_DOWN):
                 log.info("skipped %s on %s: a conflicting fault is running", kind, target)
                 return
             self._busy |= resources
@@ -113,7 +119,7 @@ class Injector:
 
     @staticmethod
     def _resources(kind: str, target: str) -> set[str]:
-        if kind in ("kubelet-kill", "kubelet-pause"):
+        if kind in NODE_FAULTS:
             return {f"kubelet:{target}"}
         if kind in ("apiserver-stop", "etcd-restart"):
             return {"control-plane"}
@@ -161,6 +167,39 @@ class Injector:
         finally:
             self._retry(lambda: self.cluster.start_kubelet(node))
         return node, start, {}
+
+    def _power_off(self, node: str, hold: float, pick: float, stop: threading.Event, begin: Begin) -> Outcome:
+        """The machine loses power (`stop-node`: kubelet, containerd, containers) and an operator fences
+        it with the out-of-service taint: once it is marked not Ready, or (FENCED_AT_ONCE of the time)
+        at once, while it may still look Ready, which must change nothing. Fenced for `hold`; then the
+        machine is back, Ready, and unfenced."""
+        start = time.time()
+        detail: dict[str, Any] = {}
+        try:
+            self.cluster.stop_node(node)
+            begin(node, start, {})
+            patience = time.time() + (0 if pick < FENCED_AT_ONCE else FENCE_PATIENCE)
+            while time.time() < patience and self._ready(node) == "True" and not stop.wait(2):
+                pass
+            if not stop.is_set():
+                fenced = time.time()
+                taint = {"key": OUT_OF_SERVICE, "value": "nodeshutdown", "effect": "NoExecute",
+                         "timeAdded": format_time(fenced)}
+                self._edit_taints(node, lambda taints: [*_without(taints, OUT_OF_SERVICE), taint])
+                detail["fenced"] = fenced
+                stop.wait(hold)
+        finally:
+            self._retry(lambda: self.cluster.start_node(node))
+            self._retry(lambda: self._edit_taints(node, lambda taints: _without(taints, OUT_OF_SERVICE)))
+        return node, start, detail
+
+    def _ready(self, node: str) -> str | None:
+        """The node's Ready status; None when it cannot be read (the apiserver down)."""
+        try:
+            conditions = (self._get(f"/api/v1/nodes/{node}").get("status") or {}).get("conditions") or []
+        except Exception:
+            return None
+        return next((str(c.get("status")) for c in conditions if c.get("type") == "Ready"), None)
 
     def _kubelet_pause(self, node: str, hold: float, _pick: float, stop: threading.Event, begin: Begin) -> Outcome:
         pid = self.cluster.kubelet_pid(node)
@@ -271,7 +310,8 @@ class Injector:
     def sweep(self) -> None:
         """Undo whatever a fault may have left, whatever happened to its thread: every process a fault
         stopped continued, kube-apiserver (and, for the oracle, kube-controller-manager) running, every
-        kubelet running, no node with the soak's taint. Called once the faults have stopped."""
+        node powered and its kubelet running, no node with the soak's taint or fenced. Called once the
+        faults have stopped."""
         with self._lock:
             stopped = set(self._stopped)
         for pid in stopped:
@@ -280,11 +320,14 @@ class Injector:
         if self.builtin:
             self._retry(self.cluster.start_controller_manager)
         for node, entry in self.cluster.nodes().items():
-            if entry["pids"]["kubelet"] is None:
+            if entry["pids"]["containerd"] is None:  # powered off
+                self._retry(functools.partial(self.cluster.start_node, node))
+            elif entry["pids"]["kubelet"] is None:
                 self._retry(functools.partial(self.cluster.start_kubelet, node))
             else:
                 _continue(int(entry["pids"]["kubelet"]))
             self._retry(functools.partial(self.remove_chaos_taint, node))
+            self._retry(functools.partial(self._edit_taints, node, lambda taints: _without(taints, OUT_OF_SERVICE)))
 
     def remove_chaos_taint(self, node: str) -> None:
         self._edit_taints(node, lambda taints: _without(taints, CHAOS_TAINT))

@@ -1,7 +1,7 @@
 """The invariants a soak run must keep, each judged from the rebuilt histories alone:
 
 I1 never early, I2 never late, I3 never twice, I4 one actor, I5 healthy stays healthy,
-I6 admission, I7 nothing lost.
+I6 admission, I7 nothing lost, I8 budgets respected, I9 force only when fenced.
 """
 
 from __future__ import annotations
@@ -23,20 +23,24 @@ from bench.soak.timeline import HeldTaint, NodeHistory, NodeState, PodHistory, T
 from bench.soak.tolerations import (
     LIFECYCLE_KEYS,
     NO_EXECUTE,
+    OUT_OF_SERVICE,
     Taint,
     Toleration,
     grace_seconds,
     has_default_tolerations,
+    tolerates,
 )
 
-INVARIANTS = ("I1", "I2", "I3", "I4", "I5", "I6", "I7")
-KUBELET_KINDS = frozenset({"kubelet-kill", "kubelet-pause"})
+INVARIANTS = ("I1", "I2", "I3", "I4", "I5", "I6", "I7", "I8", "I9")
+KUBELET_KINDS = frozenset({"kubelet-kill", "kubelet-pause", "power-off"})
 LEADER_FAULTS = frozenset({"leader-kill", "leader-pause"})
 NODE_HEARTBEAT_WINDOW = 40.0  # seconds: a kubelet renews its node Lease every 10 s
 ATTRIBUTION_LEAD = 60.0  # seconds before a taint's start in which a fault may have caused it
 SKIP_LABEL = "taintkeeper.io/skip"
 ACTING = {"pods": ("", "status", "eviction"), "nodes": ("", "status")}
 LIFECYCLE_IDS = frozenset((key, NO_EXECUTE) for key in LIFECYCLE_KEYS)
+# The taints a pod's disruption budget never holds back: its node has failed, or has been fenced.
+NEVER_BUDGETED = frozenset({*LIFECYCLE_KEYS, OUT_OF_SERVICE})
 # kube-apiserver's words for a webhook that refused a pod (`admission webhook "x" denied the request`)
 # or could not be called (`failed calling webhook "x": ...`, with failurePolicy Fail).
 WEBHOOK_FAILURE = re.compile(r"admission webhook|calling webhook")
@@ -115,6 +119,14 @@ class Context:
             return False
         return self.timeline.heartbeat_between(node, moment - NODE_HEARTBEAT_WINDOW, moment)
 
+    def fenced(self, node: str, moment: float) -> bool:
+        """The node carried the out-of-service taint while not Ready, in a state a reader could have
+        seen within the early slack before `moment`."""
+        history = self.timeline.nodes.get(node)
+        return history is not None and any(
+            state.ready != "True" and any(taint.get("key") == OUT_OF_SERVICE for taint in state.taints)
+            for state in history.states_between(moment - self.slack.early, moment))
+
     def node_taints_around(self, pod: PodHistory, moment: float) -> list[list[HeldTaint]]:
         """The NoExecute taints of each state of the pod's node a reader could have seen within the
         early slack before `moment` (a taint removed just before, or added just before, counts)."""
@@ -129,7 +141,7 @@ def never_early(ctx: Context) -> list[Violation]:
     found: list[Violation] = []
     for pod in ctx.timeline.pods.values():
         for removal in pod.controller_removals():
-            if not removal.succeeded:
+            if not removal.succeeded or removal.force:  # a force deletion has KEP-2268's causes: I9 judges it
                 continue
             moment = removal.write.received
             tolerations = pod.tolerations_at(removal.write.completed)
@@ -210,6 +222,10 @@ def never_late(ctx: Context) -> tuple[list[Violation], list[EvictionCheck]]:
         if limit > ctx.until:
             continue  # the log (or the recovery) ends before the judgement could be made
         deletion = pod.first_controller_removal()
+        if _waiting_for_budget(ctx, pod, taint, due, limit):
+            checked.append(EvictionCheck(pod.label, taint_start - ATTRIBUTION_LEAD, due, pod.node, taint_start, due,
+                                         deletion.write.received if deletion else None))
+            continue
         if deletion is not None and deletion.write.received <= limit:
             checked.append(EvictionCheck(pod.label, taint_start - ATTRIBUTION_LEAD, deletion.write.received,
                                          pod.node, taint_start, due, deletion.write.received))
@@ -225,6 +241,15 @@ def never_late(ctx: Context) -> tuple[list[Violation], list[EvictionCheck]]:
                                    f"on {pod.node} under {key}: {late} its deadline {clock(due)} "
                                    f"(allowed until {clock(limit)})"))
     return found, checked
+
+
+def _waiting_for_budget(ctx: Context, pod: PodHistory, taint: Taint, due: float, limit: float) -> bool:
+    """On time though not yet gone: it respects its disruption budget, the taint is not a node failure's,
+    and the controller asked for its Eviction by the limit and the budget refused (429)."""
+    if pod.namespace not in ctx.config.budgeted_namespaces or taint.get("key") in NEVER_BUDGETED:
+        return False
+    return any(removal.eviction and removal.code == 429 and due - ctx.slack.early <= removal.write.received <= limit
+               for removal in pod.controller_removals())
 
 
 # Upstream's monitor period (5 s), the per-zone taint rate (one node per 10 s) and 5 s: how long
@@ -276,6 +301,8 @@ def deleted_twice(ctx: Context) -> list[Violation]:
         if first is None:
             continue
         for again in pod.controller_removals():
+            if again.force and again.succeeded and ctx.fenced(pod.node, again.write.received):
+                continue  # KEP-2268: a fenced node's terminating pods are force-deleted (I9 judges it)
             if again.write.received > first.write.received and again is not first:
                 found.append(ctx.violation("I3", again.write.received, pod.label,
                                            f"deleted again by {again.write.replica} (answer {again.code}) "
@@ -528,12 +555,68 @@ def nothing_lost(ctx: Context) -> tuple[list[Violation], int | None]:
     return found, most
 
 
+# --- I8 budgets respected -----------------------------------------------------------------------
+
+
+def budgets_respected(ctx: Context) -> list[Violation]:
+    """A pod that respects its disruption budget leaves a node tainted by anything but a failure or a
+    fence only through an Eviction (which the apiserver refuses while the budget allows none), never a
+    DELETE."""
+    found: list[Violation] = []
+    for pod in ctx.timeline.pods.values():
+        if pod.namespace not in ctx.config.budgeted_namespaces:
+            continue
+        for removal in pod.controller_removals():
+            if not removal.succeeded or removal.eviction:
+                continue
+            moment = removal.write.received
+            tolerations = pod.tolerations_at(removal.write.completed)
+            floor = pod.bound_at if pod.bound_at is not None else -math.inf
+            due = {str(held.taint.get("key")) for state in ctx.node_taints_around(pod, moment) for held in state
+                   if max(held.episode_start, floor) + grace_seconds(tolerations, held.taint)
+                   <= moment + ctx.slack.early}
+            if due & NEVER_BUDGETED:
+                continue
+            found.append(ctx.violation("I8", moment, pod.label,
+                                       f"deleted by {removal.write.replica} on {pod.node} under "
+                                       f"{', '.join(sorted(due)) or 'no due taint'} with a DELETE: it respects its "
+                                       "disruption budget, so only an Eviction may remove it"))
+    return found
+
+
+# --- I9 force only when fenced -------------------------------------------------------------------
+
+
+def force_only_when_fenced(ctx: Context) -> list[Violation]:
+    """A force deletion (grace period 0) only of a pod on a node that carries the out-of-service taint
+    while not Ready, and only if the pod does not tolerate that taint or was terminating already."""
+    found: list[Violation] = []
+    for pod in ctx.timeline.pods.values():
+        for removal in pod.controller_removals():
+            if not (removal.succeeded and removal.force):
+                continue
+            moment = removal.write.received
+            if not ctx.fenced(pod.node, moment):
+                found.append(ctx.violation("I9", moment, pod.label,
+                                           f"force-deleted by {removal.write.replica} on {pod.node}, which did not "
+                                           "carry the out-of-service taint while not Ready"))
+                continue
+            terminating = any(r.succeeded and r.write.received < moment for r in pod.removals) or any(
+                state.deletion_timestamp is not None and state.time <= moment for state in pod.current)
+            fence = {"key": OUT_OF_SERVICE, "effect": NO_EXECUTE}
+            if not terminating and any(tolerates(toleration, fence) for toleration in pod.tolerations_at(moment)):
+                found.append(ctx.violation("I9", moment, pod.label,
+                                           f"force-deleted by {removal.write.replica} on {pod.node}, though it "
+                                           "tolerates the out-of-service taint and was not terminating"))
+    return found
+
+
 def check_all(ctx: Context) -> Findings:
     late, checked = never_late(ctx)
     lost, most = nothing_lost(ctx)
     late += dead_nodes_tainted(ctx)
     violations = [*never_early(ctx), *late, *never_twice(ctx), *one_actor(ctx), *healthy_stays_healthy(ctx),
-                  *admission(ctx), *lost]
+                  *admission(ctx), *lost, *budgets_respected(ctx), *force_only_when_fenced(ctx)]
     violations = sorted((v for v in violations if ctx.in_window(v.time)), key=lambda v: (v.time, v.invariant))
     return Findings(violations, [check for check in checked if ctx.in_window(check.window_end)], most,
                     [stretch for stretch in ctx.leaderless if ctx.in_window(stretch.start)])

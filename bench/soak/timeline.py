@@ -179,9 +179,9 @@ class NodeHistory:
     def _index_at(self, moment: float) -> int:
         return bisect.bisect_right(self._times, moment) - 1
 
-    def held_between(self, start: float, end: float) -> list[list[HeldTaint]]:
-        """The NoExecute taints of every state a reader could have seen from `start` to `end`: the
-        state current at `start` and each later one whose write was received by `end`."""
+    def _seen_between(self, start: float, end: float) -> list[int]:
+        """Every state a reader could have seen from `start` to `end`: the state current at `start`
+        and each later one whose write was received by `end`."""
         at_start = self._index_at(start)
         chosen = [at_start] if at_start >= 0 else []
         for index in range(at_start + 1, len(self.current)):
@@ -189,7 +189,14 @@ class NodeHistory:
                 break
             if self.current[index].write.received <= end:
                 chosen.append(index)
-        return [self._held[index] for index in chosen]
+        return chosen
+
+    def held_between(self, start: float, end: float) -> list[list[HeldTaint]]:
+        """The NoExecute taints of every state a reader could have seen from `start` to `end`."""
+        return [self._held[index] for index in self._seen_between(start, end)]
+
+    def states_between(self, start: float, end: float) -> list[NodeState]:
+        return [self.current[index] for index in self._seen_between(start, end)]
 
     def no_execute_episodes(self) -> list[TaintEpisode]:
         return [episode for episode in self.episodes if episode.taint.get("effect") == NO_EXECUTE]
@@ -238,6 +245,7 @@ class Removal:
     write: Write
     code: int
     eviction: bool
+    force: bool = False  # a DELETE with gracePeriodSeconds 0
 
     @property
     def succeeded(self) -> bool:
@@ -352,6 +360,14 @@ def _pod_object(obj: JsonObject | None) -> JsonObject | None:
     return None
 
 
+def _grace(record: AuditRecord) -> int | None:
+    """A removal's gracePeriodSeconds, from its DeleteOptions (an Eviction carries them inside)."""
+    request = record.request_object or {}
+    options = request.get("deleteOptions") or request
+    grace = options.get("gracePeriodSeconds")
+    return int(grace) if isinstance(grace, int | float) else None
+
+
 def _precondition_uid(record: AuditRecord) -> str:
     request = record.request_object or {}
     options = request.get("deleteOptions") or request  # an Eviction carries its DeleteOptions
@@ -404,7 +420,7 @@ def _add_pod_record(index: _PodIndex, record: AuditRecord, config: SoakConfig) -
         return
     pod = index.pods[uid]
     if removal:
-        pod.removals.append(Removal(write, record.code, record.subresource == "eviction"))
+        pod.removals.append(Removal(write, record.code, record.subresource == "eviction", _grace(record) == 0))
     if obj and record.succeeded:
         pod.states.append(pod_state(obj, write))
 

@@ -14,6 +14,8 @@ NO_EXECUTE = "NoExecute"
 NOT_READY = "node.kubernetes.io/not-ready"
 UNREACHABLE = "node.kubernetes.io/unreachable"
 LIFECYCLE_KEYS = (NOT_READY, UNREACHABLE)
+# KEP-2268: an operator's word that a not-Ready node is really down (taintkeeper fence)
+OUT_OF_SERVICE = "node.kubernetes.io/out-of-service"
 
 
 def tolerates(toleration: Toleration, taint: Taint) -> bool:

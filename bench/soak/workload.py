@@ -1,5 +1,8 @@
 """The soak's workload: a steady churn of pods over the nodes, of every kind the controller treats
-differently, plus a Deployment and a StatefulSet whose pods are replaced when evicted.
+differently, plus a Deployment and a StatefulSet whose pods are replaced when evicted, and a
+Deployment whose PodDisruptionBudget its pods respect (their namespace is annotated
+taintkeeper.io/eviction=respect-disruption-budget: a hand-made NoExecute taint moves them only as
+fast as the budget allows).
 
 The kinds (the pod's name starts with the kind):
 - `default`: no tolerations: the webhook (or the built-in plugin) gives it 300 s;
@@ -31,17 +34,21 @@ log = logging.getLogger("chaos.workload")
 
 NAMESPACE = "chaos-workload"
 ANNOTATED_NAMESPACE = "chaos-annotated"
-NAMESPACES = (NAMESPACE, ANNOTATED_NAMESPACE)
+BUDGETED_NAMESPACE = "chaos-budgeted"
+NAMESPACES = (NAMESPACE, ANNOTATED_NAMESPACE, BUDGETED_NAMESPACE)
 ANNOTATED_SECONDS = 30
 CHAOS_TAINT = "chaos.taintkeeper.io/drain"  # the NoExecute taint the soak adds and removes by hand
 NOT_READY = "node.kubernetes.io/not-ready"
 UNREACHABLE = "node.kubernetes.io/unreachable"
+OUT_OF_SERVICE = "node.kubernetes.io/out-of-service"  # the fence an operator puts on a powered-off node
 SKIP_LABEL = "taintkeeper.io/skip"
 IMAGE = "taintkeeper.local/pause:3.2"  # imported into every node by hack/local-cluster.sh
 KINDS = ("default", "tol0", "tol5", "tol20", "tol60", "forever", "annotated", "optout")
 DEPLOYMENT = "chaos-web"
 STATEFULSET = "chaos-db"
+BUDGETED = "chaos-api"  # in BUDGETED_NAMESPACE, with a PodDisruptionBudget of minAvailable REPLICAS - 1
 REPLICAS = 3
+EVICTION_ANNOTATION = {"taintkeeper.io/eviction": "respect-disruption-budget"}
 CALL_TIMEOUT = (3, 10)
 
 
@@ -92,9 +99,10 @@ class Workload:
         """The namespaces, the Deployment and the StatefulSet (with its headless Service)."""
         annotations = {"taintkeeper.io/not-ready-toleration-seconds": str(ANNOTATED_SECONDS),
                        "taintkeeper.io/unreachable-toleration-seconds": str(ANNOTATED_SECONDS)}
+        namespace_annotations = {ANNOTATED_NAMESPACE: annotations, BUDGETED_NAMESPACE: EVICTION_ANNOTATION}
         for name in NAMESPACES:
-            body = {"metadata": {"name": name, "annotations": annotations if name == ANNOTATED_NAMESPACE else {}}}
-            self._create("/api/v1/namespaces", body)
+            self._create("/api/v1/namespaces", {"metadata": {"name": name,
+                                                              "annotations": namespace_annotations.get(name, {})}})
         selector = {"app.kubernetes.io/name": DEPLOYMENT}
         template = _template("default", selector)
         self._create(f"/apis/apps/v1/namespaces/{NAMESPACE}/deployments", {
@@ -108,6 +116,14 @@ class Workload:
             "metadata": {"name": STATEFULSET},
             "spec": {"replicas": REPLICAS, "serviceName": STATEFULSET, "podManagementPolicy": "Parallel",
                      "selector": {"matchLabels": db}, "template": template}})
+        api = {"app.kubernetes.io/name": BUDGETED}
+        self._create(f"/apis/apps/v1/namespaces/{BUDGETED_NAMESPACE}/deployments", {
+            "metadata": {"name": BUDGETED},
+            "spec": {"replicas": REPLICAS, "selector": {"matchLabels": api}, "template": _template("tol5", api)}})
+        # policy/v1beta1: the local cluster is Kubernetes 1.20 (policy/v1 came in 1.21)
+        self._create(f"/apis/policy/v1beta1/namespaces/{BUDGETED_NAMESPACE}/poddisruptionbudgets", {
+            "metadata": {"name": BUDGETED},
+            "spec": {"minAvailable": REPLICAS - 1, "selector": {"matchLabels": api}}})
 
     def _create(self, path: str, body: dict[str, Any]) -> None:
         try:

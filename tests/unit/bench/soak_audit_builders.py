@@ -24,6 +24,8 @@ SYSTEM = "taintkeeper-system"
 NOT_READY = "node.kubernetes.io/not-ready"
 UNREACHABLE = "node.kubernetes.io/unreachable"
 CHAOS_TAINT = "chaos.taintkeeper.io/drain"
+OUT_OF_SERVICE = "node.kubernetes.io/out-of-service"
+BUDGETED = "chaos-budgeted"  # the namespace whose pods respect their disruption budget
 REPLICA_A = "taintkeeper-controller-6f7b9c-k2x4q"
 REPLICA_B = "taintkeeper-controller-6f7b9c-p8m3z"
 WEBHOOK_POD = "taintkeeper-webhook-5c4d8-7tq2n"
@@ -301,8 +303,10 @@ class AuditScript:
         self.at(seconds, step)
 
     def delete_pod(self, seconds: float, name: str, actor: Actor, *, namespace: str = NAMESPACE,
-                   precondition: bool = True, evict: bool = False, final: bool = False) -> None:
-        """A graceful DELETE (or an Eviction); `final`: the kubelet's last one, after which the pod is gone.
+                   precondition: bool = True, evict: bool = False, final: bool = False,
+                   refused: bool = False) -> None:
+        """A graceful DELETE (or an Eviction); `final`: grace period 0 (the kubelet's last one, or a force
+        deletion), after which the pod is gone; `refused`: an Eviction its disruption budget refuses (429).
         A pod that is gone answers 404."""
         def step() -> list[Json]:
             pod = self.pods.get((namespace, name))
@@ -320,6 +324,9 @@ class AuditScript:
                             "received": seconds, "request": request}
             if pod is None:
                 return [event(**common, code=404, message=f'pods "{name}" not found')]
+            if refused:
+                return [event(**common, code=429, message="Cannot evict pod as it would violate the pod's "
+                                                          "disruption budget.")]
             pod["metadata"].setdefault("deletionTimestamp", whole_stamp(seconds + 1))
             if final:
                 del self.pods[(namespace, name)]

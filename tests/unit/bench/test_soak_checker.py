@@ -28,11 +28,13 @@ from bench.soak.config import (
 from bench.soak.faults import Fault, FaultLogError, append_fault, overlapping, parse_faults, read_faults
 from bench.soak.report import SoakReport, render
 from tests.unit.bench.soak_audit_builders import (
+    BUDGETED,
     CHAOS_TAINT,
     DEFAULTS,
     DRIVER,
     FOREVER,
     NOT_READY,
+    OUT_OF_SERVICE,
     REPLICA_A,
     REPLICA_B,
     SYSTEM,
@@ -44,6 +46,7 @@ from tests.unit.bench.soak_audit_builders import (
     controller,
     kubelet,
     timed,
+    toleration,
 )
 
 END = 120.0
@@ -230,6 +233,50 @@ def standby_deletes_while_the_leader_holds_the_lease() -> World:
     return failed_node(55.2, by=B)
 
 
+# --- disruption budgets (I8) and the out-of-service fence (I9) ---
+
+
+def drained_budgeted_pod(*, removals: tuple[tuple[float, str], ...]) -> World:
+    """n2 healthy; at 30 s someone taints it with the soak's drain taint; `api-3`, in the namespace whose
+    pods respect their disruption budget and tolerating the taint 5 s, is due at 35 s. `removals`: the
+    controller's (time, how) for it: "evict", "refused" (an Eviction the budget refuses) or "delete"."""
+    w = base()
+    w.script.create_pod(3.0, "api-3", [*timed(5), toleration(CHAOS_TAINT, 5)], namespace=BUDGETED)
+    w.script.bind(3.1, "api-3", "n2", namespace=BUDGETED)
+    w.script.pod_status(4.0, "api-3", namespace=BUDGETED)
+    w.fault("manual-taint", "n2", 30.0, None)
+    w.script.add_taint(30.0, "n2", CHAOS_TAINT, DRIVER)
+    for moment, how in removals:
+        w.script.delete_pod(moment, "api-3", A, namespace=BUDGETED, evict=how != "delete", refused=how == "refused")
+    return w
+
+
+def budgeted_pod_on_a_failed_node_deleted() -> World:
+    """Node failures are never budgeted: a budgeted pod on a dead node goes with a DELETE at its deadline."""
+    w = base(down=("n1",))
+    w.script.create_pod(3.0, "api-3", timed(5), namespace=BUDGETED)
+    w.script.bind(3.1, "api-3", "n1", namespace=BUDGETED)
+    n1_fails(w)
+    w.script.delete_pod(55.2, "tol5-1", A)
+    w.script.delete_pod(55.2, "api-3", A, namespace=BUDGETED)
+    return w
+
+
+def fenced(*, fence_at: float | None = 70.0, force: tuple[str, ...] = ("tol5-1",), at: float = 70.5,
+           fail: bool = True) -> World:
+    """n1 dies (if `fail`): tainted at 50 s, its 5 s pod deleted gracefully at 55.2 s and left Terminating
+    (no kubelet to finish it). At `fence_at` an operator adds the out-of-service taint; at `at` the
+    controller force-deletes the pods `force`."""
+    w = failed_node(55.2) if fail else base()
+    if fence_at is not None:
+        w.script.add_taint(fence_at, "n1", OUT_OF_SERVICE, DRIVER, value="nodeshutdown")
+        if not fail:  # a NoExecute taint like any other: the pod not tolerating it goes at once, gracefully
+            w.script.delete_pod(fence_at + 0.2, "tol5-1", A)
+    for name in force:
+        w.script.delete_pod(at, name, A, final=True)
+    return w
+
+
 def pod_deleted_twice() -> World:
     w = failed_node(55.2)
     w.script.delete_pod(56.0, "tol5-1", A)
@@ -408,6 +455,24 @@ SCENARIOS: list[tuple[str, Callable[[], World], dict[str, int]]] = [
      deletion_long_after_the_apiserver_returned, {"I2": 1}),
     ("a leader killed mid-countdown: the deadline counts from the new leader's acquisition",
      leader_killed_mid_countdown, {}),
+    ("a budgeted pod under a drain taint leaves through an Eviction at its deadline",
+     lambda: drained_budgeted_pod(removals=((35.2, "evict"),)), {}),
+    ("I8: a budgeted pod under a drain taint removed with a DELETE, bypassing its budget",
+     lambda: drained_budgeted_pod(removals=((35.2, "delete"),)), {"I8": 1}),
+    ("a budgeted pod whose budget refuses its Eviction waits, asked again every 5 s: not late",
+     lambda: drained_budgeted_pod(removals=((35.2, "refused"), (40.2, "refused"), (45.2, "refused"),
+                                           (50.2, "evict"))), {}),
+    ("I2: a budgeted pod nobody asked to evict is late all the same",
+     lambda: drained_budgeted_pod(removals=((60.0, "evict"),)), {"I2": 1}),
+    ("a budgeted pod on a failed node goes with a DELETE: node failures are never budgeted",
+     budgeted_pod_on_a_failed_node_deleted, {}),
+    ("a fenced dead node's terminating pod is force-deleted: not a second deletion", fenced, {}),
+    ("I9: a force deletion on a dead node nobody fenced (I3: so it is a second deletion too)",
+     lambda: fenced(fence_at=None), {"I3": 1, "I9": 1}),
+    ("I9: a force deletion on a fenced node still Ready",
+     lambda: fenced(fence_at=30.0, force=("forever-2",), at=30.5, fail=False), {"I9": 1}),
+    ("I9: a force deletion of a pod tolerating the fence and not terminating",
+     lambda: fenced(force=("forever-2",)), {"I9": 1}),
     ("I3: a pod deleted twice by the controller", pod_deleted_twice, {"I3": 1}),
     ("I3: a second deletion answered 404 after the pod was gone still counts", pod_deleted_again_after_it_was_gone,
      {"I3": 1}),
