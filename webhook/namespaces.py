@@ -24,6 +24,7 @@ from typing import Any
 from kube.client import in_cluster_available, make_api_client, make_in_cluster_client
 from kube.identity import WEBHOOK
 from kube.informer import Informer
+from kube.raw_list import raw_list_call
 from shared.defaults import (
     MAX_TOLERATION_SECONDS,
     NOT_READY_SECONDS_ANNOTATION,
@@ -135,9 +136,7 @@ class NamespaceCache:
             return cls(settings.cluster_seconds, None, source)
 
         def connect() -> Callable[..., Any]:
-            from kubernetes import client
-
-            return client.CoreV1Api(factory()).list_namespace
+            return raw_list_call(factory(), "/api/v1/namespaces")  # not CoreV1Api: 20 MB in every worker
 
         return cls(settings.cluster_seconds, connect, source)
 

@@ -83,3 +83,25 @@ def test_a_connection_idle_between_reviews_is_kept_alive(webhook: WebhookServer)
         assert connection.sock is sock  # one connection served both reviews
     finally:
         connection.close()
+
+
+def test_both_workers_count_their_reviews_in_one_scrape(webhook: WebhookServer):
+    """The app is preloaded in the master (gunicorn_conf.py): each worker must still write its own
+    multiprocess metric files, so a scrape sums the reviews whichever worker answered them."""
+    def patched() -> float:
+        connection = http.client.HTTPSConnection("127.0.0.1", webhook.port, context=webhook.ssl_context(), timeout=5)
+        try:
+            connection.request("GET", "/metrics")
+            text = connection.getresponse().read().decode()
+        finally:
+            connection.close()
+        line = next((line for line in text.splitlines()
+                     if line.startswith('taintkeeper_webhook_admission_reviews_total{outcome="patched"}')), None)
+        return float(line.split()[-1]) if line else 0.0
+
+    before = patched()
+    context, body = webhook.ssl_context(), review_bytes()
+    for _ in range(40):  # each on a new connection: SO_REUSEPORT spreads them over both workers
+        _, status, payload = post_review("127.0.0.1", webhook.port, context, body, timeout=5)
+        assert status == 200, payload[:300]
+    assert patched() - before == 40
