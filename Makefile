@@ -43,6 +43,7 @@ lint: setup
 
 bench: setup
 	$(PY) -m pip install -q -e '.[test,bench]'
+	hack/local-cluster.sh deps --bench
 	$(PY) bench/webhook_bench.py
 
 # The chaos soak (bench/chaos.py): 60 minutes of overlapping faults on the complete local cluster,

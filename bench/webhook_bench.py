@@ -1196,8 +1196,12 @@ def _exit_on_sigterm(signum: int, frame: FrameType | None) -> None:
 
 def run(args: argparse.Namespace, work: Path) -> int:
     missing = [tool for tool in ("wrk", "hey") if shutil.which(tool) is None]
+    if missing:  # installed from Debian by the project's own installer, as the tests' tools are
+        print(f"installing the load tools: {' '.join(missing)} (hack/local-cluster.sh deps --bench)", flush=True)
+        subprocess.run(["bash", str(ROOT / "hack" / "local-cluster.sh"), "deps", "--bench"], check=False)
+        missing = [tool for tool in ("wrk", "hey") if shutil.which(tool) is None]
     if missing:
-        raise BenchError(f"missing load tools: {' '.join(missing)} (apt-get install -y {' '.join(missing)})")
+        raise BenchError(f"missing load tools after `hack/local-cluster.sh deps --bench`: {' '.join(missing)}")
     calibration = min(cpu_calibration() for _ in range(3))
     print(f"{os.cpu_count()} CPUs; {CALIBRATION_LOOPS:,}-iteration Python loop: {calibration:.2f} s", flush=True)
     cert_dir = work / "certs"

@@ -44,9 +44,10 @@
 #   hack/local-cluster.sh start-controller-manager DIR
 #                                     start kube-controller-manager again if it is not running
 #   hack/local-cluster.sh build       only build (and cache) kube-apiserver
-#   hack/local-cluster.sh deps [--tools|--nodes]
+#   hack/local-cluster.sh deps [--tools|--bench|--nodes]
 #                                     install every Debian package the demo and the tests use and build
-#                                     (and cache) kube-apiserver; --tools: only the test tools (promtool);
+#                                     (and cache) kube-apiserver; --tools: only the test tools (promtool,
+#                                     prometheus, tmux); --bench: those and the load generators (wrk, hey);
 #                                     --nodes: also what build-node builds. Idempotent: the test
 #                                     fixtures run it before anything else
 #
@@ -120,7 +121,7 @@ case "$1" in
     echo "$APISERVER_BIN" ;;
   deps)
     if [ $# -eq 1 ]; then cmd_deps
-    elif [ $# -eq 2 ] && { [ "$2" = --nodes ] || [ "$2" = --tools ]; }; then cmd_deps "$2"
+    elif [ $# -eq 2 ] && { [ "$2" = --nodes ] || [ "$2" = --tools ] || [ "$2" = --bench ]; }; then cmd_deps "$2"
     else usage; fi ;;
   build-node)
     [ $# -eq 1 ] || usage

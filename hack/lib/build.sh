@@ -20,6 +20,8 @@ CONTROL_PLANE_PACKAGES=(etcd-server openssl curl)
 # scrapes with come with Debian's prometheus package; tmux runs `status --watch` in a terminal
 # (tests/integration/test_status_watch.py).
 TEST_PACKAGES=(prometheus tmux)
+# The load generators of bench/webhook_bench.py (`make bench`).
+BENCH_PACKAGES=(wrk hey)
 # conntrack: kube-proxy clears stale UDP conntrack entries with it. nftables: `down` deletes the
 # iptables tables the nodes created on a machine that had none (host.sh remove_new_tables).
 NODE_PACKAGES=(containerd runc containernetworking-plugins busybox-static iptables nftables conntrack gcc libc6-dev util-linux iproute2)
@@ -144,9 +146,10 @@ build_images() {
 
 # Everything the demo and the suite need from the host, installed before any of it is used, so
 # no test depends on what an earlier run or an earlier test happened to install.
-cmd_deps() { # [--tools|--nodes]
+cmd_deps() { # [--tools|--bench|--nodes]
   apt_install "${TEST_PACKAGES[@]}"
   [ "${1:-}" = --tools ] && return 0
+  if [ "${1:-}" = --bench ]; then apt_install "${BENCH_PACKAGES[@]}"; return 0; fi
   apt_install "${CONTROL_PLANE_PACKAGES[@]}" "${BUILD_PACKAGES[@]}"
   build_apiserver
   [ "${1:-}" = --nodes ] && build_node
