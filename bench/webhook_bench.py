@@ -1049,7 +1049,16 @@ def command_lines(setup: Setup, args: argparse.Namespace, paired: bool = False) 
     return lines
 
 
+REPORT_START = "<!-- bench/webhook_bench.py's report, rewritten by each run -->"
 REPORT_END = "<!-- end of bench/webhook_bench.py's report; other benchmarks append below -->"
+
+
+def current_state(path: Path) -> str:
+    """What comes before this benchmark's part: the report's table of today's figures (kept as it is)."""
+    if not path.exists():
+        return ""
+    text = path.read_text()
+    return text.split(REPORT_START, 1)[0] if REPORT_START in text else ""
 
 
 def other_sections(path: Path) -> str:
@@ -1071,7 +1080,7 @@ def write_report(path: Path, setup: Setup, args: argparse.Namespace, runs: list[
                  verdicts: list[str], calibration: float, stuck: list[StuckResult],
                  paired: PairedRun | None = None) -> None:
     started = datetime.now(UTC).strftime("%Y-%m-%d %H:%M UTC")
-    kept = other_sections(path)
+    before, kept = current_state(path), other_sections(path)
     stuck_part = [] if not stuck else [
         "## Stuck clients",
         "",
@@ -1141,7 +1150,9 @@ def write_report(path: Path, setup: Setup, args: argparse.Namespace, runs: list[
         REPORT_END,
         "",
     ])
-    path.write_text(text + ("\n" + kept if kept else ""))
+    # Under the current state's "# History": every heading one level down.
+    text = re.sub(r"^(#+) ", r"#\1 ", text, flags=re.MULTILINE)
+    path.write_text(before + REPORT_START + "\n" + text + ("\n" + kept if kept else ""))
 
 
 # --- main ---------------------------------------------------------------------------------

@@ -11,6 +11,7 @@ import pytest
 
 from bench.webhook_bench import (
     REPORT_END,
+    REPORT_START,
     LoadResult,
     Measurement,
     PairedRatio,
@@ -241,17 +242,22 @@ def test_the_log_problems_of_the_paired_servers_are_listed_with_the_rounds_ones(
     assert "| ours | 2 | `ValueError: boom` |" in lines
 
 
-def test_the_report_gets_the_paired_section_and_keeps_what_follows_its_end_marker(tmp_path: Path):
+def test_the_report_gets_the_paired_section_and_keeps_the_current_state_before_and_what_follows(tmp_path: Path):
     report = tmp_path / "REPORT.md"
-    report.write_text(f"# Webhook benchmark\n\nold figures\n\n{REPORT_END}\n\n# Another benchmark\n\nkept\n")
+    state = "# Where it stands\n\n| figure | today |\n\n# History\n\n"
+    report.write_text(f"{state}{REPORT_START}\n## Webhook benchmark\n\nold figures\n\n{REPORT_END}\n\n"
+                      "## Another benchmark\n\nkept\n")
     (tmp_path / "review.json").write_text("{}")
     (tmp_path / "post.lua").write_text(f'local file = assert(io.open("{tmp_path / "review.json"}", "rb"))\n')
     setup = Setup(tmp_path, tmp_path, tmp_path / "review.json", b"{}", tmp_path / "post.lua", 2, 8, None)
     args = parse_args(["--servers", "ours,static", "--paired-slices", "2", "--slice-seconds", "1"])
     write_report(report, setup, args, [], "TABLE", ["- VERDICT"], 0.1, [], paired_run())
-    ours, kept = report.read_text().split(REPORT_END)
+    before, rest = report.read_text().split(REPORT_START)
+    ours, kept = rest.split(REPORT_END)
+    assert before == state
     assert "old figures" not in ours
     assert "--paired-slices 2 --slice-seconds 1`" in ours
-    assert "## Paired slices" in ours and "| ours/static | 0.92x | 0.90-0.94x | 2 |" in ours
+    assert ours.startswith("\n## Webhook benchmark\n")  # a heading level below the report's "# History"
+    assert "\n### Paired slices\n" in ours and "| ours/static | 0.92x | 0.90-0.94x | 2 |" in ours
     assert "`wrk -t2 -c16 -d1s --latency -s post.lua 'https://127.0.0.1:$PORT/mutate'`" in ours
-    assert kept == "\n\n# Another benchmark\n\nkept\n"
+    assert kept == "\n\n## Another benchmark\n\nkept\n"

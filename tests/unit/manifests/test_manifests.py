@@ -26,6 +26,8 @@ from kubernetes_validate.utils import SchemaNotFoundError
 from certs.issue import requested_sans
 from controller.options import parse_options
 from kube.identity import POD_NAME_ENV
+from shared.defaults import BUILTIN_DEFAULT_TOLERATION_SECONDS, default_toleration
+from shared.taints import NOT_READY, UNREACHABLE
 from webhook.__main__ import parse_args as webhook_args
 from webhook.registration import mutating_webhook_configuration
 
@@ -181,6 +183,19 @@ def test_every_container_names_its_pod_for_the_user_agent(name: str, template: d
     for container in template["spec"]["containers"]:
         env = {e["name"]: e for e in container.get("env", [])}
         assert env[POD_NAME_ENV] == {"name": POD_NAME_ENV, "valueFrom": {"fieldRef": {"fieldPath": "metadata.name"}}}
+
+
+REPLICAS = [(doc["metadata"]["name"], doc["spec"]["template"]) for _, _, doc in DOCUMENTS
+            if doc["kind"] == "Deployment"]
+
+
+@pytest.mark.parametrize(("name", "template"), REPLICAS, ids=[n for n, _ in REPLICAS])
+def test_every_replica_tolerates_a_node_failure_as_long_as_the_built_in_defaults_allow(name: str,
+                                                                                       template: dict[str, Any]):
+    """Nothing mutates taintkeeper-system's pods: without these, a replica would be evicted the moment its
+    node is tainted not-ready or unreachable, by the very controller it may be."""
+    expected = [default_toleration(key, BUILTIN_DEFAULT_TOLERATION_SECONDS) for key in (NOT_READY, UNREACHABLE)]
+    assert template["spec"].get("tolerations") == expected
 
 
 def test_webhook_deployment_service_and_budget():
