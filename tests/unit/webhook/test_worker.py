@@ -19,6 +19,7 @@ import pytest
 from bench.review import mutation_problem, review_bytes
 from hack.servers import WebhookServer, make_certs
 from hack.stuck_clients import post_review, server_closed, stuck_connections, wait_until_closed
+from tests.integration.kube import wait_for
 
 STUCK = {"tcp": 50, "tls": 17, "headers": 17, "body": 16}
 REVIEWS = 30
@@ -87,7 +88,8 @@ def test_a_connection_idle_between_reviews_is_kept_alive(webhook: WebhookServer)
 
 def test_both_workers_count_their_reviews_in_one_scrape(webhook: WebhookServer):
     """The app is preloaded in the master (gunicorn_conf.py): each worker must still write its own
-    multiprocess metric files, so a scrape sums the reviews whichever worker answered them."""
+    multiprocess metric files, so a scrape sums the reviews whichever worker answered them (once their
+    bookkeeping has counted them: no more, no fewer)."""
     def patched() -> float:
         connection = http.client.HTTPSConnection("127.0.0.1", webhook.port, context=webhook.ssl_context(), timeout=5)
         try:
@@ -99,9 +101,16 @@ def test_both_workers_count_their_reviews_in_one_scrape(webhook: WebhookServer):
                      if line.startswith('taintkeeper_webhook_admission_reviews_total{outcome="patched"}')), None)
         return float(line.split()[-1]) if line else 0.0
 
-    before = patched()
+    def settled() -> tuple[float] | None:  # the earlier tests' reviews all counted: two scrapes agree
+        first = patched()
+        time.sleep(0.3)
+        return (first,) if patched() == first else None
+
+    (before,) = wait_for(settled, 10, "the count to settle")
     context, body = webhook.ssl_context(), review_bytes()
     for _ in range(40):  # each on a new connection: SO_REUSEPORT spreads them over both workers
         _, status, payload = post_review("127.0.0.1", webhook.port, context, body, timeout=5)
         assert status == 200, payload[:300]
+    # each worker's bookkeeping thread counts its reviews off the hot path
+    wait_for(lambda: patched() - before >= 40, 10, "the 40 reviews counted")
     assert patched() - before == 40
