@@ -25,6 +25,7 @@ READY_COLOURS = {"True": "#2e7d32", "False": "#c62828", "Unknown": "#f9a825"}
 TAINT_COLOURS = {"NoExecute": "#c62828", "NoSchedule": "#ef6c00"}
 POD_COLOUR, DELETED_COLOUR, OTHER = "#1565c0", "#616161", "#9e9e9e"
 NAMED_PODS = 12  # up to this many pods per node, one labelled row each; more are packed
+PACKED_LANES = 8  # a node's packed pods take at most this many rows
 LABELLED_EVENTS = 20  # more events than this are ticks without labels
 
 
@@ -80,7 +81,7 @@ def _pod_bar(pod: PodBar, incident: Incident) -> Bar:
 
 
 def _packed(pods: Sequence[PodBar], incident: Incident) -> list[list[PodBar]]:
-    """Greedy interval packing: each pod in the first lane free at its start."""
+    """Greedy interval packing: each pod in the first lane free at its start, at most PACKED_LANES lanes."""
     lanes: list[list[PodBar]] = []
     ends: list[float] = []
     for pod in sorted(pods, key=lambda p: p.start):
@@ -91,8 +92,13 @@ def _packed(pods: Sequence[PodBar], incident: Incident) -> list[list[PodBar]]:
                 ends[index] = end
                 break
         else:
-            lanes.append([pod])
-            ends.append(end)
+            if len(lanes) < PACKED_LANES:
+                lanes.append([pod])
+                ends.append(end)
+            else:  # a burst (one taint, dozens of pods): overlap in the lane free soonest
+                index = ends.index(min(ends))
+                lanes[index].append(pod)
+                ends[index] = max(ends[index], end)
     return lanes
 
 

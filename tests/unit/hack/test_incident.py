@@ -76,8 +76,12 @@ def test_the_picture_shows_the_node_its_taints_each_pod_and_the_events(tmp_path:
 
 
 def soak(pods: int) -> Incident:
-    """One node, `pods` pods each tainted 10 s before its deletion, one starting every 4 s."""
-    bars = tuple(PodBar(f"p{n}", "n1", T0 + 4 * n, T0 + 4 * n + 8, T0 + 4 * n + 10) for n in range(pods))
+    """One node, `pods` pods each tainted 10 s before its deletion, one starting every 4 s (negative:
+    that many, all at once)."""
+    step = 4 if pods > 0 else 0
+    bars = tuple(PodBar(f"p{n}", "n1", T0 + step * n, T0 + step * n + 8, T0 + step * n + 10)
+                 for n in range(abs(pods)))
+    pods = abs(pods)
     return Incident(T0, T0 + 4 * pods + 20, (NodeTrack("n1", (Span("True", T0, T0 + 4 * pods + 20),), ()),), bars, ())
 
 
@@ -86,6 +90,7 @@ ROWS = [
     ("more are packed: a pod takes the first row free at its start (10 s bars, one every 4 s: 3 rows)",
      NAMED_PODS + 1, 3, "pods on n1"),
     ("a soak's hundreds still fit in 3 rows", 500, 3, "pods on n1"),
+    ("a burst (every pod at once) overlaps in at most 8 rows", -40, 8, "pods on n1"),
 ]
 
 
@@ -95,4 +100,4 @@ def test_pod_rows(pods: int, pod_rows: int, first_label: str) -> None:
     rows = rows_of(soak(pods))[1:]  # after the Ready row
     assert len(rows) == pod_rows
     assert rows[0 if first_label == "pods on n1" else -1].label == first_label
-    assert sum(len(row.pods) for row in rows) == pods
+    assert sum(len(row.pods) for row in rows) == abs(pods)
