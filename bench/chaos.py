@@ -11,6 +11,7 @@
 2. runs the workload (bench/soak/workload.py: a churn of pods of every kind, a Deployment, a
    StatefulSet) and, on top, faults drawn from a seeded catalogue (bench/soak/injector.py), often
    overlapping, each logged with its start and end to DIR/chaos/faults-SEED.jsonl;
+   taintkeeper's pods' logs are copied to DIR/chaos/pod-logs/ as they grow (they outlive their pods);
 3. after `--duration`, ends the faults, lets the cluster settle, and hands the audit log and the fault
    log, and nothing else, to the checker (bench/soak/): one row per fault kind, a summary line, each
    violation. Exits 1 when any invariant was violated, 2 on a bad flag or a cluster that cannot start.
@@ -41,6 +42,7 @@ from kubernetes.client.rest import ApiException
 from bench.soak.check import judge_run, soak_config
 from bench.soak.cluster import ClusterError, LocalCluster
 from bench.soak.injector import Injector
+from bench.soak.pod_logs import keep_pod_logs
 from bench.soak.workload import Workload
 from kube.request import request_json
 
@@ -133,8 +135,13 @@ def _soak(args: argparse.Namespace, cluster: LocalCluster, seed: int, builtin: b
         workload_thread = threading.Thread(target=workload.run, args=(stop_workload,), name="workload", daemon=True)
         faults_thread = threading.Thread(target=injector.run, args=(stop_faults, args.faults_per_minute),
                                          name="faults", daemon=True)
+        # taintkeeper's pods' logs, copied as they grow: the kubelet deletes them with their pods
+        logs_thread = threading.Thread(target=keep_pod_logs, args=(cluster.directory / "nodes", SYSTEM_NAMESPACE,
+                                                                  runs / "pod-logs", stop_workload),
+                                       name="pod-logs", daemon=True)
         workload_thread.start()
         faults_thread.start()
+        logs_thread.start()
         try:
             stop_faults.wait(args.duration)
         finally:
@@ -148,6 +155,7 @@ def _soak(args: argparse.Namespace, cluster: LocalCluster, seed: int, builtin: b
         finally:
             stop_workload.set()
             workload_thread.join(timeout=30)
+            logs_thread.join(timeout=30)
         ended = time.time()
     finally:
         api_client.close()
