@@ -1,8 +1,8 @@
 """`up --nodes 2` then `down` leaves the machine as it found it: everything a kubelet, containerd or
 the CNI plugins touch on the host is snapshotted before and after and compared.
 
-Runs before the scenarios (file order) so no other real nodes are up: host changes are restored
-by the last `down` on the machine.
+Runs first in its suite (tests/realnodes/conftest.py), so no other real nodes are up: host changes
+are restored by the last `down` on the machine.
 """
 
 from __future__ import annotations
