@@ -185,7 +185,8 @@ class Injector:
                 fenced = time.time()
                 taint = {"key": OUT_OF_SERVICE, "value": "nodeshutdown", "effect": "NoExecute",
                          "timeAdded": format_time(fenced)}
-                self._edit_taints(node, lambda taints: [*_without(taints, OUT_OF_SERVICE), taint])
+                # through another fault (the apiserver down), as an operator would try again
+                self._retry(lambda: self._edit_taints(node, lambda taints: [*_without(taints, OUT_OF_SERVICE), taint]))
                 detail["fenced"] = fenced
                 stop.wait(hold)
         finally:
