@@ -14,8 +14,7 @@ from collections.abc import Iterable, Mapping, Sequence
 from dataclasses import dataclass, field
 from typing import Any
 
-from controller.tainteviction.decision import decide_eviction
-from kube.timestamps import parse_time
+from controller.tainteviction.decision import decide_eviction, taint_start
 from shared.taints import NO_EXECUTE
 
 
@@ -96,7 +95,7 @@ class IncidentRecorder:
             self._taints.append(Span(name, self._taints_open.pop(name), at))
         for name, taint in now.items():
             if name not in self._taints_open:
-                self._taints_open[name] = min(at, _added(taint, at))
+                self._taints_open[name] = taint_start(taint, at, at)
 
     def pod(self, name: str, tolerations: Sequence[Mapping[str, Any]], taints: Iterable[Mapping[str, Any]],
             deleting: bool, at: float) -> None:
@@ -105,7 +104,8 @@ class IncidentRecorder:
         no_execute = [t for t in taints if t.get("effect") == NO_EXECUTE]
         if pod.start is None and no_execute:
             decision = decide_eviction(tolerations, no_execute, lambda taint: at, None, at)
-            pod.start = decision.started if decision.started is not None else min(_added(t, at) for t in no_execute)
+            started = decision.started
+            pod.start = started if started is not None else min(taint_start(t, at, at) for t in no_execute)
             pod.deadline = decision.at
         if deleting and pod.deleted is None:
             pod.deleted = at
@@ -127,7 +127,3 @@ class IncidentRecorder:
 def soonest_first(pods: Iterable[PodBar]) -> tuple[PodBar, ...]:
     return tuple(sorted(pods, key=lambda p: (p.deadline is None, p.deadline or 0, p.name)))
 
-
-def _added(taint: Mapping[str, Any], default: float) -> float:
-    added = parse_time(taint.get("timeAdded"))
-    return added if added is not None else default
