@@ -42,7 +42,7 @@ class Slack:
     # I7: a released Lease is taken by a warm stand-by within a retry period (2 s) and its jitter: a
     # stretch without a leader no longer than this is a handover (a rolling update), not a failure.
     handover: float = 5.0
-    # I6: endpoints lag readiness, so the apiserver cannot call a webhook pod Ready for less than this.
+    # I6: kube-proxy routes to a webhook pod this long after its EndpointSlice was written.
     webhook_ready: float = 2.0
 
 

@@ -458,19 +458,45 @@ def healthy_stays_healthy(ctx: Context) -> list[Violation]:
 # --- I6 admission -----------------------------------------------------------------------------
 
 
-def _ready_throughout(pod: PodHistory, start: float, end: float) -> bool:
-    first = pod.state_at(start)
-    states = [first, *(state for state in pod.current if start < state.time <= end)]
-    return all(state is not None and state.ready == "True" and state.deletion_timestamp is None
-               for state in states)
+def _ready_since(pod: PodHistory, moment: float) -> float | None:
+    """When the unbroken run of Ready states that holds at `moment` began (None: not Ready then)."""
+    since = None
+    for state in pod.current:
+        if state.time > moment:
+            break
+        ready = state.ready == "True" and state.deletion_timestamp is None
+        since = (since if since is not None else state.time) if ready else None
+    return since
+
+
+def _reachable_since(ctx: Context, pod: PodHistory, moment: float) -> float | None:
+    """When the webhook pod last became reachable: Ready, and re-reported by its kubelet after any
+    power-off of its node (the API shows a powered-off node's pods Ready until the node is marked)."""
+    since = _ready_since(pod, moment)
+    for fault in ctx.faults:
+        if since is None:
+            return None
+        if fault.kind != "power-off" or fault.target != pod.node or fault.start > moment or fault.until <= since:
+            continue
+        if fault.until >= moment:
+            return None
+        since = next((state.time for state in pod.current if fault.until <= state.time <= moment), None)
+    return since
 
 
 def _ready_webhook_pods(ctx: Context, moment: float) -> list[str]:
+    """The webhook pods kube-apiserver could have called at `moment`: reachable, and published in
+    their Service's endpoints since (kube-proxy routes only to those) for the slack kube-proxy needs."""
     if ctx.config.webhook is None:
         return []
     namespace, prefix = ctx.config.webhook
-    return [pod.name for pod in ctx.timeline.pods_named(namespace, prefix)
-            if _ready_throughout(pod, moment - ctx.slack.webhook_ready, moment)]
+    ready = []
+    for pod in ctx.timeline.pods_named(namespace, prefix):
+        since = _reachable_since(ctx, pod, moment)
+        published = None if since is None else ctx.timeline.endpoints_published(namespace, prefix, since)
+        if published is not None and published + ctx.slack.webhook_ready <= moment:
+            ready.append(pod.name)
+    return ready
 
 
 def _backfilled_by(ctx: Context, pod: PodHistory, limit: float) -> bool:

@@ -334,6 +334,9 @@ class Timeline:
     lease_writes: list[LeaseWrite]  # the controller's Lease, successful writes by completion
     start: float
     end: float
+    # (completion, namespace, name) of each successful EndpointSlice write: when the endpoint
+    # controller published a Service's addresses, which is what kube-proxy routes to.
+    endpoint_slice_writes: list[tuple[float, str, str]] = field(default_factory=list)
     _lease_times: list[float] = field(default_factory=list)
 
     def __post_init__(self) -> None:
@@ -346,6 +349,12 @@ class Timeline:
         """The latest successful Lease write that completed before `moment`."""
         index = bisect.bisect_left(self._lease_times, moment) - 1
         return self.lease_writes[index] if index >= 0 else None
+
+    def endpoints_published(self, namespace: str, prefix: str, since: float) -> float | None:
+        """When an EndpointSlice of that name prefix was first written at or after `since`."""
+        start = bisect.bisect_left(self.endpoint_slice_writes, (since, "", ""))
+        return next((completed for completed, slice_namespace, name in self.endpoint_slice_writes[start:]
+                     if slice_namespace == namespace and name.startswith(prefix)), None)
 
     def heartbeat_between(self, node: str, start: float, end: float) -> bool:
         beats = self.heartbeats.get(node, [])
@@ -429,6 +438,7 @@ def build_timeline(records: Sequence[AuditRecord], config: SoakConfig) -> Timeli
     node_states: dict[str, list[NodeState]] = defaultdict(list)
     heartbeats: dict[str, list[float]] = defaultdict(list)
     lease_writes: list[LeaseWrite] = []
+    endpoint_slice_writes: list[tuple[float, str, str]] = []
     pods = _PodIndex(records)
     handlers: dict[str, Callable[[AuditRecord], None]] = {}
 
@@ -447,7 +457,12 @@ def build_timeline(records: Sequence[AuditRecord], config: SoakConfig) -> Timeli
             holder = str((record.response_object.get("spec") or {}).get("holderIdentity") or "")
             lease_writes.append(LeaseWrite(_write(record, config), holder))
 
-    handlers.update(nodes=on_node, leases=on_lease, pods=lambda record: _add_pod_record(pods, record, config))
+    def on_endpoint_slice(record: AuditRecord) -> None:
+        if record.succeeded and record.is_write:
+            endpoint_slice_writes.append((record.completed, record.namespace, record.name))
+
+    handlers.update(nodes=on_node, leases=on_lease, endpointslices=on_endpoint_slice,
+                    pods=lambda record: _add_pod_record(pods, record, config))
     for record in records:
         handler = handlers.get(record.resource)
         if handler is not None:
@@ -465,4 +480,5 @@ def build_timeline(records: Sequence[AuditRecord], config: SoakConfig) -> Timeli
         lease_writes=lease_writes,
         start=min((record.received for record in records), default=0.0),
         end=max((record.completed for record in records), default=0.0),
+        endpoint_slice_writes=sorted(endpoint_slice_writes),
     )

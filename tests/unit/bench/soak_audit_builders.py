@@ -64,6 +64,9 @@ def kubelet(node: str) -> Actor:
 
 SCHEDULER = Actor("system:kube-scheduler", "kube-scheduler/v1.20.2 (linux/amd64) kubernetes/faecb19/scheduler")
 DRIVER = Actor("admin", "OpenAPI-Generator/35.0.0/python", ("system:masters", "system:authenticated"))
+ENDPOINTSLICE_CONTROLLER = Actor("system:serviceaccount:kube-system:endpointslice-controller",
+                                 "kube-controller-manager/v1.20.2 (linux/amd64) kubernetes/faecb19/system:"
+                                 "serviceaccount:kube-system:endpointslice-controller")
 NODE_CONTROLLER = Actor("system:serviceaccount:kube-system:node-controller",
                         "kube-controller-manager/v1.20.2 (linux/amd64) kubernetes/faecb19/system:serviceaccount:"
                         "kube-system:node-controller")
@@ -291,6 +294,13 @@ class AuditScript:
                           subresource="status", namespace=namespace, name=name, received=seconds,
                           request={"status": pod["status"]}, response=self._version(pod))]
         self.at(seconds, step)
+
+    def publish_endpoints(self, seconds: float, service: str = "taintkeeper-webhook",
+                          namespace: str = SYSTEM) -> None:
+        """The endpoint slice controller writes the Service's EndpointSlice (recorded at Metadata level)."""
+        self.at(seconds, lambda: [event(verb="update", actor=ENDPOINTSLICE_CONTROLLER, resource="endpointslices",
+                                        api_group="discovery.k8s.io", namespace=namespace, name=f"{service}-x7k2p",
+                                        received=seconds)])
 
     def patch_tolerations(self, seconds: float, name: str, tolerations: Sequence[Json], actor: Actor, *,
                           namespace: str = NAMESPACE) -> None:

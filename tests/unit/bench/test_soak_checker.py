@@ -85,6 +85,7 @@ def base(*, down: tuple[str, ...] = (), leader: bool = True, workload: bool = Tr
     s.create_pod(0.6, WEBHOOK_POD, DEFAULTS, namespace=SYSTEM)
     s.bind(0.7, WEBHOOK_POD, "n3", namespace=SYSTEM)
     s.pod_status(0.9, WEBHOOK_POD, namespace=SYSTEM)
+    s.publish_endpoints(1.0)
     if workload:
         for offset, name, tolerations in ((2.0, "tol5-1", timed(5)), (2.2, "forever-2", FOREVER)):
             s.create_pod(offset, name, tolerations)
@@ -379,6 +380,37 @@ def pod_admitted_bare_while_the_webhook_was_ready() -> World:
     return w
 
 
+def pod_admitted_bare_while_the_webhook_pod_was_ready_but_not_yet_in_its_endpoints() -> World:
+    """The webhook pod turned Ready again (after a readiness failure) and the endpoint slice
+    controller had not yet published it: kube-apiserver could not reach it."""
+    w = base()
+    w.script.pod_status(15.0, WEBHOOK_POD, namespace=SYSTEM, ready=False)
+    w.script.publish_endpoints(15.1)
+    w.script.pod_status(16.0, WEBHOOK_POD, namespace=SYSTEM)
+    w.script.create_pod(20.0, "default-9", None)
+    w.script.patch_tolerations(23.0, "default-9", DEFAULTS, A)
+    w.script.publish_endpoints(25.0)
+    return w
+
+
+def pod_admitted_bare_while_the_webhook_pods_node_was_powered_off(*, back: float | None) -> World:
+    """n3, the webhook pod's node, lost power at 15 s: the API still shows the pod Ready. With `back`,
+    power returns then and the kubelet reports the pod (restarted) Ready 2 s later."""
+    w = base()
+    w.fault("power-off", "n3", 15.0, back)
+    if back is None:  # the controller marks the dead node and taints it
+        w.script.set_ready(55.0, "n3", "Unknown", A)
+        w.script.add_taint(55.05, "n3", UNREACHABLE, A, added=55.0)
+    else:
+        w.script.pod_status(back + 2.0, WEBHOOK_POD, namespace=SYSTEM)
+        w.script.publish_endpoints(back + 2.1)
+    w.script.create_pod(20.0, "default-9", None)
+    w.script.patch_tolerations(23.0, "default-9", DEFAULTS, A)
+    w.script.create_pod(40.0, "default-10", None)
+    w.script.patch_tolerations(43.0, "default-10", DEFAULTS, A)
+    return w
+
+
 def webhook_deleted(*, backfill_at: float | None) -> World:
     w = base()
     w.fault("webhook-delete", WEBHOOK_POD, 15.0, 15.0)
@@ -494,6 +526,12 @@ SCENARIOS: list[tuple[str, Callable[[], World], dict[str, int]]] = [
     ("a StatefulSet pod name used twice is two pods", statefulset_reuses_a_pod_name, {}),
     ("I6: a pod admitted without the defaults while a webhook pod was Ready",
      pod_admitted_bare_while_the_webhook_was_ready, {"I6": 1}),
+    ("a webhook pod Ready but not yet in its Service's endpoints cannot be called: a backfilled pod is fine",
+     pod_admitted_bare_while_the_webhook_pod_was_ready_but_not_yet_in_its_endpoints, {}),
+    ("a webhook pod on a powered-off node cannot be called though the API shows it Ready",
+     lambda: pod_admitted_bare_while_the_webhook_pods_node_was_powered_off(back=None), {}),
+    ("I6: a webhook pod counts again once its node is back and its kubelet reported it Ready",
+     lambda: pod_admitted_bare_while_the_webhook_pods_node_was_powered_off(back=30.0), {"I6": 1}),
     ("a pod admitted without the defaults while no webhook pod was Ready and backfilled in 3 s is fine",
      lambda: webhook_deleted(backfill_at=23.0), {}),
     ("I6: a pod admitted without the defaults and not backfilled within the slack",

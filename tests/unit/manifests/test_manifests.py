@@ -229,6 +229,13 @@ def test_webhook_deployment_service_and_budget():
     assert budget["spec"] == {"minAvailable": 1, "selector": {"matchLabels": labels}}
 
 
+def test_a_drain_taint_evicts_taintkeepers_own_pods_through_their_disruption_budgets():
+    namespace = find("Namespace", NAMESPACE, None)
+    assert namespace["metadata"]["annotations"]["taintkeeper.io/eviction"] == "respect-disruption-budget"
+    for name in ("taintkeeper-webhook", "taintkeeper-controller"):
+        assert find("PodDisruptionBudget", name, NAMESPACE)["spec"]["minAvailable"] == 1
+
+
 def test_controller_deployment():
     deployment = find("Deployment", "taintkeeper-controller", NAMESPACE)
     pod = deployment["spec"]["template"]["spec"]
