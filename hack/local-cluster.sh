@@ -37,8 +37,10 @@
 #   hack/local-cluster.sh build-node  only build (and cache) the kubelet, kube-proxy, kube-scheduler,
 #                                     kube-controller-manager, pause and the node images
 #   hack/local-cluster.sh status DIR  say whether DIR's control plane is running
-#   hack/local-cluster.sh stop-apiserver DIR / start-apiserver DIR
-#                                     stop or start only kube-apiserver (same port and mode; etcd keeps the data)
+#   hack/local-cluster.sh stop-apiserver DIR / start-apiserver DIR [--default-toleration-seconds]
+#                                     stop or start only kube-apiserver (same port and mode; etcd keeps the data);
+#                                     --default-toleration-seconds: this start only, with the built-in
+#                                     DefaultTolerationSeconds plugin on (bench/admission_latency.py's config b)
 #   hack/local-cluster.sh restart-etcd DIR
 #                                     stop etcd and start it again (same data and ports)
 #   hack/local-cluster.sh start-controller-manager DIR
@@ -102,7 +104,12 @@ case "$1" in
     [ "$up_builtin" = 0 ] || [ "$up_nodes" -gt 0 ] \
       || die "--builtin-node-lifecycle needs --nodes N: it runs kube-controller-manager's node lifecycle controller"
     UP_AUDIT=$up_audit UP_BUILTIN_NODE_LIFECYCLE=$up_builtin cmd_up "$up_dir" "$up_nodes" ;;
-  down|status|stop-apiserver|start-apiserver|nodes|start-controller-manager|restart-etcd)
+  start-apiserver)
+    if [ $# -eq 2 ]; then cmd_start_apiserver "$2"
+    elif [ $# -eq 3 ] && [ "$3" = --default-toleration-seconds ]; then
+      APISERVER_DEFAULT_TOLERATION_SECONDS=1 cmd_start_apiserver "$2"
+    else die "start-apiserver: expected DIR [--default-toleration-seconds]"; fi ;;
+  down|status|stop-apiserver|nodes|start-controller-manager|restart-etcd)
     [ $# -eq 2 ] || usage
     "cmd_${1//-/_}" "$2" ;;
   stop-kubelet)

@@ -44,8 +44,8 @@ class LocalCluster:
     def script(self, *args: str, timeout: float = 180) -> str:
         return _run(["bash", str(LOCAL_CLUSTER), *args], timeout=timeout)
 
-    def up(self, nodes: int, *, builtin: bool) -> None:
-        self.script("up", str(self.directory), "--nodes", str(nodes), "--audit",
+    def up(self, nodes: int, *, builtin: bool, audit: bool = True) -> None:
+        self.script("up", str(self.directory), "--nodes", str(nodes), *(["--audit"] if audit else []),
                     *(["--builtin-node-lifecycle"] if builtin else []), timeout=1800)
 
     def deploy(self) -> None:
@@ -81,8 +81,10 @@ class LocalCluster:
     def stop_apiserver(self) -> None:
         self.script("stop-apiserver", str(self.directory))
 
-    def start_apiserver(self) -> None:
-        self.script("start-apiserver", str(self.directory))
+    def start_apiserver(self, *, default_toleration_seconds: bool = False) -> None:
+        """Only kube-apiserver again; with `default_toleration_seconds`, this once with the built-in plugin on."""
+        self.script("start-apiserver", str(self.directory),
+                    *(["--default-toleration-seconds"] if default_toleration_seconds else []))
 
     def restart_etcd(self) -> None:
         self.script("restart-etcd", str(self.directory))

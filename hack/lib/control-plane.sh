@@ -220,7 +220,9 @@ start_etcd() {
 # DIR/mode.env says how: plain (loopback only, no ServiceAccount admission: the integration tests
 # create pods in namespaces no controller gives a `default` ServiceAccount) or complete (every
 # address, advertising the host's IP, with ServiceAccount admission: kube-controller-manager
-# creates the ServiceAccounts and their tokens). DefaultTolerationSeconds is off in both.
+# creates the ServiceAccounts and their tokens). DefaultTolerationSeconds is off in both, unless
+# the cluster runs the built-ins (--builtin-node-lifecycle) or APISERVER_DEFAULT_TOLERATION_SECONDS=1
+# asks for it (start-apiserver --default-toleration-seconds).
 start_apiserver() {
   local dir=$1 bind=127.0.0.1 advertise=127.0.0.1
   local admission=NamespaceLifecycle,MutatingAdmissionWebhook,ValidatingAdmissionWebhook
@@ -235,6 +237,10 @@ start_apiserver() {
       admission=NamespaceLifecycle,ServiceAccount,DefaultTolerationSeconds,MutatingAdmissionWebhook,ValidatingAdmissionWebhook
       disabled=""
     fi
+  fi
+  if [ "${APISERVER_DEFAULT_TOLERATION_SECONDS:-0}" = 1 ] && [[ $admission != *DefaultTolerationSeconds* ]]; then
+    admission=${admission/NamespaceLifecycle,/NamespaceLifecycle,DefaultTolerationSeconds,}
+    disabled=${disabled/DefaultTolerationSeconds/} disabled=${disabled%,}
   fi
   local audit=()
   if [ "$(cluster_option "$dir" AUDIT)" = 1 ]; then
