@@ -2,9 +2,11 @@
 
 Shared informers (controller/informers.py: nodes, pods, node Leases, namespaces) feed the
 components on every replica, so a stand-by has warm caches; leader election decides which replica
-acts. Leadership is sought only after the caches have synced, so no decision is taken on a
-half-filled cache. Each controller is a Component (controller/component.py) the runner drives the
-same way, in this order:
+acts. Leadership is sought once every cache but the pods' has synced (the pods' LIST is the one that
+takes long), and each component activates once its own caches have synced (controller/activation.py),
+so no decision is taken on a half-filled cache and the node lifecycle monitor need not wait for the
+pods. Each controller is a Component (controller/component.py) the runner drives the same way, in
+this order:
 - the node lifecycle monitor (`nodelifecycle`): health, Unknown conditions, taints;
 - the taint eviction manager (`taint-eviction-controller`): deletes pods on NoExecute taints;
 - the toleration backfill (`toleration-backfill`, with `--backfill-default-tolerations`): appends the
@@ -24,9 +26,10 @@ import signal
 import threading
 from dataclasses import dataclass
 from types import FrameType
-from typing import TYPE_CHECKING
+from typing import TYPE_CHECKING, Any
 
 from controller import metrics
+from controller.activation import StagedActivation
 from controller.backfill.api import KubeBackfillApi
 from controller.backfill.controller import BackfillController
 from controller.backfill.decision import COMPONENT as BACKFILL_COMPONENT
@@ -50,6 +53,8 @@ from kube.leader import LeaderElectionConfig, LeaderElector, LeaseClient, defaul
 if TYPE_CHECKING:
     from kubernetes import client
 
+    from kube.informer import Informer
+
 log = logging.getLogger("taintkeeper.controller")
 
 # Upstream event sources: the node lifecycle controller records as "node-controller".
@@ -61,10 +66,11 @@ def node_lifecycle(api: client.ApiClient, fence: WriteFence, informers: SharedIn
     nodes, leases, pods = informers.nodes, informers.leases, informers.pods
     if options.dry_run:  # the monitor reads its nodes as its logged writes would have left them
         dry_run_api = DryRunNodeLifecycleApi(KubeNodeLifecycleApi(api, fence), nodes)
-        return NodeLifecycleMonitor(dry_run_api, leases, pods, dry_run_api, recorder, options.monitor)
+        return NodeLifecycleMonitor(dry_run_api, leases, pods, dry_run_api, recorder, options.monitor,
+                                    pods_synced=lambda: pods.has_synced)
     # Taint writes start from the informer's cached node: one PATCH per node, not a GET and a PATCH.
     return NodeLifecycleMonitor(nodes, leases, pods, KubeNodeLifecycleApi(api, fence, cache=nodes), recorder,
-                                options.monitor)
+                                options.monitor, pods_synced=lambda: pods.has_synced)
 
 
 def taint_eviction(api: client.ApiClient, fence: WriteFence, informers: SharedInformers, recorder: EventRecorder,
@@ -121,6 +127,15 @@ def api_connections(options: ControllerOptions) -> int:
     if out_of_service:
         count += 1
     return count
+
+
+def wait_for_caches(informers: list[Informer[Any]], stop: threading.Event) -> bool:
+    """Wait until every informer has synced; False if `stop` was set first."""
+    for informer in informers:
+        while not informer.wait_for_sync(1.0):
+            if stop.is_set():
+                return False
+    return True
 
 
 def leader_election_config(options: ControllerOptions) -> LeaderElectionConfig:
@@ -197,15 +212,15 @@ def run(options: ControllerOptions) -> int:
     nodes, pods = informers.nodes, informers.pods
     informer_list = informers.all()
 
+    staged = StagedActivation([(component, component.caches(informers)) for component in components], stop)
+
     def activate() -> None:
-        for component in components:
-            component.activate()
+        staged.activate()
         metrics.IS_LEADER.set(1)  # whichever controllers run: the alerts key on it
 
     def deactivate() -> None:
         metrics.IS_LEADER.set(0)
-        for component in components:
-            component.deactivate()
+        staged.deactivate()
 
     def on_signal(signum: int, _frame: FrameType | None) -> None:
         log.info("received %s; shutting down", signal.Signals(signum).name)
@@ -229,16 +244,21 @@ def run(options: ControllerOptions) -> int:
     if options.dry_run:
         log.info("dry run: decisions are logged and recorded as events; no pod is deleted or patched")
 
-    try:
-        for informer in informer_list:
-            while not informer.wait_for_sync(1.0):
-                if stop.is_set():
-                    return 0
+    def when_all_synced() -> None:
+        if not wait_for_caches(informer_list, stop):
+            return
         # The synced caches live as long as the process: keep them out of every full collection
         # (at 5,000 nodes a gen-2 pass over them stalled a monitor pass by up to ~250 ms).
         gc.freeze()
         log.info("caches synced", extra={"nodes": len(nodes), "pods": len(pods),
                                          "controllers": ",".join(sorted(options.controllers))})
+
+    try:
+        threading.Thread(target=when_all_synced, name="caches-synced", daemon=True).start()
+        first = [informer for informer in informer_list if informer is not pods]
+        if not wait_for_caches(first, stop):
+            return 0
+        log.info("caches synced but the pods'; seeking leadership", extra={"nodes": len(nodes)})
         if not options.leader_elect:
             activate()
             stop.wait()

@@ -42,6 +42,7 @@ from kube.store import StoreReader
 
 if TYPE_CHECKING:
     from controller.informers import SharedInformers
+    from kube.informer import Informer
 
 log = logging.getLogger("taintkeeper.backfill")
 
@@ -202,6 +203,9 @@ class BackfillController:
     def register(self, informers: SharedInformers) -> None:
         informers.pods.add_handler(self.on_pod_change)
         informers.namespaces.add_handler(self.on_namespace_change)
+
+    def caches(self, informers: SharedInformers) -> list[Informer[Any]]:
+        return [informers.pods, informers.namespaces]
 
     def start(self, stop: threading.Event) -> None:
         """One worker: the rate limit, not parallelism, bounds the throughput."""

@@ -63,6 +63,7 @@ from shared.taints import desired_no_schedule_taints, managed_no_schedule_taints
 
 if TYPE_CHECKING:
     from controller.informers import SharedInformers
+    from kube.informer import Informer
 
 log = logging.getLogger("taintkeeper.nodelifecycle")
 
@@ -101,10 +102,13 @@ class NodeLifecycleMonitor:
     def __init__(self, nodes: StoreReader[NodeView], leases: StoreReader[LeaseView], pods: StoreReader[PodView],
                  api: NodeLifecycleApi, events: EventSink, settings: MonitorSettings, *, clock: Clock | None = None,
                  no_schedule_queue: WorkQueue | None = None, pod_queue: WorkQueue | None = None,
-                 sleep: Callable[[float], None] = time.sleep) -> None:
+                 sleep: Callable[[float], None] = time.sleep, pods_synced: Callable[[], bool] = lambda: True) -> None:
         self._nodes = nodes
         self._leases = leases
         self._pods = pods
+        # The monitor may lead before the pods' LIST has ended (a staged start): until then, pods to
+        # mark NotReady wait in _pods_to_mark, and pods the LIST delivers are not queued one by one.
+        self._pods_synced = pods_synced
         self._api = api
         self._events = events
         self.settings = settings
@@ -196,6 +200,8 @@ class NodeLifecycleMonitor:
     # --- pods bound to a node that is already not ready (upstream processPod) --------------------
 
     def on_pod_change(self, old: PodView | None, new: PodView | None) -> None:
+        if not self._pods_synced():
+            return  # the initial LIST: a not-ready node's pass marks its pods once the LIST has ended
         if new is not None and new.node_name and self._active and (old is None or old.node_name != new.node_name):
             self.pod_queue.add(new.key)
 
@@ -395,6 +401,8 @@ class NodeLifecycleMonitor:
 
     def _mark_node_pods_not_ready(self, node: NodeView) -> bool:
         """Upstream MarkPodsNotReady; True when every pod on the node is marked (else retried next pass)."""
+        if not self._pods_synced():
+            return False  # a pass after the pods' LIST has ended marks them
         done = True
         for pod in self._pods.by_index(node.name):
             if pod.node_name != node.name or pod.ready in (None, "False"):
@@ -559,6 +567,11 @@ class NodeLifecycleMonitor:
         """Nodes (NoSchedule taints) and pods (marking newly bound ones); the leases are only read."""
         informers.nodes.add_handler(self.on_node_change)
         informers.pods.add_handler(self.on_pod_change)
+
+    def caches(self, informers: SharedInformers) -> list[Informer[Any]]:
+        """Nodes and their Leases: health and taints need no pod, so the monitor (and its sweep of
+        registration taints) starts before the pods' LIST ends; marking pods waits for it (`pods_synced`)."""
+        return [informers.nodes, informers.leases]
 
     def start(self, stop: threading.Event) -> None:
         """The monitor loop, the NoSchedule tainting (and label) workers and the pod marking workers."""

@@ -63,6 +63,7 @@ from kube.timestamps import parse_time
 
 if TYPE_CHECKING:
     from controller.informers import SharedInformers
+    from kube.informer import Informer
 
 log = logging.getLogger("taintkeeper.outofservice")
 
@@ -384,6 +385,10 @@ class OutOfServiceController:
         informers.nodes.add_handler(self.on_node_change)
         informers.pods.add_handler(self.on_pod_change)
         informers.volume_attachments.add_handler(self.on_attachment_change)
+
+    def caches(self, informers: SharedInformers) -> list[Informer[Any]]:
+        leases = [informers.leases] if self._leases is not None else []
+        return [informers.nodes, informers.pods, informers.volume_attachments, *leases]
 
     def start(self, stop: threading.Event) -> None:
         """One worker: a dead node's pods are few, and each deletion is one request."""

@@ -32,6 +32,7 @@ from kube.timestamps import format_time
 
 if TYPE_CHECKING:
     from controller.informers import SharedInformers
+    from kube.informer import Informer
 
 log = logging.getLogger("taintkeeper.eviction")
 
@@ -392,6 +393,9 @@ class TaintEvictionManager:
     def register(self, informers: SharedInformers) -> None:
         informers.nodes.add_handler(self.on_node_change)
         informers.pods.add_handler(self.on_pod_change)
+
+    def caches(self, informers: SharedInformers) -> list[Informer[Any]]:
+        return [informers.nodes, informers.pods, informers.namespaces]
 
     def start(self, stop: threading.Event) -> None:
         """The timer loop and the deletion workers."""

@@ -52,8 +52,9 @@ class World:
         self.fail_label_writes = False
         self.kubelet_posts_before_write: dict[str, bool] = {}
         self.version = 0
+        self.pods_synced = True  # the pods' LIST has ended (a staged start leads before it has)
         self.monitor = NodeLifecycleMonitor(self, self.LeaseStore(self), self.PodStore(self), self, self, settings,
-                                            clock=self.clock)
+                                            clock=self.clock, pods_synced=lambda: self.pods_synced)
         self.monitor.activate()
 
     # -- stores ------------------------------------------------------------------------------------
@@ -730,3 +731,30 @@ def test_a_node_just_written_unknown_is_tainted_before_the_informer_shows_the_wr
     assert unseen_writes == ["dead"]
     assert world.ready_of("dead") == "True"  # what the informer still shows
     assert world.no_execute("dead") == [UR]
+
+
+def test_before_the_pods_list_ends_a_dead_nodes_pods_are_marked_by_the_first_pass_after_it():
+    """A staged start: the monitor leads on synced nodes and Leases while the pods are still listed."""
+    world = World()
+    world.pods_synced = False
+    for name in ("dead", "h1", "h2"):
+        world.add_node(name)
+    world.add_pod("p", "dead")
+    world.run_for(70, alive=("h1", "h2"))
+    assert world.ready_of("dead") == "Unknown" and world.no_execute("dead") == [UR]  # taints need no pod
+    assert world.pods["default/p"].ready == "True" and ("pod-not-ready", "default/p") not in world.writes
+    world.pods_synced = True
+    world.run_for(6, alive=("h1", "h2"))
+    assert world.pods["default/p"].ready == "False"
+    assert world.writes.count(("pod-not-ready", "default/p")) == 1
+
+
+def test_pods_delivered_by_the_initial_list_are_not_queued_one_by_one(world):
+    world.add_node("n1")
+    world.add_pod("listed", "n1")
+    world.pods_synced = False
+    world.monitor.on_pod_change(None, world.pods["default/listed"])
+    assert len(world.monitor.pod_queue) == 0
+    world.pods_synced = True
+    world.monitor.on_pod_change(None, world.pods["default/listed"])
+    assert len(world.monitor.pod_queue) == 1
