@@ -380,6 +380,8 @@ class Result:
     sweep_done: float | None = None
     startup_cpu: float | None = None  # CPU seconds from start until the sweep was done
     steady_cpu: float | None = None  # share of one core
+    sweep_rate: float | None = None  # registration taints lifted per second, from the first to the last
+    plain_patch_rate: float | None = None  # the benchmark's own PATCHes per second, just before
     rss_mb: float | None = None
     no_schedule: list[float] = field(default_factory=list)  # seconds after the kill, per node
     no_execute: list[float] = field(default_factory=list)
@@ -392,8 +394,11 @@ def run_one(cluster: Cluster, observer: Observer, name: str, args: argparse.Name
     names = cluster.sim.nodes
     result = Result(name, len(names), len(names) * args.pods_per_node)
     killed = cluster.nodes_of_zone("a", args.kill)
-    # Every node as a new registration leaves it: not-ready:NoSchedule, and nothing else.
+    # Every node as a new registration leaves it: not-ready:NoSchedule, and nothing else. Timed: the
+    # apiserver's node-PATCH rate under the same heartbeats with a plain client, which bounds any sweep.
+    patching = time.monotonic()
     cluster.set_taints(names, [NOT_READY_NO_SCHEDULE])
+    result.plain_patch_rate = len(names) / (time.monotonic() - patching)
     wait_for(lambda: observer.nodes_with(NOT_READY_NO_SCHEDULE) == len(names), 120, "every node to carry not-ready")
     command = controller_command(name, cluster.kubeconfig, args.monitor_period, args.grace_period)
     process = Process(command, out / f"{name}-{len(names)}.log", checkout(name, out))
@@ -405,18 +410,32 @@ def run_one(cluster: Cluster, observer: Observer, name: str, args: argparse.Name
                                     stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL)
     try:
         synced = False
+        sweep_started: float | None = None
         while time.monotonic() - process.started < args.warmup:
             if not process.alive():
                 raise RuntimeError(f"{name} exited; see {process.log_path}")
             now = time.monotonic() - process.started
             if not synced and process.log_has(synced_line(name)):
                 synced, result.synced = True, now
-            if result.sweep_done is None and observer.nodes_with(NOT_READY_NO_SCHEDULE) == 0:
+            left = observer.nodes_with(NOT_READY_NO_SCHEDULE)
+            if sweep_started is None and left < len(names):
+                sweep_started = now
+            if result.sweep_done is None and left == 0:
                 result.sweep_done, result.startup_cpu = now, process.cpu_seconds()
+                if sweep_started is not None and now > sweep_started:
+                    result.sweep_rate = len(names) / (now - sweep_started)
             time.sleep(0.2)
+        steady_profiler = None
+        if args.profile_steady and is_taintkeeper(name):  # where the steady state's CPU goes
+            steady_profiler = subprocess.Popen(
+                [str(PY_SPY), "record", "--pid", str(process.popen.pid), "--duration", str(int(args.steady)),
+                 "--format", "raw", "--output", str(out / f"{name}-{len(names)}.steady.profile.txt")],
+                stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL)
         cpu_before, window_start = process.cpu_seconds(), time.monotonic()
         time.sleep(args.steady)
         result.steady_cpu = (process.cpu_seconds() - cpu_before) / (time.monotonic() - window_start)
+        if steady_profiler is not None:
+            steady_profiler.wait(60)
         result.rss_mb = process.rss_bytes() / 1e6
 
         if killed:
@@ -476,6 +495,27 @@ def table(results: list[Result], kill: int) -> str:
     return "\n".join(lines)
 
 
+def ratios(results: list[Result]) -> str:
+    """taintkeeper against kube-controller-manager in the same run, size by size (goal: <= 1.0x for the
+    times, <= 0.5x steady CPU, <= 0.2x RSS), and its sweep against the plain client's PATCH rate (>= 90 %)."""
+    lines = ["| nodes | caches synced | sweep done | first NoExecute after the kill | steady CPU | RSS | "
+             "sweep rate / plain client PATCH rate |", "|---|---|---|---|---|---|---|"]
+    for ours in (r for r in results if r.controller == TAINTKEEPER):
+        theirs = next((r for r in results if r.controller == KCM and r.nodes == ours.nodes), Result(KCM, 0, 0))
+        cells = [_ratio(ours.synced, theirs.synced), _ratio(ours.sweep_done, theirs.sweep_done),
+                 _ratio(min(ours.no_execute, default=None), min(theirs.no_execute, default=None)),
+                 _ratio(ours.steady_cpu, theirs.steady_cpu), _ratio(ours.rss_mb, theirs.rss_mb)]
+        sweep = (f"{ours.sweep_rate:.0f} / {ours.plain_patch_rate:.0f} per s = "
+                 f"{ours.sweep_rate / ours.plain_patch_rate:.0%}" if ours.sweep_rate and ours.plain_patch_rate
+                 else "-")
+        lines.append(f"| {ours.nodes:,} | {' | '.join(cells)} | {sweep} |")
+    return "\n".join(lines)
+
+
+def _ratio(mine: float | None, theirs: float | None) -> str:
+    return "-" if mine is None or theirs is None or theirs == 0 else f"{mine / theirs:.2f}x"
+
+
 def fmt(value: float | None, unit: str, digits: int = 1) -> str:
     return "-" if value is None else f"{value:,.{digits}f} {unit}"
 
@@ -497,11 +537,13 @@ def parse_args(argv: Sequence[str] | None) -> argparse.Namespace:
                         help="at the largest size, also run taintkeeper as it was at git revision REV")
     parser.add_argument("--profile", type=float, metavar="SECONDS",
                         help="record taintkeeper's first SECONDS with py-spy (runs/<name>-<nodes>.profile.txt)")
+    parser.add_argument("--profile-steady", action="store_true",
+                        help="record taintkeeper's steady window with py-spy (runs/<name>-<nodes>.steady.profile.txt)")
     parser.add_argument("--workers", type=int, default=8, help="the simulator's worker threads")
     parser.add_argument("--dir", type=Path, help="the cluster's directory (kept afterwards)")
     parser.add_argument("--report", type=Path, help="append the table to this file (e.g. bench/REPORT.md)")
     args = parser.parse_args(argv)
-    if args.profile and not PY_SPY.exists():
+    if (args.profile or args.profile_steady) and not PY_SPY.exists():
         parser.error(f"--profile needs py-spy ({PY_SPY}): .venv/bin/pip install -e '.[bench]'")
     unknown = {name for name in args.controllers if name != KCM and not is_taintkeeper(name)}
     if unknown:
@@ -540,7 +582,7 @@ def main(argv: Sequence[str] | None = None) -> int:
         if observer is not None:
             observer.stop()
         cluster.close(keep=args.dir is not None)
-    text = table(results, args.kill)
+    text = f"{table(results, args.kill)}\n\n{ratios(results)}"
     print(text)
     if args.report:
         with args.report.open("a") as report:

@@ -1,8 +1,8 @@
 """A node lifecycle monitor pass over 5,000 nodes, without a server.
 
 Nodes and Leases are built from API-shaped JSON by the informer's transforms and kept in its
-Store; kubelets renew every Lease between passes (a steady cluster), then 500 nodes in one zone
-stop heartbeating. The monitor, health tracking, zone states and tainting queues are the real
+Store; kubelets renew every Lease between passes, then a tenth of them between passes (a steady
+cluster: 10 s renewals, a pass every second), then 500 nodes in one zone stop heartbeating. The monitor, health tracking, zone states and tainting queues are the real
 code; only the API edge is an instant recorder. Prints one table (append to bench/REPORT.md with
 --report).
 
@@ -131,6 +131,12 @@ def main() -> int:
         renew(names)
         clock.advance(5)
         steady.append(timed_pass())
+    # As in a cluster: each kubelet renews every 10 s, the monitor passes every second (a tenth renewed per pass).
+    tenth: list[float] = []
+    for index in range(args.passes):
+        renew(names[index % 10::10])
+        clock.advance(1)
+        tenth.append(timed_pass())
     dead = [n for i, n in enumerate(names) if i % args.zones == 0][: args.dead]
     alive = [n for n in names if n not in set(dead)]
     failing: list[float] = []
@@ -148,13 +154,14 @@ def main() -> int:
 
     rss = resource.getrusage(resource.RUSAGE_SELF).ru_maxrss / 1024
     lines = ["| monitor passes over " f"{args.nodes:,} nodes | passes | median | p99 |", "|---|---|---|---|",
-             row("steady: every lease renewed", steady),
+             row("steady: every lease renewed before each pass", steady),
+             row("steady: a tenth renewed before each pass (10 s renewals, 1 s passes)", tenth),
              row(f"{len(dead)} nodes stop heartbeating (incl. the pass that marks them)", failing),
              f"| API writes during the failure (Unknown status, taints) | {api.writes - writes_before} | | |",
              f"| peak RSS (whole process) | {rss:.0f} MB | | |",
              f"| core speed ({CALIBRATION_LOOPS:,}-iteration loop, as in webhook_bench; this VM varies 0.2-0.6 s) | "
              f"{cpu_calibration():.2f} s | | |"]
-    p99_ok = sorted(steady + failing)[int(0.99 * len(steady + failing))] <= 0.1
+    p99_ok = sorted(steady + tenth + failing)[int(0.99 * len(steady + tenth + failing))] <= 0.1
     lines.append(f"| target p99 pass time <= 100 ms | {'PASS' if p99_ok else 'MISS'} | | |")
     table = "\n".join(lines)
     print(table)

@@ -258,7 +258,7 @@ def run(options: ControllerOptions) -> int:
         first = [informer for informer in informer_list if informer is not pods]
         if not wait_for_caches(first, stop):
             return 0
-        log.info("caches synced but the pods'; seeking leadership", extra={"nodes": len(nodes)})
+        log.info("every cache but the pods' has synced; seeking leadership", extra={"nodes": len(nodes)})
         if not options.leader_elect:
             activate()
             stop.wait()

@@ -758,3 +758,27 @@ def test_pods_delivered_by_the_initial_list_are_not_queued_one_by_one(world):
     world.pods_synced = True
     world.monitor.on_pod_change(None, world.pods["default/listed"])
     assert len(world.monitor.pod_queue) == 1
+
+
+def test_a_pass_checks_in_full_only_nodes_whose_node_or_lease_changed_or_whose_grace_ran_out(world):
+    for name in ("a", "b", "c", "d", "e", "f"):
+        world.add_node(name)
+    world.monitor.monitor_pass()
+    assert world.monitor.last_pass_checked == 6  # first sight
+    world.monitor.monitor_pass()
+    assert world.monitor.last_pass_checked == 0  # nothing changed: every node is quiet
+    world.clock.advance(1)
+    world.heartbeat("a")
+    world.set_condition("b", "MemoryPressure", "False")  # a Node update
+    world.monitor.monitor_pass()
+    assert world.monitor.last_pass_checked == 2
+    world.clock.advance(SETTINGS.node_monitor_grace_period + 1)  # c, d and e stop heartbeating
+    for name in ("a", "b", "f"):
+        world.heartbeat(name)
+    world.monitor.monitor_pass()
+    assert world.monitor.last_pass_checked == 6  # a, b, f renewed; c, d, e past their grace
+    assert [world.ready_of(name) for name in "abcdef"] == ["True", "True", "Unknown", "Unknown", "Unknown", "True"]
+    world.monitor.monitor_pass()
+    assert world.monitor.last_pass_checked == 3  # the Unknown nodes are checked every pass
+    # 3 of 6 not ready is below the 55 % of a partial disruption: the quiet nodes count in their zone
+    assert world.monitor.zone_states == {zone_of("z1"): ZoneState.NORMAL}
