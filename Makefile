@@ -4,7 +4,7 @@ VENV ?= .venv
 PY := $(VENV)/bin/python
 STAMP := $(VENV)/.installed
 
-.PHONY: setup demo demo-real demo-deployed test unit realnodes lint bench chaos image clean
+.PHONY: setup demo demo-real demo-deployed test unit realnodes lint bench bench-admission chaos image clean
 
 $(STAMP): pyproject.toml
 	$(PYTHON) -m venv $(VENV)
@@ -45,6 +45,12 @@ bench: setup
 	$(PY) -m pip install -q -e '.[test,bench]'
 	hack/local-cluster.sh deps --bench
 	$(PY) bench/webhook_bench.py
+
+# Pod creations through kube-apiserver with taintkeeper's webhook, the built-in plugin, no mutation and
+# an echo webhook (bench/admission_latency.py) on the complete local cluster. ADMISSION_ARGS, e.g. "--rates 20".
+bench-admission: setup
+	hack/local-cluster.sh deps --nodes
+	$(PY) bench/admission_latency.py $(ADMISSION_ARGS)
 
 # The chaos soak (bench/chaos.py): 60 minutes of overlapping faults on the complete local cluster,
 # judged by kube-apiserver's audit log. CHAOS_ARGS, e.g. "--seed 7 --duration 10m --controller builtin".

@@ -211,6 +211,20 @@ def install(api: ApiClient, directory: Path) -> None:
         wait_for(functools.partial(available, api, name), 300, f"deployment {SYSTEM}/{name} Available")
 
 
+def uninstall(api: ApiClient) -> None:
+    """Remove the echo webhook and the benchmark's namespaces (taintkeeper's own objects stay)."""
+    paths = [f"/apis/admissionregistration.k8s.io/v1/mutatingwebhookconfigurations/{ECHO}",
+             f"/apis/apps/v1/namespaces/{SYSTEM}/deployments/{ECHO}", f"/api/v1/namespaces/{SYSTEM}/services/{ECHO}",
+             f"/api/v1/namespaces/{SYSTEM}/secrets/{ECHO}", f"/api/v1/namespaces/{SYSTEM}/configmaps/{ECHO}",
+             *(f"/api/v1/namespaces/{namespace}" for namespace in sorted({name for name, _ in NAMESPACES.values()}))]
+    for path in paths:
+        try:
+            request_json(api, "DELETE", path, timeout=TIMEOUT)
+        except ApiException as error:
+            if error.status != 404:
+                raise
+
+
 def delete_pods(api: ApiClient, namespace: str) -> None:
     """Remove the created pods (never scheduled, so they go at once) and wait until none is left."""
     request_json(api, "DELETE", f"/api/v1/namespaces/{namespace}/pods", timeout=(5, 300))
