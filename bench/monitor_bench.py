@@ -2,8 +2,9 @@
 
 Nodes and Leases are built from API-shaped JSON by the informer's transforms and kept in its
 Store; kubelets renew every Lease between passes, then a tenth of them between passes (a steady
-cluster: 10 s renewals, a pass every second), then 500 nodes in one zone stop heartbeating. The monitor, health tracking, zone states and tainting queues are the real
-code; only the API edge is an instant recorder. Prints one table (append to bench/REPORT.md with
+cluster: 10 s renewals, a pass every second), then 500 nodes in one zone stop heartbeating. The
+monitor, health tracking, zone states and tainting queues are the real code; only the API edge is
+an instant recorder. Prints one table (append to bench/REPORT.md with
 --report).
 
     .venv/bin/python bench/monitor_bench.py [--nodes 5000] [--passes 40] [--dead 500]

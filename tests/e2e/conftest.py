@@ -14,7 +14,7 @@ from __future__ import annotations
 import contextlib
 import os
 import uuid
-from collections.abc import Iterator
+from collections.abc import Generator, Iterator
 from pathlib import Path
 
 import pytest
@@ -37,7 +37,7 @@ def pytest_collection_modifyitems(items: list[pytest.Item]) -> None:
         items[place] = item
 
 
-def _kind() -> Iterator[Provider]:
+def _kind() -> Generator[Provider, None, None]:
     provider = KindProvider()
     try:
         provider.check()
@@ -49,7 +49,7 @@ def _kind() -> Iterator[Provider]:
     yield provider
 
 
-def _local(tmp_path_factory: pytest.TempPathFactory) -> Iterator[Provider]:
+def _local(tmp_path_factory: pytest.TempPathFactory) -> Generator[Provider, None, None]:
     kept = os.environ.get("TAINTKEEPER_E2E_CLUSTER_DIR")
     provider = LocalProvider(Path(kept) if kept else tmp_path_factory.mktemp("e2e-cluster"))
     try:
@@ -106,7 +106,8 @@ def webhook_ready(e2e: E2ECluster) -> None:
     """
     name = f"e2e-ready-{uuid.uuid4().hex[:8]}"
     core = client.CoreV1Api(e2e.api_client)
-    core.create_namespace({"metadata": {"name": name, "labels": {"taintkeeper-e2e": "true"}}})
+    core.create_namespace(client.V1Namespace.model_validate({"metadata": {"name": name,
+                                                                     "labels": {"taintkeeper-e2e": "true"}}}))
     try:
         def mutated() -> bool:
             pod = e2e.create_pod(name, "webhook-probe", dry_run=True)
@@ -122,7 +123,8 @@ def namespace(e2e: E2ECluster) -> Iterator[str]:
     """A fresh namespace per test, ready for pods; deleted afterwards without waiting for it to go."""
     name = f"e2e-{uuid.uuid4().hex[:10]}"
     core = client.CoreV1Api(e2e.api_client)
-    core.create_namespace({"metadata": {"name": name, "labels": {"taintkeeper-e2e": "true"}}})
+    core.create_namespace(client.V1Namespace.model_validate({"metadata": {"name": name,
+                                                                     "labels": {"taintkeeper-e2e": "true"}}}))
     # Until kube-controller-manager has made the namespace's `default` ServiceAccount (and, before
     # Kubernetes 1.24, its token Secret): ServiceAccount admission refuses pods until then.
     wait_for(lambda: e2e.create_pod(name, "service-account-probe", dry_run=True), 60,

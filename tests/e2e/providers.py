@@ -25,6 +25,8 @@ from typing import Protocol
 
 from kubernetes import client, config
 
+from kube.request import response_json
+
 ROOT = Path(__file__).resolve().parents[2]
 LOCAL_CLUSTER = ROOT / "hack" / "local-cluster.sh"
 LOCAL_OVERLAY = ROOT / "tests" / "e2e" / "overlay" / "local"
@@ -48,8 +50,12 @@ def run(argv: list[str], timeout: float = 180) -> str:
 class Provider(Protocol):
     name: str
     pod_image: str  # an image every node holds: test pods start without a registry
-    victim: str
-    bystander: str
+
+    @property
+    def victim(self) -> str: ...
+
+    @property
+    def bystander(self) -> str: ...
 
     def kubeconfig(self) -> Path: ...
 
@@ -147,7 +153,7 @@ class KindProvider:
         with config.new_client_from_config(config_file=str(self.kubeconfig())) as api_client:
             pod = client.CoreV1Api(api_client).read_namespaced_pod(f"{component}-{self.control_plane}", "kube-system",
                                                                    _preload_content=False, _request_timeout=30)
-            container = json.loads(pod.data)["spec"]["containers"][0]
+            container = response_json(pod)["spec"]["containers"][0]
         return _flag([*container.get("command", []), *container.get("args", [])], name)
 
     def apiserver_flag(self, name: str) -> str | None:

@@ -45,7 +45,10 @@ def test_killing_the_leaders_container_hands_the_lease_over_and_pending_eviction
     e2e.create_pod(namespace, "pending", node=victim, tolerations=[toleration(UNREACHABLE, TOLERATED)])
     e2e.create_pod(namespace, "forever", node=victim, tolerations=[toleration(UNREACHABLE)])
     for name in ("pending", "forever"):
-        wait_for(lambda name=name: e2e.pod_phase(namespace, name) == "Running", 180, f"pod {name} Running")
+        def running(name: str = name) -> bool:
+            return e2e.pod_phase(namespace, name) == "Running"
+
+        wait_for(running, 180, f"pod {name} Running")
 
     e2e.provider.stop_node(victim)
     taint = wait_for(lambda: e2e.taint(victim, UNREACHABLE, "NoExecute"), 120, "unreachable:NoExecute")

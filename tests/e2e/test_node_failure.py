@@ -35,7 +35,10 @@ def test_a_stopped_worker_is_tainted_its_pods_evicted_on_schedule_and_it_recover
     assert created["spec"]["tolerations"][1] == toleration(UNREACHABLE, 300)
     e2e.create_pod(namespace, elsewhere, node=e2e.bystander, tolerations=[toleration(UNREACHABLE, SHORT)])
     for name in (short, forever, default, elsewhere):
-        wait_for(lambda name=name: e2e.pod_phase(namespace, name) == "Running", 180, f"pod {name} Running")
+        def running(name: str = name) -> bool:
+            return e2e.pod_phase(namespace, name) == "Running"
+
+        wait_for(running, 180, f"pod {name} Running")
 
     stopped = time.time()
     e2e.provider.stop_node(victim)

@@ -227,6 +227,8 @@ def containerd() -> Iterator[str]:
     missing = [name for name, path in binaries.items() if path is None]
     if missing:
         cannot(f"{', '.join(missing)} not installed (hack/local-cluster.sh deps --nodes installs them)")
+    binary = binaries["containerd"]
+    assert binary is not None  # else cannot() ended the test above
     directory = Path(tempfile.mkdtemp(prefix="tk-ctr-", dir="/tmp"))  # a short path: unix sockets
     address = f"{directory}/containerd.sock"
     (directory / "config.toml").write_text(textwrap.dedent(f"""
@@ -244,7 +246,7 @@ def containerd() -> Iterator[str]:
           address = ""
     """))
     log = (directory / "containerd.log").open("w")
-    process = subprocess.Popen([binaries["containerd"], "--config", str(directory / "config.toml")], stdout=log,
+    process = subprocess.Popen([binary, "--config", str(directory / "config.toml")], stdout=log,
                                stderr=subprocess.STDOUT)
     try:
         deadline = time.monotonic() + 30

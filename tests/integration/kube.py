@@ -12,6 +12,9 @@ from typing import Any, TypeVar
 
 from kubernetes import client
 
+from kube.request import response_json
+from kube.timestamps import parse_time
+
 T = TypeVar("T")
 
 
@@ -27,10 +30,18 @@ class LocalCluster:
         return self.directory / "logs" / "audit.log"
 
 
-def raw(call: Callable[..., object], *args: object, **kwargs: object) -> dict:
+def raw(call: Callable[..., object], *args: object, **kwargs: object) -> dict[str, Any]:
     """Call a kubernetes-client method and return the API's JSON as a dict (camelCase, exact)."""
-    response = call(*args, _preload_content=False, **kwargs)
-    return json.loads(response.data)  # type: ignore[attr-defined]
+    response: dict[str, Any] = response_json(call(*args, _preload_content=False, **kwargs))
+    return response
+
+
+def api_time(value: str | None) -> float:
+    """An API timestamp (RFC 3339: `timeAdded`, `lastTransitionTime`) as epoch seconds; one that is
+    missing or unparseable fails the test."""
+    parsed = parse_time(value)
+    assert parsed is not None, f"not an API timestamp: {value!r}"
+    return parsed
 
 
 def wait_for(condition: Callable[[], T | None], timeout: float, what: str, interval: float = 0.1) -> T:

@@ -9,6 +9,7 @@ from __future__ import annotations
 
 import uuid
 from pathlib import Path
+from typing import Any
 
 from kubernetes import client
 
@@ -76,7 +77,7 @@ class Cluster:
 
 
 def unreachable(seconds: int | None) -> list[dict]:
-    toleration = {"key": UR, "operator": "Exists", "effect": "NoExecute"}
+    toleration: dict[str, Any] = {"key": UR, "operator": "Exists", "effect": "NoExecute"}
     if seconds is not None:
         toleration["tolerationSeconds"] = seconds
     return [toleration]

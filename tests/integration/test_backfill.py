@@ -45,8 +45,8 @@ class World:
 
     def add_namespace(self, suffix: str, labels: dict | None = None, annotations: dict | None = None) -> str:
         name = f"{self.namespace}-{suffix}"
-        self.core.create_namespace(body={"metadata": {"name": name, "labels": labels or {},
-                                                      "annotations": annotations or {}}})
+        self.core.create_namespace(body=client.V1Namespace.model_validate({
+            "metadata": {"name": name, "labels": labels or {}, "annotations": annotations or {}}}))
         self.namespaces.append(name)
         return name
 

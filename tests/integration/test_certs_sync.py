@@ -10,6 +10,7 @@ import subprocess
 import sys
 import uuid
 from pathlib import Path
+from typing import Any
 
 from cryptography import x509
 from kubernetes import client
@@ -32,9 +33,10 @@ def test_sync_creates_the_secret_publishes_the_ca_and_renews_in_place(local_clus
     admission = client.AdmissionregistrationV1Api(local_cluster.api_client)
     core = client.CoreV1Api(local_cluster.api_client)
     name = f"tk-sync-{uuid.uuid4().hex[:6]}"
-    body = mutating_webhook_configuration("", service=(namespace, "taintkeeper-webhook", 443), name=name)
+    body: dict[str, Any] = mutating_webhook_configuration("", service=(namespace, "taintkeeper-webhook", 443),
+                                                          name=name)
     del body["webhooks"][0]["clientConfig"]["caBundle"]  # as a fresh install has it: no caBundle at all
-    admission.create_mutating_webhook_configuration(body=body)
+    admission.create_mutating_webhook_configuration(body=client.V1MutatingWebhookConfiguration.model_validate(body))
     try:
         first = sync(local_cluster, namespace, name)
         assert first.returncode == 0, first.stderr
@@ -77,13 +79,16 @@ def served_serial(port: int, ca_file: Path) -> int:
     context = ssl.create_default_context(cafile=str(ca_file))
     with socket.create_connection(("127.0.0.1", port), timeout=5) as sock, \
             context.wrap_socket(sock, server_hostname="127.0.0.1") as tls:
-        return x509.load_der_x509_certificate(tls.getpeercert(binary_form=True)).serial_number
+        served = tls.getpeercert(binary_form=True)
+        assert served is not None, "the server sent no certificate"
+        return x509.load_der_x509_certificate(served).serial_number
 
 
 def test_gunicorn_serves_a_renewed_certificate_to_new_connections_without_a_restart(tmp_path: Path):
     certs = tmp_path / "certs"
     make_certs(certs)
     with WebhookServer(certs, tmp_path / "webhook.log") as server:
+        assert server.process is not None  # started on entering
         pid = server.process.pid
         before = served_serial(server.port, certs / "ca.crt")
         renewed = subprocess.run([sys.executable, "-m", "certs", "--service", "taintkeeper-webhook", "--out-dir",

@@ -7,8 +7,10 @@ from __future__ import annotations
 
 import time
 
-from kube.timestamps import format_time, parse_time
-from tests.integration.kube import raw, wait_for
+from kubernetes import client
+
+from kube.timestamps import format_time
+from tests.integration.kube import api_time, raw, wait_for
 from tests.integration.simulated import NR, UR, Cluster, unreachable
 
 ZONE_LABEL = "topology.kubernetes.io/zone"
@@ -63,11 +65,11 @@ def test_a_not_ready_to_unreachable_swap_keeps_the_pods_eviction_time(cluster: C
     not_ready = wait_for(lambda: cluster.taint(sick, NR, "NoExecute"), 10, "not-ready:NoExecute")
     cluster.sim.stop_heartbeats(sick)
     swapped = wait_for(lambda: cluster.taint(sick, UR, "NoExecute"), 15, "the swap to unreachable:NoExecute")
-    assert parse_time(swapped["timeAdded"]) > parse_time(not_ready["timeAdded"])  # a fresh taint, as upstream
+    assert api_time(swapped["timeAdded"]) > api_time(not_ready["timeAdded"])  # a fresh taint, as upstream
     assert cluster.taint(sick, NR, "NoExecute") is None
     wait_for(lambda: cluster.deleted(pod), 20, "the pod deleted")
     deleted = time.time()
-    assert deleted - parse_time(not_ready["timeAdded"]) <= 12 + 2  # timeAdded has whole seconds
+    assert deleted - api_time(not_ready["timeAdded"]) <= 12 + 2  # timeAdded has whole seconds
 
 
 def test_the_first_matching_toleration_decides_how_long_a_taint_is_tolerated(cluster: Cluster):
@@ -80,7 +82,7 @@ def test_the_first_matching_toleration_decides_how_long_a_taint_is_tolerated(clu
     cluster.sim.stop_heartbeats(dead)
     taint = wait_for(lambda: cluster.taint(dead, UR, "NoExecute"), 15, "unreachable:NoExecute")
     wait_for(lambda: cluster.deleted(five_first), 12, "the pod whose first match says 5 s deleted")
-    assert time.time() - parse_time(taint["timeAdded"]) >= 5 - 1
+    assert time.time() - api_time(taint["timeAdded"]) >= 5 - 1
     deadline = time.monotonic() + 3
     while time.monotonic() < deadline:  # well past 5 s after the taint: the forever-first pod stays
         assert not cluster.deleted(forever_first)
@@ -90,10 +92,10 @@ def test_the_first_matching_toleration_decides_how_long_a_taint_is_tolerated(clu
 def test_a_pod_bound_to_a_dead_node_counts_from_its_binding_and_is_marked_not_ready(cluster: Cluster):
     """Defect 7: created before the taint, bound after it (it waited Pending)."""
     dead, *_ = cluster.sim.add_nodes(3, zones=["a"])
-    cluster.core.create_namespaced_pod(cluster.namespace, {
+    cluster.core.create_namespaced_pod(cluster.namespace, client.V1Pod.model_validate({
         "metadata": {"name": "late"},
         "spec": {"containers": [{"name": "c", "image": "busybox"}],
-                 "tolerations": [{**unreachable(8)[0]}]}})
+                 "tolerations": [{**unreachable(8)[0]}]}}))
     cluster.start_controller()
     cluster.sim.stop_heartbeats(dead)
     wait_for(lambda: cluster.taint(dead, UR, "NoExecute"), 15, "unreachable:NoExecute")
@@ -103,12 +105,12 @@ def test_a_pod_bound_to_a_dead_node_counts_from_its_binding_and_is_marked_not_re
     cluster.core.patch_namespaced_pod_status("late", cluster.namespace, {"status": {"conditions": [
         {"type": "Ready", "status": "True", "lastTransitionTime": format_time(time.time())}]}},
         _content_type="application/strategic-merge-patch+json")
-    cluster.core.create_namespaced_binding(cluster.namespace, {
-        "metadata": {"name": "late"}, "target": {"kind": "Node", "name": dead}}, _preload_content=False)
+    cluster.core.create_namespaced_binding(cluster.namespace, client.V1Binding.model_validate({
+        "metadata": {"name": "late"}, "target": {"kind": "Node", "name": dead}}), _preload_content=False)
     bound = time.time()
     pod = raw(cluster.core.read_namespaced_pod, "late", cluster.namespace)
     scheduled = next(c for c in pod["status"]["conditions"] if c["type"] == "PodScheduled")
-    assert scheduled["status"] == "True" and parse_time(scheduled["lastTransitionTime"]) >= bound - 1
+    assert scheduled["status"] == "True" and api_time(scheduled["lastTransitionTime"]) >= bound - 1
     wait_for(lambda: cluster.pod_ready("late") == "False", 10, "the late pod marked NotReady")
     assert time.time() - bound < 8 - 1 and not cluster.deleted("late")  # not evicted at once
     wait_for(lambda: cluster.deleted("late"), 15, "the late pod deleted when its 8 s ran out")

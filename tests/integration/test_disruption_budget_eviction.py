@@ -35,7 +35,7 @@ class Budget:
         self.core = client.CoreV1Api(cluster.api_client)
         self.path = budgets_path(V1BETA1).format(namespace=namespace)
         self.node = f"node-{uuid.uuid4().hex[:8]}"
-        self.core.create_node(body={"metadata": {"name": self.node}})
+        self.core.create_node(body=client.V1Node.model_validate({"metadata": {"name": self.node}}))
 
     def create(self, min_available: int) -> None:
         request_json(self.api, "POST", self.path, timeout=REQUEST_TIMEOUT, body={

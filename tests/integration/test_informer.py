@@ -81,6 +81,12 @@ class RecordingCall:
         return [kind for kind, _, _ in self.requests]
 
 
+def version_number(resource_version: str | None) -> int:
+    """A resourceVersion (etcd's revision here) as a number, to compare; a missing one fails the test."""
+    assert resource_version is not None, "no resourceVersion"
+    return int(resource_version)
+
+
 @pytest.fixture
 def informers() -> Iterator[Callable[..., Informer]]:
     """Start informers; stop each at the end and check its thread really ended."""
@@ -296,7 +302,7 @@ def test_ended_streams_resume_from_the_last_resource_version_without_listing(
     changes.wait_for(2)
     assert changes.named() == [(None, "first"), (None, "second")]
     assert pods.list_count == 1 and calls.kinds().count("LIST") == 1
-    watched_from = [int(rv) for kind, rv, _ in calls.requests if kind == "WATCH"]
+    watched_from = [version_number(rv) for kind, rv, _ in calls.requests if kind == "WATCH"]
     assert watched_from == sorted(watched_from)  # never back to an older resourceVersion
 
 
@@ -352,8 +358,9 @@ def test_watch_resumes_after_an_apiserver_restart(
     assert changes.named() == [(None, "before"), (None, "after")]
     assert pods.running
     after = calls.requests[requests_before:]
-    # A broken connection is resumed from the last resourceVersion, never answered with a LIST...
-    assert after[0][0] == "WATCH" and int(after[0][1]) >= int(resource_version)  # (a bookmark may advance it)
+    # A broken connection is resumed from the last resourceVersion (a bookmark may advance it), never
+    # answered with a LIST...
+    assert after[0][0] == "WATCH" and version_number(after[0][1]) >= version_number(resource_version)
     # ...and a LIST follows only when the restarted server said 410: its new watch cache starts at
     # etcd's current revision, so any write during the restart (the apiserver makes its own) expires
     # the old resourceVersion. Then exactly one re-list, which reports nothing (nothing changed).

@@ -257,7 +257,8 @@ def test_lease_client_reads_creates_and_replaces_with_optimistic_concurrency(loc
 
     typed = client.CoordinationV1Api(local_cluster.api_client)
     with pytest.raises(ApiException) as rejected:
-        typed.create_namespaced_lease(namespace, body={**body, "metadata": {"name": "typed"}})
+        typed.create_namespaced_lease(namespace,
+                                      body=client.V1Lease.model_validate({**body, "metadata": {"name": "typed"}}))
     assert rejected.value.status == 400  # why LeaseClient sends raw JSON
 
 

@@ -68,7 +68,7 @@ def lost_fields(sent: Any, got: Any, path: str = "") -> list[str]:
     if isinstance(sent, dict):
         if not isinstance(got, dict):
             return [path or "."]
-        lost = []
+        lost: list[str] = []
         for key, value in sent.items():
             where = f"{path}.{key}" if path else key
             lost += lost_fields(value, got[key], where) if key in got else [where]

@@ -18,8 +18,10 @@ import urllib.request
 import uuid
 from collections.abc import Iterator
 from pathlib import Path
+from typing import Any, cast
 
 import pytest
+import urllib3
 import yaml
 from kubernetes import client
 
@@ -50,12 +52,12 @@ def seconds_of(tolerations: list[dict] | None) -> dict[str, int] | None:
     return {t["key"]: t["tolerationSeconds"] for t in tolerations if t["key"] in (NR, UR)}
 
 
-def registration(ca_bundle: str, url: str, name: str, selected_value: str) -> dict:
+def registration(ca_bundle: str, url: str, name: str, selected_value: str) -> dict[str, Any]:
     """Fail policy, only this module's namespaces, and no skip selectors (see the module docstring)."""
-    body = mutating_webhook_configuration(
+    body: dict[str, Any] = mutating_webhook_configuration(
         ca_bundle, url=url, name=name, failure_policy="Fail",
         namespace_selector={"matchLabels": {SELECTED: selected_value}})
-    (webhook,) = body["webhooks"]  # type: ignore[misc]
+    (webhook,) = body["webhooks"]
     del webhook["objectSelector"]
     webhook["namespaceSelector"] = {"matchLabels": {SELECTED: selected_value}}
     return body
@@ -74,7 +76,7 @@ class Registered:
                                                    **(labels or {})}}
         if annotations:
             metadata["annotations"] = annotations
-        self.core.create_namespace(body={"metadata": metadata})
+        self.core.create_namespace(body=client.V1Namespace.model_validate({"metadata": metadata}))
         return name
 
     def annotate(self, namespace: str, annotations: dict[str, str | None]) -> None:
@@ -91,7 +93,9 @@ class Registered:
 
     def create(self, namespace: str, name: str, labels: dict[str, str] | None = None) -> list[str]:
         """Create a pod; returns the `Warning` headers of the response (the admission warnings)."""
-        response = self.core.create_namespaced_pod(namespace, body=pod(name, labels), _preload_content=False)
+        # With _preload_content=False the client returns the urllib3 response (its types say V1Pod).
+        response = cast(urllib3.HTTPResponse, self.core.create_namespaced_pod(
+            namespace, body=client.V1Pod.model_validate(pod(name, labels)), _preload_content=False))
         response.data  # noqa: B018 - read it all, so the connection goes back to the pool
         return response.headers.getlist("Warning")
 
@@ -116,8 +120,8 @@ def serve(local_cluster: LocalCluster, directory: Path, kubeconfig: Path, select
     admission = client.AdmissionregistrationV1Api(local_cluster.api_client)
     name = f"taintkeeper-ns-test-{uuid.uuid4().hex[:6]}"
     with server:
-        admission.create_mutating_webhook_configuration(body=registration(ca_bundle, server.url, name,
-                                                                          selected_value))
+        admission.create_mutating_webhook_configuration(body=client.V1MutatingWebhookConfiguration.model_validate(
+            registration(ca_bundle, server.url, name, selected_value)))
         try:
             yield Registered(local_cluster, server, selected_value)
         finally:

@@ -110,7 +110,7 @@ def test_a_node_the_api_no_longer_has_is_nothing_to_write(local_cluster: LocalCl
 
 def create_node(core: client.CoreV1Api, name: str, taints: list[dict]) -> None:
     """A node with exactly `taints` (the apiserver's TaintNodesByCondition gives new nodes not-ready)."""
-    core.create_node({"metadata": {"name": name}})
+    core.create_node(client.V1Node.model_validate({"metadata": {"name": name}}))
     core.patch_node(name, {"spec": {"taints": taints or None}})
     assert (raw(core.read_node, name)["spec"].get("taints") or []) == taints
 

@@ -75,10 +75,10 @@ def attachments(cluster: Cluster) -> Iterator[dict[str, str]]:
 
 def attach(cluster: Cluster, made: dict[str, str], node: str) -> str:
     name = f"csi-{uuid.uuid4().hex[:12]}"
-    client.StorageV1Api(cluster.local.api_client).create_volume_attachment(body={
+    client.StorageV1Api(cluster.local.api_client).create_volume_attachment(body=client.V1VolumeAttachment.model_validate({
         "metadata": {"name": name},
         "spec": {"attacher": "csi.taintkeeper.test", "nodeName": node,
-                 "source": {"persistentVolumeName": f"pv-{name}"}}})
+                 "source": {"persistentVolumeName": f"pv-{name}"}}}))
     made[name] = node
     return name
 

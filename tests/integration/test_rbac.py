@@ -152,7 +152,7 @@ def webhook(rbac: LocalCluster, namespace: str, tmp_path: Path) -> Iterator[Webh
         return bool(raw(core.create_namespaced_pod, namespace, body=probe, dry_run="All")["spec"].get("tolerations"))
 
     with server:
-        admission.create_mutating_webhook_configuration(body=body)
+        admission.create_mutating_webhook_configuration(body=client.V1MutatingWebhookConfiguration.model_validate(body))
         try:
             wait_for(called, 30, "the apiserver to call the webhook")
             yield server
@@ -214,11 +214,16 @@ def calls(api: client.ApiClient) -> dict[str, Callable[[], Any]]:
     admission = client.AdmissionregistrationV1Api(api)
     storage = client.StorageV1Api(api)
     missing = f"missing-{uuid.uuid4().hex[:6]}"
-    pod = {"metadata": {"name": missing}, "spec": {"containers": [{"name": "c", "image": "busybox"}]}}
-    event = {"metadata": {"name": missing}, "involvedObject": {"kind": "Pod", "namespace": "default", "name": missing},
-             "reason": "Probe", "message": "rbac probe", "type": "Normal"}
-    secret = {"metadata": {"name": "taintkeeper-webhook-tls"}, "type": "Opaque", "data": {}}
-    lease = {"metadata": {"name": missing}, "spec": {}}
+    pod = client.V1Pod.model_validate(
+        {"metadata": {"name": missing}, "spec": {"containers": [{"name": "c", "image": "busybox"}]}})
+    event = client.CoreV1Event.model_validate(
+        {"metadata": {"name": missing}, "involvedObject": {"kind": "Pod", "namespace": "default", "name": missing},
+         "reason": "Probe", "message": "rbac probe", "type": "Normal"})
+    secret = client.V1Secret.model_validate(
+        {"metadata": {"name": "taintkeeper-webhook-tls"}, "type": "Opaque", "data": {}})
+    lease = client.V1Lease.model_validate({"metadata": {"name": missing}, "spec": {}})
+    eviction = client.V1Eviction.model_validate(
+        {"apiVersion": "policy/v1beta1", "kind": "Eviction", "metadata": {"name": missing, "namespace": "default"}})
     strategic = "application/strategic-merge-patch+json"
     return {
         # the controller's calls
@@ -231,8 +236,7 @@ def calls(api: client.ApiClient) -> dict[str, Callable[[], Any]]:
         "patch a pod's status": lambda: core.patch_namespaced_pod_status(missing, "default", {},
                                                                          _content_type=strategic),
         "delete a pod": lambda: core.delete_namespaced_pod(missing, "default"),
-        "evict a pod": lambda: core.create_namespaced_pod_eviction(missing, "default", {  # type: ignore[arg-type]
-            "apiVersion": "policy/v1beta1", "kind": "Eviction", "metadata": {"name": missing, "namespace": "default"}}),
+        "evict a pod": lambda: core.create_namespaced_pod_eviction(missing, "default", eviction),
         "list volume attachments": lambda: storage.list_volume_attachment(limit=1),
         "delete a volume attachment": lambda: storage.delete_volume_attachment(missing),
         "list namespaces": lambda: core.list_namespace(limit=1),
@@ -254,7 +258,8 @@ def calls(api: client.ApiClient) -> dict[str, Callable[[], Any]]:
             "taintkeeper", [], dry_run="All"),
         # nobody's calls
         "delete a node": lambda: core.delete_node(missing),
-        "replace a node": lambda: core.replace_node(missing, {"metadata": {"name": missing}}),
+        "replace a node": lambda: core.replace_node(missing,
+                                                    client.V1Node.model_validate({"metadata": {"name": missing}})),
         "create a pod": lambda: core.create_namespaced_pod("default", pod, dry_run="All"),
         "list secrets everywhere": lambda: core.list_secret_for_all_namespaces(limit=1),
         "list disruption budgets": lambda: request_json(api, "GET", "/apis/policy/v1beta1/poddisruptionbudgets",
@@ -262,13 +267,15 @@ def calls(api: client.ApiClient) -> dict[str, Callable[[], Any]]:
         "list secrets in taintkeeper-system": lambda: core.list_namespaced_secret(NAMESPACE, limit=1),
         "get another secret in taintkeeper-system": lambda: core.read_namespaced_secret(missing, NAMESPACE),
         "update another secret in taintkeeper-system": lambda: core.replace_namespaced_secret(
-            missing, NAMESPACE, {"metadata": {"name": missing}}, dry_run="All"),
+            missing, NAMESPACE, client.V1Secret.model_validate({"metadata": {"name": missing}}), dry_run="All"),
         "delete a namespace": lambda: core.delete_namespace(missing),
-        "create a namespace": lambda: core.create_namespace({"metadata": {"name": missing}}, dry_run="All"),
+        "create a namespace": lambda: core.create_namespace(
+            client.V1Namespace.model_validate({"metadata": {"name": missing}}), dry_run="All"),
         "list leases everywhere": lambda: coordination.list_lease_for_all_namespaces(limit=1),
         "get another lease in taintkeeper-system": lambda: coordination.read_namespaced_lease(missing, NAMESPACE),
         "update another lease in taintkeeper-system": lambda: coordination.replace_namespaced_lease(
-            missing, NAMESPACE, {"metadata": {"name": missing}, "spec": {}}, dry_run="All"),
+            missing, NAMESPACE, client.V1Lease.model_validate({"metadata": {"name": missing}, "spec": {}}),
+            dry_run="All"),
         "delete the leader lease": lambda: coordination.delete_namespaced_lease(LEASE, NAMESPACE),
         "write a node lease": lambda: coordination.create_namespaced_lease("kube-node-lease", lease, dry_run="All"),
         "list webhook configurations": lambda: admission.list_mutating_webhook_configuration(limit=1),
@@ -319,10 +326,12 @@ def test_each_identity_may_do_what_it_needs_and_nothing_else(rbac: LocalCluster,
 def test_informer_watches_are_authorized(rbac: LocalCluster, account: str, resource: str):
     api = identity_client(rbac, account)
     core, coordination = client.CoreV1Api(api), client.CoordinationV1Api(api)
-    watch = {"nodes": core.list_node, "pods": core.list_pod_for_all_namespaces, "namespaces": core.list_namespace,
-             "leases@kube-node-lease": lambda **kw: coordination.list_namespaced_lease("kube-node-lease", **kw),
-             "volumeattachments": client.StorageV1Api(api).list_volume_attachment,
-             }[resource]
+    watches: dict[str, Callable[..., Any]] = {
+        "nodes": core.list_node, "pods": core.list_pod_for_all_namespaces, "namespaces": core.list_namespace,
+        "leases@kube-node-lease": lambda **kw: coordination.list_namespaced_lease("kube-node-lease", **kw),
+        "volumeattachments": client.StorageV1Api(api).list_volume_attachment,
+    }
+    watch = watches[resource]
     try:
         response = watch(watch=True, timeout_seconds=1, _preload_content=False, _request_timeout=10)
         assert response.status == 200

@@ -15,6 +15,7 @@ import uuid
 from collections import Counter
 from collections.abc import Callable, Iterator
 from pathlib import Path
+from typing import TypedDict, Unpack
 
 import pytest
 from kubernetes import client
@@ -39,12 +40,19 @@ def coordination(local_cluster: LocalCluster) -> client.CoordinationV1Api:
     return client.CoordinationV1Api(local_cluster.api_client)
 
 
+class Periods(TypedDict, total=False):
+    """The Simulator's options a test sets (its node prefix is the fixture's)."""
+
+    lease_period: float
+    status_period: float
+
+
 @pytest.fixture
 def make_simulator(local_cluster: LocalCluster) -> Iterator[Callable[..., Simulator]]:
     """Simulators with a unique node prefix; stopped, with their nodes deleted, at the end."""
     made: list[Simulator] = []
 
-    def make(**options: float) -> Simulator:
+    def make(**options: Unpack[Periods]) -> Simulator:
         simulator = Simulator(local_cluster.api_client, node_prefix=f"sim-{uuid.uuid4().hex[:6]}", **options)
         made.append(simulator)
         return simulator

@@ -15,6 +15,7 @@ import uuid
 from collections.abc import Iterator
 from datetime import UTC, datetime
 from pathlib import Path
+from typing import Any
 
 import pytest
 from kubernetes import client
@@ -42,7 +43,7 @@ class Scenario:
         self.namespace = namespace
         self.tmp_path = tmp_path
         self.node = f"node-{uuid.uuid4().hex[:8]}"
-        self.core.create_node(body={"metadata": {"name": self.node}})
+        self.core.create_node(body=client.V1Node.model_validate({"metadata": {"name": self.node}}))
         self.controllers: list[ControllerProcess] = []
 
     def controller(self, *args: str, kubeconfig: Path | None = None) -> ControllerProcess:
@@ -55,11 +56,12 @@ class Scenario:
         """A pod on the node; `seconds` None tolerates forever, "none" means no toleration."""
         spec: dict = {"nodeName": self.node, "containers": [{"name": "c", "image": "busybox"}]}
         if seconds != "none":
-            toleration = {"key": TAINT_KEY, "operator": "Exists", "effect": "NoExecute"}
+            toleration: dict[str, Any] = {"key": TAINT_KEY, "operator": "Exists", "effect": "NoExecute"}
             if seconds is not None:
                 toleration["tolerationSeconds"] = seconds
             spec["tolerations"] = [toleration]
-        self.core.create_namespaced_pod(self.namespace, body={"metadata": {"name": name}, "spec": spec})
+        self.core.create_namespaced_pod(self.namespace,
+                                        body=client.V1Pod.model_validate({"metadata": {"name": name}, "spec": spec}))
 
     def taint(self, added: float | None = None) -> float:
         """Add the NoExecute taint with timeAdded (now by default); returns the time it counts from."""
@@ -270,10 +272,10 @@ def test_a_refused_delete_is_retried_until_it_is_allowed(world: Scenario):
     ]
     subject = [{"kind": "User", "name": CONTROLLER_USER, "apiGroup": "rbac.authorization.k8s.io"}]
     names = [f"tk-read-{suffix}", f"tk-delete-{suffix}"]
-    rbac.create_cluster_role({"metadata": {"name": names[0]}, "rules": base_rules})
-    rbac.create_cluster_role_binding({"metadata": {"name": names[0]}, "subjects": subject,
-                                      "roleRef": {"kind": "ClusterRole", "name": names[0],
-                                                  "apiGroup": "rbac.authorization.k8s.io"}})
+    rbac.create_cluster_role(client.V1ClusterRole.model_validate({"metadata": {"name": names[0]}, "rules": base_rules}))
+    rbac.create_cluster_role_binding(client.V1ClusterRoleBinding.model_validate({
+        "metadata": {"name": names[0]}, "subjects": subject,
+        "roleRef": {"kind": "ClusterRole", "name": names[0], "apiGroup": "rbac.authorization.k8s.io"}}))
     try:
         world.pod("guarded")
         kubeconfig = world.cluster.directory / "kubeconfig-taintkeeper-controller"
@@ -284,11 +286,12 @@ def test_a_refused_delete_is_retried_until_it_is_allowed(world: Scenario):
         wait_for(lambda: controller.metric("taintkeeper_pod_deletion_failures_total") >= 2, 15,
                  "refused deletions")
         assert not world.read("guarded")["metadata"].get("deletionTimestamp")
-        rbac.create_cluster_role({"metadata": {"name": names[1]},
-                                  "rules": [{"apiGroups": [""], "resources": ["pods"], "verbs": ["delete"]}]})
-        rbac.create_cluster_role_binding({"metadata": {"name": names[1]}, "subjects": subject,
-                                          "roleRef": {"kind": "ClusterRole", "name": names[1],
-                                                      "apiGroup": "rbac.authorization.k8s.io"}})
+        rbac.create_cluster_role(client.V1ClusterRole.model_validate({
+            "metadata": {"name": names[1]},
+            "rules": [{"apiGroups": [""], "resources": ["pods"], "verbs": ["delete"]}]}))
+        rbac.create_cluster_role_binding(client.V1ClusterRoleBinding.model_validate({
+            "metadata": {"name": names[1]}, "subjects": subject,
+            "roleRef": {"kind": "ClusterRole", "name": names[1], "apiGroup": "rbac.authorization.k8s.io"}}))
         allowed = time.time()
         deleted = world.deleted_at("guarded", timeout=40)
         assert deleted - allowed < 35  # within one capped backoff (30 s) of being allowed

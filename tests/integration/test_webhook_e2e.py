@@ -46,7 +46,7 @@ def webhook(local_cluster: LocalCluster, tmp_path_factory: pytest.TempPathFactor
         ca_bundle, url=server.url, name=name, failure_policy="Fail",
         namespace_selector={"matchExpressions": [{"key": "taintkeeper-test", "operator": "Exists"}]})
     with server:
-        admission.create_mutating_webhook_configuration(body=body)
+        admission.create_mutating_webhook_configuration(body=client.V1MutatingWebhookConfiguration.model_validate(body))
         try:
             yield server
         finally:
@@ -77,7 +77,8 @@ def test_without_the_webhook_the_apiserver_adds_no_tolerations(local_cluster: Lo
     """DefaultTolerationSeconds is off, so what the other tests see is the webhook's own work."""
     core = client.CoreV1Api(local_cluster.api_client)
     name = f"plain-{uuid.uuid4().hex[:6]}"
-    core.create_namespace(body={"metadata": {"name": name}})  # no test label: the webhook never sees it
+    # no test label: the webhook never sees it
+    core.create_namespace(body=client.V1Namespace.model_validate({"metadata": {"name": name}}))
     created = raw(core.create_namespaced_pod, name, body=pod("plain", None))
     assert created["spec"].get("tolerations") is None
     core.delete_namespaced_pod("plain", name, grace_period_seconds=0)
@@ -114,7 +115,7 @@ def test_an_update_that_drops_the_defaults_gets_them_back(
     """Tolerations may only be added to a running pod, so the webhook's UPDATE path re-adds them."""
     wait_until_webhook_is_called(local_cluster, namespace)
     core = client.CoreV1Api(local_cluster.api_client)
-    core.create_namespaced_pod(namespace, body=pod("u", None))
+    core.create_namespaced_pod(namespace, body=client.V1Pod.model_validate(pod("u", None)))
     patched = raw(core.patch_namespaced_pod, "u", namespace, body={"metadata": {"labels": {"touched": "yes"}}})
     assert patched["spec"]["tolerations"] == [default(NR, NOT_READY_SECONDS), default(UR, UNREACHABLE_SECONDS)]
 
@@ -127,7 +128,7 @@ def test_a_stopped_webhook_with_failure_policy_fail_blocks_pod_creation(
     try:
         core = client.CoreV1Api(local_cluster.api_client)
         with pytest.raises(ApiException) as refused:
-            core.create_namespaced_pod(namespace, body=pod("refused", None))
+            core.create_namespaced_pod(namespace, body=client.V1Pod.model_validate(pod("refused", None)))
         assert refused.value.status == 500
         assert "default-tolerations.taintkeeper.io" in str(refused.value.body)
     finally:

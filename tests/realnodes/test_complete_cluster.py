@@ -84,7 +84,7 @@ def complete(tmp_path_factory: pytest.TempPathFactory, node_packages: None) -> I
         cluster.refresh()
         core = client.CoreV1Api(api_client)
         namespace = f"cc-{uuid.uuid4().hex[:6]}"
-        core.create_namespace(body={"metadata": {"name": namespace}})
+        core.create_namespace(body=client.V1Namespace.model_validate({"metadata": {"name": namespace}}))
         wait_default_service_account(core, namespace)
         yield Complete(cluster, namespace)
     finally:
@@ -97,7 +97,9 @@ def test_the_components_run_and_kube_controller_manager_has_every_controller_but
     directory = complete.cluster.directory
     for name in COMPONENTS:
         assert component_pid(directory, name), f"{name} is not running"
-    kcm = cmdline(component_pid(directory, "kube-controller-manager"))  # type: ignore[arg-type]
+    kcm_pid = component_pid(directory, "kube-controller-manager")
+    assert kcm_pid is not None
+    kcm = cmdline(kcm_pid)
     controllers = kcm[kcm.index("--controllers") + 1].split(",")
     assert controllers[0] == "*" and "-nodelifecycle" in controllers
     log = (directory / "logs" / "kube-controller-manager.log").read_text()
@@ -108,8 +110,9 @@ def test_the_components_run_and_kube_controller_manager_has_every_controller_but
         assert f'Started "{started}"' in log, started
     # serviceaccount-token: the namespace's default ServiceAccount got its token (the fixture waited)
     account = complete.core.read_namespaced_service_account("default", complete.namespace)
+    assert account.secrets is not None and account.secrets[0].name is not None
     secret = complete.core.read_namespaced_secret(account.secrets[0].name, complete.namespace)
-    assert secret.type == "kubernetes.io/service-account-token" and secret.data["token"]
+    assert secret.type == "kubernetes.io/service-account-token" and secret.data is not None and secret.data["token"]
     # and the nodes are schedulable: the apiserver's registration taint was lifted, nothing else tainted them
     for name in complete.cluster.nodes:
         assert not raw(complete.core.read_node, name)["spec"].get("taints"), name
@@ -125,20 +128,25 @@ def test_kube_scheduler_places_a_pod_without_a_node_name(complete: Complete):
     events = complete.core.list_namespaced_event(complete.namespace,
                                                  field_selector="involvedObject.name=unplaced,reason=Scheduled")
     # the 1.20 scheduler records events.k8s.io events: reportingController, no source
-    assert [e.reporting_component or e.source.component for e in events.items] == ["default-scheduler"]
+    assert [e.reporting_component or (e.source.component if e.source is not None else None)
+            for e in events.items] == ["default-scheduler"]
 
 
 def test_a_deployment_gets_its_pods(complete: Complete):
     apps = client.AppsV1Api(complete.cluster.api_client)
     labels = {"app": "deployed"}
-    apps.create_namespaced_deployment(complete.namespace, body={
+    apps.create_namespaced_deployment(complete.namespace, body=client.V1Deployment.model_validate({
         "metadata": {"name": "deployed"},
         "spec": {"replicas": 3, "selector": {"matchLabels": labels}, "template": {
             "metadata": {"labels": labels},
             "spec": {"terminationGracePeriodSeconds": 1, "containers": [{
-                "name": "c", "image": complete.image, "imagePullPolicy": "Never", "command": ["sleep", "3600"]}]}}}})
-    wait_for(lambda: apps.read_namespaced_deployment("deployed", complete.namespace).status.ready_replicas == 3,
-             90, "3 ready replicas")
+                "name": "c", "image": complete.image, "imagePullPolicy": "Never", "command": ["sleep", "3600"]}]}}}}))
+
+    def ready_replicas() -> int | None:
+        status = apps.read_namespaced_deployment("deployed", complete.namespace).status
+        return status.ready_replicas if status is not None else None
+
+    wait_for(lambda: ready_replicas() == 3, 90, "3 ready replicas")
     pods = raw(complete.core.list_namespaced_pod, complete.namespace, label_selector="app=deployed")["items"]
     assert len(pods) == 3
     assert {p["metadata"]["ownerReferences"][0]["kind"] for p in pods} == {"ReplicaSet"}
@@ -155,11 +163,12 @@ def test_a_cluster_ip_service_works_from_a_pod_on_another_node_and_from_the_host
     complete.create_pod("server", f"mkdir -p /www && echo {marker} >/www/index.html && exec httpd -f -p 8080 -h /www",
                         node="node-1", labels={"app": "server"})
     server = wait_for(lambda: complete.running("server"), 60, "the server pod running")
-    service = complete.core.create_namespaced_service(complete.namespace, body={
+    service = complete.core.create_namespaced_service(complete.namespace, body=client.V1Service.model_validate({
         "metadata": {"name": "web"},
-        "spec": {"selector": {"app": "server"}, "ports": [{"port": 80, "targetPort": 8080}]}})
+        "spec": {"selector": {"app": "server"}, "ports": [{"port": 80, "targetPort": 8080}]}}))
+    assert service.spec is not None
     cluster_ip, pod_ip = service.spec.cluster_ip, server["status"]["podIP"]
-    assert cluster_ip.startswith("10.96.")
+    assert cluster_ip is not None and cluster_ip.startswith("10.96.")
 
     # the host: kube-apiserver reaches webhooks this way (a Service's ClusterIP, DNATed by kube-proxy)
     body = wait_for(lambda: http_get(f"http://{cluster_ip}/"), 30, "the ClusterIP to answer from the host")
@@ -178,10 +187,10 @@ def test_a_cluster_ip_service_works_from_a_pod_on_another_node_and_from_the_host
 
 def test_a_pod_reaches_the_kubernetes_service_with_its_mounted_token(complete: Complete):
     rbac = client.RbacAuthorizationV1Api(complete.cluster.api_client)
-    rbac.create_namespaced_role_binding(complete.namespace, body={
+    rbac.create_namespaced_role_binding(complete.namespace, body=client.V1RoleBinding.model_validate({
         "metadata": {"name": "default-view"},
         "roleRef": {"apiGroup": "rbac.authorization.k8s.io", "kind": "ClusterRole", "name": "view"},
-        "subjects": [{"kind": "ServiceAccount", "name": "default", "namespace": complete.namespace}]})
+        "subjects": [{"kind": "ServiceAccount", "name": "default", "namespace": complete.namespace}]}))
     # What an in-cluster client does: KUBERNETES_SERVICE_HOST/PORT, the mounted token and namespace,
     # HTTPS to the `kubernetes` Service. Without the token the same read is refused (anonymous).
     # (busybox wget does not verify certificates; the apiserver's certificate names 10.96.0.1 for real clients.)
@@ -209,6 +218,7 @@ echo END
 
 def lease_age(complete: Complete, node: str) -> float:
     lease = client.CoordinationV1Api(complete.cluster.api_client).read_namespaced_lease(node, "kube-node-lease")
+    assert lease.spec is not None and lease.spec.renew_time is not None, f"{node}'s Lease was never renewed"
     return time.time() - lease.spec.renew_time.timestamp()
 
 

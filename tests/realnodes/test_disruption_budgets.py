@@ -21,7 +21,7 @@ def budgeted(real_cluster: RealCluster, tmp_path_factory: pytest.TempPathFactory
     tmp = tmp_path_factory.mktemp("budgets")
     core = client.CoreV1Api(real_cluster.api_client)
     namespace = f"pdb-{uuid.uuid4().hex[:6]}"
-    core.create_namespace(body={"metadata": {"name": namespace}})
+    core.create_namespace(body=client.V1Namespace.model_validate({"metadata": {"name": namespace}}))
     wait_default_service_account(core, namespace)
     node, other = real_cluster.names()[:2]
     image = real_cluster.nodes[node]["busyboxImage"]

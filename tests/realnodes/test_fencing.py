@@ -110,7 +110,7 @@ def fencing(real_cluster: RealCluster, tmp_path_factory: pytest.TempPathFactory)
     tmp = tmp_path_factory.mktemp("fencing")
     core = client.CoreV1Api(real_cluster.api_client)
     namespace = f"fence-{uuid.uuid4().hex[:6]}"
-    core.create_namespace(body={"metadata": {"name": namespace}})
+    core.create_namespace(body=client.V1Namespace.model_validate({"metadata": {"name": namespace}}))
     wait_default_service_account(core, namespace)
     controller = ControllerProcess(real_cluster.kubeconfig, tmp / "controller.log", *CONTROLLER_FLAGS)
     controller.start()
@@ -133,7 +133,7 @@ def fencing(real_cluster: RealCluster, tmp_path_factory: pytest.TempPathFactory)
 def test_1_a_dead_nodes_statefulset_pod_stays_terminating_and_auto_fence_waits_for_a_confirmation(fencing: Fencing):
     image = next(iter(fencing.cluster.refresh().values()))["busyboxImage"]
     client.AppsV1Api(fencing.cluster.api_client).create_namespaced_stateful_set(
-        fencing.namespace, body=statefulset("web", image))
+        fencing.namespace, body=client.V1StatefulSet.model_validate(statefulset("web", image)))
     wait_for(lambda: all(fencing.ready(fencing.pod(f"web-{i}")) for i in range(3)), 120, "3 Ready replicas")
     pod = fencing.pod("web-1")
     assert pod is not None
@@ -182,8 +182,10 @@ def test_3_fencing_the_dead_node_brings_the_statefulset_pod_back_elsewhere(fenci
     victim = str(fencing.state["victim"])
     storage = client.StorageV1Api(fencing.cluster.api_client)
     attachment = f"csi-{uuid.uuid4().hex[:12]}"  # no CSI driver runs here: one written as the attach-detach would
-    storage.create_volume_attachment(body={"metadata": {"name": attachment}, "spec": {
-        "attacher": "csi.taintkeeper.test", "nodeName": victim, "source": {"persistentVolumeName": "pv-web-1"}}})
+    storage.create_volume_attachment(body=client.V1VolumeAttachment.model_validate({
+        "metadata": {"name": attachment},
+        "spec": {"attacher": "csi.taintkeeper.test", "nodeName": victim,
+                 "source": {"persistentVolumeName": "pv-web-1"}}}))
 
     fenced_at = time.time()
     fenced = fencing.command("fence", victim, "--yes", "--min-down=10s")
@@ -202,8 +204,12 @@ def test_3_fencing_the_dead_node_brings_the_statefulset_pod_back_elsewhere(fenci
 
     wait_for(replacement, 30, "web-1 force deleted and recreated", interval=0.1)
     replaced_at = time.time()
-    new = wait_for(lambda: (pod := replacement()) and fencing.ready(pod) and pod, 60, "the new web-1 Ready",
-                   interval=0.1)
+
+    def ready_replacement() -> dict | None:
+        pod = replacement()
+        return pod if pod and fencing.ready(pod) else None
+
+    new = wait_for(ready_replacement, 60, "the new web-1 Ready", interval=0.1)
     ready_at = time.time()
     assert new["spec"]["nodeName"] != victim
     FIGURES["fence_to_recreated_s"] = round(replaced_at - fenced_at, 1)

@@ -9,7 +9,9 @@ from __future__ import annotations
 
 import subprocess
 import uuid
+from collections.abc import Mapping
 from pathlib import Path
+from typing import TypedDict
 
 import pytest
 from kubernetes import client, config
@@ -66,7 +68,17 @@ def iptables_chains(rules: list[str]) -> set[str]:
     return chains
 
 
-def snapshot() -> dict[str, object]:
+class Snapshot(TypedDict):
+    sysctls: dict[str, str]
+    iptables: list[str]
+    mounts: list[tuple[str, str, str]]
+    paths: dict[str, list[str] | None]
+    cgroups: dict[str, list[str]]
+    links: dict[str, list[str]]
+    netns: list[str]
+
+
+def snapshot() -> Snapshot:
     mounts = sorted({(fields[4], line.split(" - ")[1].split()[0], line.split(" - ")[1].split()[1])
                      for line in Path("/proc/self/mountinfo").read_text().splitlines()
                      for fields in [line.split()]})
@@ -87,7 +99,7 @@ def snapshot() -> dict[str, object]:
     }
 
 
-def differences(before: dict, after: dict) -> dict[str, tuple[object, object]]:
+def differences(before: Mapping[str, object], after: Mapping[str, object]) -> dict[str, tuple[object, object]]:
     return {key: (before[key], after[key]) for key in before if before[key] != after[key]}
 
 
@@ -101,20 +113,24 @@ def test_down_leaves_the_host_as_up_found_it(tmp_path_factory: pytest.TempPathFa
         nodes = cluster.refresh()
         core = client.CoreV1Api(cluster.api_client)
         namespace = f"host-{uuid.uuid4().hex[:6]}"
-        core.create_namespace(body={"metadata": {"name": namespace}})
+        core.create_namespace(body=client.V1Namespace.model_validate({"metadata": {"name": namespace}}))
         wait_default_service_account(core, namespace)
         for name, node in nodes.items():  # a running pod per node: sandboxes, netns, veths, bridges
-            core.create_namespaced_pod(namespace, body={
+            core.create_namespaced_pod(namespace, body=client.V1Pod.model_validate({
                 "metadata": {"name": f"p-{name}", "labels": {"taintkeeper.io/skip": "true", "app": "host"}},
                 "spec": {"nodeName": name, "terminationGracePeriodSeconds": 1, "containers": [{
                     "name": "c", "image": node["busyboxImage"], "imagePullPolicy": "Never",
-                    "command": ["sleep", "3600"]}]}})
+                    "command": ["sleep", "3600"]}]}}))
         for name in nodes:
-            wait_for(lambda name=name: core.read_namespaced_pod(f"p-{name}", namespace).status.phase == "Running",
-                     60, f"the pod on {name} to run")
+            def running(name: str = name) -> bool:
+                status = core.read_namespaced_pod(f"p-{name}", namespace).status
+                return status is not None and status.phase == "Running"
+
+            wait_for(running, 60, f"the pod on {name} to run")
         # a Service with endpoints on both nodes (and a NodePort): kube-proxy's per-service chains
-        core.create_namespaced_service(namespace, body={"metadata": {"name": "host"}, "spec": {
-            "type": "NodePort", "selector": {"app": "host"}, "ports": [{"port": 80, "targetPort": 8080}]}})
+        core.create_namespaced_service(namespace, body=client.V1Service.model_validate({
+            "metadata": {"name": "host"},
+            "spec": {"type": "NodePort", "selector": {"app": "host"}, "ports": [{"port": 80, "targetPort": 8080}]}}))
 
         def service_chains() -> set[str]:
             chains = iptables_chains(iptables_rules())
@@ -128,11 +144,11 @@ def test_down_leaves_the_host_as_up_found_it(tmp_path_factory: pytest.TempPathFa
         # the comparison below means something only if the nodes and kube-proxy did change the host
         assert {"cgroups", "links", "paths", "iptables"} <= changed.keys(), changed.keys()
         assert all(node["bridge"] in during["links"]["bridge"] for node in nodes.values())
-        chains = iptables_chains(during["iptables"])  # type: ignore[arg-type]
+        chains = iptables_chains(during["iptables"])
         assert set(PROXY_CHAINS) <= chains, set(PROXY_CHAINS) - chains
-        assert not set(PROXY_CHAINS) & iptables_chains(before["iptables"])  # type: ignore[arg-type]
-        assert during["sysctls"]["net.ipv4.conf.all.route_localnet"] == "1"  # type: ignore[index]
-        assert during["sysctls"]["net.ipv4.ip_forward"] == "1"  # type: ignore[index]
+        assert not set(PROXY_CHAINS) & iptables_chains(before["iptables"])
+        assert during["sysctls"]["net.ipv4.conf.all.route_localnet"] == "1"
+        assert during["sysctls"]["net.ipv4.ip_forward"] == "1"
         cluster.api_client.close()
     finally:
         result = script("down", str(directory))

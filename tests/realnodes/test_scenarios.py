@@ -8,6 +8,7 @@ containers on the host (containerd's task list for the node, /proc).
 
 from __future__ import annotations
 
+import functools
 import json
 import os
 import time
@@ -15,13 +16,13 @@ import uuid
 from collections.abc import Iterator
 from dataclasses import dataclass, field
 from pathlib import Path
+from typing import Any
 
 import pytest
 from kubernetes import client
 
 from hack.servers import ControllerProcess, WebhookServer, make_certs
-from kube.timestamps import parse_time
-from tests.integration.kube import raw, wait_for
+from tests.integration.kube import api_time, raw, wait_for
 from tests.realnodes.nodes import (
     RealCluster,
     cmdline,
@@ -41,7 +42,7 @@ CONTROLLER_FLAGS = ("--node-monitor-period=1s", f"--node-monitor-grace-period={G
                     "--node-startup-grace-period=30s", "--leader-elect=true", "--leader-elect-lease-duration=4s",
                     "--leader-elect-renew-deadline=3s", "--leader-elect-retry-period=1s")
 SKIP = {"taintkeeper.io/skip": "true"}  # the registration's objectSelector leaves these pods alone
-FIGURES: dict[str, object] = {}
+FIGURES: dict[str, Any] = {}  # written out as JSON
 
 
 def unreachable(seconds: int | None) -> list[dict]:
@@ -121,7 +122,7 @@ class World:
         return None
 
     def wait_running(self, names: list[str], timeout: float = 60) -> dict[str, str]:
-        return {name: wait_for(lambda name=name: self.running_container(name), timeout, f"{name} Running")
+        return {name: wait_for(functools.partial(self.running_container, name), timeout, f"{name} Running")
                 for name in names}
 
 
@@ -130,10 +131,11 @@ def world(real_cluster: RealCluster, tmp_path_factory: pytest.TempPathFactory) -
     tmp = tmp_path_factory.mktemp("scenarios")
     core = client.CoreV1Api(real_cluster.api_client)
     namespace = f"rn-{uuid.uuid4().hex[:6]}"
-    core.create_namespace(body={"metadata": {"name": namespace, "labels": {"taintkeeper-test": namespace}}})
+    core.create_namespace(body=client.V1Namespace.model_validate(
+        {"metadata": {"name": namespace, "labels": {"taintkeeper-test": namespace}}}))
     wait_default_service_account(core, namespace)
     try:
-        core.create_namespace(body={"metadata": {"name": "taintkeeper-system"}})
+        core.create_namespace(body=client.V1Namespace.model_validate({"metadata": {"name": "taintkeeper-system"}}))
     except client.ApiException as error:
         if error.status != 409:
             raise
@@ -144,7 +146,8 @@ def world(real_cluster: RealCluster, tmp_path_factory: pytest.TempPathFactory) -
         ca_bundle, url=webhook.url, name="taintkeeper-realnodes", failure_policy="Fail",
         namespace_selector={"matchLabels": {"taintkeeper-test": namespace}})
     with webhook:
-        admission.create_mutating_webhook_configuration(body=registration)
+        admission.create_mutating_webhook_configuration(
+            body=client.V1MutatingWebhookConfiguration.model_validate(registration))
         made = World(real_cluster, namespace, webhook, tmp)
         try:
             made.start_controller("a")
@@ -188,25 +191,28 @@ def test_1_a_pod_gets_the_default_tolerations_and_runs_in_a_real_container(world
         memory[f"containerd {name}"] = rss_mib(info["pids"]["containerd"])
         memory[f"kubelet {name}"] = rss_mib(info["pids"]["kubelet"])
     for component in ("kube-scheduler", "kube-controller-manager", "kube-proxy"):
-        pid = component_pid(directory, component)
-        assert pid, f"{component} is not running"
-        memory[component] = rss_mib(pid)
-    memory["controller"] = rss_mib(world.controllers[0].process.pid)  # type: ignore[union-attr]
-    webhook_pids = descendants(world.webhook.process.pid)  # type: ignore[union-attr]
+        running = component_pid(directory, component)
+        assert running, f"{component} is not running"
+        memory[component] = rss_mib(running)
+    controller, webhook = world.controllers[0].process, world.webhook.process
+    assert controller is not None and webhook is not None  # both started by the fixture
+    memory["controller"] = rss_mib(controller.pid)
+    webhook_pids = descendants(webhook.pid)
     memory["webhook (gunicorn master + worker)"] = sum(rss_mib(pid) for pid in webhook_pids)
     FIGURES["rss_mib"] = {key: round(value, 1) for key, value in memory.items()}
     FIGURES["up_seconds"] = round(world.cluster.up_seconds, 1)
 
 
 DEAD = "node-1"
-STATE: dict[str, object] = {}
+STATE: dict[str, dict[str, str]] = {}
 
 
 def test_2_a_killed_kubelet_taints_the_node_and_evicts_on_schedule(world: World):
     world.create_pod("now", DEAD, labels=SKIP)
     ten = world.create_pod("ten", DEAD, unreachable(10))
     world.create_pod("forever", DEAD, unreachable(None))
-    assert world.pod("now")["spec"].get("tolerations") is None  # type: ignore[index]
+    now = world.pod("now")
+    assert now is not None and now["spec"].get("tolerations") is None
     assert {"key": NR, "operator": "Exists", "effect": "NoExecute", "tolerationSeconds": 300} in \
         ten["spec"]["tolerations"]  # the webhook added only what the pod lacked
     containers = world.wait_running(["now", "ten", "forever"])
@@ -219,7 +225,7 @@ def test_2_a_killed_kubelet_taints_the_node_and_evicts_on_schedule(world: World)
     taint = wait_for(lambda: world.taint(DEAD, UR, "NoExecute"), 10, "unreachable:NoExecute")
     taint_seen = time.time()
     assert (UR, "NoSchedule") in world.taints(DEAD)
-    tainted_at = parse_time(taint["timeAdded"])
+    tainted_at = api_time(taint["timeAdded"])
     wait_for(lambda: world.ready("forever") == "False", 10, "pods marked NotReady")
 
     wait_for(lambda: world.deleted("now"), 5, "the untolerating pod evicted at once", interval=0.05)
@@ -248,17 +254,17 @@ def test_2_a_killed_kubelet_taints_the_node_and_evicts_on_schedule(world: World)
 
 
 def test_3_the_restarted_kubelet_clears_the_taints_and_kills_the_evicted_containers(world: World):
-    containers: dict[str, str] = STATE["containers"]  # type: ignore[assignment]
+    containers = STATE["containers"]
     forever_pid = world.cluster.tasks(DEAD)[containers["forever"]][0]
     started = time.time()
     world.cluster.start_kubelet(DEAD)
     wait_for(lambda: world.conditions(DEAD).get("Ready") == "True", 40, "Ready again")
     wait_for(lambda: not any(key == UR for key, _ in world.taints(DEAD)), 15, "the unreachable taints removed")
-    FIGURES.setdefault("scenario3", {})["restart_to_untainted_s"] = round(time.time() - started, 1)  # type: ignore[union-attr]
+    FIGURES.setdefault("scenario3", {})["restart_to_untainted_s"] = round(time.time() - started, 1)
     # The kubelet deletes a pod once its containers are removed: at once when it sees them die, else by its
     # container GC, which runs once a minute; so up to a minute and then some.
     wait_for(lambda: world.pod("now") is None and world.pod("ten") is None, 90, "the evicted pods gone")
-    FIGURES["scenario3"]["restart_to_evicted_pods_gone_s"] = round(time.time() - started, 1)  # type: ignore[index]
+    FIGURES["scenario3"]["restart_to_evicted_pods_gone_s"] = round(time.time() - started, 1)
     tasks = world.cluster.tasks(DEAD)
     assert containers["now"] not in tasks and containers["ten"] not in tasks
     assert tasks[containers["forever"]] == (forever_pid, "RUNNING") and process_running(forever_pid)
@@ -277,7 +283,7 @@ def test_4_a_standby_controller_takes_over_mid_countdown_and_the_deadline_holds(
 
     stopped = world.cluster.stop_kubelet(node, "TERM")
     taint = wait_for(lambda: world.taint(node, UR, "NoExecute"), GRACE + 15, "unreachable:NoExecute")
-    tainted_at = parse_time(taint["timeAdded"])
+    tainted_at = api_time(taint["timeAdded"])
     time.sleep(max(0.0, tainted_at + 5 - time.time()))
     first.kill()  # crashes mid-countdown: the Lease is not released
     crashed = time.time()
