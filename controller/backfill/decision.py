@@ -13,7 +13,7 @@ from shared.defaults import DefaultSeconds, missing_default_tolerations, namespa
 
 Json = dict[str, Any]
 
-# The event source component and reasons (documented in README "The controller").
+# The event source component and reasons (documented in docs/operating.md "The controller").
 COMPONENT = "taintkeeper-backfill"
 EVENT_REASON = "DefaultTolerationsAdded"
 INVALID_ANNOTATION_REASON = "InvalidTolerationSecondsAnnotation"

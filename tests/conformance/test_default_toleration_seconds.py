@@ -26,7 +26,7 @@ import pytest
 from shared.defaults import missing_default_tolerations
 from webhook.admission import review_pod
 
-# (test id, README entry): taintkeeper's webhook does what the built-in plugin does, exactly.
+# (test id, docs/architecture.md entry): taintkeeper's webhook does what the built-in plugin does, exactly.
 DELIBERATE_DIFFERENCES: list[tuple[str, str]] = []
 
 NOT_READY = "node.kubernetes.io/not-ready"

@@ -15,7 +15,7 @@
 # writes. Every test uses upstream's own settings (grace 50 s, startup grace 60 s, period 5 s, rates 100000/s,
 # large-cluster threshold 20, threshold 0.55).
 #
-# Where README.md ("What it does ... and where it deliberately differs from upstream") says taintkeeper differs,
+# Where docs/architecture.md ("Deliberate differences from upstream") says taintkeeper differs,
 # the row asserts taintkeeper's behaviour and is listed in DELIBERATE_DIFFERENCES. Such a row often also gets a
 # companion row (id suffix "[+ healthy node in another zone]") that keeps upstream's expectation reachable by
 # adding one healthy node elsewhere, so the cluster is not wholly down.
@@ -53,7 +53,8 @@ from tests.conformance.harness import (
 README_SPREAD = ("Marking pods NotReady is spread out in a disrupted zone (k8s #77864): at most 10 % of a disrupted "
                  "zone's nodes per monitor pass; when every zone is fully disrupted, none are")
 
-# (pytest node id, README entry) of every row that asserts taintkeeper's documented behaviour instead of upstream's.
+# (pytest node id, docs/architecture.md entry) of every row that asserts taintkeeper's documented behaviour
+# instead of upstream's.
 DELIBERATE_DIFFERENCES: list[tuple[str, str]] = []
 
 
@@ -466,7 +467,8 @@ def test_monitor_node_health_mark_pods_not_ready(node, time_to_pass, later_condi
 #
 # Upstream marks all 5000 pods in the pass the nodes go stale, with 8 or 1 worker(s). taintkeeper marks pods
 # sequentially (no worker count); with every zone down it marks none (all-zones brake), and with the cluster
-# not wholly down it marks 10 % of the disrupted zone's nodes per pass (README), all of them within 10 passes.
+# not wholly down it marks 10 % of the disrupted zone's nodes per pass (docs/architecture.md), all of them within
+# 10 passes.
 # =====================================================================================================================
 
 WORKER_SIZE = "test_monitor_node_health_mark_pods_not_ready_with_worker_size"
@@ -592,7 +594,7 @@ def test_apply_no_execute_taints():
 #
 # A node whose heartbeat is one grace period + 1 s old is written Unknown and tainted unreachable:NoExecute by
 # the tainting pass right after that monitor pass. Newer upstream queues the taint from the Ready status after
-# the Unknown update, which is what README's "A dead node is tainted one monitor period sooner" describes.
+# the Unknown update, which is what docs/architecture.md's "A dead node is tainted one monitor period sooner" describes.
 # =====================================================================================================================
 
 def test_apply_no_execute_taints_to_unreachable_node():
@@ -837,10 +839,10 @@ def test_process_pod_mark_pod_not_ready(node_ready, monitor_first, pod_marked):
 
 
 def test_deliberate_differences_are_listed():
-    """Every DELIBERATE_DIFFERENCES row names a README entry, and that entry's words are in README.md."""
+    """Every DELIBERATE_DIFFERENCES row names an entry of docs/architecture.md, and that entry's words are there."""
     from pathlib import Path
 
-    readme = Path(__file__).resolve().parents[2].joinpath("README.md").read_text()
+    readme = Path(__file__).resolve().parents[2].joinpath("docs", "architecture.md").read_text()
     assert DELIBERATE_DIFFERENCES
     for _, entry in DELIBERATE_DIFFERENCES:
         assert entry.split(" (")[0] in readme.replace("**", "")

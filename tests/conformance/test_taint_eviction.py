@@ -17,9 +17,9 @@ row's upstream description. Upstream watches a real controller for a few seconds
 the real `TaintEvictionManager` runs on a fake clock (tests/conformance/eviction_harness.py), so every
 row also pins *when* a pod is deleted, and "not deleted" rows run the clock past the toleration.
 
-Where taintkeeper deliberately differs (README, "The controller"), the row asserts taintkeeper's
-behaviour and is listed in DELIBERATE_DIFFERENCES. Rows where taintkeeper is wrong are strict xfails
-(reason "conformance: ..."), so they turn into failures once fixed and the mark must go.
+Where taintkeeper deliberately differs (docs/architecture.md, "Deliberate differences from upstream"), the row
+asserts taintkeeper's behaviour and is listed in DELIBERATE_DIFFERENCES. Rows where taintkeeper is wrong are strict
+xfails (reason "conformance: ..."), so they turn into failures once fixed and the mark must go.
 
 Issue 10's defects 4-7 are fixed in abed3df. The rows that pin them (named in ISSUE_10_ROWS) were run
 against the commit before it, 5c16619, where each failed on exactly its defect: pod2 deleted at 100 s
@@ -52,7 +52,7 @@ from tests.conformance.eviction_harness import (
 )
 from tests.support.responses import http_response
 
-# (test id, README entry) for every row that asserts taintkeeper's deliberate difference from upstream.
+# (test id, docs/architecture.md entry) for every row that asserts taintkeeper's deliberate difference from upstream.
 DELIBERATE_DIFFERENCES: list[tuple[str, str]] = [
     ("test_update_pod[lengthening toleration shouldn't work]", "Toleration edits take effect"),
 ]
@@ -116,7 +116,7 @@ def test_filter_no_execute_taints(taints):
 
 # --- TestCreatePod -------------------------------------------------------------------------------------
 # Upstream injects `taintedNodes` into the controller without any Node object; taintkeeper re-reads the
-# node live before deleting (README: "the node is re-read live"), so the tainted node exists here in
+# node live before deleting (docs/architecture.md: "the node is re-read live"), so the tainted node exists here in
 # the watch and in the API alike. "taintedNodes: {}" is an untainted node1.
 
 @pytest.mark.parametrize(("pod", "taints", "expected"), [
@@ -164,7 +164,7 @@ def test_delete_pod(pod):
     pytest.param(make_pod("pod1", NODE, [upstream_toleration(1, 100)]), make_pod("pod1", NODE), 100.0, 0.0,
                  id="removing toleration"),
     # Upstream keeps the eviction scheduled from the 1 s toleration and deletes at 1 s; taintkeeper
-    # recomputes the deadline from the new 100 s toleration (README: "Toleration edits take effect").
+    # recomputes the deadline from the new 100 s toleration (docs/architecture.md: "Toleration edits take effect").
     pytest.param(make_pod("pod1", NODE, [upstream_toleration(1, 1)]),
                  make_pod("pod1", NODE, [upstream_toleration(1, 100)]), 1.0, 100.0,
                  id="lengthening toleration shouldn't work"),

@@ -190,7 +190,7 @@ def test_the_plain_rules_file_is_the_prometheus_rules_spec():
 
 
 def test_the_monitoring_manifests_are_not_installed_by_kustomize():
-    # They need the Prometheus operator's CRD; the README says `kubectl apply -f manifests/monitoring/`.
+    # They need the Prometheus operator's CRD; docs/operating.md (Alerts) says `kubectl apply -f manifests/monitoring/`.
     # (The Grafana dashboard's own kustomization, inside manifests/monitoring/, is applied on its own.)
     for kustomization in (ROOT / "manifests").rglob("kustomization.yaml"):
         if MONITORING not in kustomization.parents:
