@@ -48,7 +48,7 @@ from kubernetes.client import ApiClient, ApiException  # noqa: E402
 from bench.create_load import Endpoint, Outcome, create_at_rate  # noqa: E402
 from bench.pod_cgroup import pod_cgroup  # noqa: E402
 from bench.soak.cluster import ClusterError, LocalCluster  # noqa: E402
-from hack.deploy import wait_for  # noqa: E402
+from hack.wait import wait_for  # noqa: E402
 from kube.request import request_json  # noqa: E402
 
 DEFAULT_DIR = Path(tempfile.gettempdir()) / "taintkeeper-admission-latency"
@@ -199,7 +199,8 @@ def install(api: ApiClient, directory: Path) -> None:
         apply(api, {"apiVersion": "v1", "kind": "Namespace", "metadata": {"name": namespace, "labels": labels}})
         # ServiceAccount admission refuses pods until the namespace's default ServiceAccount exists.
         wait_for(functools.partial(request_json, api, "GET", f"/api/v1/namespaces/{namespace}/serviceaccounts/default",
-                                   timeout=TIMEOUT), 60, f"the default ServiceAccount of {namespace}")
+                                   timeout=TIMEOUT), 60, f"the default ServiceAccount of {namespace}",
+                 ignore=ApiException)
     live = {kind: request_json(api, "GET", path, timeout=TIMEOUT) for kind, path in (
         ("deployment", f"/apis/apps/v1/namespaces/{SYSTEM}/deployments/{WEBHOOK}"),
         ("service", f"/api/v1/namespaces/{SYSTEM}/services/{WEBHOOK}"),
@@ -208,7 +209,8 @@ def install(api: ApiClient, directory: Path) -> None:
     for obj in echo_objects(live["deployment"], live["service"], live["configuration"], ca_bundle, tls):
         apply(api, obj)
     for name in (WEBHOOK, ECHO):
-        wait_for(functools.partial(available, api, name), 300, f"deployment {SYSTEM}/{name} Available")
+        wait_for(functools.partial(available, api, name), 300, f"deployment {SYSTEM}/{name} Available",
+                 ignore=ApiException)
 
 
 def uninstall(api: ApiClient) -> None:
@@ -230,7 +232,7 @@ def delete_pods(api: ApiClient, namespace: str) -> None:
     request_json(api, "DELETE", f"/api/v1/namespaces/{namespace}/pods", timeout=(5, 300))
     wait_for(lambda: not request_json(api, "GET", f"/api/v1/namespaces/{namespace}/pods",
                                       query=[("limit", "1")], timeout=TIMEOUT)["items"], 120,
-             f"the pods of {namespace} deleted")
+             f"the pods of {namespace} deleted", interval=0.5)
 
 
 def webhook_pods(api: ApiClient, name: str) -> list[str]:
@@ -397,7 +399,7 @@ def main(argv: Sequence[str] | None = None) -> int:
         finally:
             api.close()
         measured = measure(cluster, args.rates, args.seconds, args.rounds)
-    except (ClusterError, ApiException, subprocess.CalledProcessError) as error:
+    except (ClusterError, ApiException, subprocess.CalledProcessError, TimeoutError) as error:
         print(f"admission_latency: {str(error).splitlines()[0] if str(error) else error!r}", file=sys.stderr)
         return 2
     finally:

@@ -25,12 +25,12 @@ ROOT = Path(__file__).resolve().parents[1]
 sys.path.insert(0, str(ROOT))
 
 from bench.webhook_bench import CALIBRATION_LOOPS, cpu_calibration  # noqa: E402
+from controller.clock import FakeClock  # noqa: E402
 from controller.nodelifecycle.decision import MonitorSettings  # noqa: E402
 from controller.nodelifecycle.monitor import NodeLifecycleMonitor  # noqa: E402
 from controller.objects import LeaseView, NodeView, PodView, lease_view, node_view  # noqa: E402
 from kube.store import Store  # noqa: E402
 from kube.timestamps import format_time  # noqa: E402
-from tests.support.clock import FakeClock  # noqa: E402
 
 START = 1_800_000_000.0
 

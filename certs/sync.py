@@ -33,7 +33,7 @@ from kubernetes import client
 from kubernetes.client.rest import ApiException
 
 from certs import issue, store
-from kube.client import JSON_PATCH, REQUEST_TIMEOUT
+from kube.client import JSON_PATCH, REQUEST_TIMEOUT, release
 from kube.errors import describe_error, is_conflict, is_not_found
 from kube.request import response_json
 
@@ -120,8 +120,8 @@ def sync_once(api_client: Any, *, namespace: str, secret: str, service: str, con
                     "metadata": {"name": secret, "namespace": namespace,
                                  "labels": {"app.kubernetes.io/managed-by": "taintkeeper-certs"}},
                     "data": _encode(decided.secret_data)}
-                core.create_namespaced_secret(namespace, body, _preload_content=False,  # type: ignore[arg-type]  # the client sends a dict body as it is (its types want a model)
-                                              _request_timeout=REQUEST_TIMEOUT)
+                release(core.create_namespaced_secret(namespace, body, _preload_content=False,  # type: ignore[arg-type]  # the client sends a dict body as it is (its types want a model)
+                                                      _request_timeout=REQUEST_TIMEOUT))
             else:
                 # Only our keys change: the Secret's type (immutable), labels, annotations, owners and
                 # any other keys stay as they are; the read resourceVersion guards against a race.
@@ -129,8 +129,8 @@ def sync_once(api_client: Any, *, namespace: str, secret: str, service: str, con
                                              if k not in (*SECRET_FILES, PREVIOUS_CA)},
                                           **_encode(decided.secret_data)}}
                 body["metadata"] = {k: v for k, v in found["metadata"].items() if k != "managedFields"}
-                core.replace_namespaced_secret(secret, namespace, body, _preload_content=False,  # type: ignore[arg-type]  # the client sends a dict body as it is (its types want a model)
-                                               _request_timeout=REQUEST_TIMEOUT)
+                release(core.replace_namespaced_secret(secret, namespace, body, _preload_content=False,  # type: ignore[arg-type]  # the client sends a dict body as it is (its types want a model)
+                                                       _request_timeout=REQUEST_TIMEOUT))
         except ApiException as error:
             if is_conflict(error):
                 raise SyncError(f"Secret {namespace}/{secret} changed meanwhile (another replica?); "
@@ -163,9 +163,10 @@ def _publish_ca_bundle(api_client: Any, configuration: str, bundle: str) -> str:
     if len(operations) == 1:
         return f"; caBundle of {configuration} up to date"
     try:
-        admission.patch_mutating_webhook_configuration(configuration, operations,
-                                                       _content_type=JSON_PATCH,
-                                                       _preload_content=False, _request_timeout=REQUEST_TIMEOUT)
+        release(admission.patch_mutating_webhook_configuration(configuration, operations,
+                                                               _content_type=JSON_PATCH,
+                                                               _preload_content=False,
+                                                               _request_timeout=REQUEST_TIMEOUT))
     except ApiException as error:
         raise SyncError(f"patching caBundle of {configuration}: {describe_error(error)}") from None
     return f"; caBundle of {configuration} written to {len(operations) - 1} webhook(s)"

@@ -25,7 +25,6 @@ import shutil
 import subprocess
 import sys
 import time
-from collections.abc import Callable
 from pathlib import Path
 from typing import Any
 
@@ -33,6 +32,8 @@ import yaml
 from kubernetes import client, config, dynamic
 
 from hack import image
+from hack.wait import WaitTimeout
+from hack.wait import wait_for as _wait_for
 
 ROOT = Path(__file__).resolve().parents[1]
 LOCAL_CLUSTER = ROOT / "hack" / "local-cluster.sh"
@@ -168,20 +169,9 @@ def _absent(api: dynamic.DynamicClient, resource: Any, name: str, namespace: str
     return False
 
 
-def wait_for(condition: Callable[[], Any], timeout: float, what: str, interval: float = 1.0) -> Any:
-    deadline = time.monotonic() + timeout
-    last: object = None
-    while True:
-        try:
-            value = condition()
-            if value:
-                return value
-            last = value
-        except client.ApiException as error:  # not there yet, or the apiserver briefly busy
-            last = f"{error.status} {error.reason}"
-        if time.monotonic() >= deadline:
-            raise DeployError(f"timed out after {timeout:g}s waiting for {what} (last: {last})")
-        time.sleep(interval)
+# Every wait of the deployment: polled each second, a client ApiException (not there yet, or the
+# apiserver briefly busy) counting as "not yet". bench/admission_latency.py polls with it too.
+wait_for = functools.partial(_wait_for, ignore=client.ApiException)
 
 
 def _job_done(batch: client.BatchV1Api) -> bool:
@@ -253,7 +243,7 @@ def main(argv: list[str] | None = None) -> int:
         return 2
     try:
         deploy(args.dir.resolve(), args.overlay.resolve(), args.timeout)
-    except DeployError as error:
+    except (DeployError, WaitTimeout) as error:
         print(f"deploy: error: {error}", file=sys.stderr)
         return 1
     return 0

@@ -28,13 +28,14 @@ from typing import Any
 import urllib3
 from kubernetes.client.rest import ApiException
 
+from controller.clock import FakeClock
 from controller.objects import PodView, node_view, pod_view
 from controller.tainteviction.api import KubeEvictionActions
 from controller.tainteviction.manager import TaintEvictionManager
 from controller.workqueue import WorkQueue
 from kube.fence import WriteFence
 from kube.timestamps import format_time
-from tests.support.clock import FakeClock
+from tests.support.eviction import drain_evictions
 from tests.support.fakes import MemoryStore, RecordingEvents
 from tests.support.responses import http_response
 
@@ -211,14 +212,7 @@ class Cluster:
 
     def drain(self) -> None:
         """Fire what is due now and work the queue off (what the timer loop and the workers do)."""
-        self.manager.fire_due()
-        queue = self.manager.queue
-        while (key := queue.get(timeout=0)) is not None:
-            try:
-                self.manager.process(key)
-            finally:
-                queue.done(key)
-            self.manager.fire_due()
+        drain_evictions(self.manager)
 
     def run_for(self, seconds: float, step: float = 0.05) -> None:
         self.clock.run_for(seconds, step, self.drain)

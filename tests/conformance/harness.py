@@ -5,7 +5,7 @@ and a fixed `nc.now`; this harness does the same for taintkeeper's `NodeLifecycl
 
 - objects are kept as raw API JSON (camelCase dicts) and handed to the monitor as the slim views
   `controller.objects` builds from them (`node_view`, `pod_view`, `lease_view`), as the informers do;
-- the clock is `tests.support.clock.FakeClock`, set to upstream's `fakeNow` and moved by its `timeToPass`;
+- the clock is `controller.clock.FakeClock`, set to upstream's `fakeNow` and moved by its `timeToPass`;
 - the API edge applies every write to the stored JSON (so the next pass sees it, like upstream's
   `syncNodeStore` after an update) and records it; failures can be injected per call;
 - events are recorded as `Event` tuples.
@@ -23,12 +23,12 @@ from dataclasses import dataclass
 from datetime import UTC, datetime
 from typing import Any
 
+from controller.clock import FakeClock
 from controller.nodelifecycle.decision import MonitorSettings
 from controller.nodelifecycle.monitor import NodeLifecycleMonitor
 from controller.objects import LeaseView, NodeView, PodView, lease_view, node_view, pod_view
 from kube.events import PodRef
 from kube.timestamps import format_micro_time, format_time
-from tests.support.clock import FakeClock
 
 Json = dict[str, Any]
 

@@ -2,18 +2,17 @@
 
 from __future__ import annotations
 
+import functools
 import json
-import time
 from collections.abc import Callable
 from dataclasses import dataclass
 from pathlib import Path
-from typing import Any, TypeVar
+from typing import Any
 
 from kubernetes import client
 
+from hack.wait import wait_for as _wait_for
 from tests.e2e.providers import Provider
-
-T = TypeVar("T")
 
 SYSTEM_NAMESPACE = "taintkeeper-system"
 NOT_READY = "node.kubernetes.io/not-ready"
@@ -35,24 +34,9 @@ def default_tolerations(seconds: int = 300) -> list[dict[str, Any]]:
     return [toleration(NOT_READY, seconds), toleration(UNREACHABLE, seconds)]
 
 
-def wait_for(condition: Callable[[], T | None], timeout: float, what: str, interval: float = 1.0) -> T:
-    """Poll `condition` until it returns something truthy; fail naming `what` after `timeout` s.
-
-    An exception from `condition` (say, the apiserver briefly unavailable) counts as "not yet".
-    """
-    deadline = time.monotonic() + timeout
-    last: object = None
-    while True:
-        try:
-            value = condition()
-            if value:
-                return value
-            last = value
-        except Exception as error:
-            last = error
-        if time.monotonic() >= deadline:
-            raise AssertionError(f"timed out after {timeout:g}s waiting for {what} (last result: {last!r})")
-        time.sleep(interval)
+# Poll the cluster every second; any exception from the condition (say, the apiserver briefly
+# unavailable) counts as "not yet". A timeout raises hack.wait.WaitTimeout (a TimeoutError) naming `what`.
+wait_for = functools.partial(_wait_for, ignore=Exception)
 
 
 @dataclass

@@ -3,19 +3,18 @@ the apiserver's audit log."""
 
 from __future__ import annotations
 
+import functools
 import json
-import time
 from collections.abc import Callable
 from dataclasses import dataclass
 from pathlib import Path
-from typing import Any, TypeVar
+from typing import Any
 
 from kubernetes import client
 
+from hack.wait import wait_for as _wait_for
 from kube.request import response_json
 from kube.timestamps import parse_time
-
-T = TypeVar("T")
 
 
 @dataclass
@@ -44,20 +43,9 @@ def api_time(value: str | None) -> float:
     return parsed
 
 
-def wait_for(condition: Callable[[], T | None], timeout: float, what: str, interval: float = 0.1) -> T:
-    """Poll `condition` until it returns something truthy; fail with `what` after `timeout` s."""
-    deadline = time.monotonic() + timeout
-    last_error: Exception | None = None
-    while time.monotonic() < deadline:
-        try:
-            value = condition()
-            if value:
-                return value
-        except Exception as error:  # a transient API error is retried until the deadline
-            last_error = error
-        time.sleep(interval)
-    raise AssertionError(f"timed out after {timeout}s waiting for {what}" + (f" (last error: {last_error})"
-                                                                              if last_error else ""))
+# Poll the local cluster every 0.1 s; any exception from the condition (a transient API error) counts
+# as "not yet". A timeout raises hack.wait.WaitTimeout (a TimeoutError) naming `what`.
+wait_for = functools.partial(_wait_for, interval=0.1, ignore=Exception)
 
 
 def audit_events(cluster: LocalCluster, user_agent_part: str) -> list[dict[str, Any]]:

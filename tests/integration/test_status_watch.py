@@ -14,6 +14,7 @@ from pathlib import Path
 
 import pytest
 
+from hack.wait import WaitTimeout
 from tests.integration.kube import wait_for
 from tests.integration.test_status_command import World, world  # noqa: F401  (the fixture)
 
@@ -51,7 +52,7 @@ class Pane:
     def wait_showing(self, *texts: str, absent: tuple[str, ...] = (), timeout: float, what: str) -> str:
         try:
             return wait_for(lambda: self.showing(*texts, absent=absent), timeout, what)
-        except AssertionError as error:
+        except WaitTimeout as error:
             raise AssertionError(f"{error}; the pane shows:\n{self.screen()}") from None
 
     def send(self, *keys: str) -> None:

@@ -6,9 +6,9 @@ import threading
 from hypothesis import given
 from hypothesis import strategies as st
 
+from controller.clock import FakeClock
 from controller.tainteviction.timers import TimerHeap
 from controller.workqueue import ShutDown, WorkQueue
-from tests.support.clock import FakeClock
 
 
 def test_due_keys_come_out_earliest_first():

@@ -9,6 +9,7 @@ counts refusals in taintkeeper_fenced_writes_total and is open without leader el
 
 from __future__ import annotations
 
+import functools
 import json
 from collections.abc import Callable
 from dataclasses import dataclass
@@ -20,6 +21,7 @@ from prometheus_client import REGISTRY
 
 from controller.backfill import metrics as backfill_metrics
 from controller.backfill.api import KubeBackfillApi
+from controller.clock import FakeClock
 from controller.nodelifecycle.api import KubeNodeLifecycleApi
 from controller.objects import NodeView, node_view
 from controller.options import parse_options
@@ -29,7 +31,7 @@ from controller.tainteviction.manager import TaintEvictionManager
 from controller.workqueue import WorkQueue
 from kube.fence import WriteFence, WriteFenced
 from tests.support.builders import node, pod, taint
-from tests.support.clock import FakeClock
+from tests.support.eviction import drain_evictions
 from tests.support.fakes import MemoryStore, RecordingEvents
 from tests.support.responses import http_response
 from tests.unit.controller.backfill.test_backfill import Harness as BackfillHarness
@@ -172,14 +174,7 @@ def test_a_fenced_eviction_is_retried_not_done_and_not_an_api_failure(core: Reco
     manager.activate()
     failures = sample("taintkeeper_pod_deletion_failures_total")
     deletions = sample("taint_eviction_controller_pod_deletions_total")
-
-    def drain() -> None:
-        manager.fire_due()
-        while (key := manager.queue.get(timeout=0)) is not None:
-            try:
-                manager.process(key)
-            finally:
-                manager.queue.done(key)
+    drain = functools.partial(drain_evictions, manager)
 
     manager.on_node_change(None, node(NODE_NAME, taint()))
     pods.items["default/p"] = pod("p")

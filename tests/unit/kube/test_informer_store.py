@@ -3,11 +3,11 @@ the backoff, and the list/watch loop against a scripted fake API (no server)."""
 
 from __future__ import annotations
 
+import functools
 import io
 import json
 import logging
 import threading
-import time
 from collections.abc import Callable, Iterator
 from dataclasses import dataclass
 from pathlib import Path
@@ -20,6 +20,7 @@ from hypothesis import strategies as st
 from kubernetes import client
 
 from controller.objects import PodView, pod_view
+from hack.wait import wait_for as _wait_for
 from kube.client import REQUEST_RETRIES, ClientConfigError, make_api_client
 from kube.identity import CONTROLLER
 from kube.informer import Backoff, Informer, iter_lines
@@ -270,11 +271,7 @@ def page(items: list[dict], rv: str, continue_token: str | None = None) -> dict:
     return {"kind": "PodList", "metadata": metadata, "items": items}
 
 
-def wait_until(condition: Callable[[], object], timeout: float = 5.0) -> None:
-    deadline = time.monotonic() + timeout
-    while not condition():
-        assert time.monotonic() < deadline, "condition not reached in time"
-        time.sleep(0.01)
+wait_for = functools.partial(_wait_for, interval=0.01)
 
 
 @pytest.fixture
@@ -301,7 +298,7 @@ def test_loop_lists_every_page_then_watches_from_the_list_resource_version(run_i
                   [[event(ADDED, pod_json("c", "n2", rv="11"))]])
     informer, changes = run_informer(api, page_size=1)
     assert informer.wait_for_sync(5)
-    wait_until(lambda: len(changes) == 3)
+    wait_for(lambda: len(changes) == 3, 5, "3 changes")
     assert [(old, new.name) for old, new in changes] == [(None, "a"), (None, "b"), (None, "c")]
     assert [c.get("_continue") for c in api.lists()] == [None, "1"]
     assert all(c["limit"] == 1 for c in api.lists())
@@ -310,7 +307,7 @@ def test_loop_lists_every_page_then_watches_from_the_list_resource_version(run_i
     assert first_watch["allow_watch_bookmarks"] is True
     assert first_watch["_request_timeout"][1] == informer.read_timeout
     assert sorted(p.name for p in informer.by_index("n1")) == ["a", "b"]
-    wait_until(lambda: informer.last_resource_version == "11")
+    wait_for(lambda: informer.last_resource_version == "11", 5, "resourceVersion 11")
 
 
 def test_loop_resumes_a_dropped_stream_from_the_last_resource_version_without_listing(
@@ -322,7 +319,7 @@ def test_loop_resumes_a_dropped_stream_from_the_last_resource_version_without_li
         urllib3.exceptions.ReadTimeoutError(None, "/", "read timed out"),  # type: ignore[arg-type]  # no pool here
     ])
     informer, _ = run_informer(api)
-    wait_until(lambda: len(api.watches()) == 5)
+    wait_for(lambda: len(api.watches()) == 5, 5, "5 watches")
     assert [w["resource_version"] for w in api.watches()] == ["10", "11", "11", "15", "15"]
     assert informer.list_count == 1
     assert informer.error_count == 2
@@ -334,7 +331,7 @@ def test_loop_relists_on_a_410_error_event_and_reports_the_differences(run_infor
     api = FakeApi([[page([pod_json("a", "n1"), pod_json("b", "n1")], "10")],
                    [page([pod_json("b", "n1", ready="True"), pod_json("c", "n2")], "20")]], [[gone]])
     informer, changes = run_informer(api)
-    wait_until(lambda: informer.list_count == 2 and len(api.watches()) == 2)
+    wait_for(lambda: informer.list_count == 2 and len(api.watches()) == 2, 5, "a second LIST and watch")
     assert [(old and old.name, new and new.name) for old, new in changes[2:]] == [
         ("a", None), ("b", "b"), (None, "c")]
     assert informer.expired_count == 1
@@ -347,7 +344,7 @@ def test_loop_relists_on_http_410(run_informer: Callable) -> None:
 
     api = FakeApi([[page([], "10")]], [ApiException(status=410, reason="Gone")])
     informer, _ = run_informer(api)
-    wait_until(lambda: informer.list_count == 2)
+    wait_for(lambda: informer.list_count == 2, 5, "the relist after 410")
     assert informer.expired_count == 1
     assert informer.error_count == 0
 
@@ -360,7 +357,7 @@ def test_the_first_list_reads_the_watch_cache_and_a_relist_after_410_reads_etcd_
     relist = [page([pod_json("a")], "20", "1"), page([pod_json("b")], "20")]
     api = FakeApi([first, relist], [ApiException(status=410, reason="Gone")])
     informer, _ = run_informer(api, page_size=1)
-    wait_until(lambda: informer.list_count == 2)
+    wait_for(lambda: informer.list_count == 2, 5, "the relist after 410")
     assert [call.get("resource_version") for call in api.lists()] == ["0", None, None]
     assert [call.get("_continue") for call in api.lists()] == [None, None, "1"]
     assert sorted(informer.keys()) == ["ns/a", "ns/b"]
@@ -380,7 +377,7 @@ def test_loop_survives_a_failing_handler_and_an_untransformable_object(
     with caplog.at_level(logging.ERROR, logger="taintkeeper.informer"):
         informer.start()
         try:
-            wait_until(lambda: calls == ["a", "b"])
+            wait_for(lambda: calls == ["a", "b"], 5, "both handlers called")
             assert informer.running
         finally:
             api.release.set()
@@ -397,7 +394,7 @@ def test_loop_backs_off_exponentially_while_failing_and_resets_after_an_event() 
     informer = Informer("pods", api, pod_view, lambda old, new: None, sleep=delays.append, backoff_max=0.5)
     informer.start()
     try:
-        wait_until(lambda: len(delays) == 4)
+        wait_for(lambda: len(delays) == 4, 5, "4 backoff delays")
     finally:
         api.release.set()
         informer.stop()
@@ -413,7 +410,7 @@ def test_an_apiserver_back_from_an_outage_is_found_within_4_seconds() -> None:
     informer = Informer("pods", api, pod_view, lambda old, new: None, sleep=delays.append)
     informer.start()
     try:
-        wait_until(lambda: len(delays) >= 8)
+        wait_for(lambda: len(delays) >= 8, 5, "8 backoff delays")
     finally:
         api.release.set()
         informer.stop()

@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import contextlib
+import functools
 import io
 import json
 import logging
@@ -12,6 +13,7 @@ from collections.abc import Iterator
 
 import pytest
 
+from hack.wait import wait_for as _wait_for
 from shared.jsonlog import JsonFormatter, LineHandler, PlainFormatter, held_lines
 from webhook import bookkeeping as bookkeeping_module
 from webhook.app import bookkeeping_of, create_app
@@ -20,14 +22,7 @@ from webhook.settings import WebhookSettings
 
 from .test_app import metric_value, pod_review
 
-
-def wait_for(condition, timeout: float = 5.0) -> bool:
-    deadline = time.monotonic() + timeout
-    while not condition():
-        if time.monotonic() > deadline:
-            return False
-        time.sleep(0.01)  # polling interval of the condition
-    return True
+wait_for = functools.partial(_wait_for, interval=0.01)
 
 
 def test_not_started_everything_is_done_at_once():
@@ -48,11 +43,11 @@ def test_started_items_are_done_in_order_by_the_thread_soon_after():
 
     for n in range(100):
         bookkeeping.submit(note, n)
-    assert wait_for(lambda: len(done) == 100), done
+    wait_for(lambda: len(done) == 100, 5, "the 100 items done")
     assert done == list(range(100))
     assert threads == {"webhook-bookkeeping"}
     bookkeeping.submit(note, 100)  # the thread waits for new items after a batch
-    assert wait_for(lambda: len(done) == 101)
+    wait_for(lambda: len(done) == 101, 5, "the 101st item done")
 
 
 def test_a_failing_item_is_logged_and_the_rest_still_done(caplog):

@@ -3,6 +3,7 @@ behind them (against a scripted fake API: never blocking admission, started once
 
 from __future__ import annotations
 
+import functools
 import json
 import logging
 import queue
@@ -13,6 +14,7 @@ from typing import Any
 import pytest
 import urllib3
 
+from hack.wait import wait_for as _wait_for
 from shared.defaults import DefaultSeconds
 from tests.support.builders import kubeconfig_file
 from tests.support.responses import http_response
@@ -129,13 +131,7 @@ class FakeNamespaces:
         return http_response(json.dumps(event).encode() + b"\n")
 
 
-def wait_until(condition, timeout=10.0):
-    deadline = time.monotonic() + timeout
-    while time.monotonic() < deadline:
-        if condition():
-            return True
-        time.sleep(0.01)
-    raise AssertionError("condition not met in time")
+wait_for = functools.partial(_wait_for, interval=0.01)
 
 
 @pytest.fixture
@@ -159,7 +155,7 @@ def test_a_synced_cache_answers_each_namespace_from_its_annotations_and_labels(c
     cache = make_cache(caches, lambda: api)
     assert cache.lookup("annotated") is None  # not started: nothing known
     cache.ensure_started()
-    wait_until(lambda: cache.synced)
+    wait_for(lambda: cache.synced, 10, "the cache synced")
     assert cache.lookup("annotated") == NamespaceDefaults(DefaultSeconds(30, 45))
     assert cache.lookup("opted-out").skipped is True
     assert cache.lookup("plain") == NamespaceDefaults(CLUSTER)
@@ -170,11 +166,11 @@ def test_an_annotation_change_is_picked_up_from_the_watch(caches):
     api = FakeNamespaces(namespace("team-a", annotations={NR_ANNOTATION: "30"}))
     cache = make_cache(caches, lambda: api)
     cache.ensure_started()
-    wait_until(lambda: cache.synced)
+    wait_for(lambda: cache.synced, 10, "the cache synced")
     api.events.put({"type": "MODIFIED", "object": namespace("team-a", annotations={NR_ANNOTATION: "60"}, rv="2")})
-    wait_until(lambda: cache.lookup("team-a").seconds.not_ready == 60)
+    wait_for(lambda: cache.lookup("team-a").seconds.not_ready == 60, 10, "team-a's new annotation")
     api.events.put({"type": "DELETED", "object": namespace("team-a", rv="3")})
-    wait_until(lambda: cache.lookup("team-a") is None)
+    wait_for(lambda: cache.lookup("team-a") is None, 10, "team-a forgotten")
 
 
 def test_an_unreachable_api_leaves_the_cache_unsynced_and_lookups_immediate(caches):
@@ -232,7 +228,7 @@ def test_the_watch_starts_once_per_process_and_again_after_fork(caches, monkeypa
     cache.ensure_started()
     assert len(connects) == 2
     assert cache._informer is not inherited
-    wait_until(lambda: connects[1].lists == 1)
+    wait_for(lambda: connects[1].lists == 1, 10, "the new informer's LIST")
     cache.stop()
     inherited.stop()  # in a real fork its thread would not exist in the child
 

@@ -35,11 +35,11 @@ from controller.backfill.decision import (
     event_message,
     json_patch,
 )
+from controller.clock import FakeClock
 from controller.objects import NamespaceView, PodView, namespace_view, pod_view
 from controller.options import OptionsError, parse_options
 from controller.workqueue import WorkQueue
 from shared.defaults import DefaultSeconds
-from tests.support.clock import FakeClock
 from tests.support.fakes import MemoryStore, RecordingEvents
 
 START = 1_800_000_000.0

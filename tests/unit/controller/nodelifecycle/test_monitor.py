@@ -14,13 +14,13 @@ from dataclasses import replace
 
 import pytest
 
+from controller.clock import FakeClock
 from controller.nodelifecycle.api import DryRunNodeLifecycleApi
 from controller.nodelifecycle.decision import MonitorSettings, updated_taints
 from controller.nodelifecycle.monitor import NodeLifecycleMonitor
 from controller.objects import LeaseView, NodeView, PodView
 from controller.zones import ZoneState, zone_key
 from kube.timestamps import format_time
-from tests.support.clock import FakeClock
 
 START = 1_800_000_000.0
 NR = "node.kubernetes.io/not-ready"

@@ -12,6 +12,7 @@ from typing import Any, TypeVar
 import jsonpatch
 from prometheus_client import REGISTRY
 
+from controller.clock import FakeClock
 from controller.fencing import CONFIRMED_AT_ANNOTATION, FENCED_AT_ANNOTATION, FENCED_BY_ANNOTATION
 from controller.objects import LeaseView, NodeView, PodView, node_view, pod_view
 from controller.outofservice.auto_fence import NO_CONFIRMATION, STALE_CONFIRMATION
@@ -22,7 +23,6 @@ from controller.workqueue import WorkQueue
 from kube.fence import WriteFence
 from kube.timestamps import format_time
 from shared.taints import OUT_OF_SERVICE
-from tests.support.clock import FakeClock
 from tests.support.fakes import MemoryStore, RecordingEvents
 from tests.support.fencing import (
     OUT_OF_SERVICE_TAINT,

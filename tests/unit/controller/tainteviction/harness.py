@@ -2,11 +2,12 @@
 
 from __future__ import annotations
 
+from controller.clock import FakeClock
 from controller.objects import NamespaceView, NodeView, PodView
 from controller.tainteviction.disruption_budget import BudgetSettings
 from controller.tainteviction.manager import TaintEvictionManager
 from controller.workqueue import WorkQueue
-from tests.support.clock import FakeClock
+from tests.support.eviction import drain_evictions
 from tests.support.fakes import MemoryStore, RecordingEvents
 
 START = 1_800_000_000.0
@@ -74,13 +75,7 @@ class Harness:
         self.clock.run_for(seconds, step, self.drain)
 
     def drain(self) -> None:
-        self.manager.fire_due()
-        queue = self.manager.queue
-        while (key := queue.get(timeout=0)) is not None:
-            try:
-                self.manager.process(key)
-            finally:
-                queue.done(key)
+        drain_evictions(self.manager)
 
     def evicted_keys(self) -> list[str]:
         return [key for key, _, _ in self.actions.evicted]

@@ -11,11 +11,11 @@ import threading
 
 import pytest
 
+from controller.clock import FakeClock
 from controller.objects import PodView
 from controller.tainteviction.manager import TaintEvictionManager
 from controller.workqueue import WorkQueue
 from tests.support.builders import UNREACHABLE, node, pod, taint, toleration
-from tests.support.clock import FakeClock
 from tests.unit.controller.tainteviction.harness import START, Harness
 
 CANCELLED_P = ("default/p", "Normal", "TaintManagerEviction", "Cancelling deletion of Pod default/p")
