@@ -42,7 +42,7 @@ import sys
 import tempfile
 import threading
 import time
-from collections.abc import Callable, Sequence
+from collections.abc import Sequence
 from concurrent import futures
 from dataclasses import dataclass, field
 from pathlib import Path
@@ -55,6 +55,7 @@ from kubernetes import client, config  # noqa: E402
 from kubernetes.client.rest import ApiException  # noqa: E402
 
 from hack.simulator import Simulator  # noqa: E402
+from hack.wait import wait_for  # noqa: E402
 from kube.client import release  # noqa: E402
 from kube.errors import is_conflict, is_not_found  # noqa: E402
 from kube.informer import Informer  # noqa: E402
@@ -328,7 +329,7 @@ class Cluster:
 
             try:
                 wait_for(lambda: not terminating()[1], SIMULATOR_DELETION_WAIT,
-                         f"the simulator to finish the evicted pods of {name}")
+                         f"the simulator to finish the evicted pods of {name}", interval=0.5)
             except TimeoutError:
                 left = terminating()[1]
                 log.warning("the simulator has not finished %d evicted pod(s) of %s in %.0fs (it knows %d as "
@@ -336,7 +337,7 @@ class Cluster:
                             SIMULATOR_DELETION_WAIT, self.sim.terminating(name), self.sim.stats())
                 for pod in left:
                     self._force_delete(pod)
-                wait_for(lambda: not terminating()[1], 60, f"the evicted pods of {name} to be gone")
+                wait_for(lambda: not terminating()[1], 60, f"the evicted pods of {name} to be gone", interval=0.5)
             missing = self.pods_per_node - len(terminating()[0])
             if missing > 0:
                 self.sim.create_pods(name, missing, tolerations=self.tolerations)
@@ -357,16 +358,6 @@ class Cluster:
         self.api.close()
         if not keep:
             subprocess.run(["bash", str(SCRIPT), "down", str(self.directory)], capture_output=True)
-
-
-def wait_for(condition: Callable[[], object], timeout: float, what: str, interval: float = 0.5) -> float:
-    """Poll until `condition()` is truthy; the seconds it took. Raises after `timeout`."""
-    started = time.monotonic()
-    while time.monotonic() - started < timeout:
-        if condition():
-            return time.monotonic() - started
-        time.sleep(interval)
-    raise TimeoutError(f"timed out after {timeout:.0f}s waiting for {what}")
 
 
 # ----------------------------------------------------------------------------------- one run
@@ -399,7 +390,8 @@ def run_one(cluster: Cluster, observer: Observer, name: str, args: argparse.Name
     patching = time.monotonic()
     cluster.set_taints(names, [NOT_READY_NO_SCHEDULE])
     result.plain_patch_rate = len(names) / (time.monotonic() - patching)
-    wait_for(lambda: observer.nodes_with(NOT_READY_NO_SCHEDULE) == len(names), 120, "every node to carry not-ready")
+    wait_for(lambda: observer.nodes_with(NOT_READY_NO_SCHEDULE) == len(names), 120, "every node to carry not-ready",
+             interval=0.5)
     command = controller_command(name, cluster.kubeconfig, args.monitor_period, args.grace_period)
     process = Process(command, out / f"{name}-{len(names)}.log", checkout(name, out))
     profiler = None
@@ -571,7 +563,7 @@ def main(argv: Sequence[str] | None = None) -> int:
             log.info("cluster at %d nodes / %d pods (%.0fs)", size, size * args.pods_per_node, took)
             if observer is None:
                 observer = Observer(cluster.api)
-            wait_for(functools.partial(observer.all_ready, size), 300, "every node Ready")
+            wait_for(functools.partial(observer.all_ready, size), 300, "every node Ready", interval=0.5)
             baseline = [f"{TAINTKEEPER}@{args.baseline}"] if args.baseline and size == args.sizes[-1] else []
             for name in baseline + args.controllers:
                 log.info("%s at %d nodes", name, size)
