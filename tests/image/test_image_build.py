@@ -24,7 +24,7 @@ from pathlib import Path
 
 import pytest
 
-from hack import image
+from hack import image_archive, image_recipe
 
 pytestmark = pytest.mark.image
 
@@ -65,7 +65,7 @@ def cannot(reason: str) -> None:
 
 
 @pytest.fixture(scope="module")
-def built(taintkeeper_image: image.BuiltImage) -> image.BuiltImage:
+def built(taintkeeper_image: image_archive.BuiltImage) -> image_archive.BuiltImage:
     """Built before the first test starts (tests/conftest.py), outside every test's timeout."""
     if os.geteuid() != 0:
         cannot("the image tests run as root (chroot into the image, a containerd of their own)")
@@ -73,10 +73,10 @@ def built(taintkeeper_image: image.BuiltImage) -> image.BuiltImage:
 
 
 @pytest.fixture(scope="module")
-def rootfs(built: image.BuiltImage, tmp_path_factory: pytest.TempPathFactory) -> Path:
+def rootfs(built: image_archive.BuiltImage, tmp_path_factory: pytest.TempPathFactory) -> Path:
     root = tmp_path_factory.mktemp("image") / "rootfs"
     root.mkdir()
-    image.unpack(built.archive, root)
+    image_archive.unpack(built.archive, root)
     return root
 
 
@@ -87,13 +87,14 @@ def command(rootfs: Path, config: dict, argv: list[str], tmp: Path | None = None
             str(tmp or ""), config["User"], config["WorkingDir"], json.dumps(image_env), *argv]
 
 
-def run_in_image(rootfs: Path, built: image.BuiltImage, argv: list[str], **kwargs) -> subprocess.CompletedProcess:
+def run_in_image(rootfs: Path, built: image_archive.BuiltImage, argv: list[str],
+                 **kwargs) -> subprocess.CompletedProcess:
     return subprocess.run(command(rootfs, built.config["config"], argv, **kwargs), capture_output=True, text=True,
                           timeout=120)
 
 
-def test_config_is_the_containerfiles(built: image.BuiltImage) -> None:
-    assert built.config["config"] == image.image_config(image.recipe_from_containerfile())
+def test_config_is_the_containerfiles(built: image_archive.BuiltImage) -> None:
+    assert built.config["config"] == image_recipe.image_config(image_recipe.recipe_from_containerfile())
     config = built.config["config"]
     env = dict(entry.split("=", 1) for entry in config["Env"])
     assert config["User"] == "65532:65532"
@@ -135,7 +136,7 @@ def test_contents(rootfs: Path) -> None:
     assert (rootfs / "tmp").stat().st_mode & 0o7777 == 0o1777
 
 
-def test_runs_as_its_user_from_a_read_only_root(rootfs: Path, built: image.BuiltImage) -> None:
+def test_runs_as_its_user_from_a_read_only_root(rootfs: Path, built: image_archive.BuiltImage) -> None:
     probe = textwrap.dedent("""
         import json, os, sys
         try:
@@ -163,13 +164,13 @@ def test_runs_as_its_user_from_a_read_only_root(rootfs: Path, built: image.Built
 
 
 @pytest.mark.parametrize("module", ["webhook", "controller", "certs"])
-def test_entry_points_run(rootfs: Path, built: image.BuiltImage, module: str) -> None:
+def test_entry_points_run(rootfs: Path, built: image_archive.BuiltImage, module: str) -> None:
     result = run_in_image(rootfs, built, ["python", "-m", module, "--help"])
     assert result.returncode == 0, result.stderr
     assert f"usage: python -m {module}" in result.stdout
 
 
-def test_every_extension_module_loads(rootfs: Path, built: image.BuiltImage) -> None:
+def test_every_extension_module_loads(rootfs: Path, built: image_archive.BuiltImage) -> None:
     """The compiled parts of the wheels and of the standard library find their shared libraries in the image."""
     modules = ["gevent.libev.corecext", "gevent.libuv._corecffi", "greenlet", "gunicorn_h1c", "orjson",
                "cryptography.hazmat.bindings._rust", "pydantic_core", "yaml._yaml", "google._upb._message", "ssl",
@@ -186,7 +187,7 @@ def free_port() -> int:
         return sock.getsockname()[1]
 
 
-def test_webhook_serves_tls_from_the_image(rootfs: Path, built: image.BuiltImage, tmp_path: Path) -> None:
+def test_webhook_serves_tls_from_the_image(rootfs: Path, built: image_archive.BuiltImage, tmp_path: Path) -> None:
     """`python -m certs` writes a serving pair into /tmp, `python -m webhook` serves it (gevent workers,
     gunicorn's heartbeat and metrics files in TMPDIR=/tmp), all as 65532 from the read-only root."""
     tmp_path.chmod(0o1777)
@@ -266,7 +267,7 @@ def containerd() -> Iterator[str]:
         shutil.rmtree(directory, ignore_errors=True)
 
 
-def test_containerd_imports_and_runs_it(built: image.BuiltImage, containerd: str) -> None:
+def test_containerd_imports_and_runs_it(built: image_archive.BuiltImage, containerd: str) -> None:
     ctr = ["ctr", "-a", containerd, "-n", "k8s.io"]
     imported = subprocess.run([*ctr, "images", "import", str(built.archive)], capture_output=True, text=True,
                               timeout=300)
