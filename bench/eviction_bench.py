@@ -25,7 +25,7 @@ from pathlib import Path
 ROOT = Path(__file__).resolve().parents[1]
 sys.path.insert(0, str(ROOT))
 
-from bench.webhook_bench import CALIBRATION_LOOPS, cpu_calibration  # noqa: E402
+from bench.cpu_calibration import CALIBRATION_LOOPS, cpu_calibration  # noqa: E402
 from controller.objects import NodeView, PodView, node_view, pod_view  # noqa: E402
 from controller.tainteviction.manager import TaintEvictionManager  # noqa: E402
 from kube.events import PodRef  # noqa: E402

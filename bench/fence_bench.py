@@ -34,7 +34,7 @@ sys.path.insert(0, str(ROOT))
 
 from kubernetes import client  # noqa: E402
 
-from bench.webhook_bench import CALIBRATION_LOOPS, cpu_calibration  # noqa: E402
+from bench.cpu_calibration import CALIBRATION_LOOPS, cpu_calibration  # noqa: E402
 from controller.objects import PodView  # noqa: E402
 from controller.options import parse_options  # noqa: E402
 from controller.runner import write_fence  # noqa: E402

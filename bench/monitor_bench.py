@@ -24,7 +24,7 @@ from pathlib import Path
 ROOT = Path(__file__).resolve().parents[1]
 sys.path.insert(0, str(ROOT))
 
-from bench.webhook_bench import CALIBRATION_LOOPS, cpu_calibration  # noqa: E402
+from bench.cpu_calibration import CALIBRATION_LOOPS, cpu_calibration  # noqa: E402
 from controller.clock import FakeClock  # noqa: E402
 from controller.nodelifecycle.decision import MonitorSettings  # noqa: E402
 from controller.nodelifecycle.monitor import NodeLifecycleMonitor  # noqa: E402

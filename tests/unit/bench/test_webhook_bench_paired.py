@@ -1,4 +1,7 @@
-"""bench/webhook_bench.py's paired slices: order alternation, per-cycle ratios and medians, tables, verdicts.
+"""The webhook benchmark's paired slices: order alternation, per-cycle ratios and medians, tables, verdicts.
+
+bench/webhook_bench.py's parts: bench/paired_slices.py, bench/webhook_tables.py, bench/webhook_verdicts.py,
+bench/webhook_report.py and the flags of bench/webhook_bench.py itself.
 
 Only the pure parts: no server is started and no load is run.
 """
@@ -9,31 +12,23 @@ from pathlib import Path
 
 import pytest
 
-from bench.webhook_bench import (
-    REPORT_END,
-    REPORT_START,
-    LoadResult,
-    Measurement,
+from bench.load_tools import LoadResult
+from bench.paired_slices import (
     PairedRatio,
     PairedRun,
-    Setup,
     Slice,
-    Summary,
     cycle_line,
     cycle_ratios,
-    cycles_table,
-    log_problem_lines,
     paired_ratios,
-    paired_section,
-    paired_table,
-    parse_args,
-    per_round_ratios,
     ratio_pairs,
     slice_order,
-    throughput_verdict,
-    verdict_lines,
-    write_report,
 )
+from bench.webhook_bench import parse_args
+from bench.webhook_report import REPORT_END, REPORT_START, log_problem_lines, paired_section, write_report
+from bench.webhook_rounds import Measurement, Summary
+from bench.webhook_servers import Setup
+from bench.webhook_tables import cycles_table, paired_table
+from bench.webhook_verdicts import per_round_ratios, throughput_verdict, verdict_lines
 
 
 def load(rps: float, bad: int = 0, errors: int = 0) -> LoadResult:
