@@ -1,6 +1,6 @@
 """Stuck clients against a TLS server on loopback: connections that never finish, and reviews timed beside them.
 
-Used by tests/unit/webhook/test_worker.py and bench/webhook_bench.py. A stuck connection is one
+Used by tests/unit/webhook/test_worker.py and bench/stuck_client_reviews.py. A stuck connection is one
 of four kinds, each of which held a gunicorn gthread thread until its client gave up:
 
 - `tcp`: TCP connected, no TLS ClientHello ever sent;
