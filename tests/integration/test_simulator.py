@@ -229,7 +229,7 @@ def test_a_graceful_deletion_on_a_live_node_ends_when_the_grace_period_does(make
 
 def test_a_pod_terminating_before_the_start_is_found_on_a_later_page_of_the_relist(make_simulator, core, namespace,
                                                                                     monkeypatch):
-    monkeypatch.setattr("hack.simulator.LIST_PAGE_SIZE", 1)  # every bound pod a page of its own
+    monkeypatch.setattr("hack.simulator_pod_watch.LIST_PAGE_SIZE", 1)  # every bound pod a page of its own
     simulator = make_simulator()
     (node,) = simulator.add_nodes(1)
     names = simulator.create_pods(node, count=3, namespace=namespace, termination_grace_period=1)
