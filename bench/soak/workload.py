@@ -49,6 +49,11 @@ STATEFULSET = "chaos-db"
 BUDGETED = "chaos-api"  # in BUDGETED_NAMESPACE, with a PodDisruptionBudget of minAvailable REPLICAS - 1
 REPLICAS = 3
 EVICTION_ANNOTATION = {"taintkeeper.io/eviction": "respect-disruption-budget"}
+NAMESPACE_ANNOTATIONS = {
+    ANNOTATED_NAMESPACE: {"taintkeeper.io/not-ready-toleration-seconds": str(ANNOTATED_SECONDS),
+                          "taintkeeper.io/unreachable-toleration-seconds": str(ANNOTATED_SECONDS)},
+    BUDGETED_NAMESPACE: EVICTION_ANNOTATION,
+}
 CALL_TIMEOUT = (3, 10)
 
 
@@ -97,12 +102,9 @@ class Workload:
 
     def install(self) -> None:
         """The namespaces, the Deployment and the StatefulSet (with its headless Service)."""
-        annotations = {"taintkeeper.io/not-ready-toleration-seconds": str(ANNOTATED_SECONDS),
-                       "taintkeeper.io/unreachable-toleration-seconds": str(ANNOTATED_SECONDS)}
-        namespace_annotations = {ANNOTATED_NAMESPACE: annotations, BUDGETED_NAMESPACE: EVICTION_ANNOTATION}
         for name in NAMESPACES:
             self._create("/api/v1/namespaces", {"metadata": {"name": name,
-                                                              "annotations": namespace_annotations.get(name, {})}})
+                                                              "annotations": NAMESPACE_ANNOTATIONS.get(name, {})}})
         selector = {"app.kubernetes.io/name": DEPLOYMENT}
         template = _template("default", selector)
         self._create(f"/apis/apps/v1/namespaces/{NAMESPACE}/deployments", {

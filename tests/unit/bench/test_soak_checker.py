@@ -13,7 +13,9 @@ from dataclasses import dataclass, field, replace
 from pathlib import Path
 
 import pytest
+import yaml
 
+from bench.soak import workload
 from bench.soak.audit import parse_lines, parse_timestamp, read_files, rotated_files
 from bench.soak.check import check, main
 from bench.soak.config import (
@@ -27,6 +29,7 @@ from bench.soak.config import (
 )
 from bench.soak.faults import Fault, FaultLogError, append_fault, overlapping, parse_faults, read_faults
 from bench.soak.report import SoakReport, render
+from controller.tainteviction.disruption_budget import EVICTION_ANNOTATION, RESPECT_DISRUPTION_BUDGET
 from tests.unit.bench.soak_audit_builders import (
     BUDGETED,
     CHAOS_TAINT,
@@ -237,18 +240,18 @@ def standby_deletes_while_the_leader_holds_the_lease() -> World:
 # --- disruption budgets (I8) and the out-of-service fence (I9) ---
 
 
-def drained_budgeted_pod(*, removals: tuple[tuple[float, str], ...]) -> World:
-    """n2 healthy; at 30 s someone taints it with the soak's drain taint; `api-3`, in the namespace whose
-    pods respect their disruption budget and tolerating the taint 5 s, is due at 35 s. `removals`: the
+def drained_budgeted_pod(*, removals: tuple[tuple[float, str], ...], namespace: str = BUDGETED) -> World:
+    """n2 healthy; at 30 s someone taints it with the soak's drain taint; `api-3`, in `namespace` (one whose
+    pods respect their disruption budget) and tolerating the taint 5 s, is due at 35 s. `removals`: the
     controller's (time, how) for it: "evict", "refused" (an Eviction the budget refuses) or "delete"."""
     w = base()
-    w.script.create_pod(3.0, "api-3", [*timed(5), toleration(CHAOS_TAINT, 5)], namespace=BUDGETED)
-    w.script.bind(3.1, "api-3", "n2", namespace=BUDGETED)
-    w.script.pod_status(4.0, "api-3", namespace=BUDGETED)
+    w.script.create_pod(3.0, "api-3", [*timed(5), toleration(CHAOS_TAINT, 5)], namespace=namespace)
+    w.script.bind(3.1, "api-3", "n2", namespace=namespace)
+    w.script.pod_status(4.0, "api-3", namespace=namespace)
     w.fault("manual-taint", "n2", 30.0, None)
     w.script.add_taint(30.0, "n2", CHAOS_TAINT, DRIVER)
     for moment, how in removals:
-        w.script.delete_pod(moment, "api-3", A, namespace=BUDGETED, evict=how != "delete", refused=how == "refused")
+        w.script.delete_pod(moment, "api-3", A, namespace=namespace, evict=how != "delete", refused=how == "refused")
     return w
 
 
@@ -494,6 +497,11 @@ SCENARIOS: list[tuple[str, Callable[[], World], dict[str, int]]] = [
     ("a budgeted pod whose budget refuses its Eviction waits, asked again every 5 s: not late",
      lambda: drained_budgeted_pod(removals=((35.2, "refused"), (40.2, "refused"), (45.2, "refused"),
                                            (50.2, "evict"))), {}),
+    ("taintkeeper's own replica under a drain taint waits while its budget refuses: its namespace is budgeted",
+     lambda: drained_budgeted_pod(removals=((35.2, "refused"), (40.2, "refused"), (58.0, "evict")),
+                                  namespace=SYSTEM), {}),
+    ("I8: taintkeeper's own replica under a drain taint removed with a DELETE, bypassing its budget",
+     lambda: drained_budgeted_pod(removals=((35.2, "delete"),), namespace=SYSTEM), {"I8": 1}),
     ("I2: a budgeted pod nobody asked to evict is late all the same",
      lambda: drained_budgeted_pod(removals=((60.0, "evict"),)), {"I2": 1}),
     ("a budgeted pod on a failed node goes with a DELETE: node failures are never budgeted",
@@ -583,6 +591,23 @@ def test_a_violation_names_the_faults_active_at_its_time():
 def test_the_controller_pods_most_restarts_are_reported():
     assert controller_pod_crash_loops().report().max_controller_restarts == 3
     assert node_dies_and_its_pod_goes_on_time().report().max_controller_restarts is None
+
+
+def annotated_namespaces(documents: list[dict]) -> set[str]:
+    return {doc["metadata"]["name"] for doc in documents
+            if doc and doc.get("kind") == "Namespace"
+            and doc["metadata"].get("annotations", {}).get(EVICTION_ANNOTATION) == RESPECT_DISRUPTION_BUDGET}
+
+
+def test_the_checker_budgets_every_namespace_the_manifests_and_the_workload_annotate():
+    """The audit log records namespaces without their annotations, so the checker's list is kept in step here."""
+    manifests = [doc for path in sorted(Path("manifests").rglob("*.yaml"))
+                 for doc in yaml.safe_load_all(path.read_text())]
+    annotated = annotated_namespaces(manifests) | {
+        namespace for namespace, annotations in workload.NAMESPACE_ANNOTATIONS.items()
+        if annotations.get(EVICTION_ANNOTATION) == RESPECT_DISRUPTION_BUDGET}
+    assert annotated == {"taintkeeper-system", workload.BUDGETED_NAMESPACE}
+    assert taintkeeper_config().budgeted_namespaces == annotated
 
 
 def test_one_actor_is_not_applicable_without_a_lease():
