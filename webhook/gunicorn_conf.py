@@ -31,8 +31,11 @@ _serving = ServingSettings.from_env()
 patch_for_gevent(_serving)  # before on_starting imports urllib3 (`python -m webhook` has done it already)
 _app_settings = WebhookSettings.from_env()
 
-# Must be set before prometheus_client is first imported (in the workers, after fork).
-os.environ.setdefault("PROMETHEUS_MULTIPROC_DIR", tempfile.mkdtemp(prefix="taintkeeper-webhook-metrics-"))
+# Must be set before prometheus_client is first imported (in the workers, after fork). A directory
+# made here is this server's to remove when it exits (on_exit); one the operator names is left alone.
+_OWN_METRICS_DIRECTORY = "PROMETHEUS_MULTIPROC_DIR" not in os.environ
+if _OWN_METRICS_DIRECTORY:
+    os.environ["PROMETHEUS_MULTIPROC_DIR"] = tempfile.mkdtemp(prefix="taintkeeper-webhook-metrics-")
 
 bind = [_serving.bind]
 certfile = _serving.cert_file
@@ -105,6 +108,11 @@ def worker_exit(server, worker) -> None:
     cache = namespace_cache_of(app)
     if cache is not None:
         cache.stop()
+
+
+def on_exit(server) -> None:
+    if _OWN_METRICS_DIRECTORY:  # runs on a host would otherwise leave one directory in TMPDIR per start
+        shutil.rmtree(os.environ["PROMETHEUS_MULTIPROC_DIR"], ignore_errors=True)
 
 
 def child_exit(server, worker) -> None:
