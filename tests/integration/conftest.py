@@ -20,6 +20,8 @@ from pathlib import Path
 import pytest
 from kubernetes import client, config
 
+from kube.client import make_api_client
+from kube.identity import CONTROLLER
 from tests.integration.kube import LocalCluster, raw
 from tests.integration.simulated import Cluster
 
@@ -69,3 +71,36 @@ def cluster(local_cluster: LocalCluster, namespace: str, tmp_path: Path) -> Iter
     world = Cluster(local_cluster, namespace, tmp_path)
     yield world
     world.close()
+
+
+def control_plane(command: str, directory: Path, *options: str) -> None:
+    """`hack/local-cluster.sh COMMAND DIR [OPTIONS]` (stop-apiserver, start-apiserver...), which must succeed."""
+    result = subprocess.run(["bash", str(SCRIPT), command, str(directory), *options], capture_output=True,
+                            text=True, timeout=600)
+    assert result.returncode == 0, f"local-cluster.sh {command} failed:\n{result.stderr[-3000:]}"
+
+
+@pytest.fixture(scope="module")
+def private_cluster(tmp_path_factory: pytest.TempPathFactory, host_packages: None) -> Iterator[LocalCluster]:
+    """A control plane of the test module's own, for tests that restart or freeze the apiserver."""
+    directory = tmp_path_factory.mktemp("private-cluster")
+    result = subprocess.run(["bash", str(SCRIPT), "up", str(directory)], capture_output=True, text=True,
+                            timeout=1800)
+    try:
+        if result.returncode != 0:
+            pytest.fail(f"private control plane did not start:\n{result.stderr[-4000:]}", pytrace=False)
+        kubeconfig = Path(result.stdout.strip().splitlines()[-1])
+        api_client = make_api_client(str(kubeconfig), component=CONTROLLER)
+        try:
+            yield LocalCluster(directory=directory, kubeconfig=kubeconfig, api_client=api_client)
+        finally:
+            api_client.close()
+    finally:
+        subprocess.run(["bash", str(SCRIPT), "down", str(directory)], capture_output=True, timeout=120)
+
+
+@pytest.fixture
+def private_namespace(private_cluster: LocalCluster) -> str:
+    name = f"t-{uuid.uuid4().hex[:10]}"
+    raw(client.CoreV1Api(private_cluster.api_client).create_namespace, body={"metadata": {"name": name}})
+    return name

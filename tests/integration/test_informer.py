@@ -9,7 +9,6 @@ import json
 import logging
 import os
 import signal
-import subprocess
 import threading
 import time
 import uuid
@@ -22,9 +21,8 @@ from kubernetes import client
 
 from controller.objects import NodeView, PodView, node_view, pod_view
 from controller.pod_protobuf import pod_json
-from kube.client import make_api_client
-from kube.identity import CONTROLLER
 from kube.informer import Informer
+from tests.integration.conftest import control_plane
 from tests.integration.kube import LocalCluster, raw, wait_for
 
 ROOT = Path(__file__).resolve().parents[2]
@@ -304,38 +302,6 @@ def test_ended_streams_resume_from_the_last_resource_version_without_listing(
     assert pods.list_count == 1 and calls.kinds().count("LIST") == 1
     watched_from = [version_number(rv) for kind, rv, _ in calls.requests if kind == "WATCH"]
     assert watched_from == sorted(watched_from)  # never back to an older resourceVersion
-
-
-def control_plane(command: str, directory: Path) -> None:
-    result = subprocess.run(["bash", str(SCRIPT), command, str(directory)], capture_output=True, text=True,
-                            timeout=600)
-    assert result.returncode == 0, f"local-cluster.sh {command} failed:\n{result.stderr[-3000:]}"
-
-
-@pytest.fixture(scope="module")
-def private_cluster(tmp_path_factory: pytest.TempPathFactory, host_packages: None) -> Iterator[LocalCluster]:
-    """A control plane of its own, for tests that restart or freeze the apiserver."""
-    directory = tmp_path_factory.mktemp("informer-cluster")
-    result = subprocess.run(["bash", str(SCRIPT), "up", str(directory)], capture_output=True, text=True,
-                            timeout=1800)
-    try:
-        if result.returncode != 0:
-            pytest.fail(f"private control plane did not start:\n{result.stderr[-4000:]}", pytrace=False)
-        api_client = make_api_client(result.stdout.strip().splitlines()[-1], component=CONTROLLER)
-        try:
-            yield LocalCluster(directory=directory, kubeconfig=Path(result.stdout.strip().splitlines()[-1]),
-                               api_client=api_client)
-        finally:
-            api_client.close()
-    finally:
-        subprocess.run(["bash", str(SCRIPT), "down", str(directory)], capture_output=True, timeout=120)
-
-
-@pytest.fixture
-def private_namespace(private_cluster: LocalCluster) -> str:
-    name = f"t-{uuid.uuid4().hex[:10]}"
-    raw(client.CoreV1Api(private_cluster.api_client).create_namespace, body={"metadata": {"name": name}})
-    return name
 
 
 def test_watch_resumes_after_an_apiserver_restart(
