@@ -32,9 +32,10 @@ patch_for_gevent(_serving)  # before on_starting imports urllib3 (`python -m web
 _app_settings = WebhookSettings.from_env()
 
 # Must be set before prometheus_client is first imported (in the workers, after fork). A directory
-# made here is this server's to remove when it exits (on_exit); one the operator names is left alone.
-_OWN_METRICS_DIRECTORY = "PROMETHEUS_MULTIPROC_DIR" not in os.environ
-if _OWN_METRICS_DIRECTORY:
+# made here is this server's to remove when it exits (on_exit); one the operator names is emptied at
+# start (on_starting) but kept.
+_MADE_METRICS_DIRECTORY = "PROMETHEUS_MULTIPROC_DIR" not in os.environ
+if _MADE_METRICS_DIRECTORY:
     os.environ["PROMETHEUS_MULTIPROC_DIR"] = tempfile.mkdtemp(prefix="taintkeeper-webhook-metrics-")
 
 bind = [_serving.bind]
@@ -111,7 +112,7 @@ def worker_exit(server, worker) -> None:
 
 
 def on_exit(server) -> None:
-    if _OWN_METRICS_DIRECTORY:  # runs on a host would otherwise leave one directory in TMPDIR per start
+    if _MADE_METRICS_DIRECTORY:  # runs on a host would otherwise leave one directory in TMPDIR per start
         shutil.rmtree(os.environ["PROMETHEUS_MULTIPROC_DIR"], ignore_errors=True)
 
 

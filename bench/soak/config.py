@@ -15,8 +15,8 @@ TAINTKEEPER_CONTROLLER_PODS = ("taintkeeper-system", "taintkeeper-controller-")
 DEFAULT_WORKLOAD_NAMESPACES = ("chaos-workload", "chaos-annotated", "chaos-budgeted")
 # Namespaces annotated taintkeeper.io/eviction=respect-disruption-budget: their pods leave a node tainted
 # by anything but a node failure only through an Eviction their budget allows (I8), and wait while it
-# refuses (not I2). The workload's budgeted namespace, and taintkeeper's own (manifests/base/namespace.yaml,
-# whose webhook and controller PodDisruptionBudgets keep one replica of each). The audit policy records
+# refuses (not I2). The workload's budgeted namespace, and taintkeeper's own (manifests/base/namespace.yaml;
+# the webhook's and controller's PodDisruptionBudgets keep one replica of each). The audit policy records
 # namespaces at Metadata level, so the checker cannot read the annotation: a unit test keeps this in step.
 DEFAULT_BUDGETED_NAMESPACES = ("chaos-budgeted", "taintkeeper-system")
 
@@ -45,6 +45,8 @@ class Slack:
     # I7: a released Lease is taken by a warm stand-by within a retry period (2 s) and its jitter: a
     # stretch without a leader no longer than this is a handover (a rolling update), not a failure.
     handover: float = 5.0
+    # I2: the controller asks again for an Eviction its budget refused this often (controller/tainteviction/manager.py).
+    budget_retry: float = 5.0
     # I6: kube-proxy routes to a webhook pod this long after its EndpointSlice was written.
     webhook_ready: float = 2.0
 

@@ -212,10 +212,10 @@ def never_late(ctx: Context) -> tuple[list[Violation], list[EvictionCheck]]:
             # Judged only if the taint was still there when a controller could act on it: one lifted
             # while the apiserver was down or no replica led leaves nothing to do.
             if due < math.inf and episode.held_through(resume_time(due, ctx.outages, ctx.slack.late) + 1.0):
-                candidates.append((due, episode.start, episode.taint))
+                candidates.append((due, episode.start, episode.taint, math.inf if episode.end is None else episode.end))
         if not candidates:
             continue
-        due, taint_start, taint = min(candidates, key=lambda candidate: candidate[0])
+        due, taint_start, taint, lifted = min(candidates, key=lambda candidate: candidate[0])
         if termination and termination[0] < due and not termination[1]:
             continue  # someone else was already deleting it
         limit = resume_time(due, ctx.outages, ctx.slack.late) + ctx.slack.late
@@ -225,6 +225,12 @@ def never_late(ctx: Context) -> tuple[list[Violation], list[EvictionCheck]]:
         if _waiting_for_budget(ctx, pod, taint, due, limit):
             checked.append(EvictionCheck(pod.label, taint_start - ATTRIBUTION_LEAD, due, pod.node, taint_start, due,
                                          deletion.write.received if deletion else None))
+            missed = _budget_ask_missed(ctx, pod, due, min(lifted, gone))
+            if missed is not None:
+                asked, allowed = missed
+                found.append(ctx.violation("I2", asked, pod.label,
+                                           f"on {pod.node} under {taint.get('key')}: its budget refused its Eviction "
+                                           f"at {clock(asked)} and it was not asked again by {clock(allowed)}"))
             continue
         if deletion is not None and deletion.write.received <= limit:
             checked.append(EvictionCheck(pod.label, taint_start - ATTRIBUTION_LEAD, deletion.write.received,
@@ -250,6 +256,25 @@ def _waiting_for_budget(ctx: Context, pod: PodHistory, taint: Taint, due: float,
         return False
     return any(removal.eviction and removal.code == 429 and due - ctx.slack.early <= removal.write.received <= limit
                for removal in pod.controller_removals())
+
+
+def _budget_ask_missed(ctx: Context, pod: PodHistory, due: float, wait_ends: float) -> tuple[float, float] | None:
+    """A pod waiting for its budget is on time only while the controller keeps asking: after each refused
+    Eviction, the next ask (or the removal) within the retry interval plus the late slack, counted from an
+    outage's end if one falls in between. The first refused ask not followed up in time, and by when it
+    should have been; None if the controller kept asking until the pod went, the taint was lifted (or the
+    pod left by other hands: `wait_ends`) or the window ended."""
+    asks = [removal for removal in pod.controller_removals() if removal.eviction or removal.succeeded]
+    asks = [removal for removal in asks if removal.write.received >= due - ctx.slack.early]
+    for ask, following in zip(asks, [*asks[1:], None], strict=True):
+        if ask.succeeded:
+            return None
+        allowed = resume_time(ask.write.received + ctx.slack.budget_retry, ctx.outages, ctx.slack.late) + ctx.slack.late
+        if allowed >= min(wait_ends, ctx.until):
+            return None
+        if following is None or following.write.received > allowed:
+            return ask.write.received, allowed
+    return None
 
 
 # Upstream's monitor period (5 s), the per-zone taint rate (one node per 10 s) and 5 s: how long

@@ -48,11 +48,10 @@ DEPLOYMENT = "chaos-web"
 STATEFULSET = "chaos-db"
 BUDGETED = "chaos-api"  # in BUDGETED_NAMESPACE, with a PodDisruptionBudget of minAvailable REPLICAS - 1
 REPLICAS = 3
-EVICTION_ANNOTATION = {"taintkeeper.io/eviction": "respect-disruption-budget"}
 NAMESPACE_ANNOTATIONS = {
     ANNOTATED_NAMESPACE: {"taintkeeper.io/not-ready-toleration-seconds": str(ANNOTATED_SECONDS),
                           "taintkeeper.io/unreachable-toleration-seconds": str(ANNOTATED_SECONDS)},
-    BUDGETED_NAMESPACE: EVICTION_ANNOTATION,
+    BUDGETED_NAMESPACE: {"taintkeeper.io/eviction": "respect-disruption-budget"},
 }
 CALL_TIMEOUT = (3, 10)
 

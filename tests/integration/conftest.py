@@ -1,7 +1,8 @@
 """A real kube-apiserver + etcd on loopback for the integration tests (hack/local-cluster.sh).
 
-The control plane is started once per session and stopped at the end. If it cannot start, the
-tests that need it fail (they never skip): deselect them with `-m "not apiserver"` instead.
+The control plane is started once per session and stopped at the end; a test module that restarts or
+freezes the apiserver takes one of its own (`private_cluster`). If one cannot start, the tests that
+need it fail (they never skip): deselect them with `-m "not apiserver"` instead.
 Set TAINTKEEPER_TEST_CLUSTER_DIR to reuse a control plane across runs (it is then left up).
 
 The apiserver writes its audit log (`up --audit`: DIR/logs/audit.log, blocking), so a test can
@@ -12,7 +13,6 @@ read which requests a process made, as the apiserver saw them (tests/integration
 from __future__ import annotations
 
 import os
-import subprocess
 import uuid
 from collections.abc import Iterator
 from pathlib import Path
@@ -22,11 +22,8 @@ from kubernetes import client, config
 
 from kube.client import make_api_client
 from kube.identity import CONTROLLER
-from tests.integration.kube import LocalCluster, raw
+from tests.integration.kube import LocalCluster, control_plane, control_plane_up, raw
 from tests.integration.simulated import Cluster
-
-ROOT = Path(__file__).resolve().parents[2]
-SCRIPT = ROOT / "hack" / "local-cluster.sh"
 
 
 def pytest_collection_modifyitems(items: list[pytest.Item]) -> None:
@@ -40,18 +37,14 @@ def pytest_collection_modifyitems(items: list[pytest.Item]) -> None:
 def local_cluster(tmp_path_factory: pytest.TempPathFactory, host_packages: None) -> Iterator[LocalCluster]:
     reuse = os.environ.get("TAINTKEEPER_TEST_CLUSTER_DIR")
     directory = Path(reuse) if reuse else tmp_path_factory.mktemp("cluster")
-    result = subprocess.run(["bash", str(SCRIPT), "up", str(directory), "--audit"], capture_output=True, text=True,
-                            timeout=1800)
-    if result.returncode != 0:
-        pytest.fail(f"local control plane did not start:\n{result.stderr[-4000:]}", pytrace=False)
-    kubeconfig = Path(result.stdout.strip().splitlines()[-1])
+    kubeconfig = control_plane_up(directory, "--audit")
     api_client = config.new_client_from_config(config_file=str(kubeconfig))
     try:
         yield LocalCluster(directory=directory, kubeconfig=kubeconfig, api_client=api_client)
     finally:
         api_client.close()
         if not reuse:
-            subprocess.run(["bash", str(SCRIPT), "down", str(directory)], capture_output=True, timeout=120)
+            control_plane("down", directory, check=False)
 
 
 @pytest.fixture
@@ -73,30 +66,21 @@ def cluster(local_cluster: LocalCluster, namespace: str, tmp_path: Path) -> Iter
     world.close()
 
 
-def control_plane(command: str, directory: Path, *options: str) -> None:
-    """`hack/local-cluster.sh COMMAND DIR [OPTIONS]` (stop-apiserver, start-apiserver...), which must succeed."""
-    result = subprocess.run(["bash", str(SCRIPT), command, str(directory), *options], capture_output=True,
-                            text=True, timeout=600)
-    assert result.returncode == 0, f"local-cluster.sh {command} failed:\n{result.stderr[-3000:]}"
-
 
 @pytest.fixture(scope="module")
 def private_cluster(tmp_path_factory: pytest.TempPathFactory, host_packages: None) -> Iterator[LocalCluster]:
     """A control plane of the test module's own, for tests that restart or freeze the apiserver."""
     directory = tmp_path_factory.mktemp("private-cluster")
-    result = subprocess.run(["bash", str(SCRIPT), "up", str(directory)], capture_output=True, text=True,
-                            timeout=1800)
     try:
-        if result.returncode != 0:
-            pytest.fail(f"private control plane did not start:\n{result.stderr[-4000:]}", pytrace=False)
-        kubeconfig = Path(result.stdout.strip().splitlines()[-1])
+        kubeconfig = control_plane_up(directory)
+        # Built as the controller builds its client: its retries are part of what the informer tests test.
         api_client = make_api_client(str(kubeconfig), component=CONTROLLER)
         try:
             yield LocalCluster(directory=directory, kubeconfig=kubeconfig, api_client=api_client)
         finally:
             api_client.close()
     finally:
-        subprocess.run(["bash", str(SCRIPT), "down", str(directory)], capture_output=True, timeout=120)
+        control_plane("down", directory, check=False)  # also after a failed start: what did start is stopped
 
 
 @pytest.fixture

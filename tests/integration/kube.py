@@ -1,20 +1,24 @@
-"""Helpers the integration tests share: the cluster handle, raw reads, waiting for a condition, and
-the apiserver's audit log."""
+"""Helpers the integration tests share: the cluster handle, starting and restarting a control plane,
+raw reads, waiting for a condition, and the apiserver's audit log."""
 
 from __future__ import annotations
 
 import functools
 import json
+import subprocess
 from collections.abc import Callable
 from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
 
+import pytest
 from kubernetes import client
 
 from hack.wait import wait_for as _wait_for
 from kube.request import response_json
 from kube.timestamps import parse_time
+
+SCRIPT = Path(__file__).resolve().parents[2] / "hack" / "local-cluster.sh"
 
 
 @dataclass
@@ -27,6 +31,23 @@ class LocalCluster:
     def audit_log(self) -> Path:
         """kube-apiserver's audit log (the session starts it with `up --audit`)."""
         return self.directory / "logs" / "audit.log"
+
+
+def control_plane_up(directory: Path, *options: str) -> Path:
+    """`hack/local-cluster.sh up DIR [OPTIONS]`; its kubeconfig. One that cannot start fails the test (never skips)."""
+    result = subprocess.run(["bash", str(SCRIPT), "up", str(directory), *options], capture_output=True, text=True,
+                            timeout=1800)
+    if result.returncode != 0:
+        pytest.fail(f"local control plane did not start:\n{result.stderr[-4000:]}", pytrace=False)
+    return Path(result.stdout.strip().splitlines()[-1])
+
+
+def control_plane(command: str, directory: Path, *options: str, check: bool = True) -> None:
+    """`hack/local-cluster.sh COMMAND DIR [OPTIONS]` (stop-apiserver, start-apiserver, down...), which must
+    succeed unless not `check` (taking down what may have started only in part)."""
+    result = subprocess.run(["bash", str(SCRIPT), command, str(directory), *options], capture_output=True,
+                            text=True, timeout=300)
+    assert not check or result.returncode == 0, f"local-cluster.sh {command} failed:\n{result.stderr[-3000:]}"
 
 
 def raw(call: Callable[..., object], *args: object, **kwargs: object) -> dict[str, Any]:

@@ -10,8 +10,7 @@ from kubernetes import client
 
 from bench.admission_latency import has_defaults, pod_body
 from bench.create_load import Endpoint, create_at_rate
-from tests.integration.conftest import SCRIPT, control_plane
-from tests.integration.kube import LocalCluster, raw
+from tests.integration.kube import SCRIPT, LocalCluster, control_plane, raw
 
 
 def test_creates_at_a_fixed_rate_are_each_timed_and_left_unmutated_without_the_plugin(

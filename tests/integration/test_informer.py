@@ -13,7 +13,6 @@ import threading
 import time
 import uuid
 from collections.abc import Callable, Iterator
-from pathlib import Path
 from typing import Any
 
 import pytest
@@ -22,12 +21,7 @@ from kubernetes import client
 from controller.objects import NodeView, PodView, node_view, pod_view
 from controller.pod_protobuf import pod_json
 from kube.informer import Informer
-from tests.integration.conftest import control_plane
-from tests.integration.kube import LocalCluster, raw, wait_for
-
-ROOT = Path(__file__).resolve().parents[2]
-SCRIPT = ROOT / "hack" / "local-cluster.sh"
-
+from tests.integration.kube import LocalCluster, control_plane, raw, wait_for
 
 # -- helpers ----------------------------------------------------------------------------------------
 

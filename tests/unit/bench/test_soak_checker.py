@@ -13,7 +13,6 @@ from dataclasses import dataclass, field, replace
 from pathlib import Path
 
 import pytest
-import yaml
 
 from bench.soak import workload
 from bench.soak.audit import parse_lines, parse_timestamp, read_files, rotated_files
@@ -51,6 +50,7 @@ from tests.unit.bench.soak_audit_builders import (
     timed,
     toleration,
 )
+from tests.unit.manifests.test_manifests import documents
 
 END = 120.0
 A, B = controller(REPLICA_A), controller(REPLICA_B)
@@ -498,10 +498,14 @@ SCENARIOS: list[tuple[str, Callable[[], World], dict[str, int]]] = [
      lambda: drained_budgeted_pod(removals=((35.2, "refused"), (40.2, "refused"), (45.2, "refused"),
                                            (50.2, "evict"))), {}),
     ("taintkeeper's own replica under a drain taint waits while its budget refuses: its namespace is budgeted",
-     lambda: drained_budgeted_pod(removals=((35.2, "refused"), (40.2, "refused"), (58.0, "evict")),
+     lambda: drained_budgeted_pod(removals=((35.2, "refused"), (40.2, "refused"), (45.2, "evict")),
                                   namespace=SYSTEM), {}),
     ("I8: taintkeeper's own replica under a drain taint removed with a DELETE, bypassing its budget",
      lambda: drained_budgeted_pod(removals=((35.2, "delete"),), namespace=SYSTEM), {"I8": 1}),
+    ("I2: a budgeted pod asked once, refused, and never asked again is late",
+     lambda: drained_budgeted_pod(removals=((35.2, "refused"),)), {"I2": 1}),
+    ("I2: a budgeted pod asked again only 18 s after its budget refused is late",
+     lambda: drained_budgeted_pod(removals=((35.2, "refused"), (40.2, "refused"), (58.0, "evict"))), {"I2": 1}),
     ("I2: a budgeted pod nobody asked to evict is late all the same",
      lambda: drained_budgeted_pod(removals=((60.0, "evict"),)), {"I2": 1}),
     ("a budgeted pod on a failed node goes with a DELETE: node failures are never budgeted",
@@ -593,17 +597,11 @@ def test_the_controller_pods_most_restarts_are_reported():
     assert node_dies_and_its_pod_goes_on_time().report().max_controller_restarts is None
 
 
-def annotated_namespaces(documents: list[dict]) -> set[str]:
-    return {doc["metadata"]["name"] for doc in documents
-            if doc and doc.get("kind") == "Namespace"
-            and doc["metadata"].get("annotations", {}).get(EVICTION_ANNOTATION) == RESPECT_DISRUPTION_BUDGET}
-
-
 def test_the_checker_budgets_every_namespace_the_manifests_and_the_workload_annotate():
     """The audit log records namespaces without their annotations, so the checker's list is kept in step here."""
-    manifests = [doc for path in sorted(Path("manifests").rglob("*.yaml"))
-                 for doc in yaml.safe_load_all(path.read_text())]
-    annotated = annotated_namespaces(manifests) | {
+    annotated = {doc["metadata"]["name"] for _, _, doc in documents() if doc.get("kind") == "Namespace"
+                 and (doc["metadata"].get("annotations") or {}).get(EVICTION_ANNOTATION) == RESPECT_DISRUPTION_BUDGET}
+    annotated |= {
         namespace for namespace, annotations in workload.NAMESPACE_ANNOTATIONS.items()
         if annotations.get(EVICTION_ANNOTATION) == RESPECT_DISRUPTION_BUDGET}
     assert annotated == {"taintkeeper-system", workload.BUDGETED_NAMESPACE}
@@ -820,7 +818,6 @@ def test_the_lease_holder_names_a_replica(holder, expected):
 
 
 def test_the_default_workload_namespaces_are_the_drivers():
-    workload = pytest.importorskip("bench.soak.workload")
     assert workload.NAMESPACES == DEFAULT_WORKLOAD_NAMESPACES
 
 

@@ -1,5 +1,5 @@
 """The workers' metrics directory (PROMETHEUS_MULTIPROC_DIR, webhook/gunicorn_conf.py): a directory the
-server made for itself is gone once it exits; one the operator named is left in place."""
+server made for itself is gone once it exits; one the operator named is kept."""
 
 from __future__ import annotations
 
@@ -9,14 +9,12 @@ import pytest
 
 from hack.servers import WebhookServer, make_certs
 
-
-def run_once(directory: Path, env: dict[str, str]) -> None:
-    with WebhookServer(directory, directory / "webhook.log", workers=2, env=env):
-        pass
+PREFIX = "taintkeeper-webhook-metrics-"
 
 
 @pytest.fixture
-def certs(tmp_path: Path) -> Path:
+def certs(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> Path:
+    monkeypatch.delenv("PROMETHEUS_MULTIPROC_DIR", raising=False)  # the server inherits this environment
     make_certs(tmp_path)
     return tmp_path
 
@@ -24,12 +22,15 @@ def certs(tmp_path: Path) -> Path:
 def test_a_directory_the_server_made_is_removed_when_it_exits(certs: Path):
     scratch = certs / "tmpdir"
     scratch.mkdir()
-    run_once(certs, {"TMPDIR": str(scratch)})
+    with WebhookServer(certs, certs / "webhook.log", workers=2, env={"TMPDIR": str(scratch)}):
+        made = [path.name for path in scratch.iterdir()]
+        assert len(made) == 1 and made[0].startswith(PREFIX)
     assert list(scratch.iterdir()) == []
 
 
-def test_a_directory_the_operator_named_is_left_in_place(certs: Path):
+def test_a_directory_the_operator_named_is_kept(certs: Path):
     named = certs / "metrics"
     named.mkdir()
-    run_once(certs, {"PROMETHEUS_MULTIPROC_DIR": str(named)})
+    with WebhookServer(certs, certs / "webhook.log", workers=2, env={"PROMETHEUS_MULTIPROC_DIR": str(named)}):
+        pass
     assert named.is_dir()
