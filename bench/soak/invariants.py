@@ -264,8 +264,8 @@ def _budget_ask_missed(ctx: Context, pod: PodHistory, due: float, wait_ends: flo
     outage's end if one falls in between. The first refused ask not followed up in time, and by when it
     should have been; None if the controller kept asking until the pod went, the taint was lifted (or the
     pod left by other hands: `wait_ends`) or the window ended."""
-    asks = [removal for removal in pod.controller_removals() if removal.eviction or removal.succeeded]
-    asks = [removal for removal in asks if removal.write.received >= due - ctx.slack.early]
+    asks = [removal for removal in pod.controller_removals()
+            if (removal.eviction or removal.succeeded) and removal.write.received >= due - ctx.slack.early]
     for ask, following in zip(asks, [*asks[1:], None], strict=True):
         if ask.succeeded:
             return None

@@ -66,7 +66,6 @@ def cluster(local_cluster: LocalCluster, namespace: str, tmp_path: Path) -> Iter
     world.close()
 
 
-
 @pytest.fixture(scope="module")
 def private_cluster(tmp_path_factory: pytest.TempPathFactory, host_packages: None) -> Iterator[LocalCluster]:
     """A control plane of the test module's own, for tests that restart or freeze the apiserver."""
