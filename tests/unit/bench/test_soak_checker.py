@@ -28,7 +28,7 @@ from bench.soak.config import (
 )
 from bench.soak.faults import Fault, FaultLogError, append_fault, overlapping, parse_faults, read_faults
 from bench.soak.report import SoakReport, render
-from controller.tainteviction.disruption_budget import EVICTION_ANNOTATION, RESPECT_DISRUPTION_BUDGET
+from controller.tainteviction.disruption_budget import opted_in
 from tests.unit.bench.soak_audit_builders import (
     BUDGETED,
     CHAOS_TAINT,
@@ -600,10 +600,9 @@ def test_the_controller_pods_most_restarts_are_reported():
 def test_the_checker_budgets_every_namespace_the_manifests_and_the_workload_annotate():
     """The audit log records namespaces without their annotations, so the checker's list is kept in step here."""
     annotated = {doc["metadata"]["name"] for _, _, doc in documents() if doc.get("kind") == "Namespace"
-                 and (doc["metadata"].get("annotations") or {}).get(EVICTION_ANNOTATION) == RESPECT_DISRUPTION_BUDGET}
-    annotated |= {
-        namespace for namespace, annotations in workload.NAMESPACE_ANNOTATIONS.items()
-        if annotations.get(EVICTION_ANNOTATION) == RESPECT_DISRUPTION_BUDGET}
+                 and opted_in({}, doc["metadata"].get("annotations") or {})}
+    annotated |= {namespace for namespace, annotations in workload.NAMESPACE_ANNOTATIONS.items()
+                  if opted_in({}, annotations)}
     assert annotated == {"taintkeeper-system", workload.BUDGETED_NAMESPACE}
     assert taintkeeper_config().budgeted_namespaces == annotated
 
