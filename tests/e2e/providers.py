@@ -16,16 +16,20 @@ from __future__ import annotations
 
 import json
 import os
+import re
 import shutil
 import subprocess
 import sys
+import time
 from dataclasses import dataclass, field
+from datetime import datetime
 from pathlib import Path
 from typing import Protocol
 
 from kubernetes import client, config
 
 from kube.request import response_json
+from kube.timestamps import parse_time
 
 ROOT = Path(__file__).resolve().parents[2]
 LOCAL_CLUSTER = ROOT / "hack" / "local-cluster.sh"
@@ -72,6 +76,10 @@ class Provider(Protocol):
     def apiserver_flag(self, name: str) -> str | None: ...
 
     def controller_manager_flag(self, name: str) -> str | None: ...
+
+    def apiserver_starts(self) -> list[float]:
+        """When kube-apiserver started (epoch seconds), by records it keeps itself: until its RBAC cache has
+        synced, a freshly started apiserver refuses every client with a 403."""
 
 
 def _flag(argv: list[str], name: str) -> str | None:
@@ -162,6 +170,16 @@ class KindProvider:
     def controller_manager_flag(self, name: str) -> str | None:
         return self._static_pod_flag("kube-controller-manager", name)
 
+    def apiserver_starts(self) -> list[float]:
+        with config.new_client_from_config(config_file=str(self.kubeconfig())) as api_client:
+            pod = client.CoreV1Api(api_client).read_namespaced_pod(f"kube-apiserver-{self.control_plane}",
+                                                                   "kube-system", _preload_content=False,
+                                                                   _request_timeout=30)
+            statuses = response_json(pod)["status"].get("containerStatuses") or []
+        started = [parse_time(((status.get("state") or {}).get("running") or {}).get("startedAt"))
+                   for status in statuses]
+        return [moment for moment in started if moment is not None]
+
 
 @dataclass
 class LocalProvider:
@@ -211,3 +229,23 @@ class LocalProvider:
 
     def controller_manager_flag(self, name: str) -> str | None:
         return _flag(self._cmdline("kube-controller-manager.pid"), name)
+
+    def apiserver_starts(self) -> list[float]:
+        # Every start appends to one log (hack/lib/control-plane.sh), and each opens with the version line.
+        log = (self.directory / "logs" / "kube-apiserver.log").read_text(errors="replace")
+        return [_klog_time(match[1], match[2]) for match in KLOG_VERSION_LINE.finditer(log)]
+
+
+# klog's header: severity, month and day, local time of day; the year is not written.
+KLOG_VERSION_LINE = re.compile(r"^[IWEF](\d{4}) (\d{2}:\d{2}:\d{2}\.\d+) +\d+ server\.go:\d+\] Version: v",
+                               re.MULTILINE)
+
+
+def _klog_time(month_day: str, time_of_day: str, now: float | None = None) -> float:
+    """A klog header's month, day and time -> epoch seconds, in the latest year that is not in the future."""
+    now = time.time() if now is None else now
+    year = datetime.fromtimestamp(now).year
+    moment = datetime.strptime(f"{year}{month_day} {time_of_day}", "%Y%m%d %H:%M:%S.%f")
+    if moment.timestamp() > now + 86400:
+        moment = moment.replace(year=year - 1)
+    return moment.timestamp()
