@@ -31,6 +31,9 @@ from kube.informer import Informer
 
 # Where kubelets renew their heartbeat Leases.
 NODE_LEASE_NAMESPACE = "kube-node-lease"
+# Leases and Nodes change with every heartbeat (5,000 nodes: 500 Lease renewals and 83 status posts a
+# second): their events are read in batches, at most this late; every grace period is tens of seconds.
+HEARTBEAT_BATCH_SECONDS = 0.1
 
 
 class SharedInformers:
@@ -42,7 +45,8 @@ class SharedInformers:
 
     @property
     def nodes(self) -> Informer[NodeView]:
-        return self._informer("nodes", lambda: Informer("nodes", self._core.list_node, node_view))
+        return self._informer("nodes", lambda: Informer("nodes", self._core.list_node, node_view,
+                                                        batch_seconds=HEARTBEAT_BATCH_SECONDS))
 
     @property
     def pods(self) -> Informer[PodView]:
@@ -53,7 +57,8 @@ class SharedInformers:
     def leases(self) -> Informer[LeaseView]:
         """The nodes' heartbeat Leases."""
         list_leases = functools.partial(self._coordination.list_namespaced_lease, NODE_LEASE_NAMESPACE)
-        return self._informer("leases", lambda: Informer("leases", list_leases, lease_view))
+        return self._informer("leases", lambda: Informer("leases", list_leases, lease_view,
+                                                         batch_seconds=HEARTBEAT_BATCH_SECONDS))
 
     @property
     def namespaces(self) -> Informer[NamespaceView]:

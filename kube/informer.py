@@ -33,6 +33,7 @@ from kube.errors import GONE, describe_error, is_gone
 from kube.list_stream import read_list
 from kube.protobuf import ACCEPT_PROTOBUF, is_protobuf, read_protobuf_list
 from kube.store import ADDED, DELETED, MODIFIED, Change, Store, V
+from kube.watch_body import batched_body
 
 log = logging.getLogger("taintkeeper.informer")
 
@@ -138,7 +139,9 @@ class Informer(Generic[V]):
 
     With `protobuf_item` (one protobuf-encoded list item -> the JSON-shaped dict `transform` reads),
     LISTs ask for protobuf, which the apiserver encodes several times faster than JSON; an answer in
-    JSON (a resource without protobuf) is read as JSON. Watches stay JSON.
+    JSON (a resource without protobuf) is read as JSON. Watches stay JSON, read off the socket in
+    blocks (kube/watch_body.py); with `batch_seconds`, events may wait that long to be read with the
+    ones after them, one wake-up for all.
     """
 
     def __init__(
@@ -155,6 +158,7 @@ class Informer(Generic[V]):
         clock: Callable[[], float] = time.monotonic,
         sleep: Callable[[float], object] | None = None,
         protobuf_item: Callable[[bytes], dict[str, Any]] | None = None,
+        batch_seconds: float = 0.0,
     ) -> None:
         # The read timeout is how a dead connection is noticed; it must outlast the server's own
         # watch timeout unless the caller deliberately wants faster detection of an idle stream.
@@ -163,6 +167,7 @@ class Informer(Generic[V]):
         self._list_call = list_call
         self._transform = transform
         self._protobuf_item = protobuf_item
+        self.batch_seconds = batch_seconds  # watch events may wait this long to be read with the next ones
         self._handlers: list[Callable[[V | None, V | None], None]] = list(handlers)
         self.watch_timeout_seconds = int(watch_timeout_seconds)
         self.read_timeout = read_timeout
@@ -367,8 +372,10 @@ class Informer(Generic[V]):
             response.close()
             return events
         try:
-            # amt=None: hand over each chunk as it arrives instead of waiting for a full buffer.
-            for line in iter_lines(response.stream(amt=None, decode_content=True)):
+            chunks = batched_body(response, self.batch_seconds, self._sleep)
+            if chunks is None:  # amt=None: hand over each chunk as it arrives instead of waiting for a full buffer
+                chunks = response.stream(amt=None, decode_content=True)
+            for line in iter_lines(chunks):
                 if self._stopping.is_set():
                     break
                 self._handle_event(json.loads(line))

@@ -102,6 +102,13 @@ def taints_to_write(current: Sequence[Taint], add: Sequence[Taint], remove: Sequ
     return wanted
 
 
+def no_schedule_inputs(node: NodeView) -> tuple[Any, ...]:
+    """What the NoSchedule taint and label sync reads of a node. A Node update that leaves these the
+    same (a status post with a fresh heartbeat, every minute per node) has nothing for it to do."""
+    return (node.taints, node.unschedulable, node.labels,
+            tuple((condition.get("type"), condition.get("status")) for condition in node.conditions))
+
+
 def labels_to_reconcile(labels: Mapping[str, str]) -> dict[str, str]:
     """The beta OS/arch labels to set, each to its GA label's value, where missing or different
     (upstream reconcileNodeLabels); empty when there is nothing to write. A node without a GA

@@ -99,13 +99,7 @@ class HealthTracker:
                 health = saved  # nothing new from the kubelet's status
                 health.ready = current_ready
 
-        # A renewed Lease is a heartbeat too (a kubelet that only renews its Lease is healthy).
-        if lease_renew_time and lease_renew_time != health.lease_renew_raw:
-            renew = parse_time(lease_renew_time)
-            if renew is not None and (health.lease_renew_time is None or health.lease_renew_time < renew):
-                health.probe_timestamp = now
-                health.lease_renew_time = renew
-            health.lease_renew_raw = lease_renew_time
+        self._note_lease(health, lease_renew_time, now)
         self._health[node.name] = health
 
         if now <= health.probe_timestamp + grace:
@@ -115,6 +109,27 @@ class HealthTracker:
         if current is None:  # Ready is Unknown already: upstream writes only when Ready itself changes
             return HealthVerdict(grace, observed_ready, observed_ready, [])
         return HealthVerdict(grace, observed_ready, current, to_post)
+
+    def lease_renewed(self, name: str, lease_renew_time: str, now: float) -> bool:
+        """Record a Lease renewed later than the last one seen, as `update` would on an unchanged Node;
+        False (nothing recorded) if it is not later: then `update` must judge the node."""
+        health = self._health.get(name)
+        renew = parse_time(lease_renew_time)
+        if health is None or renew is None or (health.lease_renew_time is not None
+                                                and health.lease_renew_time >= renew):
+            return False
+        self._note_lease(health, lease_renew_time, now)
+        return True
+
+    @staticmethod
+    def _note_lease(health: NodeHealth, lease_renew_time: str | None, now: float) -> None:
+        """A renewed Lease is a heartbeat too (a kubelet that only renews its Lease is healthy)."""
+        if lease_renew_time and lease_renew_time != health.lease_renew_raw:
+            renew = parse_time(lease_renew_time)
+            if renew is not None and (health.lease_renew_time is None or health.lease_renew_time < renew):
+                health.probe_timestamp = now
+                health.lease_renew_time = renew
+            health.lease_renew_raw = lease_renew_time
 
     @staticmethod
     def _unknown_conditions(node: NodeView, created: float, now: float) -> list[dict[str, Any]]:

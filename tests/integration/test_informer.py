@@ -21,6 +21,7 @@ from kubernetes import client
 from controller.objects import NodeView, PodView, node_view, pod_view
 from controller.pod_protobuf import pod_json
 from kube.informer import Informer
+from kube.watch_body import batched_body
 from tests.integration.kube import LocalCluster, control_plane, raw, wait_for
 
 # -- helpers ----------------------------------------------------------------------------------------
@@ -173,6 +174,35 @@ def test_list_and_watch_report_adds_updates_and_deletes_of_pods_with_the_node_in
     assert pods.get(f"{namespace}/a") is None
     time.sleep(0.5)  # nothing else may arrive (a duplicate, or a call for the label patch)
     assert len(changes.items) == 7
+
+
+def test_the_apiservers_watch_is_read_off_the_socket_and_a_batch_brings_the_events_of_its_wait(
+        local_cluster: LocalCluster, namespace: str) -> None:
+    core = client.CoreV1Api(local_cluster.api_client)
+    version = raw(core.list_namespaced_pod, namespace)["metadata"]["resourceVersion"]
+    response: Any = core.list_namespaced_pod(namespace, watch=True, resource_version=version, timeout_seconds=30,
+                                             _preload_content=False, _request_timeout=(10, 40))
+    waits: list[float] = []
+
+    def wait(seconds: float) -> None:  # three pods are created while the informer would wait
+        waits.append(seconds)
+        for name in ("a", "b", "c"):
+            create_pod(core, namespace, name)
+        time.sleep(0.5)  # the apiserver's three events reach the socket (the batch's own wait)
+
+    try:
+        blocks = batched_body(response, 0.1, wait)
+        assert blocks is not None, "the apiserver's watch was not read off the socket (urllib3 read it)"
+        lines: list[bytes] = []
+        for block in blocks:
+            lines += [line for line in block.split(b"\n") if line]
+            if len(lines) >= 3:
+                break
+    finally:
+        response.close()
+    assert waits == [0.1]  # one wait, then one read for all three events
+    assert [(json.loads(line)["type"], json.loads(line)["object"]["metadata"]["name"]) for line in lines] == [
+        ("ADDED", "a"), ("ADDED", "b"), ("ADDED", "c")]
 
 
 def test_list_and_watch_report_adds_updates_and_deletes_of_nodes(

@@ -9,7 +9,7 @@ exclude-disruption, master disruption mode, events; plus taintkeeper's differenc
 from __future__ import annotations
 
 import builtins
-from collections.abc import Hashable
+from collections.abc import Callable, Hashable
 from dataclasses import replace
 
 import pytest
@@ -760,7 +760,7 @@ def test_pods_delivered_by_the_initial_list_are_not_queued_one_by_one(world):
     assert len(world.monitor.pod_queue) == 1
 
 
-def test_a_pass_checks_in_full_only_nodes_whose_node_or_lease_changed_or_whose_grace_ran_out(world):
+def test_a_pass_checks_in_full_only_nodes_whose_node_changed_or_whose_grace_ran_out(world):
     for name in ("a", "b", "c", "d", "e", "f"):
         world.add_node(name)
     world.monitor.monitor_pass()
@@ -768,10 +768,10 @@ def test_a_pass_checks_in_full_only_nodes_whose_node_or_lease_changed_or_whose_g
     world.monitor.monitor_pass()
     assert world.monitor.last_pass_checked == 0  # nothing changed: every node is quiet
     world.clock.advance(1)
-    world.heartbeat("a")
+    world.heartbeat("a")  # a renewed Lease alone moves the probe (next test), without a full check
     world.set_condition("b", "MemoryPressure", "False")  # a Node update
     world.monitor.monitor_pass()
-    assert world.monitor.last_pass_checked == 2
+    assert world.monitor.last_pass_checked == 1
     world.clock.advance(SETTINGS.node_monitor_grace_period + 1)  # c, d and e stop heartbeating
     for name in ("a", "b", "f"):
         world.heartbeat(name)
@@ -782,3 +782,48 @@ def test_a_pass_checks_in_full_only_nodes_whose_node_or_lease_changed_or_whose_g
     assert world.monitor.last_pass_checked == 3  # the Unknown nodes are checked every pass
     # 3 of 6 not ready is below the 55 % of a partial disruption: the quiet nodes count in their zone
     assert world.monitor.zone_states == {zone_of("z1"): ZoneState.NORMAL}
+
+
+def test_a_quiet_node_whose_lease_alone_is_renewed_stays_ready_past_many_graces_without_a_full_check(world):
+    world.add_node("renewing")
+    world.add_node("silent")
+    world.monitor.monitor_pass()
+    world.monitor.monitor_pass()
+    checked = []
+    for _ in range(5):
+        world.clock.advance(SETTINGS.node_monitor_grace_period - 1)
+        world.heartbeat("renewing")
+        world.monitor.monitor_pass()
+        checked.append(world.monitor.last_pass_checked)
+    assert checked == [0, 1, 1, 1, 1]  # only the silent node, once its grace has run out
+    assert (world.ready_of("renewing"), world.ready_of("silent")) == ("True", "Unknown")
+
+
+def _heartbeat_posted(node: NodeView) -> NodeView:
+    return replace(node, resource_version=node.resource_version + "1",
+                   conditions=tuple({**c, "lastHeartbeatTime": format_time(START + 60)} for c in node.conditions))
+
+
+@pytest.mark.parametrize(("case", "change", "queued"), [
+    ("a status post with a fresh heartbeat only has nothing to sync", _heartbeat_posted, False),
+    ("a node seen for the first time is synced", None, True),
+    ("a Ready status that changes is synced", lambda n: replace(n, conditions=(
+        {**n.conditions[0], "status": "False"},)), True),
+    ("a pressure condition that appears is synced", lambda n: replace(n, conditions=(
+        *n.conditions, {"type": "MemoryPressure", "status": "True"})), True),
+    ("a taint added by hand is synced", lambda n: replace(n, taints=(
+        {"key": "node.kubernetes.io/not-ready", "effect": "NoSchedule"},)), True),
+    ("cordoning is synced", lambda n: replace(n, unschedulable=True), True),
+    ("a GA label that changes is synced (its beta twin follows)", lambda n: replace(n, labels=(
+        *n.labels, ("kubernetes.io/os", "linux"))), True),
+])
+def test_node_updates_queue_the_no_schedule_sync_only_when_what_it_reads_changed(
+        world, case: str, change: Callable[[NodeView], NodeView] | None, queued: bool) -> None:
+    world.add_node("n")
+    old = world.nodes["n"]
+    assert len(world.monitor.no_schedule_queue) == 0
+    if change is None:
+        world.monitor.on_node_change(None, old)
+    else:
+        world.monitor.on_node_change(old, change(old))
+    assert (len(world.monitor.no_schedule_queue) == 1) is queued, case
