@@ -152,7 +152,7 @@ class NodeLifecycleMonitor:
         self._posted_ready: dict[str, tuple[str, str]] = {}
         self._no_execute_written: set[str] = set()  # nodes whose NoExecute taints this pass changed
         # A healthy node whose check changed nothing (Ready, no NoExecute taint, not queued) -> what
-        # must still hold for it to be skipped; see _quiet_zone.
+        # must still hold for it to be skipped; see _still_quiet.
         self._quiet: dict[str, QuietNode] = {}
         self.last_pass_checked = 0  # nodes the last pass checked in full (the rest were quiet)
 
@@ -296,7 +296,7 @@ class NodeLifecycleMonitor:
             if not self._active:
                 return  # leadership lost mid-pass: the new leader acts from here on
             renew_time = renew_times.get(node.name)
-            quiet = self._quiet_zone(node, renew_time, now)
+            quiet = self._still_quiet(node, renew_time, now)
             if quiet is not None:
                 zone_sizes[quiet.zone] = zone_sizes.get(quiet.zone, 0) + 1
                 if not node.excluded_from_disruption:
@@ -346,7 +346,7 @@ class NodeLifecycleMonitor:
         else:
             queue.swap_limiter(self.settings.node_eviction_rate, now)
 
-    def _quiet_zone(self, node: NodeView, renew_time: str | None, now: float) -> QuietNode | None:
+    def _still_quiet(self, node: NodeView, renew_time: str | None, now: float) -> QuietNode | None:
         """What a node whose check would change nothing contributes, else None (check it in full).
 
         A node is quiet when its last check found it Ready with no NoExecute taint and nothing queued,
