@@ -111,25 +111,24 @@ class HealthTracker:
         return HealthVerdict(grace, observed_ready, current, to_post)
 
     def lease_renewed(self, name: str, lease_renew_time: str, now: float) -> bool:
-        """Record a Lease renewed later than the last one seen, as `update` would on an unchanged Node;
-        False (nothing recorded) if it is not later: then `update` must judge the node."""
+        """Record the Lease as `update` would on an unchanged Node; True if it moved the probe (a renewal
+        later than the last one seen), else `update` must judge the node."""
         health = self._health.get(name)
-        renew = parse_time(lease_renew_time)
-        if health is None or renew is None or (health.lease_renew_time is not None
-                                                and health.lease_renew_time >= renew):
-            return False
-        self._note_lease(health, lease_renew_time, now)
-        return True
+        return health is not None and self._note_lease(health, lease_renew_time, now)
 
     @staticmethod
-    def _note_lease(health: NodeHealth, lease_renew_time: str | None, now: float) -> None:
-        """A renewed Lease is a heartbeat too (a kubelet that only renews its Lease is healthy)."""
+    def _note_lease(health: NodeHealth, lease_renew_time: str | None, now: float) -> bool:
+        """A renewed Lease is a heartbeat too (a kubelet that only renews its Lease is healthy); True if
+        it moved the probe."""
+        moved = False
         if lease_renew_time and lease_renew_time != health.lease_renew_raw:
             renew = parse_time(lease_renew_time)
             if renew is not None and (health.lease_renew_time is None or health.lease_renew_time < renew):
                 health.probe_timestamp = now
                 health.lease_renew_time = renew
+                moved = True
             health.lease_renew_raw = lease_renew_time
+        return moved
 
     @staticmethod
     def _unknown_conditions(node: NodeView, created: float, now: float) -> list[dict[str, Any]]:
