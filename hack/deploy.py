@@ -5,8 +5,9 @@
 1. checks that DIR holds a running complete cluster (`up DIR --nodes N`, N >= 2);
 2. builds the image (hack/image.py; cached, rebuilt when the project changes) and imports it into
    every node's containerd;
-3. renders the manifests with kustomize (`manifests/kube-1.20/` by default: the 1.20 API level of
-   the local apiserver) and applies every object with server-side apply, so a second run changes
+3. renders the manifests with kustomize (by default the main kustomization, `manifests/`, or
+   `manifests/kube-1.20/` on a cluster that runs Kubernetes 1.20: DIR/kubernetes.env says which) and
+   applies every object with server-side apply, so a second run changes
    only what changed. Each pod template carries the image's digest, so a rebuilt image rolls the
    Deployments out;
 4. waits for the certificate Job to issue the Secret and the caBundle, then for both Deployments
@@ -37,7 +38,9 @@ from hack.wait import wait_for as _wait_for
 
 ROOT = Path(__file__).resolve().parents[1]
 LOCAL_CLUSTER = ROOT / "hack" / "local-cluster.sh"
-DEFAULT_OVERLAY = ROOT / "manifests" / "kube-1.20"
+MAIN_KUSTOMIZATION = ROOT / "manifests"
+# The kustomization for a cluster older than the main one's API level (policy/v1, batch/v1 CronJob: 1.21).
+OLDER_KUSTOMIZATIONS = {"1.20": ROOT / "manifests" / "kube-1.20"}
 NAMESPACE = "taintkeeper-system"
 DEPLOYMENTS = ("taintkeeper-webhook", "taintkeeper-controller")
 CERTS_JOB = "taintkeeper-certs-sync"
@@ -231,13 +234,28 @@ def deploy(directory: Path, overlay: Path, timeout: float) -> None:
     log(f"done in {time.monotonic() - started:.0f}s; KUBECONFIG={directory / 'kubeconfig'}")
 
 
+def cluster_kubernetes(directory: Path) -> str | None:
+    """The Kubernetes minor version DIR runs (`1.37`), as `up` recorded it in DIR/kubernetes.env."""
+    try:
+        lines = (directory / "kubernetes.env").read_text().splitlines()
+    except FileNotFoundError:
+        return None
+    return next((line.partition("=")[2] for line in lines if line.startswith("KUBERNETES=")), None)
+
+
+def default_kustomization(directory: Path) -> Path:
+    return OLDER_KUSTOMIZATIONS.get(cluster_kubernetes(directory) or "", MAIN_KUSTOMIZATION)
+
+
 def main(argv: list[str] | None = None) -> int:
     parser = argparse.ArgumentParser(prog="hack/local-cluster.sh deploy", description=__doc__.split("\n\n")[0])
     parser.add_argument("dir", type=Path, help="the cluster's directory (hack/local-cluster.sh up DIR --nodes N)")
-    parser.add_argument("--overlay", type=Path, default=DEFAULT_OVERLAY,
-                        help="the kustomization to apply (default manifests/kube-1.20)")
+    parser.add_argument("--overlay", type=Path, default=None,
+                        help="the kustomization to apply (default: manifests/; on 1.20, manifests/kube-1.20)")
     parser.add_argument("--timeout", type=float, default=300, help="seconds to wait for each step (default 300)")
     args = parser.parse_args(argv)
+    if args.overlay is None:
+        args.overlay = default_kustomization(args.dir)
     if not (args.overlay / "kustomization.yaml").is_file():
         print(f"deploy: error: {args.overlay} has no kustomization.yaml", file=sys.stderr)
         return 2

@@ -2,8 +2,11 @@
 # A real kube-apiserver + etcd on loopback, for the tests and the local demo; with --nodes, a
 # complete local cluster.
 #
-#   hack/local-cluster.sh up DIR [--nodes N] [--audit] [--builtin-node-lifecycle]
+#   hack/local-cluster.sh up DIR [--kubernetes 1.37|1.20] [--nodes N] [--audit] [--builtin-node-lifecycle]
 #                                     start etcd + kube-apiserver, write DIR/kubeconfig, print its path;
+#                                     --kubernetes: the version (else $TAINTKEEPER_KUBERNETES, else 1.37),
+#                                     kept in DIR/kubernetes.env: every later command on DIR uses it, and
+#                                     `up` refuses another version for a DIR that holds one's data;
 #                                     with N > 0 a complete cluster: also N real nodes (containerd +
 #                                     kubelet each) until Ready, kube-scheduler, kube-controller-manager
 #                                     without its node lifecycle controller, kube-proxy (iptables) and a
@@ -45,7 +48,7 @@
 #                                     stop etcd and start it again (same data and ports)
 #   hack/local-cluster.sh start-controller-manager DIR
 #                                     start kube-controller-manager again if it is not running
-#   hack/local-cluster.sh build       only build (and cache) kube-apiserver
+#   hack/local-cluster.sh build       only build (and cache) kube-apiserver (and, from 1.21 on, etcd)
 #   hack/local-cluster.sh deps [--tools|--bench|--nodes]
 #                                     install every Debian package the demo and the tests use and build
 #                                     (and cache) kube-apiserver; --tools: only the test tools (promtool,
@@ -57,9 +60,10 @@
 # ServiceAccount user system:serviceaccount:taintkeeper-system:<name> for each name in
 # SERVICE_ACCOUNTS (static tokens), so tests can run components under their own RBAC.
 #
-# No registry ships a kube-apiserver binary, so the first run on a machine builds 1.20.2 from
-# Debian's `kubernetes` source package (about 3-5 minutes on 2 cores) and caches it under
-# ${TAINTKEEPER_CACHE:-~/.cache/taintkeeper}. etcd comes from Debian's etcd-server.
+# build, build-node and deps take --kubernetes too. No registry ships these binaries, so the first
+# run on a machine builds them and caches them under ${TAINTKEEPER_CACHE:-~/.cache/taintkeeper}:
+# 1.37.2 with Go from upstream's modules (hack/upstream/, etcd 3.6 from hack/upstream/etcd/), 1.20.2
+# from Debian's `kubernetes` source package with Debian's etcd-server (lib/build.sh).
 # The apiserver runs without DefaultTolerationSeconds in every mode: left on, it would add the
 # very tolerations taintkeeper's webhook adds and mask a broken webhook. Without --nodes it also
 # runs without ServiceAccount admission (no controller creates `default` ServiceAccounts there).
@@ -86,7 +90,26 @@ usage() { # the comment block at the top, up to its second empty line
   exit 2
 }
 
+# --kubernetes V, wherever it stands, is taken out of the arguments here.
+asked_kubernetes="" args=()
+while [ $# -gt 0 ]; do
+  if [ "$1" = --kubernetes ]; then
+    [ $# -ge 2 ] || die "--kubernetes needs a version (1.37 or 1.20)"
+    asked_kubernetes=$(kubernetes_minor "$2")
+    shift 2
+  else args+=("$1"); shift; fi
+done
+set -- "${args[@]}"
 [ $# -ge 1 ] || usage
+case "$1" in
+  build|build-node|deps|-h|--help|help) minor=$(kubernetes_minor "$asked_kubernetes") ;;
+  up) [ $# -ge 2 ] || usage
+      asked_kubernetes=${asked_kubernetes:-$(kubernetes_minor)}
+      minor=$(dir_kubernetes "$2" "$asked_kubernetes") ;;
+  *) [ $# -ge 2 ] || usage
+     minor=$(dir_kubernetes "$2" "$asked_kubernetes") ;;
+esac
+use_kubernetes "$minor"
 case "$1" in
   up)
     [ $# -ge 2 ] || usage
@@ -124,6 +147,7 @@ case "$1" in
     "cmd_${1//-/_}" "$2" "$3" ;;
   build)
     [ $# -eq 1 ] || usage
+    build_etcd
     build_apiserver
     echo "$APISERVER_BIN" ;;
   deps)

@@ -12,4 +12,4 @@ if ! command -v shellcheck >/dev/null 2>&1; then
   apt_install shellcheck
 fi
 cd "$HERE/.."
-shellcheck -x hack/*.sh hack/lib/*.sh
+shellcheck -x hack/*.sh hack/lib/*.sh hack/upstream/*.sh

@@ -1,21 +1,28 @@
-# Debian packages and the Kubernetes binaries: apt installs (`deps`), Debian's kubernetes source
-# package fetched once, kube-apiserver (`build`) and the node components (`build-node`) built from it
-# and cached under $CACHE, the pause and busybox images; one build at a time per machine (flock).
+# Debian packages and the Kubernetes binaries: apt installs (`deps`), kube-apiserver (`build`) and
+# the node components (`build-node`) built for the cluster's Kubernetes version and cached under
+# $CACHE, the pause and busybox images; one build at a time per machine (flock).
+#
+# Two versions: 1.37 (the default), built with Go from upstream's modules through the wrapper
+# module hack/upstream/ (and etcd 3.6 from hack/upstream/etcd/), and 1.20, built from Debian's
+# `kubernetes` source package with Debian's etcd 3.4. A newer release is one line below plus
+# `hack/upstream/pin.sh VERSION`, which rewrites the wrapper module's go.mod and go.sum.
 # shellcheck shell=bash
 
-KUBE_VERSION=1.20.2
+KUBERNETES_DEFAULT=1.37
+declare -A KUBERNETES_RELEASES=([1.37]=1.37.2 [1.20]=1.20.2)
+ETCD_MODULE_VERSION=3.6.16
 KUBE_DEB_VERSION=1.20.5+really1.20.2-1.1+deb12u1
 CACHE=${TAINTKEEPER_CACHE:-$HOME/.cache/taintkeeper}
-KUBE_CACHE=$CACHE/kubernetes-$KUBE_VERSION
-APISERVER_BIN=$KUBE_CACHE/bin/kube-apiserver
-PAUSE_BIN=$KUBE_CACHE/bin/pause
-IMAGES_DIR=$KUBE_CACHE/images
+UPSTREAM_MODULE=$HERE/upstream
 PAUSE_IMAGE=taintkeeper.local/pause:3.2
 BUSYBOX_IMAGE=taintkeeper.local/busybox:latest
-# What build-node builds from the source tree: every binary of a complete cluster but the apiserver.
+# What build-node builds: every binary of a complete cluster but the apiserver.
 NODE_COMPONENTS=(kubelet kube-proxy kube-scheduler kube-controller-manager)
-BUILD_PACKAGES=(golang-1.19-go rsync golang-github-modern-go-reflect2-dev dpkg-dev make)
-CONTROL_PLANE_PACKAGES=(etcd-server openssl curl)
+# Built with Go from the wrapper module: those, the apiserver and kubectl, in one `go build` (the
+# first on a machine: about 7 minutes on 2 cores; the six share most of their packages).
+MODULE_COMPONENTS=(kube-apiserver kube-controller-manager kube-scheduler kubelet kube-proxy kubectl)
+DEBIAN_BUILD_PACKAGES=(golang-1.19-go rsync golang-github-modern-go-reflect2-dev dpkg-dev make)
+CONTROL_PLANE_PACKAGES=(openssl curl)
 # promtool (tests/unit/manifests/test_alert_rules.py) and the server tests/e2e/test_dashboard.py
 # scrapes with come with Debian's prometheus package; tmux runs `status --watch` in a terminal
 # (tests/integration/test_status_watch.py).
@@ -25,6 +32,45 @@ BENCH_PACKAGES=(wrk hey)
 # conntrack: kube-proxy clears stale UDP conntrack entries with it. nftables: `down` deletes the
 # iptables tables the nodes created on a machine that had none (host.sh remove_new_tables).
 NODE_PACKAGES=(containerd runc containernetworking-plugins busybox-static iptables nftables conntrack gcc libc6-dev util-linux iproute2)
+
+# The Kubernetes version asked for: the argument, else $TAINTKEEPER_KUBERNETES, else the default.
+kubernetes_minor() { # [minor]
+  local minor=${1:-${TAINTKEEPER_KUBERNETES:-$KUBERNETES_DEFAULT}}
+  minor=${minor#v}
+  [[ $minor =~ ^1\.[0-9]+\.[0-9]+$ ]] && minor=${minor%.*}
+  [ -n "${KUBERNETES_RELEASES[$minor]:-}" ] \
+    || die "Kubernetes $minor is not supported here (expected one of: $(printf '%s ' "${!KUBERNETES_RELEASES[@]}" | xargs -n1 | sort -rV | xargs))"
+  echo "$minor"
+}
+
+# Point every binary path at that version's cache. Called once, before any command runs.
+use_kubernetes() { # minor
+  KUBE_MINOR=$1
+  KUBE_VERSION=${KUBERNETES_RELEASES[$1]}
+  KUBE_CACHE=$CACHE/kubernetes-$KUBE_VERSION
+  APISERVER_BIN=$KUBE_CACHE/bin/kube-apiserver
+  # shellcheck disable=SC2034  # the other binaries are started by nodes.sh, complete-cluster.sh, control-plane.sh
+  KUBELET_BIN=$KUBE_CACHE/bin/kubelet
+  # shellcheck disable=SC2034
+  PROXY_BIN=$KUBE_CACHE/bin/kube-proxy
+  # shellcheck disable=SC2034
+  SCHEDULER_BIN=$KUBE_CACHE/bin/kube-scheduler
+  # shellcheck disable=SC2034
+  CONTROLLER_MANAGER_BIN=$KUBE_CACHE/bin/kube-controller-manager
+  PAUSE_BIN=$KUBE_CACHE/bin/pause
+  IMAGES_DIR=$KUBE_CACHE/images
+  if from_debian; then
+    ETCD_BIN=/usr/bin/etcd
+    CONTROL_PLANE_PACKAGES+=(etcd-server)
+  else
+    ETCD_BIN=$CACHE/etcd-$ETCD_MODULE_VERSION/bin/etcd
+  fi
+}
+
+from_debian() { [ "$KUBE_MINOR" = 1.20 ]; }
+
+# The versions 1.29+ and 1.20 differ in what the scripts pass: a test of `[ "$(minor_number)" -ge 24 ]`.
+minor_number() { echo "${KUBE_MINOR#1.}"; }
 
 as_root() {
   if [ "$(id -u)" -eq 0 ]; then "$@"; else sudo "$@"; fi
@@ -67,14 +113,14 @@ fetch_kube_source() {
     || die "could not unpack the kubernetes source package (see $work/dpkg-source.log)"
 }
 
-build_apiserver() {
-  [ -x "$APISERVER_BIN" ] && return 0
+# 1.20: kube-apiserver from Debian's source tree, then (build_component) any other command of it.
+build_apiserver_from_debian() {
   mkdir -p "$KUBE_CACHE"
   # One build at a time per machine: parallel test sessions share the cache.
   exec 9>"$KUBE_CACHE/.build.lock"
   flock 9
   [ -x "$APISERVER_BIN" ] && { exec 9>&-; return 0; }
-  apt_install "${BUILD_PACKAGES[@]}"
+  apt_install "${DEBIAN_BUILD_PACKAGES[@]}"
   local src=$KUBE_CACHE/src
   if [ ! -f "$src/Makefile" ]; then
     local work
@@ -89,32 +135,122 @@ build_apiserver() {
     find /usr/share/gocode/src/github.com/modern-go/reflect2 -maxdepth 1 -type f \( -name '*.go' -o -name '*.s' \) \
       ! -name '*_test.go' -exec cp {} "$reflect2/" \;
   fi
-  log "building kube-apiserver $KUBE_VERSION (first run on this machine only; a few minutes)"
-  (cd "$src" && PATH=/usr/lib/go-1.19/bin:$PATH GOPROXY=off GOSUMDB=off CGO_ENABLED=0 GOFLAGS='' \
-     make WHAT=cmd/kube-apiserver >"$KUBE_CACHE/build.log" 2>&1) \
-    || die "kube-apiserver build failed (see $KUBE_CACHE/build.log)"
-  mkdir -p "$KUBE_CACHE/bin"
-  cp "$src/_output/bin/kube-apiserver" "$APISERVER_BIN.tmp" && mv "$APISERVER_BIN.tmp" "$APISERVER_BIN"
-  log "cached $APISERVER_BIN"
   exec 9>&-
+  build_from_debian kube-apiserver
 }
 
-# kubelet, kube-proxy, kube-scheduler and kube-controller-manager come from the same source tree
-# as kube-apiserver (fetched and patched by build_apiserver), built the same way under the same lock.
-build_component() { # name (a cmd/ directory of the tree)
+build_from_debian() { # name (a cmd/ directory of Debian's tree)
   local name=$1 bin=$KUBE_CACHE/bin/$1
-  [ -x "$bin" ] && return 0
-  build_apiserver
   exec 9>"$KUBE_CACHE/.build.lock"
   flock 9
   [ -x "$bin" ] && { exec 9>&-; return 0; }
-  log "building $name $KUBE_VERSION (first run on this machine only; a few minutes)"
+  log "building $name $KUBE_VERSION from Debian's source (first run on this machine only; a few minutes)"
   (cd "$KUBE_CACHE/src" && PATH=/usr/lib/go-1.19/bin:$PATH GOPROXY=off GOSUMDB=off CGO_ENABLED=0 GOFLAGS='' \
      make WHAT="cmd/$name" >"$KUBE_CACHE/build-$name.log" 2>&1) \
     || die "$name build failed (see $KUBE_CACHE/build-$name.log)"
+  mkdir -p "$KUBE_CACHE/bin"
   cp "$KUBE_CACHE/src/_output/bin/$name" "$bin.tmp" && mv "$bin.tmp" "$bin"
   log "cached $bin"
   exec 9>&-
+}
+
+go_bin() { # the Go toolchain (1.26+): on PATH, else where its tarball installs
+  local go
+  go=$(command -v go || true)
+  [ -n "$go" ] || { [ -x /usr/local/go/bin/go ] && go=/usr/local/go/bin/go; }
+  [ -n "$go" ] || die "Go not found: building Kubernetes $KUBE_VERSION needs Go 1.26 or newer on PATH"
+  echo "$go"
+}
+
+# Go builds from the committed wrapper modules: go.sum pins every module, the toolchain is the
+# installed one (never downloaded), static binaries like upstream's release builds.
+go_build() { # module-dir log ldflags output-dir-or-file package...
+  local module=$1 logfile=$2 ldflags=$3 out=$4 go
+  shift 4
+  go=$(go_bin)
+  (cd "$module" && CGO_ENABLED=0 GOTOOLCHAIN=local GOFLAGS=-mod=readonly \
+     "$go" build -trimpath -ldflags "$ldflags" -o "$out" "$@" >"$logfile" 2>&1)
+}
+
+version_ldflags() { # what `kubectl version` and each binary's --version report
+  local flags="-s -w" package
+  for package in k8s.io/component-base/version k8s.io/client-go/pkg/version; do
+    flags+=" -X $package.gitVersion=v$KUBE_VERSION -X $package.gitMajor=${KUBE_MINOR%%.*}"
+    flags+=" -X $package.gitMinor=${KUBE_MINOR#*.} -X $package.gitTreeState=clean"
+  done
+  echo "$flags"
+}
+
+check_upstream_module() { # the wrapper module requires the release KUBERNETES_RELEASES names
+  grep -qx "require k8s.io/kubernetes v$KUBE_VERSION" "$UPSTREAM_MODULE/go.mod" \
+    || die "hack/upstream/go.mod does not require k8s.io/kubernetes v$KUBE_VERSION (run: hack/upstream/pin.sh $KUBE_VERSION)"
+}
+
+build_from_modules() { # name...: commands of k8s.io/kubernetes, built together (they share most packages)
+  local wanted=() name
+  for name in "$@"; do [ -x "$KUBE_CACHE/bin/$name" ] || wanted+=("$name"); done
+  [ ${#wanted[@]} -eq 0 ] && return 0
+  mkdir -p "$KUBE_CACHE/bin"
+  exec 9>"$KUBE_CACHE/.build.lock"
+  flock 9
+  wanted=()
+  for name in "$@"; do [ -x "$KUBE_CACHE/bin/$name" ] || wanted+=("$name"); done
+  [ ${#wanted[@]} -eq 0 ] && { exec 9>&-; return 0; }
+  check_upstream_module
+  local out packages=()
+  out=$(mktemp -d "$KUBE_CACHE/build.XXXXXX")
+  for name in "${wanted[@]}"; do packages+=("k8s.io/kubernetes/cmd/$name"); done
+  log "building ${wanted[*]} $KUBE_VERSION from Go modules (first run on this machine only; minutes)"
+  go_build "$UPSTREAM_MODULE" "$KUBE_CACHE/build.log" "$(version_ldflags)" "$out/" "${packages[@]}" \
+    || { rm -rf "$out"; die "the build of ${wanted[*]} failed (see $KUBE_CACHE/build.log)"; }
+  for name in "${wanted[@]}"; do mv "$out/$name" "$KUBE_CACHE/bin/$name"; done
+  rm -rf "$out"
+  log "cached ${wanted[*]} in $KUBE_CACHE/bin"
+  exec 9>&-
+}
+
+build_etcd() { # etcd 3.6 from its module (hack/upstream/etcd): 1.37's apiserver needs etcd >= 3.5.11
+  from_debian && return 0
+  [ -x "$ETCD_BIN" ] && return 0
+  local dir=${ETCD_BIN%/bin/etcd}
+  mkdir -p "$dir/bin"
+  exec 7>"$dir/.build.lock"
+  flock 7
+  [ -x "$ETCD_BIN" ] && { exec 7>&-; return 0; }
+  log "building etcd $ETCD_MODULE_VERSION from Go modules (first run on this machine only)"
+  go_build "$UPSTREAM_MODULE/etcd" "$dir/build.log" "-s -w" "$ETCD_BIN.tmp" go.etcd.io/etcd/server/v3 \
+    || die "the etcd build failed (see $dir/build.log)"
+  mv "$ETCD_BIN.tmp" "$ETCD_BIN"
+  log "cached $ETCD_BIN"
+  exec 7>&-
+}
+
+build_apiserver() {
+  [ -x "$APISERVER_BIN" ] && return 0
+  if from_debian; then build_apiserver_from_debian; else build_from_modules "${MODULE_COMPONENTS[@]}"; fi
+}
+
+# kubelet, kube-proxy, kube-scheduler and kube-controller-manager: from the same source as the apiserver.
+build_components() { # name...
+  if from_debian; then
+    build_apiserver
+    local name
+    for name in "$@"; do build_from_debian "$name"; done
+  else
+    build_from_modules "$@"
+  fi
+}
+
+pause_source() { # upstream's pause.c of this version
+  if from_debian; then
+    [ -f "$KUBE_CACHE/src/build/pause/linux/pause.c" ] || build_apiserver
+    echo "$KUBE_CACHE/src/build/pause/linux/pause.c"
+  else
+    local dir
+    dir=$(cd "$UPSTREAM_MODULE" && GOTOOLCHAIN=local GOFLAGS=-mod=readonly "$(go_bin)" list -m -f '{{.Dir}}' k8s.io/kubernetes) \
+      || die "could not find k8s.io/kubernetes $KUBE_VERSION in the Go module cache"
+    echo "$dir/build/pause/linux/pause.c"
+  fi
 }
 
 # The pause binary (static, from the tree's own pause.c) and two docker-archive images made
@@ -125,8 +261,7 @@ build_images() {
   exec 8>"$KUBE_CACHE/.images.lock"
   flock 8
   if [ ! -x "$PAUSE_BIN" ]; then
-    [ -f "$KUBE_CACHE/src/build/pause/linux/pause.c" ] || build_apiserver
-    gcc -Os -static -Wall -DVERSION=v3.2-taintkeeper -o "$PAUSE_BIN.tmp" "$KUBE_CACHE/src/build/pause/linux/pause.c" \
+    gcc -Os -static -Wall -DVERSION=v3.2-taintkeeper -o "$PAUSE_BIN.tmp" "$(pause_source)" \
       || die "could not compile pause.c (needs gcc and libc6-dev)"
     mv "$PAUSE_BIN.tmp" "$PAUSE_BIN"
   fi
@@ -150,7 +285,8 @@ cmd_deps() { # [--tools|--bench|--nodes]
   apt_install "${TEST_PACKAGES[@]}"
   [ "${1:-}" = --tools ] && return 0
   if [ "${1:-}" = --bench ]; then apt_install "${BENCH_PACKAGES[@]}"; return 0; fi
-  apt_install "${CONTROL_PLANE_PACKAGES[@]}" "${BUILD_PACKAGES[@]}"
+  apt_install "${CONTROL_PLANE_PACKAGES[@]}"
+  build_etcd
   build_apiserver
   [ "${1:-}" = --nodes ] && build_node
   return 0
@@ -159,6 +295,6 @@ cmd_deps() { # [--tools|--bench|--nodes]
 build_node() {
   apt_install "${NODE_PACKAGES[@]}"
   local name
-  for name in "${NODE_COMPONENTS[@]}"; do build_component "$name"; done
+  build_components "${NODE_COMPONENTS[@]}"
   build_images
 }

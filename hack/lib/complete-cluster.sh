@@ -37,7 +37,6 @@
 # taintkeeper's controller taints or untaints nodes.
 COMPONENTS=(kube-scheduler kube-controller-manager kube-proxy)
 REGISTRATION_TAINT=node.kubernetes.io/not-ready
-PROXY_BIN=$KUBE_CACHE/bin/kube-proxy
 
 healthy() { # url: GET answers 200 "ok" (the components' own self-signed serving certs: -k)
   [ "$(curl -ksS --max-time 2 "$1" 2>/dev/null)" = ok ]
@@ -123,8 +122,8 @@ for name in sys.argv[1:]:
 PY
 }
 
-# 0 when the cluster serves pods: every component healthy, the `default` ServiceAccount has its
-# token (pods in `default` can be admitted), the `kubernetes` Service's endpoints are the host's IP.
+# 0 when the cluster serves pods: every component healthy, the `default` ServiceAccount exists (with
+# its token Secret on 1.20: pods in `default` can be admitted), the `kubernetes` Service's endpoints are the host's IP.
 # What is not yet goes to PENDING (not printed: a subshell would swallow die).
 components_ready() { # dir node-ip
   local dir=$1 ip=$2 name pending=""
@@ -138,9 +137,12 @@ $(tail -n 15 "$dir/logs/$name.log")"
   healthy "https://127.0.0.1:$CONTROLLER_MANAGER_PORT/healthz" || pending+=" kube-controller-manager"
   # kube-proxy's answers 200 (with JSON) once it has synced its rules, 503 before
   curl -fsS --max-time 2 "http://127.0.0.1:$PROXY_HEALTHZ_PORT/healthz" >/dev/null 2>&1 || pending+=" kube-proxy"
-  api_get "$dir" /api/v1/namespaces/default/serviceaccounts/default \
-    | python3 -c 'import json, sys; sys.exit(0 if json.load(sys.stdin).get("secrets") else 1)' 2>/dev/null \
-    || pending+=" default-serviceaccount-token"
+  # 1.20 admits a pod only once its ServiceAccount has a token Secret; 1.24+ issues tokens on demand
+  api_get "$dir" /api/v1/namespaces/default/serviceaccounts/default | MINOR="$(minor_number)" python3 -c '
+import json, os, sys
+account = json.load(sys.stdin)
+sys.exit(0 if int(os.environ["MINOR"]) >= 24 or account.get("secrets") else 1)' 2>/dev/null \
+    || pending+=" default-serviceaccount"
   api_get "$dir" /api/v1/namespaces/default/endpoints/kubernetes | EXPECT="$ip:$API_PORT" python3 -c '
 import json, os, sys
 subsets = json.load(sys.stdin).get("subsets") or []

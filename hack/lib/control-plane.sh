@@ -2,7 +2,6 @@
 # kube-scheduler and kube-controller-manager; `up`, `down`, `status`, `stop-apiserver`, `start-apiserver`.
 # shellcheck shell=bash
 
-ETCD_BIN=/usr/bin/etcd
 ADMIN_TOKEN_USER=taintkeeper-admin
 SA_NAMESPACE=taintkeeper-system
 SERVICE_ACCOUNTS=(taintkeeper-controller taintkeeper-webhook)
@@ -104,6 +103,29 @@ wait_ready() {
   die "kube-apiserver not ready after 60s; see $dir/logs/kube-apiserver.log"
 }
 
+# 1.20's kube-apiserver, kube-scheduler and kube-controller-manager also served plain HTTP unless
+# told not to (--insecure-port 0, --port 0); 1.24 removed both flags.
+insecure_port_off() { # component -> the flag to pass, or nothing
+  [ "$(minor_number)" -ge 24 ] && return 0
+  case "${1:-}" in kube-apiserver) echo "--insecure-port 0" ;; *) echo "--port 0" ;; esac
+}
+
+# DIR/kubernetes.env: the version DIR's etcd data and binaries are, written by `up`.
+record_kubernetes() { # dir
+  printf 'KUBERNETES=%s\n' "$KUBE_MINOR" >"$1/kubernetes.env"
+}
+
+# The version for a command on DIR: the one it records; one asked for must be the same (an
+# apiserver cannot serve an older version's etcd data, nor etcd 3.4 a 3.6 data directory).
+dir_kubernetes() { # dir asked [refuse]
+  local dir=$1 asked=$2 recorded
+  recorded=$(sed -n 's/^KUBERNETES=//p' "$dir/kubernetes.env" 2>/dev/null || true)
+  if [ -n "$recorded" ] && [ -n "$asked" ] && [ "$recorded" != "$asked" ]; then
+    die "$dir holds a Kubernetes $recorded cluster, not $asked (run: down $dir, then up a new DIR)"
+  fi
+  if [ -n "$recorded" ]; then echo "$recorded"; elif [ -n "$asked" ]; then echo "$asked"; else kubernetes_minor; fi
+}
+
 cluster_mode() { # dir -> plain or complete (DIR/mode.env, written by up)
   local mode
   mode=$(sed -n 's/^MODE=//p' "$1/mode.env" 2>/dev/null)
@@ -176,8 +198,10 @@ cmd_up() { # dir [node count]
   cmd_down "$dir" 2>/dev/null || true
   write_options "$dir"
   apt_install "${CONTROL_PLANE_PACKAGES[@]}"
+  build_etcd
   [ -x "$ETCD_BIN" ] || die "$ETCD_BIN not found after installing etcd-server"
   build_apiserver
+  record_kubernetes "$dir"
   mkdir -p "$dir/logs"
   [ -f "$dir/pki/tokens.csv" ] || make_pki "$dir/pki"
   if [ "$nodes" -gt 0 ]; then
@@ -242,6 +266,11 @@ start_apiserver() {
     admission=${admission/NamespaceLifecycle,/NamespaceLifecycle,DefaultTolerationSeconds,}
     disabled=${disabled/DefaultTolerationSeconds/} disabled=${disabled%,}
   fi
+  local legacy=()
+  read -ra legacy <<<"$(insecure_port_off kube-apiserver)"
+  # Plain mode advertises 127.0.0.1, which later releases refuse as the `kubernetes` Service's
+  # endpoint; no pod runs there to call it, so that Service gets no endpoints at all.
+  if [ "$advertise" = 127.0.0.1 ] && [ "$(minor_number)" -ge 24 ]; then legacy+=(--endpoint-reconciler-type none); fi
   local audit=()
   if [ "$(cluster_option "$dir" AUDIT)" = 1 ]; then
     write_audit_policy "$dir/audit-policy.yaml"
@@ -252,7 +281,7 @@ start_apiserver() {
   fi
   if ! pid_alive "$dir/apiserver.pid" "$dir"; then
     setsid "$APISERVER_BIN" --etcd-servers "http://127.0.0.1:$ETCD_CLIENT" "${audit[@]}" \
-      --bind-address "$bind" --advertise-address "$advertise" --secure-port "$API_PORT" --insecure-port 0 \
+      --bind-address "$bind" --advertise-address "$advertise" --secure-port "$API_PORT" "${legacy[@]}" \
       --tls-cert-file "$dir/pki/apiserver.crt" --tls-private-key-file "$dir/pki/apiserver.key" \
       --client-ca-file "$dir/pki/ca.crt" --token-auth-file "$dir/pki/tokens.csv" \
       --authorization-mode Node,RBAC \
@@ -358,19 +387,24 @@ cmd_status() {
 # kube-scheduler and kube-controller-manager: started with the nodes of a complete cluster
 # (complete-cluster.sh says with what credentials, pidfiles, logs and ports).
 #
-# kube-controller-manager runs every default controller but nodelifecycle (in 1.20 the node
-# monitor AND the NoExecute taint manager): taintkeeper's controller is the only one that taints
-# nodes and evicts pods. nodeipam (no --allocate-node-cidrs: every node has its own CNI subnet) and
-# the cloud loops (no cloud provider) are off too. It signs ServiceAccount tokens with DIR/pki/sa.key
-# (the apiserver verifies them with sa.pub) and runs each controller under its own ServiceAccount.
-# Its FlexVolume directory is under DIR: by default it creates /usr/libexec/kubernetes on the host.
-# With `up --builtin-node-lifecycle` (the oracle a soak compares taintkeeper with) nodelifecycle runs.
-KCM_CONTROLLERS='*,-nodelifecycle,-nodeipam,-route,-service,-cloud-node-lifecycle'
-KCM_CONTROLLERS_BUILTIN='*,-nodeipam,-route,-service,-cloud-node-lifecycle'
-
+# kube-controller-manager runs every default controller but the node lifecycle controller and (1.29+)
+# the taint eviction controller, as an operator replacing both with taintkeeper runs it: in 1.20
+# `nodelifecycle` is the node monitor AND the NoExecute taint manager; 1.29 split the taint manager
+# out as `taint-eviction-controller`. taintkeeper's controller is then the only one that taints
+# nodes and evicts pods. nodeipam (no --allocate-node-cidrs: every node has its own CNI subnet) and,
+# in 1.20, the cloud loops (no cloud provider; later releases dropped them) are off too. It signs
+# ServiceAccount tokens with DIR/pki/sa.key (the apiserver verifies them with sa.pub) and runs each
+# controller under its own ServiceAccount. Its FlexVolume directory is under DIR: by default it
+# creates /usr/libexec/kubernetes on the host. With `up --builtin-node-lifecycle` (the oracle a soak
+# compares taintkeeper with) the built-ins run.
 kcm_controllers() { # dir
-  if [ "$(cluster_option "$1" BUILTIN_NODE_LIFECYCLE)" = 1 ]; then echo "$KCM_CONTROLLERS_BUILTIN"
-  else echo "$KCM_CONTROLLERS"; fi
+  local builtin
+  builtin=$(cluster_option "$1" BUILTIN_NODE_LIFECYCLE)
+  if [ "$(minor_number)" -lt 29 ]; then
+    if [ "$builtin" = 1 ]; then echo '*,-nodeipam,-route,-service,-cloud-node-lifecycle'
+    else echo '*,-nodelifecycle,-nodeipam,-route,-service,-cloud-node-lifecycle'; fi
+  elif [ "$builtin" = 1 ]; then echo '*,-node-ipam-controller'
+  else echo '*,-node-lifecycle-controller,-taint-eviction-controller,-node-ipam-controller'; fi
 }
 
 # kube-controller-manager alone, as a kubelet restarts a killed static pod (the soak's faults in the
@@ -382,30 +416,30 @@ cmd_start_controller_manager() { # dir
   start_controller_manager "$dir"
   log "kube-controller-manager running in $dir (pid $(cat "$dir/kube-controller-manager.pid"))"
 }
-SCHEDULER_BIN=$KUBE_CACHE/bin/kube-scheduler
-CONTROLLER_MANAGER_BIN=$KUBE_CACHE/bin/kube-controller-manager
 
 start_scheduler() { # dir
-  local dir=$1 cd=$1/components/kube-scheduler
+  local dir=$1 cd=$1/components/kube-scheduler legacy=()
+  read -ra legacy <<<"$(insecure_port_off)"
   pid_alive "$dir/kube-scheduler.pid" "$dir" && return 0
   make_client_kubeconfig "$dir" "$cd" "/CN=system:kube-scheduler" system:kube-scheduler "$cd/kubeconfig"
   load_env "$dir/components.env"
   mkdir -p "$cd/certs"
   setsid "$SCHEDULER_BIN" --kubeconfig "$cd/kubeconfig" \
-    --bind-address 127.0.0.1 --secure-port "$SCHEDULER_PORT" --port 0 --cert-dir "$cd/certs" \
+    --bind-address 127.0.0.1 --secure-port "$SCHEDULER_PORT" "${legacy[@]}" --cert-dir "$cd/certs" \
     --leader-elect=false --profiling=false --v=1 \
     >>"$dir/logs/kube-scheduler.log" 2>&1 </dev/null &
   echo $! >"$dir/kube-scheduler.pid"
 }
 
 start_controller_manager() { # dir
-  local dir=$1 cd=$1/components/kube-controller-manager
+  local dir=$1 cd=$1/components/kube-controller-manager legacy=()
+  read -ra legacy <<<"$(insecure_port_off)"
   pid_alive "$dir/kube-controller-manager.pid" "$dir" && return 0
   make_client_kubeconfig "$dir" "$cd" "/CN=system:kube-controller-manager" system:kube-controller-manager "$cd/kubeconfig"
   load_env "$dir/components.env"
   mkdir -p "$cd/certs"
   setsid "$CONTROLLER_MANAGER_BIN" --kubeconfig "$cd/kubeconfig" \
-    --bind-address 127.0.0.1 --secure-port "$CONTROLLER_MANAGER_PORT" --port 0 --cert-dir "$cd/certs" \
+    --bind-address 127.0.0.1 --secure-port "$CONTROLLER_MANAGER_PORT" "${legacy[@]}" --cert-dir "$cd/certs" \
     --controllers "$(kcm_controllers "$dir")" --leader-elect=false \
     --service-account-private-key-file "$dir/pki/sa.key" --root-ca-file "$dir/pki/ca.crt" \
     --use-service-account-credentials=true \

@@ -6,7 +6,6 @@
 # Layout: DIR/nodes.env (NODES, SLOT, images), DIR/nodes/<name>/{node.env, pki, kubeconfig,
 # kubelet.yaml, containerd.toml, cni/, host/ (what is bind-mounted over the fixed host paths in
 # the node's namespace), ns.pid, containerd.pid, kubelet.pid, logs}.
-KUBELET_BIN=$KUBE_CACHE/bin/kubelet
 
 node_processes_alive() {
   local d=$1 nd
@@ -104,6 +103,14 @@ imageGCLowThresholdPercent: 99
 evictionHard: {memory.available: "1Mi", nodefs.available: "1%", imagefs.available: "1%", nodefs.inodesFree: "1%"}
 serializeImagePulls: false
 YAML
+  if [ "$(minor_number)" -ge 24 ]; then
+    # This host mounts cgroup v1 (`stat -fc %T /sys/fs/cgroup` prints tmpfs): kubelet 1.35+ refuses to
+    # start on it unless failCgroupV1 is false.
+    cat >>"$nd/kubelet.yaml" <<YAML
+containerRuntimeEndpoint: unix://$nd/containerd.sock
+failCgroupV1: false
+YAML
+  fi
 }
 
 start_node_ns() { # dir nodedir
@@ -151,9 +158,13 @@ start_kubelet() { # dir nodedir
   pid_alive "$nd/kubelet.pid" "$dir" && return 0
   pid_alive "$nd/containerd.pid" "$dir" || die "containerd of $nd is not running"
   load_env "$nd/node.env"
+  # 1.20 takes the runtime as flags; later releases removed them (the endpoint is in kubelet.yaml,
+  # the sandbox image is containerd's sandbox_image alone).
+  local runtime=()
+  [ "$(minor_number)" -lt 24 ] && runtime=(--container-runtime remote --container-runtime-endpoint "unix://$nd/containerd.sock"
+                                             --pod-infra-container-image "$PAUSE_IMAGE")
   setsid nsenter -t "$(cat "$nd/ns.pid")" -m -- "$KUBELET_BIN" --config "$nd/kubelet.yaml" \
-    --kubeconfig "$nd/kubeconfig" --container-runtime remote \
-    --container-runtime-endpoint "unix://$nd/containerd.sock" --pod-infra-container-image "$PAUSE_IMAGE" \
+    --kubeconfig "$nd/kubeconfig" "${runtime[@]}" \
     --root-dir /var/lib/kubelet --volume-plugin-dir "$nd/volume-plugins" --hostname-override "$NODE" \
     --node-ip "$NODE_IP" --node-labels "topology.kubernetes.io/zone=$ZONE,failure-domain.beta.kubernetes.io/zone=$ZONE" \
     --v=1 >>"$nd/logs/kubelet.log" 2>&1 </dev/null &

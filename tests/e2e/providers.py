@@ -7,9 +7,10 @@ how the control plane's flags are read, and which image test pods run:
 
 - `kind` (TAINTKEEPER_E2E_PROVIDER=kind, set by hack/kind-e2e.sh): the cluster that script made
   (Kubernetes 1.31); a node is a Docker container, stopped with `docker stop`;
-- `local` (the default): `hack/local-cluster.sh up DIR --nodes 3` (Kubernetes 1.20.2, built from
-  Debian's source) and `hack/local-cluster.sh deploy DIR --overlay tests/e2e/overlay/local`; a
-  node is stopped by killing its kubelet (its containers keep running, as in a network partition).
+- `local` (the default): `hack/local-cluster.sh up DIR --nodes 3` (Kubernetes 1.37 built from Go
+  modules, or 1.20 from Debian's source with TAINTKEEPER_KUBERNETES=1.20) and `hack/local-cluster.sh
+  deploy DIR --overlay tests/e2e/overlay/local` (the main kustomization; `local-1.20`, manifests/kube-1.20,
+  on 1.20); a node is stopped by killing its kubelet (its containers keep running, as in a network partition).
 """
 
 from __future__ import annotations
@@ -28,12 +29,14 @@ from typing import Protocol
 
 from kubernetes import client, config
 
+from hack.deploy import cluster_kubernetes
 from kube.request import response_json
 from kube.timestamps import parse_time
 
 ROOT = Path(__file__).resolve().parents[2]
 LOCAL_CLUSTER = ROOT / "hack" / "local-cluster.sh"
 LOCAL_OVERLAY = ROOT / "tests" / "e2e" / "overlay" / "local"
+OLDER_LOCAL_OVERLAYS = {"1.20": ROOT / "tests" / "e2e" / "overlay" / "local-1.20"}
 LOCAL_NODES = 3
 
 
@@ -195,7 +198,8 @@ class LocalProvider:
         run(["bash", str(LOCAL_CLUSTER), "up", str(self.directory), "--nodes", str(LOCAL_NODES)], timeout=1800)
 
     def deploy(self) -> None:
-        run(["bash", str(LOCAL_CLUSTER), "deploy", str(self.directory), "--overlay", str(LOCAL_OVERLAY)], timeout=1800)
+        overlay = OLDER_LOCAL_OVERLAYS.get(cluster_kubernetes(self.directory) or "", LOCAL_OVERLAY)
+        run(["bash", str(LOCAL_CLUSTER), "deploy", str(self.directory), "--overlay", str(overlay)], timeout=1800)
 
     def down(self) -> None:
         run(["bash", str(LOCAL_CLUSTER), "down", str(self.directory)], timeout=300)

@@ -13,6 +13,7 @@ import pytest
 from kubernetes import client
 
 from tests.e2e.cluster import NOT_READY, SYSTEM_NAMESPACE, UNREACHABLE, E2ECluster, wait_for
+from tests.support.kubernetes_version import server_minor
 
 pytestmark = pytest.mark.e2e
 
@@ -28,7 +29,7 @@ def test_kube_controller_manager_runs_no_node_lifecycle_or_taint_eviction(e2e: E
     controllers = (e2e.provider.controller_manager_flag("controllers") or "*").split(",")
     assert "-node-lifecycle-controller" in controllers or "-nodelifecycle" in controllers, controllers
     # 1.29 split the taint manager out of the node lifecycle controller; 1.20 has it inside.
-    if e2e.provider.name == "kind":
+    if server_minor(e2e.api_client) >= 29:
         assert "-taint-eviction-controller" in controllers, controllers
 
 

@@ -1,5 +1,6 @@
 """The Eviction edge (controller/tainteviction/api.py `request_eviction`) and the manager's use of it
-against a real kube-apiserver 1.20, which serves Evictions in policy/v1beta1 only.
+against a real kube-apiserver: 1.20 serves Evictions and PodDisruptionBudgets in policy/v1beta1 only,
+1.21+ in policy/v1 (1.25 removed v1beta1 budgets), and the edge asks discovery which.
 
 No kube-controller-manager runs here, so the test writes the budget's status itself, as its
 disruption controller would (the apiserver admits an Eviction from that status); tests/realnodes and
@@ -21,9 +22,10 @@ from controller.tainteviction.api import KubeEvictionActions
 from hack.servers import ControllerProcess
 from kube.client import REQUEST_TIMEOUT
 from kube.fence import WriteFence
-from kube.policy import V1BETA1, budgets_path, served_policy_version
+from kube.policy import V1, V1BETA1, budgets_path, served_policy_version
 from kube.request import request_json
 from tests.integration.kube import LocalCluster, raw, wait_for
+from tests.support.kubernetes_version import server_minor
 
 DRAIN = "example.com/drain"
 RESPECT = {"taintkeeper.io/eviction": "respect-disruption-budget"}
@@ -33,13 +35,14 @@ class Budget:
     def __init__(self, cluster: LocalCluster, namespace: str) -> None:
         self.api, self.namespace = cluster.api_client, namespace
         self.core = client.CoreV1Api(cluster.api_client)
-        self.path = budgets_path(V1BETA1).format(namespace=namespace)
+        self.version = served_policy_version(cluster.api_client, REQUEST_TIMEOUT)
+        self.path = budgets_path(self.version).format(namespace=namespace)
         self.node = f"node-{uuid.uuid4().hex[:8]}"
         self.core.create_node(body=client.V1Node.model_validate({"metadata": {"name": self.node}}))
 
     def create(self, min_available: int) -> None:
         request_json(self.api, "POST", self.path, timeout=REQUEST_TIMEOUT, body={
-            "apiVersion": V1BETA1, "kind": "PodDisruptionBudget", "metadata": {"name": "web"},
+            "apiVersion": self.version, "kind": "PodDisruptionBudget", "metadata": {"name": "web"},
             "spec": {"minAvailable": min_available, "selector": {"matchLabels": {"app": "web"}}}})
 
     def allow(self, disruptions: int) -> None:
@@ -77,8 +80,10 @@ def budget(local_cluster: LocalCluster, namespace: str) -> Iterator[Budget]:
     made.core.delete_node(made.node)
 
 
-def test_kubernetes_1_20_serves_evictions_in_policy_v1beta1(local_cluster: LocalCluster):
-    assert served_policy_version(local_cluster.api_client, REQUEST_TIMEOUT) == V1BETA1
+def test_the_policy_version_asked_is_the_one_the_server_serves(local_cluster: LocalCluster):
+    """1.20 serves policy/v1beta1 only; policy/v1 from 1.21 on."""
+    expected = V1BETA1 if server_minor(local_cluster.api_client) < 21 else V1
+    assert served_policy_version(local_cluster.api_client, REQUEST_TIMEOUT) == expected
 
 
 def test_a_budget_refusal_is_returned_with_its_reason_and_an_admitted_eviction_marks_the_pod(budget: Budget):

@@ -1,12 +1,13 @@
-"""Every manifest document applied to the real local kube-apiserver (1.20.2) with server-side apply
-and `dryRun=All`: the server's own validation and defaulting, nothing persisted (except the
-Namespace, which namespaced dry runs need and which is applied for real first).
+"""Every manifest document applied to the real local kube-apiserver (1.37 by default, 1.20 the old
+end) with server-side apply and `dryRun=All`: the server's own validation and defaulting, nothing
+persisted (except the Namespace, which namespaced dry runs need and which is applied for real first).
 
-1.20 predates what the manifests target (they are validated offline against 1.28-1.33), so a few
-documents cannot be tried here. They are skipped only when discovery shows the server does not
-serve their kind, and only if they are listed in UNSERVED with the reason; anything else unserved
-fails. A field the server silently drops (1.20 has no strict field validation) fails too, unless
-it is listed in DROPPED with the reason and the server is older than the release that keeps it.
+1.20 predates what the manifests target, so a few documents cannot be tried there: they are
+skipped only when discovery shows the server does not serve their kind, and only if they are listed
+in UNSERVED with the release that serves them and the reason; anything else unserved fails, and on
+a server that release or newer nothing listed may be skipped. A field the server silently drops
+(1.20 has no strict field validation) fails too, unless it is listed in DROPPED with the reason and
+the server is older than the release that keeps it.
 """
 
 from __future__ import annotations
@@ -17,25 +18,32 @@ from typing import Any
 
 import pytest
 import yaml
-from kubernetes import client
 from kubernetes.dynamic import DynamicClient
 from kubernetes.dynamic.exceptions import ResourceNotFoundError
 
 from tests.integration.kube import LocalCluster
+from tests.support.kubernetes_version import server_minor as minor_of
 from tests.unit.manifests.test_manifests import manifest_files
 
 ROOT = Path(__file__).resolve().parents[2]
 MANIFESTS = ROOT / "manifests"
 FIELD_MANAGER = "taintkeeper-tests"
 
-# (apiVersion, kind) -> why a 1.20 apiserver does not serve it.
-UNSERVED = {
-    ("policy/v1", "PodDisruptionBudget"): "policy/v1 PodDisruptionBudget is served from Kubernetes 1.21 on "
-                                          "(1.20 has only policy/v1beta1)",
-    ("batch/v1", "CronJob"): "batch/v1 CronJob is served from Kubernetes 1.21 on (1.20 has only batch/v1beta1)",
-    ("cert-manager.io/v1", "Issuer"): "cert-manager's CRDs are not installed on the local apiserver",
-    ("cert-manager.io/v1", "Certificate"): "cert-manager's CRDs are not installed on the local apiserver",
+# (apiVersion, kind) -> (the first minor version that serves it, or None for a custom resource
+# never installed here; why an older apiserver does not serve it).
+UNSERVED: dict[tuple[str, str], tuple[int | None, str]] = {
+    ("policy/v1", "PodDisruptionBudget"): (21, "policy/v1 PodDisruptionBudget is served from Kubernetes 1.21 on "
+                                               "(1.20 has only policy/v1beta1)"),
+    ("batch/v1", "CronJob"): (21, "batch/v1 CronJob is served from Kubernetes 1.21 on (1.20 has only batch/v1beta1)"),
+    ("cert-manager.io/v1", "Issuer"): (None, "cert-manager's CRDs are not installed on the local apiserver"),
+    ("cert-manager.io/v1", "Certificate"): (None, "cert-manager's CRDs are not installed on the local apiserver"),
 }
+
+
+def unserved_on(minor: int) -> dict[tuple[str, str], str]:
+    """The kinds a server of this minor version is expected not to serve, with why."""
+    return {key: why for key, (served_from, why) in UNSERVED.items() if served_from is None or minor < served_from}
+
 # (apiVersion, kind, dotted field) -> (first minor version that keeps it, why an older one drops it).
 DROPPED = {
     ("batch/v1", "Job", "spec.ttlSecondsAfterFinished"): (
@@ -94,8 +102,7 @@ def dynamic(local_cluster: LocalCluster) -> DynamicClient:
 
 @pytest.fixture(scope="module")
 def server_minor(local_cluster: LocalCluster) -> int:
-    info = client.VersionApi(local_cluster.api_client).get_code()
-    return int("".join(ch for ch in info.minor if ch.isdigit()))
+    return minor_of(local_cluster.api_client)
 
 
 @pytest.fixture(scope="module")
@@ -115,9 +122,10 @@ def test_manifest_is_accepted_by_the_apiserver(dynamic: DynamicClient, server_mi
     try:
         dynamic.resources.get(api_version=doc["apiVersion"], kind=doc["kind"])
     except ResourceNotFoundError:
-        if key not in UNSERVED:
+        expected = unserved_on(server_minor)
+        if key not in expected:
             pytest.fail(f"the apiserver (1.{server_minor}) does not serve {key} and no reason is recorded")
-        pytest.skip(f"{doc['kind']}/{doc['metadata']['name']} not tried on 1.{server_minor}: {UNSERVED[key]}")
+        pytest.skip(f"{doc['kind']}/{doc['metadata']['name']} not tried on 1.{server_minor}: {expected[key]}")
     stored = server_side_apply(dynamic, doc, dry_run=True)
     lost = lost_fields(doc, stored)
     allowed = {field for (api_version, kind, field), (kept_from, _) in DROPPED.items()
@@ -128,31 +136,40 @@ def test_manifest_is_accepted_by_the_apiserver(dynamic: DynamicClient, server_mi
 
 def test_the_recorded_exceptions_still_apply(dynamic: DynamicClient, server_minor: int, manifest_namespaces: None):
     """A skip or a tolerated dropped field that no longer happens (a newer apiserver) is removed here."""
-    for (api_version, kind), reason in UNSERVED.items():
+    for (api_version, kind), reason in unserved_on(server_minor).items():
         assert any((d["apiVersion"], d["kind"]) == (api_version, kind) for _, _, d in DOCUMENTS), reason
         with pytest.raises(ResourceNotFoundError):
             dynamic.resources.get(api_version=api_version, kind=kind)
     for (api_version, kind, field), (kept_from, _) in DROPPED.items():
-        assert server_minor < kept_from
+        if server_minor >= kept_from:
+            continue  # kept: test_manifest_is_accepted_by_the_apiserver checks the field is there
         docs = [d for _, _, d in DOCUMENTS if (d["apiVersion"], d["kind"]) == (api_version, kind)]
         assert docs, field
         for doc in docs:
             assert field in lost_fields(doc, server_side_apply(dynamic, doc, dry_run=True))
 
 
-# The version 1.20 serves of each kind it skips above, with the same fields.
-OLDER_API_VERSIONS = {("policy/v1", "PodDisruptionBudget"): "policy/v1beta1", ("batch/v1", "CronJob"): "batch/v1beta1"}
+# The version 1.20 serves of each kind it skips above, with the same fields, and the release that removed it.
+OLDER_API_VERSIONS = {("policy/v1", "PodDisruptionBudget"): ("policy/v1beta1", 25),
+                      ("batch/v1", "CronJob"): ("batch/v1beta1", 25)}
 
 
 @pytest.mark.parametrize(("api_version", "kind"), list(OLDER_API_VERSIONS))
-def test_the_skipped_documents_are_accepted_in_the_older_api_version(dynamic: DynamicClient,
+def test_the_skipped_documents_are_accepted_in_the_older_api_version(dynamic: DynamicClient, server_minor: int,
                                                                     manifest_namespaces: None,
                                                                     api_version: str, kind: str):
-    """The skipped PodDisruptionBudgets and CronJob, tried as the beta version 1.20 serves: their
-    fields (unchanged between the two versions) are checked there."""
+    """On 1.20, the skipped PodDisruptionBudgets and CronJob tried as the beta version it serves: their
+    fields (unchanged between the two versions) are checked there. A server that removed the beta
+    version serves the documents as written (test_manifest_is_accepted_by_the_apiserver applies them)."""
     docs = [d for _, _, d in DOCUMENTS if (d["apiVersion"], d["kind"]) == (api_version, kind)]
     assert docs
+    older_version, removed_in = OLDER_API_VERSIONS[(api_version, kind)]
+    if server_minor >= removed_in:
+        with pytest.raises(ResourceNotFoundError):
+            dynamic.resources.get(api_version=older_version, kind=kind)
+        dynamic.resources.get(api_version=api_version, kind=kind)
+        return
     for doc in docs:
-        older = {**doc, "apiVersion": OLDER_API_VERSIONS[(api_version, kind)]}
+        older = {**doc, "apiVersion": older_version}
         stored = server_side_apply(dynamic, older, dry_run=True)
         assert lost_fields(older, stored) == []

@@ -32,6 +32,7 @@ from kube.client import MERGE_PATCH, STRATEGIC_MERGE
 from kube.timestamps import format_micro_time, format_time, parse_time
 from tests.integration.kube import LocalCluster, audit_events, raw, wait_for
 from tests.integration.simulated import UR, Cluster, unreachable
+from tests.support.kubernetes_version import server_minor
 
 METRICS_PORT = 10258  # the controller's default --port, which the command's --metrics-port defaults to
 # The leader's pod has no IP (no kubelet posted one): the apiserver's pod proxy refuses to dial it.
@@ -133,8 +134,11 @@ class World:
         return died
 
     def fill(self, text: str) -> str:
-        """`text` with {ns}, {lease_ns}, {lease} and {leader} filled in."""
-        return text.format(ns=self.namespace, lease_ns=self.lease_namespace, lease=self.lease_name, leader=self.leader)
+        """`text` with {ns}, {lease_ns}, {lease}, {leader} and {policy} (the budgets' group version the
+        server serves: policy/v1beta1 on 1.20, policy/v1 from 1.21) filled in."""
+        policy = "policy/v1beta1" if server_minor(self.local.api_client) < 21 else "policy/v1"
+        return text.format(ns=self.namespace, lease_ns=self.lease_namespace, lease=self.lease_name, leader=self.leader,
+                           policy=policy)
 
     # --- the command and what it asked ---
 
@@ -185,7 +189,7 @@ LEASE = ("/apis/coordination.k8s.io/v1/namespaces/{lease_ns}/leases/{lease}", ()
 METRICS = (f"/api/v1/namespaces/{{lease_ns}}/pods/{{leader}}:{METRICS_PORT}/proxy/metrics", ())
 # With pods to report: what their evictions may wait for (the namespaces' annotations, every budget).
 BUDGETS = (("/api/v1/namespaces", EVERY_VERSION), ("/apis/policy", ()),
-           ("/apis/policy/v1beta1/poddisruptionbudgets", EVERY_VERSION))
+           ("/apis/{policy}/poddisruptionbudgets", EVERY_VERSION))
 
 
 @dataclass(frozen=True)

@@ -60,7 +60,9 @@ class Pane:
 
     def exit_status(self) -> int | None:
         """The command's exit status once it has ended, else None."""
-        dead, status = self._tmux("list-panes", "-t", self.session, "-F", "#{pane_dead} #{pane_dead_status}").split()
+        # "0 " while it runs (no status yet), "1 STATUS" once it has ended
+        dead, _, status = self._tmux("list-panes", "-t", self.session, "-F",
+                                     "#{pane_dead} #{pane_dead_status}").strip().partition(" ")
         return int(status) if dead == "1" else None
 
     def close(self) -> None:
