@@ -55,12 +55,17 @@ def node_json(name: str, zone: str, now: float) -> dict:
 class InstantApi:
     """Answers at once and applies each write to the node store, as the informer would deliver it."""
 
-    def __init__(self, nodes: Store[NodeView]) -> None:
+    def __init__(self, nodes: Store[NodeView], leases: Store[LeaseView]) -> None:
         self.nodes = nodes
+        self.leases = leases
         self.writes = 0
 
     def read_node(self, node_name):
         return self.nodes.get(node_name)
+
+    def read_lease_renew_time(self, node_name):
+        lease = self.leases.get(node_name)  # the store is the API here: never behind
+        return lease.renew_time if lease is not None else None
 
     def swap_taints(self, node_name, add, remove) -> bool:
         self.writes += 1
@@ -112,7 +117,7 @@ def main() -> int:
     names = [f"node-{i:05d}" for i in range(args.nodes)]
     for i, name in enumerate(names):
         nodes.apply("ADDED", node_view(node_json(name, f"zone-{i % args.zones}", START)))
-    api = InstantApi(nodes)
+    api = InstantApi(nodes, leases)
     monitor = NodeLifecycleMonitor(nodes, leases, pods, api, NoEvents(), MonitorSettings(), clock=clock)
     monitor.activate()
     gc.freeze()  # as controller/runner.py does once the caches have synced

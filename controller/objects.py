@@ -54,6 +54,9 @@ class PodView:
     bound: float | None = None
     # Only taintkeeper.io/eviction and taintkeeper.io/disruption-budget-timeout (disruption_budget.py).
     annotations: tuple[tuple[str, str], ...] = ()
+    # metadata.generation: 0 where the server does not set it (before 1.33); the DisruptionTarget
+    # condition names it as its observedGeneration, as upstream's taint eviction controller does.
+    generation: int = 0
 
     @property
     def key(self) -> str:
@@ -91,6 +94,7 @@ def pod_view(pod: Json) -> PodView:
         mirror=MIRROR_ANNOTATION in annotations,
         bound=bound if bound is not None else created,
         annotations=_kept(annotations, BUDGET_ANNOTATIONS),
+        generation=int(metadata.get("generation") or 0),
     )
 
 

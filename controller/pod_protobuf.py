@@ -21,7 +21,8 @@ _SCHEMA = {
     "Time": [Field("seconds", 1, "int64"), Field("nanos", 2, "int32")],
     "StringEntry": [Field("key", 1, "string"), Field("value", 2, "string")],  # a map<string, string> entry
     "ObjectMeta": [Field("name", 1, "string"), Field("namespace", 3, "string"), Field("uid", 5, "string"),
-                   Field("creationTimestamp", 8, "Time"), Field("deletionTimestamp", 9, "Time"),
+                   Field("generation", 7, "int64"), Field("creationTimestamp", 8, "Time"),
+                   Field("deletionTimestamp", 9, "Time"),
                    Field("labels", 11, "StringEntry", repeated=True),
                    Field("annotations", 12, "StringEntry", repeated=True)],
     "Toleration": [Field("key", 1, "string"), Field("operator", 2, "string"), Field("value", 3, "string"),
@@ -41,6 +42,8 @@ def pod_json(data: bytes) -> dict[str, Any]:
     pod: Any = _Pod.FromString(data)
     meta, spec = pod.metadata, pod.spec
     metadata: dict[str, Any] = _strings(meta, ("name", "namespace", "uid"))
+    if meta.generation:  # 1.33+ servers count a pod's spec changes; older ones leave it out
+        metadata["generation"] = meta.generation
     _put_time(metadata, "creationTimestamp", meta)
     _put_time(metadata, "deletionTimestamp", meta)
     if meta.labels:

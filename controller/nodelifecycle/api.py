@@ -30,6 +30,7 @@ from controller.objects import NodeView, PodView, node_view
 from kube.client import STRATEGIC_MERGE, WORKER_REQUEST_TIMEOUT, read_node_json, release
 from kube.errors import describe_error, is_conflict, is_not_found
 from kube.fence import WriteFence
+from kube.request import request_json
 from kube.store import StoreReader
 from kube.timestamps import format_time
 from shared.taints import NO_EXECUTE
@@ -40,6 +41,8 @@ CONFLICT_RETRIES = 5  # upstream UpdateTaintBackoff: 5 steps of 100 ms with jitt
 CONFLICT_BACKOFF = 0.1
 
 Taint = Mapping[str, Any]  # API JSON
+
+NODE_LEASE_PATH = "/apis/coordination.k8s.io/v1/namespaces/kube-node-lease/leases/{name}"
 
 # What the write fence refused (the `action` label of taintkeeper_fenced_writes_total).
 TAINTS_ACTION = "node-taints"
@@ -71,6 +74,16 @@ class KubeNodeLifecycleApi:
     def read_node(self, node_name: str) -> NodeView | None:
         node = read_node_json(self._core, node_name, WORKER_REQUEST_TIMEOUT)
         return None if node is None else node_view(node)
+
+    def read_lease_renew_time(self, node_name: str) -> str | None:
+        try:
+            lease = request_json(self._core.api_client, "GET", NODE_LEASE_PATH, path_params={"name": node_name},
+                                 timeout=WORKER_REQUEST_TIMEOUT)
+        except ApiException as error:
+            if is_not_found(error):
+                return None
+            raise
+        return str((lease.get("spec") or {}).get("renewTime") or "") or None
 
     def swap_taints(self, node_name: str, add: Sequence[Taint], remove: Sequence[Taint]) -> bool:
         cached = self._cache.get(node_name) if self._cache is not None else None
@@ -215,6 +228,9 @@ class DryRunNodeLifecycleApi:
 
     def read_node(self, node_name: str) -> NodeView | None:
         return self._overlaid(self._real.read_node(node_name))
+
+    def read_lease_renew_time(self, node_name: str) -> str | None:
+        return self._real.read_lease_renew_time(node_name)  # a read: made for real
 
     def swap_taints(self, node_name: str, add: Sequence[Taint], remove: Sequence[Taint]) -> bool:
         node = self.get(node_name)

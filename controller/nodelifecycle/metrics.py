@@ -44,6 +44,10 @@ NODE_MONITOR_ERRORS = Counter(
     "taintkeeper_node_monitor_errors_total",
     "Nodes whose health check failed within a monitor pass (the other nodes were still checked).",
 )
+LEASE_CACHE_BEHIND = Counter(
+    "taintkeeper_node_lease_cache_behind_total",
+    "Nodes not marked Unknown because their Lease, read live, had a renewal the informer had not delivered.",
+)
 MONITOR_PASS_FAILURES = Counter(
     "taintkeeper_monitor_pass_failures_total",
     "Monitor or tainting passes that stopped on an error.",

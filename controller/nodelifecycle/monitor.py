@@ -94,6 +94,10 @@ class NodeLifecycleApi(Protocol):
     def read_node(self, node_name: str) -> NodeView | None:
         """The node as the API has it now (not a cache); None if it is gone; raise on failure."""
 
+    def read_lease_renew_time(self, node_name: str) -> str | None:
+        """The renewTime of the node's Lease in kube-node-lease as the API has it now (not a cache);
+        None if there is no such Lease; raise on failure."""
+
     def swap_taints(self, node_name: str, add: Sequence[Taint], remove: Sequence[Taint]) -> bool:
         """Add and remove taints in one write that carries the node's resourceVersion; False on failure."""
 
@@ -375,6 +379,8 @@ class NodeLifecycleMonitor:
                       ) -> None:
         self._quiet.pop(node.name, None)
         verdict = self.health.update(node, renew_time, now)
+        if verdict.conditions_to_post and self._lease_cache_behind(node.name, renew_time):
+            return  # not judged this pass (nor counted in its zone), as upstream skips it
         attempt = 1
         while verdict.conditions_to_post and not self._api.post_conditions(node, verdict.conditions_to_post):
             if attempt >= NODE_HEALTH_UPDATE_RETRY:
@@ -420,6 +426,23 @@ class NodeLifecycleMonitor:
             self._pods_to_mark.add(node.name)
         elif first_sight:
             self._pods_to_mark.add(node.name)  # already not ready when this controller first saw it
+
+    def _lease_cache_behind(self, name: str, cached_renew_time: str | None) -> bool:
+        """Before a node is marked Unknown, its Lease read live (upstream 1.37's NodeControllerLeaseCircuitBreaker,
+        beta and on): a renewal the informer has not delivered means the cache is behind, and a node is
+        never marked dead from a stale cache. A failed read holds the marking too; a Lease the API no
+        longer has does not."""
+        try:
+            live = self._api.read_lease_renew_time(name)
+        except Exception as error:
+            log.warning("could not read the Lease of node %s before marking it Unknown; next pass: %s", name, error)
+            return True
+        if live is None or live == (cached_renew_time or None):
+            return False
+        log.info("the Lease cache is behind: not marking the node Unknown this pass",
+                 extra={"node": name, "cached_renew_time": cached_renew_time, "live_renew_time": live})
+        metrics.LEASE_CACHE_BEHIND.inc()
+        return True
 
     def _process_taint_based_eviction(self, node: NodeView, status: str | None, zone: str, now: float) -> None:
         queue = self.zone_queues[zone]

@@ -44,9 +44,13 @@ EVICTION_ACTION = "pod-eviction"
 TOO_MANY_REQUESTS = 429
 
 
-def disruption_target_patch(uid: str, now: float) -> dict[str, Any]:
-    """Strategic merge patch for pods/status: conditions merge by type, the uid is a precondition."""
-    condition = {**DISRUPTION_TARGET, "lastTransitionTime": format_time(now)}
+def disruption_target_patch(uid: str, now: float, generation: int = 0) -> dict[str, Any]:
+    """Strategic merge patch for pods/status: conditions merge by type, the uid is a precondition.
+    On a server that tracks pod generations (1.33+; locked on from 1.35) the condition names the
+    generation it was written for, as upstream's taint eviction controller writes it."""
+    condition: dict[str, Any] = {**DISRUPTION_TARGET, "lastTransitionTime": format_time(now)}
+    if generation:
+        condition["observedGeneration"] = generation
     return {"metadata": {"uid": uid}, "status": {"conditions": [condition]}}
 
 
@@ -109,5 +113,5 @@ class KubeEvictionActions:
     def _mark(self, pod: PodView, target: str) -> None:
         self._fence.require(DISRUPTION_TARGET_ACTION, target)
         release(self._core.patch_namespaced_pod_status(
-            pod.name, pod.namespace, disruption_target_patch(pod.uid, time.time()),
+            pod.name, pod.namespace, disruption_target_patch(pod.uid, time.time(), pod.generation),
             _content_type=STRATEGIC_MERGE, _preload_content=False, _request_timeout=WORKER_REQUEST_TIMEOUT))

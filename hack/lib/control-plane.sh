@@ -279,8 +279,13 @@ start_apiserver() {
     audit=(--audit-policy-file "$dir/audit-policy.yaml" --audit-log-path "$dir/logs/audit.log"
            --audit-log-format json --audit-log-mode blocking --audit-log-maxsize 2000 --audit-log-maxbackup 5)
   fi
+  # The test pods' only HTTPS client is busybox wget, whose own TLS sends no signature_algorithms
+  # extension, which in TLS 1.2 means SHA-1 signatures (RFC 5246); Go 1.25+ refuses those (RFC 9155)
+  # unless GODEBUG=tlssha1=1. Clients that send the extension (Go, Python, curl) are not affected.
+  local environment=()
+  from_debian || environment=(GODEBUG=tlssha1=1)
   if ! pid_alive "$dir/apiserver.pid" "$dir"; then
-    setsid "$APISERVER_BIN" --etcd-servers "http://127.0.0.1:$ETCD_CLIENT" "${audit[@]}" \
+    env "${environment[@]}" setsid "$APISERVER_BIN" --etcd-servers "http://127.0.0.1:$ETCD_CLIENT" "${audit[@]}" \
       --bind-address "$bind" --advertise-address "$advertise" --secure-port "$API_PORT" "${legacy[@]}" \
       --tls-cert-file "$dir/pki/apiserver.crt" --tls-private-key-file "$dir/pki/apiserver.key" \
       --client-ca-file "$dir/pki/ca.crt" --token-auth-file "$dir/pki/tokens.csv" \

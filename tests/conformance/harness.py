@@ -189,6 +189,10 @@ class _Api:
     def read_node(self, node_name: str) -> NodeView | None:
         return self._cluster.node_views.get(node_name)
 
+    def read_lease_renew_time(self, node_name: str) -> str | None:
+        lease = self._cluster.lease_views.get(node_name)  # the informer's view is the API's here
+        return lease.renew_time if lease is not None else None
+
     def post_conditions(self, node: NodeView, conditions: Sequence[dict[str, Any]]) -> bool:
         cluster = self._cluster
         raw = cluster.nodes.get(node.name)

@@ -243,6 +243,7 @@ def calls(api: client.ApiClient) -> dict[str, Callable[[], Any]]:
         "get a namespace": lambda: core.read_namespace(NAMESPACE),
         "create an event": lambda: core.create_namespaced_event("default", event, dry_run="All"),
         "list node leases": lambda: coordination.list_namespaced_lease("kube-node-lease", limit=1),
+        "get a node lease": lambda: coordination.read_namespaced_lease(missing, "kube-node-lease"),
         "get the leader lease": lambda: coordination.read_namespaced_lease(LEASE, NAMESPACE),
         "create a lease in taintkeeper-system": lambda: coordination.create_namespaced_lease(
             NAMESPACE, lease, dry_run="All"),
@@ -290,7 +291,7 @@ CONTROLLER_NEEDS = ("list nodes", "get a node", "patch a node", "patch a node's 
                     "patch a pod", "patch a pod's status", "delete a pod", "evict a pod", "list volume attachments",
                     "delete a volume attachment", "list namespaces",
                     "get a namespace",
-                    "create an event", "list node leases", "get the leader lease",
+                    "create an event", "list node leases", "get a node lease", "get the leader lease",
                     "create a lease in taintkeeper-system")
 WEBHOOK_NEEDS = ("list namespaces", "get a namespace")
 CERTS_NEEDS = ("get the webhook secret", "create a secret in taintkeeper-system", "update the webhook secret",

@@ -11,6 +11,7 @@ from pathlib import Path
 from kubernetes import client
 
 from tests.integration.kube import wait_for
+from tests.support.kubernetes_version import server_minor
 
 ROOT = Path(__file__).resolve().parents[2]
 SCRIPT = ROOT / "hack" / "local-cluster.sh"
@@ -81,9 +82,18 @@ class RealCluster:
 
 def wait_default_service_account(core: client.CoreV1Api, namespace: str, timeout: float = 60) -> None:
     """`up --nodes N` admits pods with ServiceAccount admission: a pod can be created in a new namespace
-    once kube-controller-manager has given it its `default` ServiceAccount and that one its token."""
+    once kube-controller-manager has given it its `default` ServiceAccount and, before 1.24, that one its
+    token Secret (later releases issue each pod's token when it starts)."""
+    needs_secret = server_minor(core.api_client) < 24
+
     def has_token() -> bool:
-        return bool(core.read_namespaced_service_account("default", namespace).secrets)
+        try:
+            account = core.read_namespaced_service_account("default", namespace)
+        except client.ApiException as error:
+            if error.status == 404:
+                return False
+            raise
+        return bool(account.secrets) or not needs_secret
 
     wait_for(has_token, timeout, f"the default ServiceAccount of {namespace} and its token")
 

@@ -22,6 +22,7 @@ from kubernetes import client, config
 from tests.integration.kube import raw, wait_for
 from tests.realnodes.conftest import bring_up
 from tests.realnodes.nodes import RealCluster, cmdline, component_pid, script, wait_default_service_account
+from tests.support.kubernetes_version import server_minor
 
 COMPONENTS = ("kube-scheduler", "kube-controller-manager", "kube-proxy")
 KUBERNETES_SERVICE = "10.96.0.1:443"
@@ -93,6 +94,30 @@ def complete(tmp_path_factory: pytest.TempPathFactory, node_packages: None) -> I
         assert result.returncode == 0, result.stderr
 
 
+@dataclass(frozen=True)
+class ControllerNames:
+    replaced: tuple[str, ...]  # what taintkeeper replaces: switched off
+    running: tuple[str, ...]  # a sample of what must run
+    disabled: str  # kube-controller-manager's log line for a switched-off controller ({} its name)
+    started: str  # ... and for one it starts
+    token_secrets: bool  # ServiceAccounts get token Secrets (before 1.24)
+
+
+# False: 1.20 (the taint manager inside `nodelifecycle`); True: 1.29+ (`taint-eviction-controller` of its own).
+CONTROLLER_NAMES = {
+    False: ControllerNames(("nodelifecycle",), ("deployment", "replicaset", "job", "cronjob", "endpoint",
+                                                "endpointslice", "serviceaccount", "garbagecollector", "namespace",
+                                                "podgc"),
+                           '"{}" is disabled', 'Started "{}"', True),
+    True: ControllerNames(("node-lifecycle-controller", "taint-eviction-controller"),
+                          ("deployment-controller", "replicaset-controller", "job-controller", "cronjob-controller",
+                           "endpoints-controller", "endpointslice-controller", "serviceaccount-controller",
+                           "garbage-collector-controller", "namespace-controller", "pod-garbage-collector-controller"),
+                          '"Warning: controller is disabled" controller="{}"',
+                          '"Controller starting..." controller="{}"', False),
+}
+
+
 def test_the_components_run_and_kube_controller_manager_has_every_controller_but_nodelifecycle(complete: Complete):
     directory = complete.cluster.directory
     for name in COMPONENTS:
@@ -101,18 +126,22 @@ def test_the_components_run_and_kube_controller_manager_has_every_controller_but
     assert kcm_pid is not None
     kcm = cmdline(kcm_pid)
     controllers = kcm[kcm.index("--controllers") + 1].split(",")
-    assert controllers[0] == "*" and "-nodelifecycle" in controllers
     log = (directory / "logs" / "kube-controller-manager.log").read_text()
-    assert '"nodelifecycle" is disabled' in log
-    assert 'Started "nodelifecycle"' not in log
-    for started in ("deployment", "replicaset", "job", "cronjob", "endpoint", "endpointslice", "serviceaccount",
-                    "garbagecollector", "namespace", "podgc"):
-        assert f'Started "{started}"' in log, started
-    # serviceaccount-token: the namespace's default ServiceAccount got its token (the fixture waited)
+    names = CONTROLLER_NAMES[server_minor(complete.cluster.api_client) >= 29]
+    assert controllers[0] == "*"
+    for replaced in names.replaced:
+        assert f"-{replaced}" in controllers, (replaced, controllers)
+        assert names.disabled.format(replaced) in log, replaced
+        assert names.started.format(replaced) not in log, replaced
+    for started in names.running:
+        assert names.started.format(started) in log, started
     account = complete.core.read_namespaced_service_account("default", complete.namespace)
-    assert account.secrets is not None and account.secrets[0].name is not None
-    secret = complete.core.read_namespaced_secret(account.secrets[0].name, complete.namespace)
-    assert secret.type == "kubernetes.io/service-account-token" and secret.data is not None and secret.data["token"]
+    if names.token_secrets:  # serviceaccount-token: the default ServiceAccount got its token (the fixture waited)
+        assert account.secrets is not None and account.secrets[0].name is not None
+        secret = complete.core.read_namespaced_secret(account.secrets[0].name, complete.namespace)
+        assert secret.type == "kubernetes.io/service-account-token" and secret.data is not None and secret.data["token"]
+    else:  # 1.24+: tokens are requested per pod (test_a_pod_reaches_the_kubernetes_service_with_its_mounted_token)
+        assert not account.secrets
     # and the nodes are schedulable: the apiserver's registration taint was lifted, nothing else tainted them
     for name in complete.cluster.nodes:
         assert not raw(complete.core.read_node, name)["spec"].get("taints"), name
@@ -127,7 +156,7 @@ def test_kube_scheduler_places_a_pod_without_a_node_name(complete: Complete):
     assert scheduled["status"] == "True"
     events = complete.core.list_namespaced_event(complete.namespace,
                                                  field_selector="involvedObject.name=unplaced,reason=Scheduled")
-    # the 1.20 scheduler records events.k8s.io events: reportingController, no source
+    # the scheduler records events.k8s.io events: reportingController, no source
     assert [e.reporting_component or (e.source.component if e.source is not None else None)
             for e in events.items] == ["default-scheduler"]
 
@@ -192,14 +221,16 @@ def test_a_pod_reaches_the_kubernetes_service_with_its_mounted_token(complete: C
         "roleRef": {"apiGroup": "rbac.authorization.k8s.io", "kind": "ClusterRole", "name": "view"},
         "subjects": [{"kind": "ServiceAccount", "name": "default", "namespace": complete.namespace}]}))
     # What an in-cluster client does: KUBERNETES_SERVICE_HOST/PORT, the mounted token and namespace,
-    # HTTPS to the `kubernetes` Service. Without the token the same read is refused (anonymous).
+    # HTTPS to the `kubernetes` Service. Without the token the same read is refused (anonymous): the
+    # apiserver answers 401 or 403, not a failed connection.
     # (busybox wget does not verify certificates; the apiserver's certificate names 10.96.0.1 for real clients.)
     commands = r"""
 sa=/var/run/secrets/kubernetes.io/serviceaccount
 test -s $sa/token && test -s $sa/ca.crt && test -s $sa/namespace || { echo no-token-mounted; exit 2; }
 api=https://$KUBERNETES_SERVICE_HOST:$KUBERNETES_SERVICE_PORT/api/v1/namespaces/$(cat $sa/namespace)/pods/$HOSTNAME
 echo "service=$KUBERNETES_SERVICE_HOST:$KUBERNETES_SERVICE_PORT"
-if wget -q -O /dev/null --no-check-certificate "$api" 2>/dev/null; then echo anonymous-allowed; exit 3; fi
+if refused=$(wget -q -O /dev/null --no-check-certificate "$api" 2>&1); then echo anonymous-allowed; exit 3; fi
+case "$refused" in *" 401 "*|*" 403 "*) ;; *) echo "anonymous-not-answered: $refused"; exit 5 ;; esac
 echo BEGIN
 wget -q -O - --no-check-certificate --header "Authorization: Bearer $(cat $sa/token)" "$api" || exit 4
 echo
@@ -212,8 +243,14 @@ echo END
     myself = json.loads("\n".join(lines[lines.index("BEGIN") + 1:lines.index("END")]))
     pod = complete.pod("in-cluster")
     assert myself["kind"] == "Pod" and myself["metadata"]["uid"] == pod["metadata"]["uid"]
-    assert any(v.get("secret", {}).get("secretName", "").startswith("default-token-")
-               for v in pod["spec"]["volumes"])  # the token came from ServiceAccount admission
+    # the token came from ServiceAccount admission: a token Secret's volume on 1.20, a projected
+    # service account token (bound to the pod, requested by the kubelet) from 1.22 on
+    if server_minor(complete.cluster.api_client) < 22:
+        assert any(v.get("secret", {}).get("secretName", "").startswith("default-token-")
+                   for v in pod["spec"]["volumes"])
+    else:
+        assert any(source.get("serviceAccountToken") for v in pod["spec"]["volumes"] if v["name"].startswith(
+            "kube-api-access-") for source in v["projected"]["sources"])
 
 
 def lease_age(complete: Complete, node: str) -> float:

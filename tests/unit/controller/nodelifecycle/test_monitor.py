@@ -44,6 +44,8 @@ class World:
         self.clock = FakeClock(START)
         self.nodes: dict[str, NodeView] = {}
         self.leases: dict[str, LeaseView] = {}
+        self.live_leases: dict[str, str | None] = {}  # name -> renewTime the API has but the cache has not
+        self.fail_lease_reads = False
         self.pods: dict[str, PodView] = {}
         self.writes: list[tuple] = []
         self.events: list[tuple] = []
@@ -97,6 +99,15 @@ class World:
     def read_node(self, node_name):
         self.writes.append(("read", node_name))
         return self.nodes.get(node_name)
+
+    def read_lease_renew_time(self, node_name):
+        """The Lease as the API has it: `live_leases` where the informer has not delivered it yet."""
+        if self.fail_lease_reads:
+            raise RuntimeError("leases is forbidden")
+        if node_name in self.live_leases:
+            return self.live_leases[node_name]
+        lease = self.leases.get(node_name)
+        return lease.renew_time if lease is not None else None
 
     def swap_taints(self, node_name, add, remove) -> bool:
         if self.fail_taint_writes:
@@ -225,6 +236,39 @@ def test_a_node_that_stops_heartbeating_goes_unknown_tainted_and_its_pods_not_re
     taint = next(t for t in world.nodes["dead"].taints if t["key"] == UR)
     assert taint["timeAdded"]
     assert world.no_execute("alive1") == []
+
+
+# Upstream 1.37 (NodeControllerLeaseCircuitBreaker, beta, on): before a node is marked Unknown its Lease is
+# read live; a renewal the cache lacks means the cache is behind. (what the API has, how long, expected Ready)
+LIVE_LEASE_CASES = {
+    "a renewal the informer has not delivered keeps the node from being marked Unknown":
+        ("renewed", False, "True"),
+    "a failed live read holds the marking too":
+        ("unreadable", False, "True"),
+    "once the API agrees with the cache, the node is marked Unknown":
+        ("renewed", True, "Unknown"),
+    "a Lease the API no longer has does not hold the marking":
+        ("gone", False, "Unknown"),
+}
+
+
+@pytest.mark.parametrize(("live", "cache_catches_up", "ready"), LIVE_LEASE_CASES.values(), ids=LIVE_LEASE_CASES.keys())
+def test_the_lease_is_read_live_before_a_node_is_marked_unknown(world, live, cache_catches_up, ready):
+    for name in ("dead", "alive1", "alive2"):
+        world.add_node(name)
+    world.run_for(10, alive=("dead", "alive1", "alive2"))
+    if live == "renewed":
+        world.live_leases["dead"] = format_time(world.clock.now() + 30).replace("Z", ".000000Z")
+    elif live == "gone":
+        world.live_leases["dead"] = None
+    world.fail_lease_reads = live == "unreadable"
+    world.run_for(80, alive=("alive1", "alive2"))
+    assert world.ready_of("dead") == ("True" if live != "gone" else "Unknown")
+    if cache_catches_up:
+        world.live_leases.clear()
+        world.run_for(5, alive=("alive1", "alive2"))
+    assert world.ready_of("dead") == ready
+    assert world.no_execute("dead") == ([] if ready == "True" else [UR])
 
 
 def test_no_execute_taints_follow_ready_and_are_removed_when_it_returns(world):  # TestApplyNoExecuteTaints
@@ -689,6 +733,9 @@ def test_dry_run_announces_a_dead_node_once_and_writes_nothing(caplog):
     class Refusing:
         def read_node(self, name):
             return world.nodes.get(name)
+
+        def read_lease_renew_time(self, name):
+            return world.read_lease_renew_time(name)
 
         def __getattr__(self, name):
             raise AssertionError(f"dry run called the API: {name}")
