@@ -40,6 +40,24 @@ def parse_bool(text: str) -> bool:
     raise ValueError(f"invalid boolean {text!r} (use true or false)")
 
 
+# Upstream's feature gates taintkeeper honours, with their defaults (kube-controller-manager 1.37's).
+TAINT_TOLERATION_COMPARISON_OPERATORS = "TaintTolerationComparisonOperators"  # Lt/Gt tolerations, alpha in 1.35
+FEATURE_GATES = {TAINT_TOLERATION_COMPARISON_OPERATORS: False}
+
+
+def parse_feature_gates(text: str) -> dict[str, bool]:
+    """`Name=true,Other=false`, as kube-controller-manager's --feature-gates; an unknown name is refused."""
+    gates = dict(FEATURE_GATES)
+    for item in filter(None, (part.strip() for part in text.split(","))):
+        name, equals, value = item.partition("=")
+        if not equals:
+            raise ValueError(f"missing bool value for {name}")
+        if name not in FEATURE_GATES:
+            raise ValueError(f"unrecognized feature gate: {name} (known: {', '.join(FEATURE_GATES)})")
+        gates[name] = parse_bool(value)
+    return gates
+
+
 @dataclass(frozen=True)
 class ControllerOptions:
     kubeconfig: str | None
@@ -60,6 +78,7 @@ class ControllerOptions:
     backfill: BackfillSettings = field(default_factory=BackfillSettings)
     budgets: BudgetSettings = field(default_factory=BudgetSettings)
     auto_fence_after: float | None = None  # --auto-fence-after; None: off
+    feature_gates: dict[str, bool] = field(default_factory=lambda: dict(FEATURE_GATES))  # --feature-gates
 
 
 class OptionsError(ValueError):
@@ -132,6 +151,9 @@ def build_parser() -> argparse.ArgumentParser:
         help="put the node.kubernetes.io/out-of-service taint on a node unreachable (Ready Unknown) this long, "
              "only if its taintkeeper.io/fencing-confirmed-at annotation (written by a fencing agent) is newer than "
              "its last heartbeat; 0 never does (default 0)")
+    add("--feature-gates", default="", metavar="NAME=BOOL,...",
+        help="upstream feature gates taintkeeper honours: TaintTolerationComparisonOperators (alpha, default false: "
+             "Lt/Gt tolerations compare integer values; turn it on only where the apiserver admits them)")
     add("--log-format", default="plain", help="plain or json")
     add("--log-level", default="INFO", help="DEBUG, INFO, WARNING or ERROR")
     return parser
@@ -276,4 +298,5 @@ def parse_options(argv: list[str]) -> ControllerOptions:
         taint_eviction_workers=workers,
         log_format=args.log_format,
         log_level=args.log_level.upper(),
+        feature_gates=_checked("--feature-gates", parse_feature_gates, args.feature_gates),
     )

@@ -38,7 +38,13 @@ from controller.health import serve_health
 from controller.informers import SharedInformers
 from controller.nodelifecycle.api import DryRunNodeLifecycleApi, KubeNodeLifecycleApi
 from controller.nodelifecycle.monitor import NO_SCHEDULE_WORKERS, POD_WORKERS, NodeLifecycleMonitor
-from controller.options import NODE_LIFECYCLE, OUT_OF_SERVICE, TAINT_EVICTION, ControllerOptions
+from controller.options import (
+    NODE_LIFECYCLE,
+    OUT_OF_SERVICE,
+    TAINT_EVICTION,
+    TAINT_TOLERATION_COMPARISON_OPERATORS,
+    ControllerOptions,
+)
 from controller.outofservice.api import KubeOutOfServiceApi
 from controller.outofservice.controller import OutOfServiceController
 from controller.outofservice.decision import COMPONENT as OUT_OF_SERVICE_COMPONENT
@@ -77,7 +83,8 @@ def taint_eviction(api: client.ApiClient, fence: WriteFence, informers: SharedIn
                    options: ControllerOptions) -> TaintEvictionManager:
     return TaintEvictionManager(informers.pods, KubeEvictionActions(api, fence), recorder, dry_run=options.dry_run,
                                 workers=options.taint_eviction_workers, namespaces=informers.namespaces,
-                                budgets=options.budgets)
+                                budgets=options.budgets,
+                                comparison_operators=options.feature_gates[TAINT_TOLERATION_COMPARISON_OPERATORS])
 
 
 def toleration_backfill(api: client.ApiClient, fence: WriteFence, informers: SharedInformers,

@@ -70,12 +70,12 @@ def taint_start(taint: Taint, first_seen: float, now: float) -> float:
 
 
 def taint_deadline(tolerations: Sequence[Toleration], taint: Taint, first_seen: Callable[[Taint], float],
-                   pod_arrived: float | None, now: float) -> EvictionDecision:
+                   pod_arrived: float | None, now: float, comparison_operators: bool = False) -> EvictionDecision:
     """When `taint` alone calls for the pod's deletion (`at` None: never)."""
     started = taint_start(taint, first_seen(taint), now)
     if pod_arrived is not None and pod_arrived > started:
         started = min(pod_arrived, now)
-    toleration = first_toleration_for_taint(tolerations, taint)
+    toleration = first_toleration_for_taint(tolerations, taint, comparison_operators)
     if toleration is None:
         return EvictionDecision(at=now, reason=UNTOLERATED, taint=taint, started=started)
     seconds = min_toleration_seconds([toleration])
@@ -90,17 +90,19 @@ def decide_eviction(
     first_seen: Callable[[Taint], float],
     pod_arrived: float | None,
     now: float,
+    comparison_operators: bool = False,
 ) -> EvictionDecision:
     """The eviction decision for a pod with `tolerations` on a node with NoExecute `taints`: the
     earliest of their deadlines (an untolerated taint at once).
 
-    `pod_arrived` is when the pod was bound to the node.
+    `pod_arrived` is when the pod was bound to the node; `comparison_operators` lets `Lt`/`Gt`
+    tolerations tolerate (--feature-gates=TaintTolerationComparisonOperators=true).
     """
     earliest: EvictionDecision | None = None
     any_taint = False
     for taint in taints:
         any_taint = True
-        decision = taint_deadline(tolerations, taint, first_seen, pod_arrived, now)
+        decision = taint_deadline(tolerations, taint, first_seen, pod_arrived, now, comparison_operators)
         if decision.reason == UNTOLERATED:
             return decision
         if decision.at is not None and (earliest is None or earliest.at is None or decision.at < earliest.at):

@@ -73,8 +73,9 @@ class TaintEvictionManager:
     def __init__(self, pods: StoreReader[PodView], actions: EvictionActions, events: EventSink, *,
                  clock: Clock | None = None, dry_run: bool = False, queue: WorkQueue | None = None,
                  workers: int = DEFAULT_WORKERS, namespaces: StoreReader[NamespaceView] | None = None,
-                 budgets: BudgetSettings | None = None) -> None:
+                 budgets: BudgetSettings | None = None, comparison_operators: bool = False) -> None:
         self._pods = pods
+        self._comparison_operators = comparison_operators
         self._namespaces = namespaces
         self._budgets = budgets or BudgetSettings()
         self._workers = workers
@@ -157,7 +158,8 @@ class TaintEvictionManager:
     def decide(self, pod: PodView, taints: Sequence[Taint], now: float) -> EvictionDecision:
         """The decision for `pod` under `taints`, using this manager's first-seen times and the
         start of the pod's pending eviction (kept across a not-ready <-> unreachable swap)."""
-        decision = decide_eviction(pod.tolerations, taints, self._first_seen_on(pod.node_name, now), pod.arrived, now)
+        decision = decide_eviction(pod.tolerations, taints, self._first_seen_on(pod.node_name, now), pod.arrived, now,
+                                   self._comparison_operators)
         pending = self._scheduled.get(pod.key)
         if pending is None or pending.uid != pod.uid:
             return decision

@@ -16,12 +16,13 @@ Toleration = Mapping[str, Any]
 Taint = Mapping[str, Any]
 
 
-def tolerates(toleration: Toleration, taint: Taint) -> bool:
+def tolerates(toleration: Toleration, taint: Taint, comparison_operators: bool = False) -> bool:
     """True when `toleration` tolerates `taint`, exactly as upstream `Toleration.ToleratesTaint`.
 
     An empty effect matches every effect; an empty key (only valid with `Exists`) matches every
-    key; `Exists` ignores the value; `Equal` (or an empty operator) compares values. Any other
-    operator tolerates nothing.
+    key; `Exists` ignores the value; `Equal` (or an empty operator) compares values. `Lt` and `Gt`
+    compare them as integers, only with `comparison_operators` (upstream's alpha gate
+    TaintTolerationComparisonOperators, 1.35+); any other operator tolerates nothing.
     """
     effect = toleration.get("effect") or ""
     if effect and effect != (taint.get("effect") or ""):
@@ -34,16 +35,38 @@ def tolerates(toleration: Toleration, taint: Taint) -> bool:
         return True
     if operator == "Equal":
         return (toleration.get("value") or "") == (taint.get("value") or "")
+    if operator in ("Lt", "Gt") and comparison_operators:
+        threshold, value = decimal_integer(toleration.get("value")), decimal_integer(taint.get("value"))
+        if threshold is None or value is None:
+            return False
+        return value < threshold if operator == "Lt" else value > threshold
     return False
 
 
-def first_toleration_for_taint(tolerations: Iterable[Toleration], taint: Taint) -> Toleration | None:
+INT64_MIN, INT64_MAX = -(2**63), 2**63 - 1
+
+
+def decimal_integer(text: Any) -> int | None:
+    """The value as upstream's IsDecimalInteger and ParseInt read it: an optional minus, no leading
+    zero (but "0" itself), digits only, within int64; None for anything else."""
+    if not isinstance(text, str) or not text:
+        return None
+    digits = text[1:] if text.startswith("-") else text
+    if not digits or not digits.isascii() or not digits.isdigit() or (digits[0] == "0" and text != "0"):
+        return None
+    value = int(text)
+    return value if INT64_MIN <= value <= INT64_MAX else None
+
+
+def first_toleration_for_taint(tolerations: Iterable[Toleration], taint: Taint,
+                               comparison_operators: bool = False) -> Toleration | None:
     """The toleration that decides how long `taint` is tolerated: the pod's first that tolerates it.
 
     Upstream `GetMatchingTolerations` takes this one and ignores later ones, so
     `[unreachable Exists (forever), Exists NoExecute 60s]` tolerates `unreachable` forever.
     """
-    return next((toleration for toleration in tolerations if tolerates(toleration, taint)), None)
+    return next((toleration for toleration in tolerations if tolerates(toleration, taint, comparison_operators)),
+                None)
 
 
 @dataclass(frozen=True)

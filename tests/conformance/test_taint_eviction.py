@@ -81,10 +81,6 @@ MARKING = "Marking for deletion Pod {}"
 CANCELLING = "Cancelling deletion of Pod {}"
 
 
-def conformance_gap(what: str) -> pytest.MarkDecorator:
-    return pytest.mark.xfail(strict=True, reason=f"conformance: {what}")
-
-
 def assert_deletions(cluster: Cluster, expected: dict[str, float | None]) -> None:
     """Each pod in `expected` was deleted exactly once at the given second (patch first, as upstream),
     or never (None)."""
@@ -382,8 +378,9 @@ def test_pod_deletion_event(toleration_seconds, message):
 
 # --- toleration helpers: TestTolerationToleratesTaint -------------------------------------------------------
 # Rows 7-14 are the Gt/Lt comparison operators (KEP-5471, alpha in 1.35 behind the
-# TaintTolerationComparisonOperators gate): upstream tolerates numerically; taintkeeper tolerates
-# nothing with an operator other than Exists/Equal.
+# TaintTolerationComparisonOperators gate), which upstream's table runs with the gate on: so does this
+# one (--feature-gates=TaintTolerationComparisonOperators=true). With the gate off (the default) such
+# a toleration tolerates nothing: test_comparison_operators_tolerate_nothing_with_the_gate_off.
 
 def _tol(key, operator, value=None):
     toleration = {"key": key, "operator": operator, "effect": "NoSchedule"}
@@ -400,9 +397,6 @@ def _taint(key, value=None, effect="NoSchedule"):
 
 
 SLA = "node.kubernetes.io/sla"
-GT_LT = conformance_gap("Gt/Lt toleration operators (alpha in Kubernetes 1.35, gate "
-                        "TaintTolerationComparisonOperators) are not understood: such a toleration tolerates "
-                        "nothing, so its pod is evicted at once")
 
 
 @pytest.mark.parametrize(("toleration", "taint", "expected"), [
@@ -426,11 +420,11 @@ GT_LT = conformance_gap("Gt/Lt toleration operators (alpha in Kubernetes 1.35, g
                     "Equal, expect not tolerated"),
     pytest.param(_tol(SLA, "Gt", "950"), _taint(SLA, "800"), False,
                  id="toleration with Gt operator - taint value less than toleration value, expect not tolerated"),
-    pytest.param(_tol(SLA, "Gt", "750"), _taint(SLA, "950"), True, marks=GT_LT,
+    pytest.param(_tol(SLA, "Gt", "750"), _taint(SLA, "950"), True,
                  id="toleration with Gt operator - taint value greater than toleration value, expect tolerated"),
     pytest.param(_tol(SLA, "Lt", "800"), _taint(SLA, "950"), False,
                  id="toleration with Lt operator - taint value greater than toleration value, expect not tolerated"),
-    pytest.param(_tol(SLA, "Lt", "950"), _taint(SLA, "800"), True, marks=GT_LT,
+    pytest.param(_tol(SLA, "Lt", "950"), _taint(SLA, "800"), True,
                  id="toleration with Lt operator - taint value less than toleration value, expect tolerated"),
     pytest.param(_tol(SLA, "Gt", "950"), _taint(SLA, "950"), False,
                  id="toleration with Gt operator and taint with equal numeric value, expect not tolerated"),
@@ -444,7 +438,15 @@ GT_LT = conformance_gap("Gt/Lt toleration operators (alpha in Kubernetes 1.35, g
                     "not tolerated"),
 ])
 def test_toleration_tolerates_taint(toleration, taint, expected):
-    assert tolerates(toleration, taint) is expected
+    assert tolerates(toleration, taint, comparison_operators=True) is expected
+
+
+@pytest.mark.parametrize(("toleration", "taint"), [
+    pytest.param(_tol(SLA, "Gt", "750"), _taint(SLA, "950"), id="Gt, a greater taint value"),
+    pytest.param(_tol(SLA, "Lt", "950"), _taint(SLA, "800"), id="Lt, a smaller taint value"),
+])
+def test_comparison_operators_tolerate_nothing_with_the_gate_off(toleration, taint):
+    assert tolerates(toleration, taint) is False
 
 
 # --- toleration helpers: TestTolerationsTolerateTaintsWithFilter --------------------------------------------

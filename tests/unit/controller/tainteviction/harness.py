@@ -45,14 +45,16 @@ class Actions:
 
 
 class Harness:
-    def __init__(self, active: bool = True, budgets: BudgetSettings | None = None) -> None:
+    def __init__(self, active: bool = True, budgets: BudgetSettings | None = None,
+                 comparison_operators: bool = False) -> None:
         self.clock = FakeClock(START)
         self.pods: MemoryStore[PodView] = MemoryStore()
         self.namespaces: MemoryStore[NamespaceView] = MemoryStore()
         self.actions = Actions(self.clock)
         self.events = RecordingEvents()
         self.manager = TaintEvictionManager(self.pods, self.actions, self.events, clock=self.clock,
-                                            queue=WorkQueue(self.clock), namespaces=self.namespaces, budgets=budgets)
+                                            queue=WorkQueue(self.clock), namespaces=self.namespaces, budgets=budgets,
+                                            comparison_operators=comparison_operators)
         if active:
             self.manager.activate()
 

@@ -80,6 +80,27 @@ def test_a_forever_toleration_of_another_taint_does_not_help(h):
     assert h.evicted_keys() == ["default/p"]
 
 
+# --feature-gates=TaintTolerationComparisonOperators: a Gt toleration of an SLA taint (upstream KEP-5471).
+SLA = "example.com/sla"
+GATED_CASES = {
+    "with the gate on, a Gt toleration of a greater taint value keeps the pod for its seconds": (True, "950", 30),
+    "with the gate on, a Gt toleration of a smaller taint value tolerates nothing": (True, "800", 0),
+    "with the gate off, a Gt toleration tolerates nothing (as on an apiserver whose gate is off)": (False, "950", 0),
+}
+
+
+@pytest.mark.parametrize(("gate", "taint_value", "evicted_after"), GATED_CASES.values(), ids=GATED_CASES.keys())
+def test_comparison_operator_tolerations_follow_the_feature_gate(gate, taint_value, evicted_after):
+    h = Harness(comparison_operators=gate)
+    h.set_node(node("node1", {**taint(SLA, added=START), "value": taint_value}))
+    h.add_pod(pod("p", [{**toleration(SLA, 30, operator="Gt"), "value": "900"}]))
+    h.run_for(evicted_after - 1 if evicted_after else 0)
+    assert h.evicted_keys() == ([] if evicted_after else ["default/p"])
+    if evicted_after:
+        h.run_for(2)
+        assert h.evicted_keys() == ["default/p"]
+
+
 def test_removing_a_toleration_deletes_at_once(h):
     h.set_node(node("node1", taint()))
     h.add_pod(pod("p", [toleration(seconds=100)]))
