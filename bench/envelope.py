@@ -3,8 +3,10 @@
 On the real local kube-apiserver (hack/local-cluster.sh), simulated kubelets (hack/simulator.py)
 register N nodes in three zones with P pods each and renew their Leases every 10 s. Then, for each
 size and for each controller in turn (taintkeeper's `python -m controller`, then
-kube-controller-manager 1.20.2 built from the same Debian source tree and running only
-`--controllers=nodelifecycle`, both with `--node-monitor-period=1s --node-monitor-grace-period=40s`):
+kube-controller-manager of the cluster's Kubernetes version (1.37 by default, TAINTKEEPER_KUBERNETES=1.20
+for the old end) built with the apiserver and running only what taintkeeper replaces (1.37:
+`--controllers=node-lifecycle-controller,taint-eviction-controller`; 1.20: `nodelifecycle`, which holds
+the taint manager), both with `--node-monitor-period=1s --node-monitor-grace-period=40s`):
 
 1. every node is given back the `node.kubernetes.io/not-ready:NoSchedule` taint the apiserver puts
    on a newly registered node, so each controller starts with the same sweep to do;
@@ -64,8 +66,6 @@ from kube.request import response_json  # noqa: E402
 log = logging.getLogger("envelope")
 
 SCRIPT = ROOT / "hack" / "local-cluster.sh"
-KUBE_CACHE = Path(os.environ.get("XDG_CACHE_HOME", Path.home() / ".cache")) / "taintkeeper" / "kubernetes-1.20.2"
-KCM_BIN = KUBE_CACHE / "bin" / "kube-controller-manager"
 TAINTKEEPER = "taintkeeper"
 KCM = "kube-controller-manager"
 ZONES = ("a", "b", "c")
@@ -82,13 +82,31 @@ SIMULATOR_LIST_WAIT = 600.0
 
 # ----------------------------------------------------------------------------------- the controllers
 
-def controller_command(name: str, kubeconfig: Path, monitor_period: str, grace_period: str) -> list[str]:
+def controller_manager_binary() -> Path:
+    """kube-controller-manager of the Kubernetes version the local cluster runs (built and cached if
+    missing): the last path `hack/local-cluster.sh build-node` prints."""
+    printed = subprocess.run(["bash", str(SCRIPT), "build-node"], check=True, capture_output=True, text=True).stdout
+    return Path(printed.split()[-1])
+
+
+def controller_manager_minor(binary: Path) -> int:
+    """37 for .../kubernetes-1.37.2/bin/kube-controller-manager."""
+    return int(binary.parent.parent.name.split("-")[-1].split(".")[1])
+
+
+def controller_command(name: str, kubeconfig: Path, monitor_period: str, grace_period: str,
+                       kcm: Path | None = None) -> list[str]:
     common = [f"--node-monitor-period={monitor_period}", f"--node-monitor-grace-period={grace_period}",
               "--leader-elect=false"]
     if is_taintkeeper(name):
         return [sys.executable, "-m", "controller", "--kubeconfig", str(kubeconfig), "--port=0", *common]
-    return [str(KCM_BIN), "--kubeconfig", str(kubeconfig), "--controllers=nodelifecycle", "--port=0",
-            "--secure-port=0", "--use-service-account-credentials=false", *common]
+    assert kcm is not None
+    if controller_manager_minor(kcm) >= 29:  # the taint manager is a controller of its own from 1.29
+        replaced = ["--controllers=node-lifecycle-controller,taint-eviction-controller"]
+    else:  # and 1.20 serves plain HTTP unless --port=0
+        replaced = ["--controllers=nodelifecycle", "--port=0"]
+    return [str(kcm), "--kubeconfig", str(kubeconfig), *replaced, "--secure-port=0",
+            "--use-service-account-credentials=false", *common]
 
 
 # The steady profile is recorded in the steady window's length just before it, and ends this long
@@ -394,7 +412,8 @@ class Result:
     note: str = ""
 
 
-def run_one(cluster: Cluster, observer: Observer, name: str, args: argparse.Namespace, out: Path) -> Result:
+def run_one(cluster: Cluster, observer: Observer, name: str, args: argparse.Namespace, out: Path,
+            kcm: Path | None = None) -> Result:
     names = cluster.sim.nodes
     result = Result(name, len(names), len(names) * args.pods_per_node)
     killed = cluster.nodes_of_zone("a", args.kill)
@@ -405,7 +424,7 @@ def run_one(cluster: Cluster, observer: Observer, name: str, args: argparse.Name
     result.plain_patch_rate = len(names) / (time.monotonic() - patching)
     wait_for(lambda: observer.nodes_with(NOT_READY_NO_SCHEDULE) == len(names), 120, "every node to carry not-ready",
              interval=0.5)
-    command = controller_command(name, cluster.kubeconfig, args.monitor_period, args.grace_period)
+    command = controller_command(name, cluster.kubeconfig, args.monitor_period, args.grace_period, kcm)
     process = Process(command, out / f"{name}-{len(names)}.log", checkout(name, out))
     profiler = None
     if args.profile and is_taintkeeper(name):  # where the start-up's CPU goes
@@ -565,8 +584,7 @@ def main(argv: Sequence[str] | None = None) -> int:
     args = parse_args(argv)
     logging.basicConfig(level=logging.INFO, format="%(asctime)s %(name)s %(message)s")
     logging.getLogger("taintkeeper").setLevel(logging.WARNING)
-    if KCM in args.controllers and not KCM_BIN.exists():
-        subprocess.run(["bash", str(SCRIPT), "build-node"], check=True)
+    kcm = controller_manager_binary() if KCM in args.controllers else None
     directory = args.dir or Path(tempfile.mkdtemp(prefix="envelope-"))
     cluster = Cluster(directory, args.pods_per_node, args.toleration_seconds, args.workers)
     out = directory / "runs"
@@ -583,7 +601,7 @@ def main(argv: Sequence[str] | None = None) -> int:
             baseline = [f"{TAINTKEEPER}@{args.baseline}"] if args.baseline and size == args.sizes[-1] else []
             for name in baseline + args.controllers:
                 log.info("%s at %d nodes", name, size)
-                result = run_one(cluster, observer, name, args, out)
+                result = run_one(cluster, observer, name, args, out, kcm)
                 results.append(result)
                 print(table([result], args.kill), flush=True)
     finally:

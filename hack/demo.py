@@ -32,6 +32,7 @@ sys.path.insert(0, str(ROOT))
 
 from kubernetes import client, config  # noqa: E402
 
+from hack.deploy import cluster_kubernetes  # noqa: E402
 from hack.incident import IncidentRecorder  # noqa: E402
 from hack.servers import ControllerProcess, WebhookServer, make_certs  # noqa: E402
 from hack.simulator import Simulator  # noqa: E402
@@ -45,6 +46,7 @@ NAMESPACE = "demo"
 GRACE = 8  # --node-monitor-grace-period for the demo (50 s by default)
 DEPLOYED_GRACE = 20  # the same, as hack/demo-overlay deploys the controller
 DEPLOYED_OVERLAY = ROOT / "hack" / "demo-overlay"
+OLDER_DEPLOYED_OVERLAYS = {"1.20": DEPLOYED_OVERLAY / "kube-1.20"}  # the cluster's version -> its overlay
 VICTIM_LABEL = "taintkeeper.io/e2e-victim"  # the overlay keeps taintkeeper's pods off the node so labelled
 NAMESPACE_SECONDS = 20  # the demo namespace's own default tolerationSeconds (the cluster's stays 300 s)
 STARTED = time.monotonic()
@@ -154,8 +156,8 @@ def deploy(core: client.CoreV1Api, directory: Path) -> None:
     core.patch_node(victim, {"metadata": {"labels": {VICTIM_LABEL: "true"}}})
     say(f"deploying taintkeeper from its own image and manifests, off {victim} (the node that will fail; "
         "the first run builds the image: minutes)")
-    deployed = subprocess.run(["bash", str(SCRIPT), "deploy", str(directory), "--overlay", str(DEPLOYED_OVERLAY)],
-                              text=True)
+    overlay = OLDER_DEPLOYED_OVERLAYS.get(cluster_kubernetes(directory) or "", DEPLOYED_OVERLAY)
+    deployed = subprocess.run(["bash", str(SCRIPT), "deploy", str(directory), "--overlay", str(overlay)], text=True)
     if deployed.returncode != 0:
         raise SystemExit("demo: taintkeeper could not be deployed (see the messages above)")
     for pod in raw(core.list_namespaced_pod, "taintkeeper-system")["items"]:

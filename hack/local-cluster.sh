@@ -4,9 +4,10 @@
 #
 #   hack/local-cluster.sh up DIR [--kubernetes 1.37|1.20] [--nodes N] [--audit] [--builtin-node-lifecycle]
 #                                     start etcd + kube-apiserver, write DIR/kubeconfig, print its path;
-#                                     --kubernetes: the version (else $TAINTKEEPER_KUBERNETES, else 1.37),
-#                                     kept in DIR/kubernetes.env: every later command on DIR uses it, and
-#                                     `up` refuses another version for a DIR that holds one's data;
+#                                     --kubernetes: the version (else $TAINTKEEPER_KUBERNETES, else the one
+#                                     DIR holds, else 1.37), kept in DIR/kubernetes.env: every later command
+#                                     on DIR uses it, and `up` refuses another version for a DIR that holds
+#                                     one's data;
 #                                     with N > 0 a complete cluster: also N real nodes (containerd +
 #                                     kubelet each) until Ready, kube-scheduler, kube-controller-manager
 #                                     without its node lifecycle controller, kube-proxy (iptables) and a
@@ -103,8 +104,8 @@ set -- "${args[@]}"
 [ $# -ge 1 ] || usage
 case "$1" in
   build|build-node|deps|-h|--help|help) minor=$(kubernetes_minor "$asked_kubernetes") ;;
-  up) [ $# -ge 2 ] || usage
-      asked_kubernetes=${asked_kubernetes:-$(kubernetes_minor)}
+  up) [ $# -ge 2 ] || usage  # the environment asks too; with neither, DIR's own version (else the default)
+      [ -n "$asked_kubernetes" ] || [ -z "${TAINTKEEPER_KUBERNETES:-}" ] || asked_kubernetes=$(kubernetes_minor)
       minor=$(dir_kubernetes "$2" "$asked_kubernetes") ;;
   *) [ $# -ge 2 ] || usage
      minor=$(dir_kubernetes "$2" "$asked_kubernetes") ;;
