@@ -49,6 +49,9 @@
 #                                     stop etcd and start it again (same data and ports)
 #   hack/local-cluster.sh start-controller-manager DIR
 #                                     start kube-controller-manager again if it is not running
+#   hack/local-cluster.sh crds cert-manager
+#                                     print the directory of cert-manager's CustomResourceDefinitions, from
+#                                     its Go module (hack/upstream/cert-manager), downloaded if missing
 #   hack/local-cluster.sh build       only build (and cache) kube-apiserver (and, from 1.21 on, etcd)
 #   hack/local-cluster.sh deps [--tools|--bench|--nodes]
 #                                     install every Debian package the demo and the tests use and build
@@ -103,7 +106,7 @@ done
 set -- "${args[@]}"
 [ $# -ge 1 ] || usage
 case "$1" in
-  build|build-node|deps|-h|--help|help) minor=$(kubernetes_minor "$asked_kubernetes") ;;
+  build|build-node|deps|crds|-h|--help|help) minor=$(kubernetes_minor "$asked_kubernetes") ;;
   up) [ $# -ge 2 ] || usage  # the environment asks too; with neither, DIR's own version (else the default)
       [ -n "$asked_kubernetes" ] || [ -z "${TAINTKEEPER_KUBERNETES:-}" ] || asked_kubernetes=$(kubernetes_minor)
       minor=$(dir_kubernetes "$2" "$asked_kubernetes") ;;
@@ -159,6 +162,9 @@ case "$1" in
     [ $# -eq 1 ] || usage
     build_node
     for name in "${NODE_COMPONENTS[@]}"; do echo "$KUBE_CACHE/bin/$name"; done ;;
+  crds)
+    [ $# -eq 2 ] || usage
+    cmd_crds "$2" ;;
   deploy)
     if [ $# -eq 2 ] || { [ $# -eq 4 ] && [ "$3" = --overlay ]; }; then cmd_deploy "${@:2}"
     else usage; fi ;;

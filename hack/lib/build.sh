@@ -279,6 +279,20 @@ build_images() {
   exec 8>&-
 }
 
+# Where cert-manager's CustomResourceDefinitions are (deploy/crds of its module, pinned by the wrapper
+# module hack/upstream/cert-manager and downloaded once into the Go module cache), for `crds cert-manager`.
+cmd_crds() { # name
+  [ "$1" = cert-manager ] || die "crds: unknown '$1' (expected cert-manager)"
+  local dir
+  dir=$(cd "$UPSTREAM_MODULE/cert-manager" && GOTOOLCHAIN=local GOFLAGS=-mod=readonly \
+        "$(go_bin)" mod download -json github.com/cert-manager/cert-manager \
+        | sed -n 's/^[[:space:]]*"Dir": "\(.*\)",$/\1/p') || true
+  if [ -z "$dir" ] || [ ! -d "$dir/deploy/crds" ]; then
+    die "could not download github.com/cert-manager/cert-manager (hack/upstream/cert-manager)"
+  fi
+  echo "$dir/deploy/crds"
+}
+
 # Everything the demo and the suite need from the host, installed before any of it is used, so
 # no test depends on what an earlier run or an earlier test happened to install.
 cmd_deps() { # [--tools|--bench|--nodes]

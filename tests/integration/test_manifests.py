@@ -12,6 +12,7 @@ the server is older than the release that keeps it.
 
 from __future__ import annotations
 
+import subprocess
 from collections.abc import Iterator
 from pathlib import Path
 from typing import Any
@@ -21,7 +22,7 @@ import yaml
 from kubernetes.dynamic import DynamicClient
 from kubernetes.dynamic.exceptions import ResourceNotFoundError
 
-from tests.integration.kube import LocalCluster
+from tests.integration.kube import SCRIPT, LocalCluster, wait_for
 from tests.support.kubernetes_version import server_minor as minor_of
 from tests.unit.manifests.test_manifests import manifest_files
 
@@ -29,14 +30,21 @@ ROOT = Path(__file__).resolve().parents[2]
 MANIFESTS = ROOT / "manifests"
 FIELD_MANAGER = "taintkeeper-tests"
 
+# cert-manager's CustomResourceDefinitions (from its Go module: `hack/local-cluster.sh crds cert-manager`)
+# are installed on servers of the releases cert-manager 1.21 supports, and validate manifests/cert-manager/.
+CERT_MANAGER_FROM = 25
+CERT_MANAGER_UNSERVED = "cert-manager 1.21's CRDs (CEL validation rules) are installed from Kubernetes 1.25 on"
+CERT_MANAGER_CRDS = ("cert-manager.io_issuers.yaml", "cert-manager.io_clusterissuers.yaml",
+                     "cert-manager.io_certificates.yaml", "cert-manager.io_certificaterequests.yaml")
+
 # (apiVersion, kind) -> (the first minor version that serves it, or None for a custom resource
 # never installed here; why an older apiserver does not serve it).
 UNSERVED: dict[tuple[str, str], tuple[int | None, str]] = {
     ("policy/v1", "PodDisruptionBudget"): (21, "policy/v1 PodDisruptionBudget is served from Kubernetes 1.21 on "
                                                "(1.20 has only policy/v1beta1)"),
     ("batch/v1", "CronJob"): (21, "batch/v1 CronJob is served from Kubernetes 1.21 on (1.20 has only batch/v1beta1)"),
-    ("cert-manager.io/v1", "Issuer"): (None, "cert-manager's CRDs are not installed on the local apiserver"),
-    ("cert-manager.io/v1", "Certificate"): (None, "cert-manager's CRDs are not installed on the local apiserver"),
+    ("cert-manager.io/v1", "Issuer"): (CERT_MANAGER_FROM, CERT_MANAGER_UNSERVED),
+    ("cert-manager.io/v1", "Certificate"): (CERT_MANAGER_FROM, CERT_MANAGER_UNSERVED),
 }
 
 
@@ -96,13 +104,32 @@ DOCUMENTS = manifest_documents()
 
 
 @pytest.fixture(scope="module")
-def dynamic(local_cluster: LocalCluster) -> DynamicClient:
-    return DynamicClient(local_cluster.api_client)
+def server_minor(local_cluster: LocalCluster) -> int:
+    return minor_of(local_cluster.api_client)
 
 
 @pytest.fixture(scope="module")
-def server_minor(local_cluster: LocalCluster) -> int:
-    return minor_of(local_cluster.api_client)
+def dynamic(local_cluster: LocalCluster, server_minor: int) -> DynamicClient:
+    """A dynamic client whose discovery already sees cert-manager's kinds where they are installed."""
+    if server_minor >= CERT_MANAGER_FROM:
+        install_cert_manager_crds(DynamicClient(local_cluster.api_client))
+    return DynamicClient(local_cluster.api_client)
+
+
+def install_cert_manager_crds(dynamic: DynamicClient) -> None:
+    found = subprocess.run(["bash", str(SCRIPT), "crds", "cert-manager"], capture_output=True, text=True, timeout=600)
+    assert found.returncode == 0, f"hack/local-cluster.sh crds cert-manager failed: {found.stderr[-2000:]}"
+    directory = Path(found.stdout.strip())
+    definitions = dynamic.resources.get(api_version="apiextensions.k8s.io/v1", kind="CustomResourceDefinition")
+    for name in CERT_MANAGER_CRDS:
+        crd = yaml.safe_load((directory / name).read_text())
+        dynamic.server_side_apply(definitions, body=crd, field_manager=FIELD_MANAGER, force_conflicts=True)
+
+        def established(crd_name: str = crd["metadata"]["name"]) -> bool:
+            conditions = (definitions.get(name=crd_name).to_dict().get("status") or {}).get("conditions") or []
+            return any(c["type"] == "Established" and c["status"] == "True" for c in conditions)
+
+        wait_for(established, 60, f"CustomResourceDefinition {crd['metadata']['name']} Established")
 
 
 @pytest.fixture(scope="module")
