@@ -28,6 +28,7 @@ from typing import Any
 from kubernetes import client
 from kubernetes.client.rest import ApiException
 
+from kube.policy import budgets_path, served_policy_version
 from kube.request import request_json
 
 log = logging.getLogger("chaos.workload")
@@ -121,8 +122,9 @@ class Workload:
         self._create(f"/apis/apps/v1/namespaces/{BUDGETED_NAMESPACE}/deployments", {
             "metadata": {"name": BUDGETED},
             "spec": {"replicas": REPLICAS, "selector": {"matchLabels": api}, "template": _template("tol5", api)}})
-        # policy/v1beta1: the local cluster is Kubernetes 1.20 (policy/v1 came in 1.21)
-        self._create(f"/apis/policy/v1beta1/namespaces/{BUDGETED_NAMESPACE}/poddisruptionbudgets", {
+        # policy/v1 from 1.21 on, policy/v1beta1 on 1.20: the version the server serves
+        policy = served_policy_version(self.api_client, CALL_TIMEOUT)
+        self._create(budgets_path(policy).format(namespace=BUDGETED_NAMESPACE), {
             "metadata": {"name": BUDGETED},
             "spec": {"minAvailable": REPLICAS - 1, "selector": {"matchLabels": api}}})
 

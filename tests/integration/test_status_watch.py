@@ -4,6 +4,7 @@ it. On a terminal the frame is redrawn in place, in colour, and Ctrl-C ends it w
 
 from __future__ import annotations
 
+import re
 import shlex
 import shutil
 import subprocess
@@ -22,8 +23,14 @@ ROOT = Path(__file__).resolve().parents[2]
 ESCAPE = "\x1b["
 
 
+EXITED = re.compile(r"\[exited (\d+)\]")
+
+
 class Pane:
-    """One detached tmux session running one command, kept after the command exits."""
+    """One detached tmux session running one command, kept after the command exits. bash runs it and
+    prints its exit status into the pane: tmux itself may mark the pane dead long before it reaps
+    the process (seen here: a zombie left unreaped for 15 s), and bash waits out a Ctrl-C the
+    command handles (a plain sh would die of the SIGINT itself)."""
 
     def __init__(self, command: list[str]) -> None:
         tmux = shutil.which("tmux")
@@ -31,8 +38,8 @@ class Pane:
             pytest.fail("tmux is missing after `hack/local-cluster.sh deps` (Debian package tmux)", pytrace=False)
         self.tmux = tmux
         self.session = f"status-watch-{uuid.uuid4().hex[:8]}"
-        self._tmux("new-session", "-d", "-s", self.session, "-x", "160", "-y", "60", "-c", str(ROOT),
-                   shlex.join(command))
+        reported = shlex.join(["bash", "-c", f'{shlex.join(command)}; echo "[exited $?]"'])
+        self._tmux("new-session", "-d", "-s", self.session, "-x", "160", "-y", "60", "-c", str(ROOT), reported)
         self._tmux("set-option", "-t", self.session, "remain-on-exit", "on")
 
     def _tmux(self, *args: str) -> str:
@@ -59,11 +66,9 @@ class Pane:
         self._tmux("send-keys", "-t", self.session, *keys)
 
     def exit_status(self) -> int | None:
-        """The command's exit status once it has ended, else None."""
-        # "0 " while it runs (no status yet), "1 STATUS" once it has ended
-        dead, _, status = self._tmux("list-panes", "-t", self.session, "-F",
-                                     "#{pane_dead} #{pane_dead_status}").strip().partition(" ")
-        return int(status) if dead == "1" else None
+        """The command's exit status once it has ended (as bash reported it in the pane), else None."""
+        found = EXITED.search(self.screen())
+        return int(found[1]) if found else None
 
     def close(self) -> None:
         subprocess.run([self.tmux, "kill-session", "-t", self.session], capture_output=True, timeout=30)
@@ -96,5 +101,8 @@ def test_watch_redraws_in_place_in_colour_and_ctrl_c_ends_it(world: World, pane:
         assert redrawn.count(heading) == 1, f"{heading}: one frame on the screen, drawn in place"
 
     pane.send("C-c")
-    assert wait_for(lambda: pane.exit_status() is not None, 15, "the command to end on Ctrl-C") is True
+    try:
+        wait_for(lambda: pane.exit_status() is not None, 15, "the command to end on Ctrl-C")
+    except WaitTimeout as error:
+        raise AssertionError(f"{error}; the pane shows:\n{pane.screen()}") from None
     assert pane.exit_status() == 0
