@@ -48,6 +48,7 @@ from kubernetes.client import ApiClient, ApiException  # noqa: E402
 from bench.create_load import Endpoint, Outcome, create_at_rate  # noqa: E402
 from bench.pod_cgroup import pod_cgroup  # noqa: E402
 from bench.soak.cluster import ClusterError, LocalCluster  # noqa: E402
+from hack.deploy import cluster_kubernetes  # noqa: E402
 from hack.wait import wait_for  # noqa: E402
 from kube.request import request_json  # noqa: E402
 
@@ -309,9 +310,10 @@ def measure(cluster: LocalCluster, rates: Sequence[float], seconds: float, round
 # --- the report --------------------------------------------------------------------------------------
 
 
-def render(measured: Measured, rates: Sequence[float], seconds: float, rounds: int) -> str:
+def render(measured: Measured, rates: Sequence[float], seconds: float, rounds: int, kubernetes: str = "") -> str:
     ms = 1e3
-    lines = [f"Pod creations through kube-apiserver 1.20.2, {seconds:g} s per configuration and rate in {rounds} "
+    version = f" {kubernetes}" if kubernetes else ""
+    lines = [f"Pod creations through kube-apiserver{version}, {seconds:g} s per configuration and rate in {rounds} "
              "alternated rounds (`.venv/bin/python bench/admission_latency.py`):", "",
              "| rate | configuration | created | p50 ms | p99 ms | max ms | mutated | failures |",
              "|---:|---|---:|---:|---:|---:|---:|---:|"]
@@ -399,13 +401,14 @@ def main(argv: Sequence[str] | None = None) -> int:
         finally:
             api.close()
         measured = measure(cluster, args.rates, args.seconds, args.rounds)
+        server_version = cluster_kubernetes(cluster.directory) or ""
     except (ClusterError, ApiException, subprocess.CalledProcessError, TimeoutError) as error:
         print(f"admission_latency: {str(error).splitlines()[0] if str(error) else error!r}", file=sys.stderr)
         return 2
     finally:
         if not args.keep:
             cluster.down()
-    print(render(measured, args.rates, args.seconds, args.rounds))
+    print(render(measured, args.rates, args.seconds, args.rounds, server_version))
     problems = check_mutations(measured)
     for problem in problems:
         print(f"admission_latency: {problem}", file=sys.stderr)
