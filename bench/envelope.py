@@ -56,6 +56,7 @@ sys.path.insert(0, str(ROOT))
 from kubernetes import client, config  # noqa: E402
 from kubernetes.client.rest import ApiException  # noqa: E402
 
+from hack.deploy import cluster_kubernetes  # noqa: E402
 from hack.simulator import Simulator  # noqa: E402
 from hack.wait import wait_for  # noqa: E402
 from kube.client import release  # noqa: E402
@@ -89,19 +90,14 @@ def controller_manager_binary() -> Path:
     return Path(printed.split()[-1])
 
 
-def controller_manager_minor(binary: Path) -> int:
-    """37 for .../kubernetes-1.37.2/bin/kube-controller-manager."""
-    return int(binary.parent.parent.name.split("-")[-1].split(".")[1])
-
-
 def controller_command(name: str, kubeconfig: Path, monitor_period: str, grace_period: str,
-                       kcm: Path | None = None) -> list[str]:
+                       kcm: Path | None = None, kcm_minor: int = 0) -> list[str]:
     common = [f"--node-monitor-period={monitor_period}", f"--node-monitor-grace-period={grace_period}",
               "--leader-elect=false"]
     if is_taintkeeper(name):
         return [sys.executable, "-m", "controller", "--kubeconfig", str(kubeconfig), "--port=0", *common]
     assert kcm is not None
-    if controller_manager_minor(kcm) >= 29:  # the taint manager is a controller of its own from 1.29
+    if kcm_minor >= 29:  # the taint manager is a controller of its own from 1.29
         replaced = ["--controllers=node-lifecycle-controller,taint-eviction-controller"]
     else:  # and 1.20 serves plain HTTP unless --port=0
         replaced = ["--controllers=nodelifecycle", "--port=0"]
@@ -424,7 +420,9 @@ def run_one(cluster: Cluster, observer: Observer, name: str, args: argparse.Name
     result.plain_patch_rate = len(names) / (time.monotonic() - patching)
     wait_for(lambda: observer.nodes_with(NOT_READY_NO_SCHEDULE) == len(names), 120, "every node to carry not-ready",
              interval=0.5)
-    command = controller_command(name, cluster.kubeconfig, args.monitor_period, args.grace_period, kcm)
+    version = cluster_kubernetes(cluster.directory) or ""  # the kube-controller-manager build-node gave: the same
+    command = controller_command(name, cluster.kubeconfig, args.monitor_period, args.grace_period, kcm,
+                                 int(version.partition(".")[2] or 0))
     process = Process(command, out / f"{name}-{len(names)}.log", checkout(name, out))
     profiler = None
     if args.profile and is_taintkeeper(name):  # where the start-up's CPU goes

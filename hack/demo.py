@@ -19,7 +19,6 @@ from __future__ import annotations
 
 import argparse
 import json
-import os
 import shutil
 import subprocess
 import sys
@@ -187,8 +186,8 @@ def main() -> int:
     subprocess.run(["bash", str(SCRIPT), "down", str(directory)], capture_output=True)
     shutil.rmtree(directory / "etcd-data", ignore_errors=True)
     (directory / "kubernetes.env").unlink(missing_ok=True)  # the version too: TAINTKEEPER_KUBERNETES picks it
-    version = os.environ.get("TAINTKEEPER_KUBERNETES", "1.37")
-    say(f"starting etcd + kube-apiserver {version} on loopback (the first run on a machine builds them: minutes)")
+    # which version: local-cluster.sh says (TAINTKEEPER_KUBERNETES, else its default)
+    say("starting etcd + kube-apiserver on loopback (the first run on a machine builds them: minutes)")
     if args.real_nodes:
         say("and three real nodes: containerd + kubelet each (the first run builds the kubelet: minutes)")
     up = subprocess.run(["bash", str(SCRIPT), "up", str(directory), *(["--nodes", "3"] if args.real_nodes else [])],
