@@ -88,6 +88,16 @@ def webhook_scaled_down(e2e: E2ECluster) -> Iterator[None]:
             return not pods
 
         wait_for(gone, 120, "both webhook pods gone")
+
+        def refused_at_once() -> bool:
+            # The pods' deletion reaches the apiserver's route to the Service (EndpointSlice, then kube-proxy's
+            # rules) a moment later; until then a call can still go to a dead pod's address and wait out the
+            # webhook's timeoutSeconds (5 s, seen once in CI). Wait for the route, not for the clock.
+            started = time.monotonic()
+            probe = e2e.create_pod(namespace="default", name="webhook-probe", dry_run=True)
+            return not probe["spec"].get("tolerations") and time.monotonic() - started < 1
+
+        wait_for(refused_at_once, 60, "the apiserver's calls to the webhook refused at once", interval=0.5)
         yield
     finally:
         apps.patch_namespaced_deployment_scale("taintkeeper-webhook", SYSTEM_NAMESPACE, {"spec": {"replicas": 2}})
