@@ -26,8 +26,9 @@ from bench.soak.timeline import Timeline, build_timeline
 __all__ = ["CheckInputError", "Judged", "check", "check_run", "judge_run", "main", "soak_config"]
 
 
-# The only resources an invariant reads; requests to any other are skipped as the log is read.
-CHECKED_RESOURCES = frozenset({"pods", "nodes", "leases"})
+# The only resources an invariant reads (bench/soak/timeline.py reads each); requests to any other are
+# skipped as the log is read.
+CHECKED_RESOURCES = frozenset({"pods", "nodes", "leases", "endpointslices"})
 
 
 class CheckInputError(Exception):

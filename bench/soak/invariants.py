@@ -1,7 +1,7 @@
 """The invariants a soak run must keep, each judged from the rebuilt histories alone:
 
 I1 never early, I2 never late, I3 never twice, I4 one actor, I5 healthy stays healthy,
-I6 admission, I7 nothing lost, I8 budgets respected, I9 force only when fenced.
+I6 admission, I7 nothing lost, I8 budgets respected, I9 force only when fenced, I10 some replica leads.
 """
 
 from __future__ import annotations
@@ -18,7 +18,8 @@ from datetime import UTC, datetime
 from bench.soak.audit import AuditRecord
 from bench.soak.config import SoakConfig, replica_of_agent, replica_of_holder
 from bench.soak.faults import Fault, active_at
-from bench.soak.recovery import Outage, leaderless, outages, resume_time
+from bench.soak.leadership import Leadership, Stretch
+from bench.soak.recovery import LEADER_KINDS, Outage, outages, resume_time
 from bench.soak.timeline import HeldTaint, NodeHistory, NodeState, PodHistory, TaintEpisode, Timeline, taint_id
 from bench.soak.tolerations import (
     LIFECYCLE_KEYS,
@@ -31,9 +32,8 @@ from bench.soak.tolerations import (
     tolerates,
 )
 
-INVARIANTS = ("I1", "I2", "I3", "I4", "I5", "I6", "I7", "I8", "I9")
+INVARIANTS = ("I1", "I2", "I3", "I4", "I5", "I6", "I7", "I8", "I9", "I10")
 KUBELET_KINDS = frozenset({"kubelet-kill", "kubelet-pause", "power-off"})
-LEADER_FAULTS = frozenset({"leader-kill", "leader-pause"})
 NODE_HEARTBEAT_WINDOW = 40.0  # seconds: a kubelet renews its node Lease every 10 s
 ATTRIBUTION_LEAD = 60.0  # seconds before a taint's start in which a fault may have caused it
 SKIP_LABEL = "taintkeeper.io/skip"
@@ -77,7 +77,7 @@ class Findings:
     violations: list[Violation] = field(default_factory=list)
     evictions: list[EvictionCheck] = field(default_factory=list)
     max_controller_restarts: int | None = None
-    leaderless: list[Outage] = field(default_factory=list)  # no replica led (I2 counts from their end)
+    leaderless: list[Stretch] = field(default_factory=list)  # no replica led (bench/soak/leadership.py)
 
 
 class Context:
@@ -86,14 +86,12 @@ class Context:
         self.faults = faults
         self.config = config
         self.slack = config.slack
-        self.outages: list[Outage] = outages(faults, timeline.lease_writes, config.lease is not None)
-        self.leaderless: list[Outage] = (leaderless(timeline.lease_writes, 2 * config.slack.retry_period,
-                                                    timeline.end) if config.lease is not None else [])
-        # A stretch with no leader excuses lateness only when a fault explains it (it began during a fault
-        # or within a lease duration after one); any other is the controller's own failure (I7).
-        self.unexplained_leaderless = [stretch for stretch in self.leaderless if not any(
-            fault.intersects(stretch.start - config.slack.lease_duration, stretch.start) for fault in faults)]
-        self.outages += [stretch for stretch in self.leaderless if stretch not in self.unexplained_leaderless]
+        self.leadership = Leadership(timeline, faults, config)
+        # A stretch with no leader excuses lateness only in its parts the faults account for (I10 judges
+        # the rest): a deadline falling past the hand-over bound, or while the replicas were simply not
+        # there, is judged as if a leader had been.
+        self.outages: list[Outage] = [*outages(faults, timeline.lease_writes, config.lease is not None,
+                                               self.leadership.bound), *self.leadership.excused()]
         # When each leader's term began: the holder changed, or it wrote again after a stretch without a leader.
         renew_deadline = config.slack.renew_deadline
         self.terms = [write.write.completed for previous, write in itertools.pairwise(timeline.lease_writes)
@@ -586,7 +584,7 @@ def nothing_lost(ctx: Context) -> tuple[list[Violation], int | None]:
     namespace, prefix = ctx.config.controller_pods
     for pod in ctx.timeline.pods_named(namespace, prefix):
         crashed = False
-        killed = [fault.start for fault in ctx.faults if fault.kind in LEADER_FAULTS and fault.target == pod.name]
+        killed = [fault.start for fault in ctx.faults if fault.kind in LEADER_KINDS and fault.target == pod.name]
         for state in pod.current:
             for status in state.container_statuses:
                 most = max(most or 0, int(status.get("restartCount") or 0))
@@ -598,12 +596,28 @@ def nothing_lost(ctx: Context) -> tuple[list[Violation], int | None]:
                     found.append(ctx.violation("I7", state.time, pod.label,
                                                f"container {status.get('name')} in CrashLoopBackOff after "
                                                f"{status.get('restartCount', 0)} restarts"))
-    for stretch in (stretch for stretch in ctx.unexplained_leaderless
-                   if stretch.end - stretch.start > ctx.slack.handover):
-        length = "to the end of the log" if stretch.end == math.inf else f"for {stretch.end - stretch.start:.1f}s"
-        found.append(ctx.violation("I7", stretch.start, "the controller Lease",
-                                   f"no replica led {length}, with no fault to explain it"))
     return found, most
+
+
+# --- I10 some replica leads -----------------------------------------------------------------------
+
+
+def some_replica_leads(ctx: Context) -> list[Violation]:
+    """While the apiserver answers and a replica runs unpaused, some replica holds the Lease within the
+    hand-over bound; each stretch that went past it is one violation, with the faults around it."""
+    found: list[Violation] = []
+    for stretch in ctx.leadership.stretches:
+        if not stretch.beyond_bound:
+            continue
+        past = sum(end - start for start, end in stretch.beyond_bound)
+        until = "the log's end" if stretch.still_open else clock(stretch.end)
+        around = tuple(fault.id for fault in ctx.faults
+                       if fault.intersects(stretch.start - ctx.slack.lease_duration, stretch.end))
+        found.append(Violation("I10", stretch.beyond_bound[0][0], "the controller Lease",
+                               f"no replica led from {clock(stretch.start)} to {until} ({stretch.seconds:.1f}s); "
+                               f"{past:.1f}s of it while a replica ran and the apiserver answered, past the "
+                               f"{ctx.leadership.bound:g}s a hand-over takes", around))
+    return found
 
 
 # --- I8 budgets respected -----------------------------------------------------------------------
@@ -667,7 +681,8 @@ def check_all(ctx: Context) -> Findings:
     lost, most = nothing_lost(ctx)
     late += dead_nodes_tainted(ctx)
     violations = [*never_early(ctx), *late, *never_twice(ctx), *one_actor(ctx), *healthy_stays_healthy(ctx),
-                  *admission(ctx), *lost, *budgets_respected(ctx), *force_only_when_fenced(ctx)]
+                  *admission(ctx), *lost, *budgets_respected(ctx), *force_only_when_fenced(ctx),
+                  *some_replica_leads(ctx)]
     violations = sorted((v for v in violations if ctx.in_window(v.time)), key=lambda v: (v.time, v.invariant))
     return Findings(violations, [check for check in checked if ctx.in_window(check.window_end)], most,
-                    [stretch for stretch in ctx.leaderless if ctx.in_window(stretch.start)])
+                    [stretch for stretch in ctx.leadership.stretches if ctx.in_window(stretch.start)])

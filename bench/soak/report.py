@@ -8,6 +8,7 @@ from datetime import UTC, datetime
 
 from bench.soak.faults import FAULT_KINDS, Fault, overlapping
 from bench.soak.invariants import INVARIANTS, Findings, Violation
+from bench.soak.leadership import Stretch, length
 
 NO_FAULT = "none"  # the row of violations and evictions while no fault was active
 
@@ -31,7 +32,7 @@ class SoakReport:
     max_controller_restarts: int | None
     records: int
     unreadable_lines: int = 0
-    leaderless: tuple[float, ...] = ()  # the seconds of each stretch with no leader (the last may be open)
+    leaderless: tuple[Stretch, ...] = ()  # each stretch with no leader, and how its seconds divide
 
     @property
     def passed(self) -> bool:
@@ -63,7 +64,7 @@ def summarize(findings: Findings, faults: Sequence[Fault], one_actor_checked: bo
     total = FaultRow("total", len(faults), len(overlap), len(findings.evictions), _counts(findings.violations))
     return SoakReport(findings.violations, len(findings.evictions), rows, total, one_actor_checked,
                       findings.max_controller_restarts, records,
-                      leaderless=tuple(stretch.end - stretch.start for stretch in findings.leaderless))
+                      leaderless=tuple(findings.leaderless))
 
 
 def iso(moment: float) -> str:
@@ -109,12 +110,30 @@ def violation_line(violation: Violation) -> str:
             f"[faults: {faults}]")
 
 
+def leaderless_line(stretches: Sequence[Stretch]) -> str:
+    """The seconds without a leader, and what accounts for them."""
+    if not stretches:
+        return "no leader: never"
+    total = sum(stretch.seconds for stretch in stretches)
+    longest = max(stretches, key=lambda stretch: stretch.seconds)
+
+    def part(seconds: float) -> str:
+        return f"{seconds:,.1f}s"
+
+    absent = sum(stretch.no_replica for stretch in stretches)
+    unexplained = sum(length(stretch.unexplained_absence) for stretch in stretches)
+    beyond = sum(length(stretch.beyond_bound) for stretch in stretches)
+    still_open = " (the last still open when the log ended)" if stretches[-1].still_open else ""
+    return (f"no leader {len(stretches):,} times, {part(total)} in all, longest {part(longest.seconds)}{still_open}: "
+            f"apiserver down {part(sum(stretch.apiserver_down for stretch in stretches))}, no replica running "
+            f"{part(absent)} ({part(unexplained)} of it no fault's doing), a replica taking over "
+            f"{part(sum(stretch.within_bound for stretch in stretches))}, past the hand-over bound {part(beyond)}")
+
+
 def render(report: SoakReport) -> str:
     restarts = "-" if report.max_controller_restarts is None else f"{report.max_controller_restarts:,}"
-    closed = [seconds for seconds in report.leaderless if seconds < float("inf")]
-    leaderless = (f"; no leader {len(report.leaderless):,} times, {sum(closed):,.1f}s in all, longest "
-                  f"{max(closed, default=0):.1f}s" if report.leaderless else "")
     notes = (f"audit: {report.records:,} records, {report.unreadable_lines:,} unreadable lines skipped; "
-             f"controller restarts: max {restarts}{leaderless}")
-    return "\n".join([notes, "", *_table(report), "", summary_line(report),
+             f"controller restarts: max {restarts}")
+    lines = [notes, *([leaderless_line(report.leaderless)] if report.one_actor_checked else [])]
+    return "\n".join([*lines, "", *_table(report), "", summary_line(report),
                       *(violation_line(violation) for violation in report.violations)]) + "\n"

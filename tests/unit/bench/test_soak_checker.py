@@ -7,6 +7,7 @@ faults injected into it; the table says which violations the checker must count,
 from __future__ import annotations
 
 import json
+import tempfile
 from collections import Counter
 from collections.abc import Callable
 from dataclasses import dataclass, field, replace
@@ -16,7 +17,7 @@ import pytest
 
 from bench.soak import workload
 from bench.soak.audit import parse_lines, parse_timestamp, read_files, rotated_files
-from bench.soak.check import check, main
+from bench.soak.check import judge_run, main
 from bench.soak.config import (
     DEFAULT_WORKLOAD_NAMESPACES,
     SoakConfig,
@@ -72,22 +73,36 @@ class World:
         self.faults.append(Fault(len(self.faults) + 1, kind, target, T0 + start,
                                  None if end is None else T0 + end, dict(detail)))
 
+    def write(self, directory: Path) -> tuple[Path, Path]:
+        """The run's files as bench/chaos.py leaves them: the audit log and the fault log."""
+        audit, faults = directory / "logs" / "audit.log", directory / "faults.jsonl"
+        audit.parent.mkdir(parents=True, exist_ok=True)
+        audit.write_text("\n".join(self.script.lines()) + "\n")
+        faults.touch()
+        for fault in self.faults:
+            append_fault(faults, fault)
+        return audit, faults
+
     def report(self) -> SoakReport:
-        return check(self.script.records(), self.faults, self.config)
+        """Judged as a real run is: from the files, through judge_run (what it reads is what it judges)."""
+        with tempfile.TemporaryDirectory() as directory:
+            return judge_run(*self.write(Path(directory)), self.config).report
 
 
-def base(*, down: tuple[str, ...] = (), leader: bool = True, workload: bool = True) -> World:
-    """Three nodes heartbeating (those `down` only once, at 1 s), replica A leading throughout, a Ready
-    webhook pod on n3, and on n1 a pod tolerating the node failure taints for 5 s and one forever."""
+def base(*, down: tuple[str, ...] = (), leader: bool = True, workload: bool = True, replicas: bool = True) -> World:
+    """Three nodes heartbeating (those `down` only once, at 1 s), replica A leading throughout, the
+    controller's replicas A and B and a Ready webhook pod running on n3, and on n1 a pod tolerating the
+    node failure taints for 5 s and one forever."""
     s = AuditScript()
     if leader:
         s.lead(REPLICA_A, 0.0, END)
     for node in ("n1", "n2", "n3"):
         s.node_up(0.5, node)
         s.heartbeats(node, 1.0, 1.0 if node in down else END)
-    s.create_pod(0.6, WEBHOOK_POD, DEFAULTS, namespace=SYSTEM)
-    s.bind(0.7, WEBHOOK_POD, "n3", namespace=SYSTEM)
-    s.pod_status(0.9, WEBHOOK_POD, namespace=SYSTEM)
+    for offset, name in [(0.6, WEBHOOK_POD), *([(0.62, REPLICA_A), (0.64, REPLICA_B)] if replicas else [])]:
+        s.create_pod(offset, name, DEFAULTS if name == WEBHOOK_POD else FOREVER, namespace=SYSTEM)
+        s.bind(offset + 0.1, name, "n3", namespace=SYSTEM)
+        s.pod_status(offset + 0.3, name, namespace=SYSTEM)
     s.publish_endpoints(1.0)
     if workload:
         for offset, name, tolerations in ((2.0, "tol5-1", timed(5)), (2.2, "forever-2", FOREVER)):
@@ -175,11 +190,33 @@ def replica_writes_past_its_renew_deadline() -> World:
     return w
 
 
-def nobody_leads_without_a_fault() -> World:
-    """A stops renewing at 20 s with no fault at all, and B takes over at 40 s."""
+def nobody_leads_though_a_replica_runs(takes_over: float) -> World:
+    """A stops renewing at 20 s with no fault at all, and B, running all along, takes over at `takes_over`."""
     w = base(workload=False, leader=False)
     w.script.lead(REPLICA_A, 0.0, 20.0)
-    w.script.lead(REPLICA_B, 40.0, END)
+    w.script.lead(REPLICA_B, takes_over, END)
+    return w
+
+
+def scaled_to_zero_while_a_node_dies(leader_kill: bool = False) -> World:
+    """A leads until 40 s, when both replicas are deleted (the Deployment scaled to 0) and nobody leads
+    again; n1's kubelet was killed at 10 s and n1 is never tainted. `leader_kill`: the soak killed A's
+    container at 39 s (it came back at once, and was deleted with the rest)."""
+    w = base(down=("n1",), leader=False)
+    w.script.lead(REPLICA_A, 0.0, 40.0)
+    w.fault("kubelet-kill", "n1", 10.0, None)
+    if leader_kill:
+        w.fault("leader-kill", REPLICA_A, 39.0, 39.1)
+    for name in (REPLICA_A, REPLICA_B):
+        w.script.delete_pod(40.5, name, DRIVER, namespace=SYSTEM)
+    return w
+
+
+def leader_stops_after_the_first_fault() -> World:
+    """A stops renewing at 30 s, as n1's kubelet is killed; B runs all along and never takes the Lease."""
+    w = base(down=("n1",), leader=False)
+    w.script.lead(REPLICA_A, 0.0, 30.0)
+    w.fault("kubelet-kill", "n1", 10.0, None)
     return w
 
 
@@ -444,7 +481,7 @@ def builtin_plugin_missed_a_pod() -> World:
 
 
 def controller_pod_crash_loops() -> World:
-    w = base()
+    w = base(replicas=False)
     name = "taintkeeper-controller-6f7b9c-k2x4q"
     w.script.create_pod(1.0, name, DEFAULTS, namespace=SYSTEM)
     w.script.bind(1.1, name, "n2", namespace=SYSTEM)
@@ -476,9 +513,19 @@ SCENARIOS: list[tuple[str, Callable[[], World], dict[str, int]]] = [
     ("a not-ready -> unreachable swap keeps the eviction's start", swap_keeps_the_start, {}),
     ("I2: after a swap the deadline still counts from the first taint", lambda: swap_keeps_the_start(61.0),
      {"I2": 1}),
-    ("I4: a replica writing past its renew deadline while nobody else holds the Lease (the fence)",
-     replica_writes_past_its_renew_deadline, {"I4": 1}),
-    ("I7: no replica leading for 20 s with no fault to explain it", nobody_leads_without_a_fault, {"I7": 1}),
+    ("I4: a replica writing past its renew deadline while nobody else holds the Lease (the fence); I10: and the "
+     "stand-by never took it",
+     replica_writes_past_its_renew_deadline, {"I4": 1, "I10": 1}),
+    ("a stand-by that takes the Lease 20 s after the leader stopped is within the hand-over bound",
+     lambda: nobody_leads_though_a_replica_runs(40.0), {}),
+    ("I10: a stand-by running all along and taking the Lease only 30 s after the leader stopped",
+     lambda: nobody_leads_though_a_replica_runs(50.0), {"I10": 1}),
+    ("I2: with the controller scaled to 0 a dead node's taint is late: absent replicas are no fault's doing",
+     scaled_to_zero_while_a_node_dies, {"I2": 1}),
+    ("I2: a leader kill just before the scale to 0 excuses only the hand-over bound",
+     lambda: scaled_to_zero_while_a_node_dies(leader_kill=True), {"I2": 1}),
+    ("I10 and I2: a controller that stops leading at the first fault, its stand-by running, fails both",
+     leader_stops_after_the_first_fault, {"I10": 1, "I2": 1}),
     ("a new leader gives a dead node a whole grace period from its first sight, as upstream",
      lambda: new_leader_taints_a_dead_node_a_grace_period_after_it_began(84.0), {}),
     ("I2: a dead node tainted later than a grace period after the leader began",
@@ -594,7 +641,8 @@ def test_a_violation_names_the_faults_active_at_its_time():
 
 def test_the_controller_pods_most_restarts_are_reported():
     assert controller_pod_crash_loops().report().max_controller_restarts == 3
-    assert node_dies_and_its_pod_goes_on_time().report().max_controller_restarts is None
+    assert node_dies_and_its_pod_goes_on_time().report().max_controller_restarts == 0
+    assert base(replicas=False).report().max_controller_restarts is None
 
 
 def test_the_checker_budgets_every_namespace_the_manifests_and_the_workload_annotate():
@@ -643,7 +691,7 @@ def test_violations_with_no_fault_active_go_to_the_none_row():
 def test_a_failing_report_names_the_counts_and_each_violation():
     lines = render(pod_deleted_early().report()).splitlines()
     assert lines[-2] == "1 faults (0 overlapping), 1 evictions checked, 1 violations (I1 1): FAIL"
-    assert lines[-1].startswith("I1 2023-11-14T22:14:12.000000Z pod chaos-workload/tol5-1 (00000002): deleted by "
+    assert lines[-1].startswith("I1 2023-11-14T22:14:12.000000Z pod chaos-workload/tol5-1 (00000004): deleted by "
                                 f"{REPLICA_A} 3.0s before its deadline")
     assert lines[-1].endswith("[faults: 1]")
 
@@ -831,11 +879,8 @@ def test_the_drivers_configuration_chooses_the_oracle_and_the_window():
 
 
 def write_run(tmp_path: Path, w: World) -> list[str]:
-    (tmp_path / "logs").mkdir()
-    (tmp_path / "logs" / "audit.log").write_text("\n".join(w.script.lines()) + "\n")
-    for fault in w.faults:
-        append_fault(tmp_path / "faults.jsonl", fault)
-    return ["--audit", str(tmp_path / "logs" / "audit.log"), "--faults", str(tmp_path / "faults.jsonl")]
+    audit, faults = w.write(tmp_path)
+    return ["--audit", str(audit), "--faults", str(faults)]
 
 
 COMMANDS = [
@@ -866,3 +911,13 @@ def test_bad_input_exits_2_with_one_line(tmp_path: Path, capsys: pytest.CaptureF
     assert main(argv) == 2
     err = capsys.readouterr().err
     assert message in err and err.count("\n") == 1
+
+
+def test_the_seconds_without_a_leader_count_an_open_stretch_to_the_logs_end_and_say_why():
+    report = scaled_to_zero_while_a_node_dies().report()
+    (stretch,) = report.leaderless
+    assert stretch.still_open and stretch.end > T0 + 110  # the last heartbeat, at 111 s: the log's end
+    line = render(report).splitlines()[1]
+    assert line.startswith(f"no leader 1 times, {stretch.seconds:,.1f}s in all")
+    assert "(the last still open when the log ended)" in line
+    assert f"no replica running {stretch.no_replica:,.1f}s ({stretch.no_replica:,.1f}s of it no fault's doing)" in line

@@ -1,0 +1,214 @@
+"""Leadership (I10): each stretch with no leader, split into what the run's faults account for and
+what they do not.
+
+A stretch runs from the moment leadership was lost (the holder's last renewal, or its release) to the
+next Lease write. Within it:
+- the apiserver down (a store fault): nobody can lead;
+- no controller replica running unpaused: nobody can lead either; excused only when a fault took the
+  replicas (a leader kill or pause, a fault on a replica's node), not when they were simply not there
+  (a Deployment scaled to 0);
+- otherwise a replica runs and the apiserver answers: some replica must hold the Lease within the
+  hand-over bound (lease duration + retry period + 5 s) of that becoming true. Seconds past the bound
+  are I10 violations, and deadlines falling in them are judged as if a leader had been there.
+"""
+
+from __future__ import annotations
+
+import math
+from collections.abc import Iterable, Sequence
+from dataclasses import dataclass
+
+from bench.soak.config import SoakConfig
+from bench.soak.faults import Fault
+from bench.soak.recovery import LEADER_KINDS, STORE_KINDS, Outage, leaderless
+from bench.soak.timeline import PodHistory, Timeline
+
+Interval = tuple[float, float]
+NODE_FAULTS = frozenset({"kubelet-kill", "kubelet-pause", "power-off", "manual-taint"})
+# How long before replicas went missing a fault on their node may have caused it: the node's grace,
+# its taint's allowance and a pod's shutdown.
+REPLICA_FAULT_LEAD = 120.0
+
+
+def union(intervals: Iterable[Interval]) -> list[Interval]:
+    merged: list[Interval] = []
+    for start, end in sorted(interval for interval in intervals if interval[1] > interval[0]):
+        if merged and start <= merged[-1][1]:
+            merged[-1] = (merged[-1][0], max(merged[-1][1], end))
+        else:
+            merged.append((start, end))
+    return merged
+
+
+def subtract(intervals: Iterable[Interval], holes: Iterable[Interval]) -> list[Interval]:
+    result = union(intervals)
+    for hole_start, hole_end in union(holes):
+        kept: list[Interval] = []
+        for start, end in result:
+            if hole_end <= start or end <= hole_start:
+                kept.append((start, end))
+                continue
+            if start < hole_start:
+                kept.append((start, hole_start))
+            if hole_end < end:
+                kept.append((hole_end, end))
+        result = kept
+    return result
+
+
+def clip(intervals: Iterable[Interval], start: float, end: float) -> list[Interval]:
+    return [(max(a, start), min(b, end)) for a, b in intervals if min(b, end) > max(a, start)]
+
+
+def length(intervals: Iterable[Interval]) -> float:
+    return sum(end - start for start, end in intervals)
+
+
+@dataclass(frozen=True)
+class Stretch:
+    """One stretch with no leader and how its seconds divide."""
+
+    start: float  # leadership lost: the last renewal, or the release
+    end: float  # the next Lease write, or the log's end
+    still_open: bool  # no Lease write ended it before the log did
+    apiserver_down: float  # seconds with a store fault
+    no_replica: float  # seconds with no replica running unpaused (the apiserver up)
+    within_bound: float  # seconds with a replica and the apiserver, within the hand-over bound
+    beyond_bound: list[Interval]  # with a replica and the apiserver, past the bound: I10
+    unexplained_absence: list[Interval]  # no replica running, and no fault took them
+
+    @property
+    def seconds(self) -> float:
+        return self.end - self.start
+
+    @property
+    def excused(self) -> list[Interval]:
+        """The parts a deadline's allowance counts through: all but the unexcused ones."""
+        return subtract([(self.start, self.end)], [*self.beyond_bound, *self.unexplained_absence])
+
+
+def _running(pod: PodHistory) -> list[Interval]:
+    """When the kubelet reported a container of the pod running, until it reported none, or the pod
+    began terminating."""
+    result: list[Interval] = []
+    since: float | None = None
+    termination = pod.termination()
+    gone = termination[0] if termination else math.inf
+    for state in pod.current:
+        running = state.deletion_timestamp is None and any(
+            (status.get("state") or {}).get("running") is not None for status in state.container_statuses
+        )
+        if running and since is None:
+            since = state.time
+        elif not running and since is not None:
+            result.append((since, state.time))
+            since = None
+    if since is not None:
+        result.append((since, math.inf))
+    return clip(result, -math.inf, gone)
+
+
+def _down_until_reported(pod: PodHistory, fault: Fault) -> Interval:
+    """A powered-off node's replica is gone from the fault's start until its kubelet reports it again."""
+    back = next((state.time for state in pod.current if state.time >= fault.until), math.inf)
+    return fault.start, back
+
+
+def replica_intervals(timeline: Timeline, faults: Sequence[Fault], config: SoakConfig) -> dict[str, list[Interval]]:
+    """Each controller replica (pod name) -> when it ran unpaused. Without pods (kube-controller-manager
+    runs as a process), the one process runs throughout but for the leader faults."""
+    if not config.replicas_are_pods:
+        paused = [(f.start, f.until) for f in faults if f.kind in LEADER_KINDS]
+        return {"controller": subtract([(timeline.start, math.inf)], paused)}
+    namespace, prefix = config.controller_pods
+    result: dict[str, list[Interval]] = {}
+    for pod in timeline.pods_named(namespace, prefix):
+        holes = [(f.start, f.until) for f in faults if f.kind in LEADER_KINDS and f.target == pod.name]
+        holes += [_down_until_reported(pod, f) for f in faults if f.kind == "power-off" and f.target == pod.node]
+        result[pod.name] = [*result.get(pod.name, []), *subtract(_running(pod), holes)]
+    return result
+
+
+class Leadership:
+    """The run's stretches without a leader, judged against the replicas and the store faults."""
+
+    def __init__(self, timeline: Timeline, faults: Sequence[Fault], config: SoakConfig) -> None:
+        slack = config.slack
+        self.bound = slack.lease_duration + slack.retry_period + slack.handover
+        self._faults = faults
+        self._timeline = timeline
+        self._config = config
+        self._restart_backoff = slack.restart_backoff
+        self._replicas = replica_intervals(timeline, faults, config)
+        self._running = union(interval for intervals in self._replicas.values() for interval in intervals)
+        self._down = union((f.start, f.until) for f in faults if f.kind in STORE_KINDS)
+        self.stretches: list[Stretch] = []
+        if config.lease is None:
+            return
+        missed_after = 2 * slack.retry_period
+        for outage in leaderless(timeline.lease_writes, missed_after, timeline.end):
+            lost = outage.start - missed_after if self._renewal_missed(outage) else outage.start
+            self.stretches.append(self._divide(lost, outage.end))
+
+    def _renewal_missed(self, outage: Outage) -> bool:
+        """Whether the stretch began with a missed renewal (counted from it) rather than a release."""
+        before = self._timeline.holder_before(outage.start)
+        return before is not None and bool(before.holder)
+
+    def _divide(self, lost: float, end: float) -> Stretch:
+        still_open = end == math.inf
+        end = self._timeline.end if still_open else end
+        whole = [(lost, end)]
+        down = clip(self._down, lost, end)
+        absent = subtract(subtract(whole, self._running), down)
+        unexplained = [interval for interval in absent if not self._replicas_taken(interval)]
+        eligible = subtract(whole, [*down, *absent])
+        within, beyond = [], []
+        for start, stop in eligible:
+            allowed = min(stop, start + self.bound)
+            within.append((start, allowed))
+            if stop > allowed:
+                beyond.append((allowed, stop))
+        return Stretch(lost, end, still_open, length(down), length(absent), length(within), beyond, unexplained)
+
+    def _replicas_taken(self, interval: Interval) -> bool:
+        """A fault took the replicas that ran shortly before: a leader fault on one (its container may
+        wait out the kubelet's restart back-off), or a fault on its node. A replica whose pod someone
+        deleted (a Deployment scaled down) was withdrawn, not taken."""
+        start, end = interval
+        for pod in self._recent_replicas(start):
+            for fault in self._faults:
+                if (
+                    fault.kind in LEADER_KINDS
+                    and fault.target == pod.name
+                    and fault.intersects(start - self._restart_backoff, end)
+                ) or (
+                    fault.kind in NODE_FAULTS
+                    and fault.target == pod.node
+                    and fault.intersects(start - REPLICA_FAULT_LEAD, end)
+                ):
+                    return True
+        return False
+
+    def _recent_replicas(self, moment: float) -> list[PodHistory]:
+        """The replicas that ran within REPLICA_FAULT_LEAD before `moment` and were not withdrawn."""
+        if not self._config.replicas_are_pods:
+            return [PodHistory("", "", "controller")]  # the one process; no node
+        namespace, prefix = self._config.controller_pods
+        return [
+            pod
+            for pod in self._timeline.pods_named(namespace, prefix)
+            if not self._withdrawn(pod)
+            and any(a <= moment and b >= moment - REPLICA_FAULT_LEAD for a, b in self._replicas.get(pod.name, []))
+        ]
+
+    def _withdrawn(self, pod: PodHistory) -> bool:
+        """Its pod deleted by someone other than the controller (its own eviction) or its kubelet."""
+        removal = next((removal for removal in pod.removals if removal.succeeded), None)
+        return removal is not None and not (
+            removal.write.by_controller or removal.write.username == f"system:node:{pod.node}"
+        )
+
+    def excused(self) -> list[Outage]:
+        """The parts of the stretches a deadline's allowance counts through (fault_id -1)."""
+        return [Outage(-1, start, end) for stretch in self.stretches for start, end in stretch.excused]
