@@ -4,7 +4,8 @@ workload, the webhook, and how much slack each invariant allows."""
 from __future__ import annotations
 
 import re
-from dataclasses import dataclass, replace
+from collections.abc import Mapping
+from dataclasses import dataclass, field, replace
 
 TAINTKEEPER_CONTROLLER_USER = "system:serviceaccount:taintkeeper-system:taintkeeper-controller"
 BUILTIN_CONTROLLER_USER = "system:serviceaccount:kube-system:node-controller"
@@ -19,6 +20,10 @@ DEFAULT_WORKLOAD_NAMESPACES = ("chaos-workload", "chaos-annotated", "chaos-budge
 # the webhook's and controller's PodDisruptionBudgets keep one replica of each). The audit policy records
 # namespaces at Metadata level, so the checker cannot read the annotation: a unit test keeps this in step.
 DEFAULT_BUDGETED_NAMESPACES = ("chaos-budgeted", "taintkeeper-system")
+# Each budgeted namespace's taintkeeper.io/disruption-budget-timeout in seconds (None: the controller's
+# --disruption-budget-timeout default, 0, waits as long as it takes): bench/soak/workload.py annotates the
+# workload's, a unit test keeps the two in step.
+DEFAULT_BUDGET_TIMEOUTS: dict[str, float | None] = {"chaos-budgeted": 120.0, "taintkeeper-system": None}
 
 # `taintkeeper-controller/<version> (<POD_NAME>)`: the greedy `.*` makes the group the last parentheses.
 _CONTROLLER_AGENT = re.compile(r"^taintkeeper-controller/[^\s(]+.*\(([^()]*)\)")
@@ -56,6 +61,7 @@ class SoakConfig:
     controller_users: frozenset[str]
     workload_namespaces: frozenset[str]
     budgeted_namespaces: frozenset[str] = frozenset(DEFAULT_BUDGETED_NAMESPACES)
+    budget_timeouts: Mapping[str, float | None] = field(default_factory=lambda: dict(DEFAULT_BUDGET_TIMEOUTS))
     lease: tuple[str, str] | None = TAINTKEEPER_LEASE  # None: one replica without election (I4 n/a)
     webhook: tuple[str, str] | None = TAINTKEEPER_WEBHOOK  # (namespace, pod-name prefix); None: built-in plugin
     controller_pods: tuple[str, str] = TAINTKEEPER_CONTROLLER_PODS  # (namespace, pod-name prefix) for I7, I10

@@ -72,12 +72,23 @@ class EvictionCheck:
     deleted: float | None = None  # the controller's deletion (None: it never came)
 
 
+@dataclass(frozen=True)
+class Unjudged:
+    """A deadline the log ended too soon to judge: its allowance runs past the last record."""
+
+    subject: str
+    began: float  # the taint, the kubelet's fault, the pod's creation
+    due: float
+    limit: float  # when the judgement could be made
+
+
 @dataclass
 class Findings:
     violations: list[Violation] = field(default_factory=list)
     evictions: list[EvictionCheck] = field(default_factory=list)
     max_controller_restarts: int | None = None
     leaderless: list[Stretch] = field(default_factory=list)  # no replica led (bench/soak/leadership.py)
+    unjudged: list[Unjudged] = field(default_factory=list)
 
 
 class Context:
@@ -98,8 +109,11 @@ class Context:
                       if write.holder and (write.holder != previous.holder
                                            or write.write.received - previous.write.received > renew_deadline)]
         self.since = -math.inf if config.since is None else config.since
-        # A deadline whose allowance runs past this cannot be judged: the log (or the soak) ended first.
         self.until = timeline.end if config.until is None else min(timeline.end, config.until)
+        # A deadline whose allowance runs past the log's last record cannot be judged: it is reported as
+        # such (and fails the run), never skipped. bench/chaos.py waits for every one before its last look.
+        self.log_end = timeline.end
+        self.unjudged: list[Unjudged] = []
         self._kubelet_faults: dict[str, list[Fault]] = defaultdict(list)
         for fault in faults:
             if fault.kind in KUBELET_KINDS:
@@ -107,6 +121,13 @@ class Context:
 
     def in_window(self, moment: float) -> bool:
         return self.since <= moment <= self.until
+
+    def judgeable(self, subject: str, began: float, due: float, limit: float) -> bool:
+        """Whether the log reaches `limit`; if not, the deadline is noted as unjudged."""
+        if limit <= self.log_end:
+            return True
+        self.unjudged.append(Unjudged(subject, began, due, limit))
+        return False
 
     def violation(self, invariant: str, moment: float, subject: str, explanation: str) -> Violation:
         return Violation(invariant, moment, subject, explanation, active_at(self.faults, moment))
@@ -217,24 +238,19 @@ def never_late(ctx: Context) -> tuple[list[Violation], list[EvictionCheck]]:
         if termination and termination[0] < due and not termination[1]:
             continue  # someone else was already deleting it
         limit = resume_time(due, ctx.outages, ctx.slack.late) + ctx.slack.late
-        if limit > ctx.until:
-            continue  # the log (or the recovery) ends before the judgement could be made
         deletion = pod.first_controller_removal()
         if _waiting_for_budget(ctx, pod, taint, due, limit):
             checked.append(EvictionCheck(pod.label, taint_start - ATTRIBUTION_LEAD, due, pod.node, taint_start, due,
                                          deletion.write.received if deletion else None))
-            missed = _budget_ask_missed(ctx, pod, due, min(lifted, gone))
-            if missed is not None:
-                asked, allowed = missed
-                found.append(ctx.violation("I2", asked, pod.label,
-                                           f"on {pod.node} under {taint.get('key')}: its budget refused its Eviction "
-                                           f"at {clock(asked)} and it was not asked again by {clock(allowed)}"))
+            found += _budget_wait_judged(ctx, pod, taint, due, min(lifted, gone))
             continue
         if deletion is not None and deletion.write.received <= limit:
             checked.append(EvictionCheck(pod.label, taint_start - ATTRIBUTION_LEAD, deletion.write.received,
                                          pod.node, taint_start, due, deletion.write.received))
             continue
         if termination and not termination[1] and termination[0] < limit:
+            continue
+        if not ctx.judgeable(pod.label, taint_start, due, limit):
             continue
         checked.append(EvictionCheck(pod.label, taint_start - ATTRIBUTION_LEAD, due, pod.node, taint_start, due,
                                      deletion.write.received if deletion else None))
@@ -256,6 +272,30 @@ def _waiting_for_budget(ctx: Context, pod: PodHistory, taint: Taint, due: float,
                for removal in pod.controller_removals())
 
 
+def _budget_wait_judged(ctx: Context, pod: PodHistory, taint: Taint, due: float, wait_ends: float) -> list[Violation]:
+    """A pod waiting for its budget: asked again after each refusal, and deleted once its namespace's
+    budget timeout (taintkeeper.io/disruption-budget-timeout, else the flag's default) has run out."""
+    found: list[Violation] = []
+    missed = _budget_ask_missed(ctx, pod, due, wait_ends)
+    if missed is not None:
+        asked, allowed = missed
+        found.append(ctx.violation("I2", asked, pod.label,
+                                   f"on {pod.node} under {taint.get('key')}: its budget refused its Eviction "
+                                   f"at {clock(asked)} and it was not asked again by {clock(allowed)}"))
+    timeout = ctx.config.budget_timeouts.get(pod.namespace)
+    if timeout is None:
+        return found
+    ceiling = resume_time(due + timeout, ctx.outages, ctx.slack.late) + ctx.slack.late
+    removed = any(removal.succeeded and due - ctx.slack.early <= removal.write.received <= ceiling
+                  for removal in pod.controller_removals())
+    if removed or wait_ends <= ceiling or not ctx.judgeable(pod.label, due, due + timeout, ceiling):
+        return found
+    found.append(ctx.violation("I2", due + timeout, pod.label,
+                               f"on {pod.node} under {taint.get('key')}: its budget timeout ({timeout:g}s) ran out "
+                               f"at {clock(due + timeout)} and it was not deleted by {clock(ceiling)}"))
+    return found
+
+
 def _budget_ask_missed(ctx: Context, pod: PodHistory, due: float, wait_ends: float) -> tuple[float, float] | None:
     """A pod waiting for its budget is on time only while the controller keeps asking: after each refused
     Eviction, the next ask (or the removal) within the retry interval plus the late slack, counted from an
@@ -268,7 +308,7 @@ def _budget_ask_missed(ctx: Context, pod: PodHistory, due: float, wait_ends: flo
         if ask.succeeded:
             return None
         allowed = resume_time(ask.write.received + ctx.slack.budget_retry, ctx.outages, ctx.slack.late) + ctx.slack.late
-        if allowed >= min(wait_ends, ctx.until):
+        if allowed >= min(wait_ends, ctx.log_end):
             return None
         if following is None or following.write.received > allowed:
             return ask.write.received, allowed
@@ -302,8 +342,8 @@ def dead_nodes_tainted(ctx: Context) -> list[Violation]:
             if not later:
                 break
             start = later[-1]
-        if fault.until < limit or limit > ctx.until:
-            continue  # the kubelet came back (or the log ended) before the taint was owed
+        if fault.until < limit or not ctx.judgeable(f"node {fault.target}", fault.start, due, limit):
+            continue  # the kubelet came back before the taint was owed (or the log ended first)
         history = ctx.timeline.nodes.get(fault.target)
         states = history.held_between(fault.start, limit) if history else []
         if not any(held.taint.get("key") in LIFECYCLE_KEYS for state in states for held in state):
@@ -566,7 +606,7 @@ def admission(ctx: Context) -> list[Violation]:
             continue
         backfill = ctx.slack.backfill
         limit = resume_time(record.completed, ctx.outages, backfill) + backfill
-        if limit > ctx.until or _backfilled_by(ctx, pod, limit):
+        if _backfilled_by(ctx, pod, limit) or not ctx.judgeable(pod.label, record.received, record.completed, limit):
             continue
         found.append(ctx.violation("I6", record.received, pod.label,
                                    f"admitted without the default tolerations (no webhook pod Ready) and not "
@@ -637,11 +677,17 @@ def budgets_respected(ctx: Context) -> list[Violation]:
             moment = removal.write.received
             tolerations = pod.tolerations_at(removal.write.completed)
             floor = pod.bound_at if pod.bound_at is not None else -math.inf
-            due = {str(held.taint.get("key")) for state in ctx.node_taints_around(pod, moment) for held in state
-                   if max(held.episode_start, floor) + grace_seconds(tolerations, held.taint)
-                   <= moment + ctx.slack.early}
+            deadlines: dict[str, float] = {}
+            for held in (held for state in ctx.node_taints_around(pod, moment) for held in state):
+                key = str(held.taint.get("key"))
+                deadline = max(held.episode_start, floor) + grace_seconds(tolerations, held.taint)
+                deadlines[key] = min(deadline, deadlines.get(key, math.inf))
+            due = {key for key, deadline in deadlines.items() if deadline <= moment + ctx.slack.early}
             if due & NEVER_BUDGETED:
                 continue
+            timeout = ctx.config.budget_timeouts.get(pod.namespace)
+            if due and timeout is not None and all(deadlines[key] + timeout <= moment + ctx.slack.early for key in due):
+                continue  # the budget timeout ran out: a DELETE, as upstream's
             found.append(ctx.violation("I8", moment, pod.label,
                                        f"deleted by {removal.write.replica} on {pod.node} under "
                                        f"{', '.join(sorted(due)) or 'no due taint'} with a DELETE: it respects its "
@@ -685,4 +731,5 @@ def check_all(ctx: Context) -> Findings:
                   *some_replica_leads(ctx)]
     violations = sorted((v for v in violations if ctx.in_window(v.time)), key=lambda v: (v.time, v.invariant))
     return Findings(violations, [check for check in checked if ctx.in_window(check.window_end)], most,
-                    [stretch for stretch in ctx.leadership.stretches if ctx.in_window(stretch.start)])
+                    [stretch for stretch in ctx.leadership.stretches if ctx.in_window(stretch.start)],
+                    sorted((u for u in ctx.unjudged if ctx.in_window(u.began)), key=lambda u: u.limit))

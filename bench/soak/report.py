@@ -7,7 +7,7 @@ from dataclasses import dataclass, field
 from datetime import UTC, datetime
 
 from bench.soak.faults import FAULT_KINDS, Fault, overlapping
-from bench.soak.invariants import INVARIANTS, Findings, Violation
+from bench.soak.invariants import INVARIANTS, Findings, Unjudged, Violation
 from bench.soak.leadership import Stretch, length
 
 NO_FAULT = "none"  # the row of violations and evictions while no fault was active
@@ -33,10 +33,12 @@ class SoakReport:
     records: int
     unreadable_lines: int = 0
     leaderless: tuple[Stretch, ...] = ()  # each stretch with no leader, and how its seconds divide
+    unjudged: tuple[Unjudged, ...] = ()  # deadlines the log ended too soon to judge
 
     @property
     def passed(self) -> bool:
-        return not self.violations
+        """No violation, and every deadline judged: a judge that could not look does not pass a run."""
+        return not self.violations and not self.unjudged
 
     def render(self) -> str:
         return render(self)
@@ -64,7 +66,7 @@ def summarize(findings: Findings, faults: Sequence[Fault], one_actor_checked: bo
     total = FaultRow("total", len(faults), len(overlap), len(findings.evictions), _counts(findings.violations))
     return SoakReport(findings.violations, len(findings.evictions), rows, total, one_actor_checked,
                       findings.max_controller_restarts, records,
-                      leaderless=tuple(findings.leaderless))
+                      leaderless=tuple(findings.leaderless), unjudged=tuple(findings.unjudged))
 
 
 def iso(moment: float) -> str:
@@ -100,8 +102,14 @@ def summary_line(report: SoakReport) -> str:
             f"{report.evictions_checked:,} evictions checked, {len(report.violations):,} violations")
     if report.passed:
         return f"{head}: PASS"
-    per = ", ".join(f"{invariant} {count:,}" for invariant, count in total.violations.items() if count)
+    per = ", ".join([*(f"{invariant} {count:,}" for invariant, count in total.violations.items() if count),
+                     *([f"{len(report.unjudged):,} deadlines unjudged"] if report.unjudged else [])])
     return f"{head} ({per}): FAIL"
+
+
+def unjudged_line(unjudged: Unjudged) -> str:
+    return (f"unjudged {iso(unjudged.due)} {unjudged.subject}: the log ended before {iso(unjudged.limit)}, "
+            "when its allowance ran out")
 
 
 def violation_line(violation: Violation) -> str:
@@ -136,4 +144,5 @@ def render(report: SoakReport) -> str:
              f"controller restarts: max {restarts}")
     lines = [notes, *([leaderless_line(report.leaderless)] if report.one_actor_checked else [])]
     return "\n".join([*lines, "", *_table(report), "", summary_line(report),
-                      *(violation_line(violation) for violation in report.violations)]) + "\n"
+                      *(violation_line(violation) for violation in report.violations),
+                      *(unjudged_line(unjudged) for unjudged in report.unjudged)]) + "\n"

@@ -2,7 +2,8 @@
 differently, plus a Deployment and a StatefulSet whose pods are replaced when evicted, and a
 Deployment whose PodDisruptionBudget its pods respect (their namespace is annotated
 taintkeeper.io/eviction=respect-disruption-budget: a hand-made NoExecute taint moves them only as
-fast as the budget allows).
+fast as the budget allows, and taintkeeper.io/disruption-budget-timeout=120s: one still refused that
+long after its deadline is deleted).
 
 The kinds (the pod's name starts with the kind):
 - `default`: no tolerations: the webhook (or the built-in plugin) gives it 300 s;
@@ -38,6 +39,7 @@ ANNOTATED_NAMESPACE = "chaos-annotated"
 BUDGETED_NAMESPACE = "chaos-budgeted"
 NAMESPACES = (NAMESPACE, ANNOTATED_NAMESPACE, BUDGETED_NAMESPACE)
 ANNOTATED_SECONDS = 30
+BUDGET_TIMEOUT_SECONDS = 120  # a budgeted pod still refused this long after its deadline is deleted
 CHAOS_TAINT = "chaos.taintkeeper.io/drain"  # the NoExecute taint the soak adds and removes by hand
 NOT_READY = "node.kubernetes.io/not-ready"
 UNREACHABLE = "node.kubernetes.io/unreachable"
@@ -52,7 +54,8 @@ REPLICAS = 3
 NAMESPACE_ANNOTATIONS = {
     ANNOTATED_NAMESPACE: {"taintkeeper.io/not-ready-toleration-seconds": str(ANNOTATED_SECONDS),
                           "taintkeeper.io/unreachable-toleration-seconds": str(ANNOTATED_SECONDS)},
-    BUDGETED_NAMESPACE: {"taintkeeper.io/eviction": "respect-disruption-budget"},
+    BUDGETED_NAMESPACE: {"taintkeeper.io/eviction": "respect-disruption-budget",
+                         "taintkeeper.io/disruption-budget-timeout": f"{BUDGET_TIMEOUT_SECONDS}s"},
 }
 CALL_TIMEOUT = (3, 10)
 

@@ -29,7 +29,7 @@ from bench.soak.config import (
 )
 from bench.soak.faults import Fault, FaultLogError, append_fault, overlapping, parse_faults, read_faults
 from bench.soak.report import SoakReport, render
-from controller.tainteviction.disruption_budget import opted_in
+from controller.tainteviction.disruption_budget import budget_timeout, opted_in
 from tests.unit.bench.soak_audit_builders import (
     BUDGETED,
     CHAOS_TAINT,
@@ -277,11 +277,21 @@ def standby_deletes_while_the_leader_holds_the_lease() -> World:
 # --- disruption budgets (I8) and the out-of-service fence (I9) ---
 
 
-def drained_budgeted_pod(*, removals: tuple[tuple[float, str], ...], namespace: str = BUDGETED) -> World:
+def refused_every_5s(first: float, last: float) -> tuple[tuple[float, str], ...]:
+    count = int((last - first) // 5) + 1
+    return tuple((first + 5 * index, "refused") for index in range(count))
+
+
+def drained_budgeted_pod(*, removals: tuple[tuple[float, str], ...], namespace: str = BUDGETED,
+                         end: float = END) -> World:
     """n2 healthy; at 30 s someone taints it with the soak's drain taint; `api-3`, in `namespace` (one whose
     pods respect their disruption budget) and tolerating the taint 5 s, is due at 35 s. `removals`: the
-    controller's (time, how) for it: "evict", "refused" (an Eviction the budget refuses) or "delete"."""
+    controller's (time, how) for it: "evict", "refused" (an Eviction the budget refuses) or "delete".
+    `end`: the nodes heartbeat (and the log runs) until then."""
     w = base()
+    for node in ("n1", "n2", "n3"):
+        w.script.heartbeats(node, END + 10.0, end)
+    w.script.lead(REPLICA_A, END + 2.0, end)
     w.script.create_pod(3.0, "api-3", [*timed(5), toleration(CHAOS_TAINT, 5)], namespace=namespace)
     w.script.bind(3.1, "api-3", "n2", namespace=namespace)
     w.script.pod_status(4.0, "api-3", namespace=namespace)
@@ -553,6 +563,12 @@ SCENARIOS: list[tuple[str, Callable[[], World], dict[str, int]]] = [
      lambda: drained_budgeted_pod(removals=((35.2, "refused"),)), {"I2": 1}),
     ("I2: a budgeted pod asked again only 18 s after its budget refused is late",
      lambda: drained_budgeted_pod(removals=((35.2, "refused"), (40.2, "refused"), (58.0, "evict"))), {"I2": 1}),
+    ("a budgeted pod still refused when its namespace's budget timeout (120 s) runs out is deleted: on time",
+     lambda: drained_budgeted_pod(removals=(*refused_every_5s(35.2, 155.0), (155.2, "delete")), end=170.0), {}),
+    ("I2: a budgeted pod still refused 10 s after its budget timeout ran out and never deleted is late",
+     lambda: drained_budgeted_pod(removals=refused_every_5s(35.2, 195.0), end=200.0), {"I2": 1}),
+    ("I8: a budgeted pod deleted before its budget timeout ran out bypassed its budget",
+     lambda: drained_budgeted_pod(removals=(*refused_every_5s(35.2, 100.0), (100.2, "delete"))), {"I8": 1}),
     ("I2: a budgeted pod nobody asked to evict is late all the same",
      lambda: drained_budgeted_pod(removals=((60.0, "evict"),)), {"I2": 1}),
     ("a budgeted pod on a failed node goes with a DELETE: node failures are never budgeted",
@@ -653,6 +669,17 @@ def test_the_checker_budgets_every_namespace_the_manifests_and_the_workload_anno
                   if opted_in({}, annotations)}
     assert annotated == {"taintkeeper-system", workload.BUDGETED_NAMESPACE}
     assert taintkeeper_config().budgeted_namespaces == annotated
+
+
+def test_the_checker_knows_each_budgeted_namespaces_budget_timeout():
+    annotations = {doc["metadata"]["name"]: doc["metadata"].get("annotations") or {}
+                   for _, _, doc in documents() if doc.get("kind") == "Namespace"}
+    annotations.update(workload.NAMESPACE_ANNOTATIONS)
+    # The controller's own reading, with the manifests' --disruption-budget-timeout (none: 0, no ceiling).
+    timeouts = {namespace: budget_timeout({}, annotations[namespace], None)[0]
+                for namespace in taintkeeper_config().budgeted_namespaces}
+    assert timeouts == taintkeeper_config().budget_timeouts == {workload.BUDGETED_NAMESPACE: 120.0,
+                                                                "taintkeeper-system": None}
 
 
 def test_one_actor_is_not_applicable_without_a_lease():
@@ -921,3 +948,17 @@ def test_the_seconds_without_a_leader_count_an_open_stretch_to_the_logs_end_and_
     assert line.startswith(f"no leader 1 times, {stretch.seconds:,.1f}s in all")
     assert "(the last still open when the log ended)" in line
     assert f"no replica running {stretch.no_replica:,.1f}s ({stretch.no_replica:,.1f}s of it no fault's doing)" in line
+
+
+def test_a_deadline_the_log_ended_too_soon_to_judge_is_reported_and_fails_the_run():
+    w = failed_node(55.2)
+    w.script.create_pod(3.0, "default-3", DEFAULTS)  # 300 s: due at 350 s, the log ends at 111 s
+    w.script.bind(3.1, "default-3", "n1")
+    report = w.report()
+    assert not report.violations
+    (unjudged,) = report.unjudged
+    assert unjudged.subject.startswith("pod chaos-workload/default-3 ")
+    assert (unjudged.due, unjudged.limit) == (T0 + 350.0, T0 + 355.0)
+    assert not report.passed
+    text = render(report)
+    assert "(1 deadlines unjudged): FAIL" in text and "unjudged 2023-11-14T22:19:10.000000Z pod" in text
