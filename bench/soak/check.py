@@ -23,7 +23,7 @@ from bench.soak.report import SoakReport, summarize
 from bench.soak.timeline import Timeline, build_timeline
 
 # bench/chaos.py takes soak_config here
-__all__ = ["CheckInputError", "Judged", "check", "check_run", "judge_run", "main", "soak_config"]
+__all__ = ["CheckInputError", "Judged", "check_run", "judge_run", "main", "soak_config"]
 
 
 # The only resources an invariant reads (bench/soak/timeline.py reads each); requests to any other are
@@ -48,12 +48,7 @@ class Judged:
 def judge(audit_records: Sequence[AuditRecord], faults: Sequence[Fault], config: SoakConfig) -> Judged:
     timeline = build_timeline(audit_records, config)
     findings = check_all(Context(timeline, faults, config))
-    return Judged(summarize(findings, faults, config.lease is not None, len(audit_records)), timeline, findings,
-                  faults)
-
-
-def check(audit_records: Sequence[AuditRecord], faults: Sequence[Fault], config: SoakConfig) -> SoakReport:
-    return judge(audit_records, faults, config).report
+    return Judged(summarize(findings, faults, config, len(audit_records)), timeline, findings, faults)
 
 
 def check_run(audit_log: Path, fault_log: Path, config: SoakConfig) -> SoakReport:

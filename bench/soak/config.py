@@ -8,7 +8,12 @@ from collections.abc import Mapping
 from dataclasses import dataclass, field, replace
 
 TAINTKEEPER_CONTROLLER_USER = "system:serviceaccount:taintkeeper-system:taintkeeper-controller"
-BUILTIN_CONTROLLER_USER = "system:serviceaccount:kube-system:node-controller"
+BUILTIN_CONTROLLER_USER = "system:serviceaccount:kube-system:node-controller"  # 1.29+: the taint eviction too
+# PodGC: on 1.26+ it force-deletes the terminating pods of a node that carries the out-of-service taint.
+BUILTIN_POD_GC_USER = "system:serviceaccount:kube-system:pod-garbage-collector"
+# Promises only taintkeeper makes (its opt-in budget annotation, its force deletion's rule): judged
+# beside, not counted, when the built-ins are judged.
+TAINTKEEPER_ONLY = frozenset({"I8", "I9"})
 TAINTKEEPER_LEASE = ("taintkeeper-system", "taintkeeper-controller")
 TAINTKEEPER_WEBHOOK = ("taintkeeper-system", "taintkeeper-webhook-")
 TAINTKEEPER_CONTROLLER_PODS = ("taintkeeper-system", "taintkeeper-controller-")
@@ -68,12 +73,20 @@ class SoakConfig:
     # I10: the controller's replicas are those pods (False: one process, kube-controller-manager's).
     replicas_are_pods: bool = True
     slack: Slack = Slack()
+    # The built-ins: judged by what upstream promises (TAINTKEEPER_ONLY beside; I3 only across actors).
+    upstream: bool = False
     # The soak's window: violations outside it (the cluster's setup, the check itself) do not count.
     since: float | None = None
     until: float | None = None
 
     def is_controller(self, username: str) -> bool:
         return username in self.controller_users
+
+    @property
+    def not_applicable(self) -> frozenset[str]:
+        """The invariants reported beside the verdict: without a Lease, I4 and I10; for the built-ins,
+        taintkeeper's own promises."""
+        return frozenset({*(TAINTKEEPER_ONLY if self.upstream else ()), *(("I4", "I10") if self.lease is None else ())})
 
 
 def taintkeeper_config(workload_namespaces: tuple[str, ...] = DEFAULT_WORKLOAD_NAMESPACES) -> SoakConfig:
@@ -84,7 +97,7 @@ def taintkeeper_config(workload_namespaces: tuple[str, ...] = DEFAULT_WORKLOAD_N
 def builtin_config(workload_namespaces: tuple[str, ...] = DEFAULT_WORKLOAD_NAMESPACES) -> SoakConfig:
     """kube-controller-manager as the oracle: one process without leader election, and the
     DefaultTolerationSeconds admission plugin instead of a webhook."""
-    return SoakConfig(controller_users=frozenset({BUILTIN_CONTROLLER_USER}),
+    return SoakConfig(controller_users=frozenset({BUILTIN_CONTROLLER_USER, BUILTIN_POD_GC_USER}), upstream=True,
                       workload_namespaces=frozenset(workload_namespaces), lease=None, webhook=None,
                       controller_pods=("kube-system", "kube-controller-manager-"), replicas_are_pods=False)
 

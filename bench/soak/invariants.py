@@ -89,6 +89,7 @@ class Findings:
     max_controller_restarts: int | None = None
     leaderless: list[Stretch] = field(default_factory=list)  # no replica led (bench/soak/leadership.py)
     unjudged: list[Unjudged] = field(default_factory=list)
+    beside: list[Violation] = field(default_factory=list)  # of the invariants not applicable to the run
 
 
 class Context:
@@ -366,6 +367,8 @@ def deleted_twice(ctx: Context) -> list[Violation]:
         for again in pod.controller_removals():
             if again.force and again.succeeded and ctx.fenced(pod.node, again.write.received):
                 continue  # KEP-2268: a fenced node's terminating pods are force-deleted (I9 judges it)
+            if ctx.config.upstream and again.write.username == first.write.username:
+                continue  # upstream re-deletes by design (each taint change), a no-op on a terminating pod
             if again.write.received > first.write.received and again is not first:
                 found.append(ctx.violation("I3", again.write.received, pod.label,
                                            f"deleted again by {again.write.replica} (answer {again.code}) "
@@ -730,6 +733,8 @@ def check_all(ctx: Context) -> Findings:
                   *admission(ctx), *lost, *budgets_respected(ctx), *force_only_when_fenced(ctx),
                   *some_replica_leads(ctx)]
     violations = sorted((v for v in violations if ctx.in_window(v.time)), key=lambda v: (v.time, v.invariant))
+    beside = [v for v in violations if v.invariant in ctx.config.not_applicable]
+    violations = [v for v in violations if v.invariant not in ctx.config.not_applicable]
     return Findings(violations, [check for check in checked if ctx.in_window(check.window_end)], most,
                     [stretch for stretch in ctx.leadership.stretches if ctx.in_window(stretch.start)],
-                    sorted((u for u in ctx.unjudged if ctx.in_window(u.began)), key=lambda u: u.limit))
+                    sorted((u for u in ctx.unjudged if ctx.in_window(u.began)), key=lambda u: u.limit), beside)

@@ -6,6 +6,7 @@ from collections.abc import Sequence
 from dataclasses import dataclass, field
 from datetime import UTC, datetime
 
+from bench.soak.config import SoakConfig
 from bench.soak.faults import FAULT_KINDS, Fault, overlapping
 from bench.soak.invariants import INVARIANTS, Findings, Unjudged, Violation
 from bench.soak.leadership import Stretch, length
@@ -28,12 +29,14 @@ class SoakReport:
     evictions_checked: int
     rows: list[FaultRow]  # per fault kind, then the "none" row
     total: FaultRow
-    one_actor_checked: bool  # False: no controller Lease, so I4 is n/a
+    one_actor_checked: bool  # False: no controller Lease, so I4 and I10 are n/a
     max_controller_restarts: int | None
     records: int
     unreadable_lines: int = 0
     leaderless: tuple[Stretch, ...] = ()  # each stretch with no leader, and how its seconds divide
     unjudged: tuple[Unjudged, ...] = ()  # deadlines the log ended too soon to judge
+    not_applicable: frozenset[str] = frozenset()  # shown n/a in the table
+    beside: tuple[Violation, ...] = ()  # violations of those, reported beside the verdict
 
     @property
     def passed(self) -> bool:
@@ -48,7 +51,7 @@ def _counts(violations: Sequence[Violation]) -> dict[str, int]:
     return {invariant: sum(1 for v in violations if v.invariant == invariant) for invariant in INVARIANTS}
 
 
-def summarize(findings: Findings, faults: Sequence[Fault], one_actor_checked: bool, records: int) -> SoakReport:
+def summarize(findings: Findings, faults: Sequence[Fault], config: SoakConfig, records: int) -> SoakReport:
     overlap = overlapping(faults)
     kinds = [kind for kind in FAULT_KINDS if any(f.kind == kind for f in faults)]
     kinds += sorted({f.kind for f in faults} - set(FAULT_KINDS))
@@ -64,9 +67,10 @@ def summarize(findings: Findings, faults: Sequence[Fault], one_actor_checked: bo
                        if not any(fault.intersects(check.window_start, check.window_end) for fault in faults))
     rows.append(FaultRow(NO_FAULT, 0, 0, unattributed, _counts([v for v in findings.violations if not v.faults])))
     total = FaultRow("total", len(faults), len(overlap), len(findings.evictions), _counts(findings.violations))
-    return SoakReport(findings.violations, len(findings.evictions), rows, total, one_actor_checked,
+    return SoakReport(findings.violations, len(findings.evictions), rows, total, config.lease is not None,
                       findings.max_controller_restarts, records,
-                      leaderless=tuple(findings.leaderless), unjudged=tuple(findings.unjudged))
+                      leaderless=tuple(findings.leaderless), unjudged=tuple(findings.unjudged),
+                      not_applicable=config.not_applicable, beside=tuple(findings.beside))
 
 
 def iso(moment: float) -> str:
@@ -79,8 +83,8 @@ def _table(report: SoakReport) -> list[str]:
     def cells(row: FaultRow) -> list[str]:
         named = row.kind not in (NO_FAULT,)
         counts = [f"{row.violations.get(invariant, 0):,}" for invariant in INVARIANTS]
-        if not report.one_actor_checked:
-            counts[INVARIANTS.index("I4")] = "n/a"
+        for invariant in report.not_applicable:
+            counts[INVARIANTS.index(invariant)] = "n/a"
         return [row.kind, f"{row.injected:,}" if named else "-", f"{row.overlapping:,}" if named else "-",
                 f"{row.evictions:,}", *counts]
 
@@ -105,6 +109,13 @@ def summary_line(report: SoakReport) -> str:
     per = ", ".join([*(f"{invariant} {count:,}" for invariant, count in total.violations.items() if count),
                      *([f"{len(report.unjudged):,} deadlines unjudged"] if report.unjudged else [])])
     return f"{head} ({per}): FAIL"
+
+
+def beside_line(report: SoakReport) -> str:
+    """The promises only taintkeeper makes, counted for the built-ins beside their verdict."""
+    counts = ", ".join(f"{invariant} {sum(1 for v in report.beside if v.invariant == invariant):,}"
+                       for invariant in INVARIANTS if invariant in report.not_applicable - {"I4", "I10"})
+    return f"not applicable to upstream, reported beside the verdict: {counts}"
 
 
 def unjudged_line(unjudged: Unjudged) -> str:
@@ -142,7 +153,8 @@ def render(report: SoakReport) -> str:
     restarts = "-" if report.max_controller_restarts is None else f"{report.max_controller_restarts:,}"
     notes = (f"audit: {report.records:,} records, {report.unreadable_lines:,} unreadable lines skipped; "
              f"controller restarts: max {restarts}")
-    lines = [notes, *([leaderless_line(report.leaderless)] if report.one_actor_checked else [])]
+    lines = [notes, *([leaderless_line(report.leaderless)] if report.one_actor_checked else []),
+             *([beside_line(report)] if report.not_applicable - {"I4", "I10"} else [])]
     return "\n".join([*lines, "", *_table(report), "", summary_line(report),
                       *(violation_line(violation) for violation in report.violations),
                       *(unjudged_line(unjudged) for unjudged in report.unjudged)]) + "\n"

@@ -36,6 +36,7 @@ from tests.unit.bench.soak_audit_builders import (
     DEFAULTS,
     DRIVER,
     FOREVER,
+    NODE_CONTROLLER,
     NOT_READY,
     OUT_OF_SERVICE,
     REPLICA_A,
@@ -490,6 +491,28 @@ def builtin_plugin_missed_a_pod() -> World:
     return w
 
 
+POD_GC = Actor("system:serviceaccount:kube-system:pod-garbage-collector",
+               "kube-controller-manager/v1.37.2 (linux/amd64) kubernetes/f0e1d2c/system:serviceaccount:"
+               "kube-system:pod-garbage-collector")
+
+
+def builtins_delete(*removals: tuple[float, Actor, bool]) -> World:
+    """n1 dies; the built-ins taint it at 50 s and remove `tol5-1` by (time, actor, force) each."""
+    w = base(down=("n1",))
+    w.config = builtin_config()
+    n1_fails(w, by=NODE_CONTROLLER)
+    for moment, actor, force in removals:
+        w.script.delete_pod(moment, "tol5-1", actor, final=force)
+    return w
+
+
+def builtins_drain_a_budgeted_pod_with_a_delete() -> World:
+    w = drained_budgeted_pod(removals=())
+    w.config = builtin_config()
+    w.script.delete_pod(35.2, "api-3", NODE_CONTROLLER, namespace=BUDGETED)
+    return w
+
+
 def controller_pod_crash_loops() -> World:
     w = base(replicas=False)
     name = "taintkeeper-controller-6f7b9c-k2x4q"
@@ -615,6 +638,12 @@ SCENARIOS: list[tuple[str, Callable[[], World], dict[str, int]]] = [
      {"I6": 1}),
     ("a pod labelled taintkeeper.io/skip needs no defaults", opted_out_pod_without_defaults, {}),
     ("I6: with the built-in plugin every pod must carry the defaults", builtin_plugin_missed_a_pod, {"I6": 1}),
+    ("the built-ins' taint manager deleting a pod again (each taint change) is upstream's design: no I3",
+     lambda: builtins_delete((55.2, NODE_CONTROLLER, False), (56.0, NODE_CONTROLLER, False)), {}),
+    ("I3: the built-ins removing one pod by two actors (the taint manager, then PodGC on an unfenced node)",
+     lambda: builtins_delete((55.2, NODE_CONTROLLER, False), (56.0, POD_GC, True)), {"I3": 1}),
+    ("the built-ins' DELETE of a pod in a budget-respecting namespace: I8 is taintkeeper's, reported beside",
+     builtins_drain_a_budgeted_pod_with_a_delete, {}),
     ("I7: a controller pod in CrashLoopBackOff", controller_pod_crash_loops, {"I7": 1}),
     ("the kubelet's back-off right after the soak killed the container is no crash loop",
      controller_pod_backs_off_after_the_soak_killed_it, {}),
@@ -686,6 +715,15 @@ def test_one_actor_is_not_applicable_without_a_lease():
     report = builtin_plugin_missed_a_pod().report()
     assert not report.one_actor_checked
     assert "| n/a |" in render(report)
+
+
+def test_the_builtins_are_judged_by_upstreams_promises_with_taintkeepers_own_reported_beside():
+    report = builtins_delete((55.2, NODE_CONTROLLER, False), (56.0, POD_GC, True)).report()
+    assert [v.invariant for v in report.beside] == ["I9"]  # a force deletion on a node nobody fenced
+    assert report.not_applicable == {"I4", "I8", "I9", "I10"}
+    header = render(report).splitlines()[:3]
+    assert "not applicable to upstream, reported beside the verdict: I8 0, I9 1" in header
+    assert builtins_drain_a_budgeted_pod_with_a_delete().report().passed
 
 
 # --- the fault table --------------------------------------------------------------------------
