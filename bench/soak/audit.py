@@ -23,7 +23,7 @@ _KEPT_STAGES = frozenset({"ResponseComplete", "Panic"})
 # Object section -> the fields kept ("" is the object itself). Status objects carry a string `status`.
 SLIM_FIELDS: dict[str, frozenset[str]] = {
     "": frozenset({"kind", "apiVersion", "metadata", "spec", "status", "target", "preconditions", "deleteOptions",
-                   "gracePeriodSeconds"}),
+                   "gracePeriodSeconds", "involvedObject", "regarding", "reason"}),
     "metadata": frozenset({"name", "namespace", "uid", "resourceVersion", "creationTimestamp", "deletionTimestamp",
                            "labels", "ownerReferences"}),
     "spec": frozenset({"nodeName", "tolerations", "taints", "unschedulable", "holderIdentity"}),

@@ -28,7 +28,7 @@ __all__ = ["CheckInputError", "Judged", "check_run", "judge_run", "main", "soak_
 
 # The only resources an invariant reads (bench/soak/timeline.py reads each); requests to any other are
 # skipped as the log is read.
-CHECKED_RESOURCES = frozenset({"pods", "nodes", "leases", "endpointslices"})
+CHECKED_RESOURCES = frozenset({"pods", "nodes", "leases", "endpointslices", "events"})
 
 
 class CheckInputError(Exception):

@@ -37,7 +37,7 @@ KUBELET_KINDS = frozenset({"kubelet-kill", "kubelet-pause", "power-off"})
 NODE_HEARTBEAT_WINDOW = 40.0  # seconds: a kubelet renews its node Lease every 10 s
 ATTRIBUTION_LEAD = 60.0  # seconds before a taint's start in which a fault may have caused it
 SKIP_LABEL = "taintkeeper.io/skip"
-ACTING = {"pods": ("", "status", "eviction"), "nodes": ("", "status")}
+ACTING = {"pods": ("", "status", "eviction"), "nodes": ("", "status"), "events": ("",)}
 LIFECYCLE_IDS = frozenset((key, NO_EXECUTE) for key in LIFECYCLE_KEYS)
 # The taints a pod's disruption budget never holds back: its node has failed, or has been fenced.
 NEVER_BUDGETED = frozenset({*LIFECYCLE_KEYS, OUT_OF_SERVICE})
@@ -454,7 +454,15 @@ def never_twice(ctx: Context) -> list[Violation]:
 
 
 def _acting(record: AuditRecord) -> bool:
-    return record.is_write and record.subresource in ACTING.get(record.resource, ())
+    """A write that acts on a pod or node; an Event counts when it is about a pod ("Marking for deletion",
+    a deletion): a replica that may not act may not say it does."""
+    if not (record.is_write and record.subresource in ACTING.get(record.resource, ())):
+        return False
+    if record.resource != "events":
+        return True
+    request = record.request_object or {}
+    about = request.get("involvedObject") or request.get("regarding") or {}
+    return about.get("kind") == "Pod"
 
 
 def one_actor(ctx: Context) -> list[Violation]:

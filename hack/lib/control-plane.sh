@@ -319,6 +319,14 @@ rules:
     resources: [pods, pods/status, pods/binding, pods/eviction, nodes, nodes/status]
   - group: coordination.k8s.io
     resources: [leases]
+# Events with their bodies (what they are about): a replica that may not act may not say it does (I4).
+- level: Request
+  verbs: [create, update, patch]
+  resources:
+  - group: ""
+    resources: [events]
+  - group: events.k8s.io
+    resources: [events]
 - level: Metadata
 YAML
 }

@@ -302,6 +302,15 @@ class AuditScript:
                                         api_group="discovery.k8s.io", namespace=namespace, name=f"{service}-x7k2p",
                                         received=seconds)])
 
+    def post_event(self, seconds: float, pod: str, reason: str, actor: Actor, *, namespace: str = NAMESPACE) -> None:
+        """An Event about the pod (recorded at Request level: the request object, no response)."""
+        event_name = f"{pod}.{next(self._uids):016x}"
+        body = {"kind": "Event", "apiVersion": "v1", "metadata": {"name": event_name, "namespace": namespace},
+                "involvedObject": {"kind": "Pod", "namespace": namespace, "name": pod}, "reason": reason,
+                "type": "Normal", "message": reason}
+        self.at(seconds, lambda: [event(verb="create", actor=actor, resource="events", namespace=namespace,
+                                        name="", received=seconds, code=201, request=body)])
+
     def patch_tolerations(self, seconds: float, name: str, tolerations: Sequence[Json], actor: Actor, *,
                           namespace: str = NAMESPACE) -> None:
         def step() -> list[Json]:

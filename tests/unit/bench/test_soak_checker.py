@@ -275,6 +275,18 @@ def standby_deletes_while_the_leader_holds_the_lease() -> World:
     return failed_node(55.2, by=B)
 
 
+def event_about_a_pod_after_the_lease_changed_hands(by: Actor) -> World:
+    """A leads until 40 s, B from 41 s; B taints n1 at 50 s and deletes the pod at 55.2 s, and `by`
+    posts its "Marking for deletion" event at 50.1 s."""
+    w = base(down=("n1",), leader=False)
+    w.script.lead(REPLICA_A, 0.0, 40.0)
+    w.script.lead(REPLICA_B, 41.0, END)
+    n1_fails(w, by=B)
+    w.script.post_event(50.1, "tol5-1", "TaintManagerEviction", by)
+    w.script.delete_pod(55.2, "tol5-1", B)
+    return w
+
+
 # --- disruption budgets (I8) and the out-of-service fence (I9) ---
 
 
@@ -614,6 +626,10 @@ SCENARIOS: list[tuple[str, Callable[[], World], dict[str, int]]] = [
     ("the next leader swapping not-ready for unreachable is no revert", next_leader_swaps_the_failure_taint, {}),
     ("I4: a standby deleting a pod while the Lease names the leader", standby_deletes_while_the_leader_holds_the_lease,
      {"I4": 1}),
+    ("the leader's event about the pod it is about to delete is one actor",
+     lambda: event_about_a_pod_after_the_lease_changed_hands(B), {}),
+    ("I4: an event about a pod posted by the replica that lost the Lease (a queued one, sent late)",
+     lambda: event_about_a_pod_after_the_lease_changed_hands(A), {"I4": 1}),
     ("I5: the controller tainting a heartbeating node", controller_taints_a_heartbeating_node, {"I5": 1}),
     ("I5: the controller marking a heartbeating node Unknown", controller_marks_a_heartbeating_node_unknown,
      {"I5": 1}),
