@@ -45,7 +45,7 @@ from kubernetes.client.rest import ApiException
 from bench.soak.check import Judged, judge_run, soak_config
 from bench.soak.cluster import ClusterError, LocalCluster
 from bench.soak.config import SoakConfig
-from bench.soak.injector import Injector
+from bench.soak.injector import CATALOGUE, Injector
 from bench.soak.pod_logs import keep_pod_logs
 from bench.soak.workload import Workload
 from kube.request import request_json
@@ -83,6 +83,12 @@ def svg_path(text: str) -> Path:
     return Path(text)
 
 
+def fault_kind(text: str) -> str:
+    if text not in CATALOGUE:
+        raise argparse.ArgumentTypeError(f"unknown fault kind {text!r}: one of {', '.join(CATALOGUE)}")
+    return text
+
+
 def parse_args(argv: list[str] | None) -> argparse.Namespace:
     parser = argparse.ArgumentParser(prog="chaos", description=__doc__.split("\n\n")[0] if __doc__ else None)
     parser.add_argument("--duration", type=duration, default=duration("60m"), help="how long faults are injected")
@@ -94,6 +100,9 @@ def parse_args(argv: list[str] | None) -> argparse.Namespace:
     parser.add_argument("--population", type=int, default=48, help="bare pods kept alive by the workload")
     parser.add_argument("--settle", type=duration, default=duration("90s"),
                         help="after the faults end, how long the workload and the controller go on before the check")
+    parser.add_argument("--without", action="append", default=[], metavar="KIND", type=fault_kind,
+                        help="leave a fault kind out of the draw (repeatable); a seed drawn before a kind was "
+                             "added replays with --without KIND")
     parser.add_argument("--keep", action="store_true", help="leave the cluster up at the end")
     parser.add_argument("--timeline", type=svg_path, metavar="FILE.svg",
                         help="also draw the run: nodes, taints, each judged eviction, the faults (installs matplotlib)")
@@ -135,7 +144,8 @@ def _soak(args: argparse.Namespace, cluster: LocalCluster, seed: int, builtin: b
         fault_log.unlink(missing_ok=True)
         rng = random.Random(seed)
         workload = Workload(api_client, random.Random(rng.random()), population=args.population)
-        injector = Injector(cluster, api_client, fault_log, random.Random(rng.random()), builtin=builtin)
+        injector = Injector(cluster, api_client, fault_log, random.Random(rng.random()), builtin=builtin,
+                            without=frozenset(args.without))
         workload.install()
         started = time.time()
         stop_workload, stop_faults = threading.Event(), threading.Event()

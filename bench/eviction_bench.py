@@ -88,8 +88,9 @@ class InstantActions:
         self.evicted: dict[str, float] = {}
         self.lock = threading.Lock()
 
-    def live_no_execute_taints(self, node_name: str):
-        return self.live.get(node_name)
+    def live_node(self, node_name: str) -> NodeView | None:
+        taints = self.live.get(node_name)
+        return None if taints is None else NodeView(node_name, f"uid-{node_name}", tuple(taints), tuple(taints))
 
     def evict(self, pod: PodView) -> None:
         with self.lock:

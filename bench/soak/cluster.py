@@ -89,6 +89,9 @@ class LocalCluster:
     def restart_etcd(self) -> None:
         self.script("restart-etcd", str(self.directory))
 
+    def etcd_pid(self) -> int:
+        return int((self.directory / "etcd.pid").read_text().strip())
+
     def controller_manager_pid(self) -> int:
         return int((self.directory / "kube-controller-manager.pid").read_text().strip())
 

@@ -27,6 +27,7 @@ FAULT_KINDS = (
     "kubelet-pause",  # target node; end: SIGCONT
     "manual-taint",  # target node; detail key, value, effect, timeAdded; end: removed
     "zone-relabel",  # target node; detail from, to
+    "etcd-pause",  # etcd SIGSTOPped past the leader's renew deadline: its API calls hang, it loses the Lease
 )
 
 

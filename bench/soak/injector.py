@@ -37,6 +37,7 @@ log = logging.getLogger("chaos.faults")
 CONTROLLER_NAMESPACE = "taintkeeper-system"
 LEASE = "taintkeeper-controller"
 LEASE_DURATION = 15.0
+RENEW_DEADLINE = 10.0  # the controller's --leader-elect-renew-deadline default (controller/options.py)
 ZONE_LABELS = ("topology.kubernetes.io/zone", "failure-domain.beta.kubernetes.io/zone")
 MAX_NODES_DOWN = 2
 NODE_FAULTS = ("kubelet-kill", "kubelet-pause", "power-off")  # each takes a node's kubelet away
@@ -49,6 +50,7 @@ FENCED_AT_ONCE = 0.25  # the share of power-offs fenced at once, while the node 
 CATALOGUE: dict[str, int] = {
     "kubelet-kill": 3, "manual-taint": 4, "kubelet-pause": 2, "leader-kill": 1, "leader-pause": 1,
     "webhook-delete": 1, "apiserver-stop": 1, "etcd-restart": 1, "zone-relabel": 1, "power-off": 1,
+    "etcd-pause": 1,  # last, and its hold drawn apart: a seed drawn without it (--without) replays as before
 }
 WEBHOOK_FAULTS = {"webhook-delete"}  # nothing to fault without taintkeeper's webhook (the oracle)
 
@@ -69,6 +71,7 @@ class Injector:
     fault_log: Any  # a path: bench.soak.faults.append_fault writes to it
     rng: random.Random
     builtin: bool = False
+    without: frozenset[str] = frozenset()  # kinds left out of the draw
     injected: int = 0
     not_started: int = 0
     _busy: set[str] = field(default_factory=set)
@@ -81,7 +84,8 @@ class Injector:
         self._node_names = sorted(self.cluster.nodes())
 
     def catalogue(self) -> dict[str, int]:
-        return {kind: weight for kind, weight in CATALOGUE.items() if not (self.builtin and kind in WEBHOOK_FAULTS)}
+        return {kind: weight for kind, weight in CATALOGUE.items()
+                if not (self.builtin and kind in WEBHOOK_FAULTS) and kind not in self.without}
 
     def run(self, stop: threading.Event, faults_per_minute: float) -> None:
         """Draw faults as a Poisson process until `stop`; then let every running fault end."""
@@ -103,6 +107,8 @@ class Injector:
                 "manual-taint": self.rng.uniform(5, 60), "leader-pause": LEASE_DURATION + self.rng.uniform(3, 15),
                 "apiserver-stop": self.rng.uniform(5, 20), "zone-relabel": self.rng.uniform(20, 90),
                 "leader-kill": self.rng.uniform(1, 10)}.get(kind, 0.0)
+        if kind == "etcd-pause":  # past the renew deadline: the leader's calls hang and it steps down, briefly
+            hold = RENEW_DEADLINE + self.rng.uniform(0.5, 2.0)
         pick = self.rng.random()
         resources = self._resources(kind, target)
         with self._lock:
@@ -121,7 +127,7 @@ class Injector:
     def _resources(kind: str, target: str) -> set[str]:
         if kind in NODE_FAULTS:
             return {f"kubelet:{target}"}
-        if kind in ("apiserver-stop", "etcd-restart"):
+        if kind in ("apiserver-stop", "etcd-restart", "etcd-pause"):
             return {"control-plane"}
         if kind in ("leader-kill", "leader-pause"):
             return {"leader"}
@@ -227,6 +233,20 @@ class Injector:
         start = time.time()
         begin("etcd", start, {})  # first: a restart that fails its health wait still happened
         self._retry(self.cluster.restart_etcd)
+        return "etcd", start, {}
+
+    def _etcd_pause(self, _node: str, hold: float, _pick: float, stop: threading.Event, begin: Begin) -> Outcome:
+        """etcd stopped (SIGSTOP) and continued: every API call that reaches the store hangs meanwhile, the
+        leader's renewals among them, so it loses the Lease at its renew deadline with its calls in flight,
+        and takes it again within a retry period of etcd's return: the race of issue 38's item 6."""
+        pid = self.cluster.etcd_pid()
+        start = time.time()
+        try:
+            self._stop_process(pid)
+            begin("etcd", start, {})
+            stop.wait(hold)
+        finally:
+            self._continue_process(pid)
         return "etcd", start, {}
 
     def _leader_kill(self, _node: str, hold: float, _pick: float, stop: threading.Event, begin: Begin) -> Outcome:

@@ -13,7 +13,7 @@ from dataclasses import dataclass
 from bench.soak.faults import Fault
 from bench.soak.timeline import LeaseWrite
 
-STORE_KINDS = frozenset({"apiserver-stop", "etcd-restart"})  # recover at the fault's end
+STORE_KINDS = frozenset({"apiserver-stop", "etcd-restart", "etcd-pause"})  # recover at the fault's end
 LEADER_KINDS = frozenset({"leader-kill", "leader-pause"})  # recover when the Lease is written again
 # A Lease write received this soon after the fault began may be the dying leader's own renewal.
 _LEASE_SETTLE = 0.5

@@ -11,7 +11,7 @@ from typing import Any
 import pytest
 
 from bench import chaos
-from bench.soak.injector import CATALOGUE, WEBHOOK_FAULTS, Injector
+from bench.soak.injector import CATALOGUE, RENEW_DEADLINE, WEBHOOK_FAULTS, Injector
 
 
 @pytest.mark.parametrize(("text", "seconds"), [("300", 300), ("300s", 300), ("5m", 300), ("1.5m", 90), ("1h", 3600)])
@@ -51,9 +51,10 @@ class RecordingInjector(Injector):
             self._busy -= resources
 
 
-def draws(seed: int, builtin: bool = False, count: int = 60) -> list[tuple[str, str, float]]:
+def draws(seed: int, builtin: bool = False, count: int = 60,
+          without: frozenset[str] = frozenset()) -> list[tuple[str, str, float]]:
     injector = RecordingInjector(FakeCluster(), None, Path("/dev/null"), random.Random(seed),  # type: ignore[arg-type]
-                                 builtin=builtin)
+                                 builtin=builtin, without=without)
     stop = threading.Event()
     for _ in range(count):
         kinds = injector.catalogue()
@@ -74,3 +75,22 @@ def test_every_kind_of_fault_is_drawn():
 
 def test_the_oracle_gets_no_webhook_faults():
     assert not {kind for kind, _, _ in draws(1, builtin=True, count=300)} & WEBHOOK_FAULTS
+
+
+def test_a_seed_drawn_before_the_etcd_pause_existed_replays_without_it(monkeypatch: pytest.MonkeyPatch):
+    today = draws(9090, count=200, without=frozenset({"etcd-pause"}))
+    monkeypatch.setattr("bench.soak.injector.CATALOGUE", {k: w for k, w in CATALOGUE.items() if k != "etcd-pause"})
+    assert draws(9090, count=200) == today
+
+
+def test_an_etcd_pause_outlasts_the_leaders_renew_deadline():
+    holds = [hold for kind, _, hold in draws(3, count=400) if kind == "etcd-pause"]
+    assert holds and all(RENEW_DEADLINE < hold < RENEW_DEADLINE + 2 for hold in holds)
+
+
+def test_an_unknown_fault_kind_to_leave_out_exits_2_with_one_line(capsys: pytest.CaptureFixture[str]):
+    with pytest.raises(SystemExit) as exit_info:
+        chaos.parse_args(["--without", "etcd-nap"])
+    assert exit_info.value.code == 2
+    err = capsys.readouterr().err
+    assert "unknown fault kind 'etcd-nap'" in err
