@@ -95,8 +95,9 @@ def taintkeeper_config(workload_namespaces: tuple[str, ...] = DEFAULT_WORKLOAD_N
 
 
 def builtin_config(workload_namespaces: tuple[str, ...] = DEFAULT_WORKLOAD_NAMESPACES) -> SoakConfig:
-    """kube-controller-manager as the oracle: one process without leader election, and the
-    DefaultTolerationSeconds admission plugin instead of a webhook."""
+    """kube-controller-manager as the oracle: one process, leader-elected as a real one runs (its Lease
+    is not judged: with one replica, I4 and I10 are n/a), and the DefaultTolerationSeconds admission
+    plugin instead of a webhook. Judged by upstream's own promises (`upstream`)."""
     return SoakConfig(controller_users=frozenset({BUILTIN_CONTROLLER_USER, BUILTIN_POD_GC_USER}), upstream=True,
                       workload_namespaces=frozenset(workload_namespaces), lease=None, webhook=None,
                       controller_pods=("kube-system", "kube-controller-manager-"), replicas_are_pods=False)

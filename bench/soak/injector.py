@@ -279,7 +279,18 @@ class Injector:
             stop.wait(hold)
         finally:
             self._continue_process(pid)
+            if self.builtin:
+                self._restart_when_it_exits(pid)
         return target, start, detail
+
+    def _restart_when_it_exits(self, pid: int) -> None:
+        """kube-controller-manager, leader-elected, exits on resuming past its renew deadline: started
+        again, as a kubelet restarts a static pod."""
+        deadline = time.monotonic() + RENEW_DEADLINE
+        while time.monotonic() < deadline and _alive(pid):
+            time.sleep(0.5)
+        if not _alive(pid):
+            self._retry(self.cluster.start_controller_manager)
 
     def _webhook_delete(self, _node: str, _hold: float, pick: float, _stop: threading.Event, begin: Begin) -> Outcome:
         pods = self._get(f"/api/v1/namespaces/{CONTROLLER_NAMESPACE}/pods",
@@ -410,6 +421,16 @@ class Injector:
 
 def _without(taints: list[dict[str, Any]], key: str) -> list[dict[str, Any]]:
     return [taint for taint in taints if taint.get("key") != key]
+
+
+def _alive(pid: int) -> bool:
+    try:
+        os.kill(pid, 0)
+    except ProcessLookupError:
+        return False
+    except PermissionError:
+        return True
+    return True
 
 
 def _line(error: BaseException) -> str:

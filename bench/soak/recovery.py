@@ -30,11 +30,16 @@ def outages(faults: Sequence[Fault], lease_writes: Sequence[LeaseWrite], lease_c
             handover_bound: float) -> list[Outage]:
     """The disruptive faults' windows, each up to its recovery. A leader fault's lasts until the Lease is
     written again, at most `handover_bound`: past it, the stretch without a leader is judged by what it
-    was (bench/soak/leadership.py), not excused by the fault that began it."""
+    was (bench/soak/leadership.py), not excused by the fault that began it. Without a Lease to watch
+    (the built-ins), it lasts to the fault's end plus `handover_bound`."""
     result: list[Outage] = []
     for fault in faults:
-        if fault.kind in STORE_KINDS or (fault.kind in LEADER_KINDS and not lease_configured):
+        if fault.kind in STORE_KINDS:
             result.append(Outage(fault.id, fault.start, fault.until))
+        elif fault.kind in LEADER_KINDS and not lease_configured:
+            # kube-controller-manager, leader-elected, unobserved: continued or restarted at the fault's end,
+            # it leads again once its Lease expired and was taken, within the same bound.
+            result.append(Outage(fault.id, fault.start, fault.until + handover_bound))
         elif fault.kind in LEADER_KINDS:
             acquired = next((lease.write.completed for lease in lease_writes
                              if lease.write.received > fault.start + _LEASE_SETTLE), math.inf)

@@ -410,6 +410,13 @@ cmd_status() {
 # controller under its own ServiceAccount. Its FlexVolume directory is under DIR: by default it
 # creates /usr/libexec/kubernetes on the host. With `up --builtin-node-lifecycle` (the oracle a soak
 # compares taintkeeper with) the built-ins run.
+# The oracle runs as a real kube-controller-manager does, leader-elected: one that was paused past its
+# renew deadline exits when it resumes (and is started again, as a kubelet restarts a static pod), rather
+# than acting on what it saw before the pause. Otherwise none: one process, nothing to elect.
+kcm_leader_elect() { # dir
+  if [ "$(cluster_option "$1" BUILTIN_NODE_LIFECYCLE)" = 1 ]; then echo true; else echo false; fi
+}
+
 kcm_controllers() { # dir
   local builtin
   builtin=$(cluster_option "$1" BUILTIN_NODE_LIFECYCLE)
@@ -453,7 +460,7 @@ start_controller_manager() { # dir
   mkdir -p "$cd/certs"
   setsid "$CONTROLLER_MANAGER_BIN" --kubeconfig "$cd/kubeconfig" \
     --bind-address 127.0.0.1 --secure-port "$CONTROLLER_MANAGER_PORT" "${legacy[@]}" --cert-dir "$cd/certs" \
-    --controllers "$(kcm_controllers "$dir")" --leader-elect=false \
+    --controllers "$(kcm_controllers "$dir")" --leader-elect="$(kcm_leader_elect "$dir")" \
     --service-account-private-key-file "$dir/pki/sa.key" --root-ca-file "$dir/pki/ca.crt" \
     --use-service-account-credentials=true \
     --cluster-signing-cert-file "$dir/pki/ca.crt" --cluster-signing-key-file "$dir/pki/ca.key" \

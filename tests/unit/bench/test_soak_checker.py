@@ -518,6 +518,14 @@ def builtins_delete(*removals: tuple[float, Actor, bool]) -> World:
     return w
 
 
+def builtins_paused(delete_at: float) -> World:
+    """kube-controller-manager paused from 52 s to 70 s (past its renew deadline: it exits and is started
+    again, then waits for its Lease), deleting the pod due at 55 s at `delete_at`."""
+    w = builtins_delete((delete_at, NODE_CONTROLLER, False))
+    w.fault("leader-pause", "kube-controller-manager", 52.0, 70.0)
+    return w
+
+
 def builtins_drain_a_budgeted_pod_with_a_delete() -> World:
     w = drained_budgeted_pod(removals=())
     w.config = builtin_config()
@@ -658,6 +666,10 @@ SCENARIOS: list[tuple[str, Callable[[], World], dict[str, int]]] = [
      lambda: builtins_delete((55.2, NODE_CONTROLLER, False), (56.0, NODE_CONTROLLER, False)), {}),
     ("I3: the built-ins removing one pod by two actors (the taint manager, then PodGC on an unfenced node)",
      lambda: builtins_delete((55.2, NODE_CONTROLLER, False), (56.0, POD_GC, True)), {"I3": 1}),
+    ("the built-ins, leader-elected, act again within the hand-over bound (22 s) after a pause's end",
+     lambda: builtins_paused(90.0), {}),
+    ("I2: the built-ins acting past the hand-over bound after a pause's end are late", lambda: builtins_paused(99.0),
+     {"I2": 1}),
     ("the built-ins' DELETE of a pod in a budget-respecting namespace: I8 is taintkeeper's, reported beside",
      builtins_drain_a_budgeted_pod_with_a_delete, {}),
     ("I7: a controller pod in CrashLoopBackOff", controller_pod_crash_loops, {"I7": 1}),
