@@ -16,3 +16,9 @@ FENCED_WRITES = Counter(
     "(or it no longer held the lease), by what the write was.",
     ["action"],
 )
+EVENTS_DROPPED = Counter(
+    "taintkeeper_events_dropped_total",
+    "Events not posted, by why: fenced (when it was to be posted, this replica's last lease renewal was older "
+    "than --leader-elect-renew-deadline, or it no longer held the lease), queue-full (10,000 events waiting).",
+    ["reason"],
+)

@@ -14,8 +14,8 @@ this order:
 - the out-of-service handling (`out-of-service`): force deletes the pods and deletes the volume
   attachments of a node tainted `node.kubernetes.io/out-of-service` and not Ready (KEP-2268), and
   with `--auto-fence-after` taints a confirmed-dead node so.
-Their API edges share one write fence (kube/fence.py) with the leader elector: a replica whose
-last lease renewal is older than the renew deadline writes nothing.
+Their API edges and event recorders share one write fence (kube/fence.py) with the leader elector:
+a replica whose last lease renewal is older than the renew deadline writes nothing, not even an event.
 """
 
 from __future__ import annotations
@@ -84,7 +84,8 @@ def taint_eviction(api: client.ApiClient, fence: WriteFence, informers: SharedIn
     return TaintEvictionManager(informers.pods, KubeEvictionActions(api, fence), recorder, dry_run=options.dry_run,
                                 workers=options.taint_eviction_workers, namespaces=informers.namespaces,
                                 budgets=options.budgets,
-                                comparison_operators=options.feature_gates[TAINT_TOLERATION_COMPARISON_OPERATORS])
+                                comparison_operators=options.feature_gates[TAINT_TOLERATION_COMPARISON_OPERATORS],
+                                defer_to_out_of_service=OUT_OF_SERVICE in options.controllers)
 
 
 def toleration_backfill(api: client.ApiClient, fence: WriteFence, informers: SharedInformers,
@@ -190,7 +191,7 @@ class Assembly:
 
 def assemble(api: client.ApiClient, options: ControllerOptions, fence: WriteFence) -> Assembly:
     """The shared informers, an event recorder per running controller and the controllers (their
-    writes behind `fence`), each registered with the informers it watches. Nothing is started and
+    writes and events behind `fence`), each registered with the informers it watches. Nothing is started and
     no request is made."""
     informers = SharedInformers(api)
     _ = informers.nodes, informers.pods  # whichever controllers run: the sync log counts them
@@ -202,7 +203,8 @@ def assemble(api: client.ApiClient, options: ControllerOptions, fence: WriteFenc
                                    (options.backfill.enabled, BACKFILL_COMPONENT, toleration_backfill),
                                    (OUT_OF_SERVICE in options.controllers, OUT_OF_SERVICE_COMPONENT, out_of_service)):
         if enabled:
-            recorder = EventRecorder(api, source)
+            recorder = EventRecorder(api, source, fence,
+                                     on_dropped=lambda reason: metrics.EVENTS_DROPPED.labels(reason).inc())
             recorders.append(recorder)
             components.append(build(api, fence, informers, recorder, options))
     for component in components:

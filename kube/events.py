@@ -5,6 +5,12 @@ dropped. What upstream's recorder expects the server to reject is logged at DEBU
 warning: an event that already exists, and one for a namespace being deleted (a pod of a
 namespace going away is still marked NotReady or evicted). Cluster-scoped objects (Nodes) get
 their events in the `default` namespace, as upstream.
+
+An event is posted only while the write fence is open (kube/fence.py): it goes out later than it
+was queued, and a replica that may no longer lead must not speak for the controller (a "Marking for
+deletion" queued just before the Lease was lost would announce a deletion that the new leader may
+not make). The recorder's thread asks the fence right before each POST and drops the event when it
+is closed: each drop is counted, and one warning is logged per run of drops.
 """
 
 from __future__ import annotations
@@ -14,15 +20,21 @@ import queue
 import socket
 import threading
 import time
+from collections.abc import Callable
 from typing import Any, Protocol
 
 from kubernetes import client
 
 from kube.client import WORKER_REQUEST_TIMEOUT, release
 from kube.errors import is_conflict, status_body, status_code
+from kube.fence import WriteFence
 from kube.timestamps import format_time
 
 log = logging.getLogger("taintkeeper.events")
+
+# Why an event was dropped (the `reason` passed to `on_dropped`: a metric label).
+FENCED = "fenced"
+QUEUE_FULL = "queue-full"
 
 
 class PodRef(Protocol):
@@ -76,11 +88,20 @@ def event_body(involved: dict[str, Any], namespace: str, reason: str, message: s
 
 
 class EventRecorder:
-    def __init__(self, api_client: client.ApiClient, component: str, max_queued: int = 10_000) -> None:
+    """Queues events on the caller's thread and posts them from its own (`run`), each behind `fence`.
+
+    `on_dropped(reason)` is called for every event dropped unposted: FENCED or QUEUE_FULL (the metric).
+    """
+
+    def __init__(self, api_client: client.ApiClient, component: str, fence: WriteFence, *,
+                 on_dropped: Callable[[str], object] = lambda _reason: None, max_queued: int = 10_000) -> None:
         self._core = client.CoreV1Api(api_client)
         self.component = component
+        self._fence = fence
+        self._on_dropped = on_dropped
         self._host = socket.gethostname()
         self._queue: queue.Queue[tuple[str, dict[str, Any]]] = queue.Queue(max_queued)
+        self._fenced_drops = 0  # dropped by the fence since an event was last posted (the recorder's thread only)
 
     def pod_event(self, pod: PodRef, reason: str, message: str, event_type: str = "Normal") -> None:
         involved = {"kind": "Pod", "apiVersion": "v1", "namespace": pod.namespace, "name": pod.name, "uid": pod.uid}
@@ -96,6 +117,7 @@ class EventRecorder:
         try:
             self._queue.put_nowait((namespace, body))
         except queue.Full:
+            self._on_dropped(QUEUE_FULL)
             log.warning("event queue full; dropped event %s: %s", reason, message)
 
     def run(self, stop: threading.Event) -> None:
@@ -104,12 +126,30 @@ class EventRecorder:
                 namespace, body = self._queue.get(timeout=0.5)
             except queue.Empty:
                 continue
-            try:
-                release(self._core.create_namespaced_event(namespace, body, _preload_content=False,  # type: ignore[arg-type]  # the client sends a dict body as it is (its types want a model)
-                                                           _request_timeout=WORKER_REQUEST_TIMEOUT))
-            except Exception as error:  # best effort, as upstream
-                level = logging.DEBUG if expected_rejection(error) else logging.WARNING
-                log.log(level, "could not record event %s (%s): %s", body["reason"], body["message"], error)
+            self._post(namespace, body)
+
+    def _post(self, namespace: str, body: dict[str, Any]) -> None:
+        """Post one event if the fence is open, right before the request; else drop it."""
+        if not self._fence.is_open():
+            self._drop_fenced(body)
+            return
+        if self._fenced_drops:
+            log.info("posting events again; %d dropped while the write fence was closed", self._fenced_drops)
+            self._fenced_drops = 0
+        try:
+            release(self._core.create_namespaced_event(namespace, body, _preload_content=False,  # type: ignore[arg-type]  # the client sends a dict body as it is (its types want a model)
+                                                       _request_timeout=WORKER_REQUEST_TIMEOUT))
+        except Exception as error:  # best effort, as upstream
+            level = logging.DEBUG if expected_rejection(error) else logging.WARNING
+            log.log(level, "could not record event %s (%s): %s", body["reason"], body["message"], error)
+
+    def _drop_fenced(self, body: dict[str, Any]) -> None:
+        """Count an event the fence refused; warn at the first of a run of them (until one is posted again)."""
+        self._on_dropped(FENCED)
+        if not self._fenced_drops:
+            log.warning("write fence closed: not posting events until this replica leads again; dropped "
+                        "%s (%s) and any that follow", body["reason"], body["message"])
+        self._fenced_drops += 1
 
     def start(self, stop: threading.Event) -> threading.Thread:
         thread = threading.Thread(target=self.run, args=(stop,), name=f"events-{self.component}", daemon=True)

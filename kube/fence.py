@@ -3,7 +3,8 @@
 The leader elector steps down once no renewal has succeeded for `renew_deadline`, but only when its
 thread next runs. A replica that was paused (SIGSTOP, a long collection, a frozen VM) wakes with
 workers that go on writing from a stale view until then, while a stand-by may already lead. So the
-API edges ask the fence right before each write that acts on a decision; the elector tells it of
+API edges ask the fence right before each write that acts on a decision, and the event recorders
+before each event they post (kube/events.py); the elector tells it of
 every successful acquire or renewal (when the attempt started: the lease counts from a write that
 could have been seen from then on) and closes it when it steps down or releases the Lease.
 
@@ -63,10 +64,14 @@ class WriteFence:
         """The elector stepped down or released the Lease: refuse every write until it leads again."""
         self._renewed_at = None
 
+    def is_open(self) -> bool:
+        """True if a write may go now; a refusal is neither counted nor logged (the caller does its own)."""
+        renewed_at = self._renewed_at
+        return self._always_open or (renewed_at is not None and self._monotonic() - renewed_at < self.renew_deadline)
+
     def permits(self, action: str, target: str) -> bool:
         """True if a write may go now; else counts and logs the refusal and returns False."""
-        renewed_at = self._renewed_at
-        if self._always_open or (renewed_at is not None and self._monotonic() - renewed_at < self.renew_deadline):
+        if self.is_open():
             return True
         self._refuse(action, target)
         return False

@@ -1,7 +1,10 @@
 """The node lifecycle monitor: notices dead nodes and taints them (upstream NodeLifecycleController).
 
 Two passes run on one loop thread, which alone changes the monitor's zone and health state (the
-pod workers only read it; a change of leadership resets it between passes):
+pod workers only read it). Each leadership term starts from a clean state, reset on that thread by
+the term's first pass, never under a pass still running; a pass belongs to the term it started in
+and stops before its next write once that term has ended (a call that hung while the Lease was lost,
+and perhaps won again), so nothing an old term decided is written in a new one:
 - `monitor_pass` (every --node-monitor-period): per node, decide health (node_health.py),
   post Unknown conditions for stale nodes, queue NoExecute tainting per zone, mark pods NotReady;
   then compute zone states and set each zone's tainting rate (`handle_disruption`);
@@ -121,6 +124,10 @@ class QuietNode(NamedTuple):
     no_schedule_tainted: bool  # carries a NoSchedule taint the controller manages (for the metric)
 
 
+class TermEnded(Exception):
+    """The leadership term a pass started in has ended: the pass stops where it is, writing nothing more."""
+
+
 class NodeLifecycleMonitor:
     def __init__(self, nodes: StoreReader[NodeView], leases: StoreReader[LeaseView], pods: StoreReader[PodView],
                  api: NodeLifecycleApi, events: EventSink, settings: MonitorSettings, *, clock: Clock | None = None,
@@ -140,6 +147,11 @@ class NodeLifecycleMonitor:
         self.pod_queue = pod_queue or WorkQueue(self._clock)
         self._sleep = sleep
         self._active = False
+        # Leadership terms: `activate` (the elector's thread) starts term `_term`; the monitor's thread
+        # runs each pass in `_pass_term` and keeps its state for `_state_term` (None: fresh, no term's yet).
+        self._term = 0
+        self._pass_term = 0
+        self._state_term: int | None = None
         self.last_pass_completed = time.monotonic()
         self.last_progress = self.last_pass_completed  # a node checked, a pod marked: a slow pass still moves
         self._reset()
@@ -167,7 +179,9 @@ class NodeLifecycleMonitor:
         return self._active
 
     def activate(self) -> None:
-        self._reset()
+        """A new term: its first pass resets the state (`_start_pass`), on the monitor's thread, where a pass
+        of the last term may still be running (hung in a call) and must not see its state replaced."""
+        self._term += 1  # before `_active`: a pass that sees it leading again sees the new term too
         metrics.ZONE_STATE.clear()  # a zone this replica saw in an earlier term may be gone
         metrics.MASTER_DISRUPTION_MODE.set(0)
         self._active = True
@@ -176,7 +190,7 @@ class NodeLifecycleMonitor:
         log.info("node lifecycle monitor active")
 
     def deactivate(self) -> None:
-        self._active = False
+        self._active = False  # a running pass stops before its next write (`_check_term`)
         metrics.ZONE_STATE.clear()  # the leader's view, not a stand-by's stale one
         metrics.MASTER_DISRUPTION_MODE.set(0)
         log.info("node lifecycle monitor inactive")
@@ -264,10 +278,33 @@ class NodeLifecycleMonitor:
         """Every zone fully disrupted: no NoExecute tainting, no pods marked (upstream's master disruption mode)."""
         return bool(self.zone_states) and all(s is ZoneState.FULL_DISRUPTION for s in self.zone_states.values())
 
+    def _start_pass(self) -> bool:
+        """Whether a pass may run (this replica leads), on the monitor's thread; the first pass of a new
+        term forgets the last term's state first (the state of a monitor never active is fresh already)."""
+        term = self._term  # before `_active`, as `activate` sets them in the other order
+        if not self._active:
+            return False
+        if self._state_term is not None and self._state_term != term:
+            self._reset()
+        self._state_term = self._pass_term = term
+        return True
+
+    def _check_term(self) -> None:
+        """Before each write and each event of a pass: raise TermEnded once the pass's term has ended,
+        so a pass that hung across a lost (and perhaps regained) Lease writes nothing it decided before."""
+        if not self._active or self._term != self._pass_term:
+            raise TermEnded
+
     def monitor_pass(self) -> None:
         """One upstream monitorNodeHealth: health, conditions, tainting queues, pods, zone states."""
-        if not self._active:
+        if not self._start_pass():
             return
+        try:
+            self._monitor_all_nodes()
+        except TermEnded:
+            log.info("leadership changed during a monitor pass: it stops here, writing nothing more")
+
+    def _monitor_all_nodes(self) -> None:
         pass_started = time.perf_counter()
         now = self._clock.now()
         nodes = self._nodes.list()
@@ -283,6 +320,7 @@ class NodeLifecycleMonitor:
             current = {node.name for node in nodes}
             gone_names = [name for name in self._known if name not in current]
         for name in gone_names:
+            self._check_term()
             gone = self._known.pop(name)
             self._quiet.pop(name, None)
             self.health.forget(name)
@@ -297,8 +335,7 @@ class NodeLifecycleMonitor:
         tainted = {NO_EXECUTE: 0, NO_SCHEDULE: 0}
         checked = 0
         for node in nodes:
-            if not self._active:
-                return  # leadership lost mid-pass: the new leader acts from here on
+            self._check_term()  # leadership lost mid-pass: the new leader acts from here on
             renew_time = renew_times.get(node.name)
             quiet = self._still_quiet(node, renew_time, now)
             if quiet is not None:
@@ -314,6 +351,8 @@ class NodeLifecycleMonitor:
             started = time.perf_counter()
             try:
                 self._monitor_node(node, renew_time, now, zone_statuses, zone_sizes, node.name in registered)
+            except TermEnded:
+                raise
             except Exception:  # one node must never stop the others being checked; it is not counted
                 log.exception("monitoring node %s failed; the other nodes are still checked", node.name)
                 metrics.NODE_MONITOR_ERRORS.inc()
@@ -321,6 +360,7 @@ class NodeLifecycleMonitor:
             self.last_progress = time.monotonic()
         self.last_pass_checked = checked
         self.last_progress = time.monotonic()
+        self._check_term()  # the zone states and their rates are the term's own
         self.handle_disruption(zone_statuses, now)
         self._mark_pods_not_ready(zone_sizes)  # after the zone states: a zone going down now is spread already
         metrics.MASTER_DISRUPTION_MODE.set(1 if self.in_master_disruption else 0)
@@ -329,6 +369,7 @@ class NodeLifecycleMonitor:
         metrics.UPDATE_ALL_NODES_HEALTH_DURATION.observe(time.perf_counter() - pass_started)
 
     def _register(self, node: NodeView) -> None:
+        self._check_term()
         self._known[node.name] = node
         self._events.node_event(node.name, node.uid, "RegisteredNode",
                                 f"Node {node.name} event: Registered Node {node.name} in Controller")
@@ -382,7 +423,10 @@ class NodeLifecycleMonitor:
         if verdict.conditions_to_post and self._lease_cache_behind(node.name, renew_time):
             return  # not judged this pass (nor counted in its zone), as upstream skips it
         attempt = 1
-        while verdict.conditions_to_post and not self._api.post_conditions(node, verdict.conditions_to_post):
+        while verdict.conditions_to_post:
+            self._check_term()
+            if self._api.post_conditions(node, verdict.conditions_to_post):
+                break
             if attempt >= NODE_HEALTH_UPDATE_RETRY:
                 log.warning("could not set the conditions of node %s to Unknown after %d attempts; next pass",
                             node.name, attempt)
@@ -421,6 +465,7 @@ class NodeLifecycleMonitor:
                 self._quiet[node.name] = QuietNode(node, renew_time, health.probe_timestamp + self.health.grace_period,
                                                    zone, bool(managed_no_schedule_taints(node.taints)))
         elif verdict.observed_ready.get("status") == "True":
+            self._check_term()
             self._events.node_event(node.name, node.uid, "NodeNotReady",
                                     f"Node {node.name} status is now: NodeNotReady")
             self._pods_to_mark.add(node.name)
@@ -451,6 +496,7 @@ class NodeLifecycleMonitor:
             add, remove = swap
             if has_taint(node, remove):  # swap at once, never leave the node without either
                 self._no_execute_written.add(node.name)
+                self._check_term()
                 if not self._api.swap_taints(node.name, [add], [remove]):
                     log.warning("could not swap %s for %s on node %s; next pass", taint_name(remove), taint_name(add),
                                 node.name)
@@ -475,8 +521,10 @@ class NodeLifecycleMonitor:
         ready = node.ready_condition
         if node.name in self._no_execute_written or (braking and (ready is None or ready.get("status") != "True")):
             present = [NOT_READY_NO_EXECUTE, UNREACHABLE_NO_EXECUTE]
-        if present and not self._api.swap_taints(node.name, [], present):
-            log.warning("could not remove NoExecute taints from node %s; next pass", node.name)
+        if present:
+            self._check_term()
+            if not self._api.swap_taints(node.name, [], present):
+                log.warning("could not remove NoExecute taints from node %s; next pass", node.name)
         if queue is not None and node.name in queue.names_set:
             queue.remove(node.name)
 
@@ -506,12 +554,14 @@ class NodeLifecycleMonitor:
         for pod in self._pods.by_index(node.name):
             if pod.node_name != node.name or pod.ready in (None, "False"):
                 continue
+            self._check_term()
             try:
                 self._api.mark_pod_not_ready(pod)
             except Exception as error:
                 log.warning("could not mark pod %s NotReady: %s", pod.key, error)
                 done = False
                 continue
+            self._check_term()
             self._events.pod_event(pod, "NodeNotReady", "Node is not ready", "Warning")
             self.last_progress = time.monotonic()
         return done
@@ -595,11 +645,14 @@ class NodeLifecycleMonitor:
 
     def tainting_pass(self) -> None:
         """Upstream doNoExecuteTaintingPass: per zone, write the taints the token bucket lets through."""
-        if not self._active:
+        if not self._start_pass():
             return
         now = self._clock.now()
-        for zone in sorted(self.zone_queues):
-            self.zone_queues[zone].try_process(functools.partial(self._taint_queued_node, zone=zone), now)
+        try:
+            for zone in sorted(self.zone_queues):
+                self.zone_queues[zone].try_process(functools.partial(self._taint_queued_node, zone=zone), now)
+        except TermEnded:
+            log.info("leadership changed during a tainting pass: it stops here, writing nothing more")
 
     def _ready_status(self, node: NodeView) -> str | None:
         """The node's Ready status, counting the Unknown this monitor wrote but the cache has not shown
@@ -624,6 +677,7 @@ class NodeLifecycleMonitor:
         if swap is None:
             return True, 0.0  # ready again: nothing to taint
         add, remove = swap
+        self._check_term()
         done = self._api.swap_taints(name, [add], [remove])
         if done:
             metrics.ZONE_EVICTIONS.labels(zone_label(zone)).inc()

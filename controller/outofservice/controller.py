@@ -19,9 +19,14 @@ queue's backoff; a pod or attachment gone or replaced meanwhile is done (a concu
 upstream PodGC's on 1.26+, is no failure). What this replica deleted is remembered by uid, so an
 object its finalizers keep is not deleted twice. Only the leader acts.
 
-The taint eviction manager sees the same NoExecute taint: it deletes the pods that do not tolerate it
-gracefully (with their DisruptionTarget condition and event) at the same moment; the force delete
-makes that moot, and whichever lands second finds the pod gone or terminating.
+One actor per pod: the taint eviction manager sees the same NoExecute taint, but a pod this handling
+force deletes is its alone. Both ask one rule (decision.py `out_of_service_claim`): on a node out of
+service, a pod that does not tolerate the taint or is terminating already is force deleted here, and
+the eviction manager, asking it on the node it reads live just before acting, leaves the pod, whatever
+taint made its deadline due. Every other pod is the eviction manager's (a pod tolerating the taint for
+some seconds: deleted gracefully when they run out, then force deleted here as terminating, upstream's
+split between the taint eviction controller and PodGC). With this handling disabled
+(--controllers=-out-of-service) the eviction manager deletes every due pod, as upstream's does.
 """
 
 from __future__ import annotations

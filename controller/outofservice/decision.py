@@ -9,6 +9,11 @@ force deletes every terminating pod on the node; here both are one step: a pod i
 it does not tolerate the taint, or if it is terminating already (a pod tolerating the taint for some
 seconds is deleted gracefully by the taint eviction manager when they run out, then force deleted).
 A node that is Ready while it still carries the taint gets nothing more done: only a warning.
+
+One actor per pod (`out_of_service_claim`): a pod this handling force deletes is its alone. The taint
+eviction manager, which sees the same NoExecute taint, asks the same rule on the node it reads live
+before acting and leaves such a pod be, whichever taint made its deadline due (the out-of-service
+taint, or a not-ready/unreachable taint whose deadline falls at the same moment).
 """
 
 from __future__ import annotations
@@ -62,6 +67,22 @@ def force_delete_reason(pod: PodView, taint: Taint) -> str | None:
     return None
 
 
+def out_of_service_claim(node: NodeView, pod: PodView) -> str | None:
+    """Which component acts on `pod` on `node`: the one rule that both the out-of-service handling
+    (`work_for`) and the taint eviction manager (on the node it reads live just before acting) consult,
+    so that never both act on one pod.
+
+    A reason (why the pod is force deleted) when the node is out of service (the out-of-service taint,
+    Ready not True) and the pod does not tolerate the taint or is terminating already: the pod is the
+    out-of-service handling's, and the taint eviction manager neither deletes nor evicts it, whatever
+    taint made its deadline due. None: the taint eviction manager acts on the pod as on any node (a
+    Ready node that still carries the taint included)."""
+    taint = out_of_service_taint(node.taints)
+    if taint is None or node_state(node) is not NodeState.OUT_OF_SERVICE:
+        return None
+    return force_delete_reason(pod, taint)
+
+
 @dataclass(frozen=True)
 class Work:
     """What one pass over an out-of-service node deletes: pods (with why) and volume attachments."""
@@ -78,14 +99,13 @@ def work_for(node: NodeView, pods: Iterable[PodView], attachments: Iterable[Volu
     """What is left to delete on `node`; nothing unless it is out of service. `done_*` (key -> uid)
     are what this controller deleted already: a pod held by a finalizer, or an attachment held by its
     driver's, is not deleted twice, while a new object with the same name is."""
-    taint = out_of_service_taint(node.taints)
-    if taint is None or node_state(node) is not NodeState.OUT_OF_SERVICE:
+    if node_state(node) is not NodeState.OUT_OF_SERVICE:
         return Work()
     doomed = []
     for pod in pods:
         if pod.node_name != node.name or done_pods.get(pod.key) == pod.uid:
             continue
-        reason = force_delete_reason(pod, taint)
+        reason = out_of_service_claim(node, pod)
         if reason is not None:
             doomed.append((pod, reason))
     detach = tuple(a for a in attachments

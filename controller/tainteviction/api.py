@@ -13,13 +13,12 @@ from __future__ import annotations
 
 import logging
 import time
-from collections.abc import Mapping, Sequence
 from typing import Any
 
 from kubernetes import client
 from kubernetes.client.rest import ApiException
 
-from controller.objects import PodView
+from controller.objects import NodeView, PodView, node_view
 from controller.tainteviction.disruption_budget import refusal_reason
 from kube.client import STRATEGIC_MERGE, WORKER_REQUEST_TIMEOUT, read_node_json, release
 from kube.errors import is_conflict, is_not_found, status_body, status_code
@@ -27,7 +26,6 @@ from kube.fence import WriteFence, WriteFenced
 from kube.policy import EVICTION_PATH, eviction_body, served_policy_version
 from kube.request import request_json
 from kube.timestamps import format_time
-from shared.taints import no_execute_taints, node_taints
 
 log = logging.getLogger("taintkeeper.eviction")
 
@@ -61,9 +59,9 @@ class KubeEvictionActions:
         self._fence = fence
         self._policy_version: str | None = None  # asked of the server at the first eviction
 
-    def live_no_execute_taints(self, node_name: str) -> Sequence[Mapping[str, Any]] | None:
+    def live_node(self, node_name: str) -> NodeView | None:
         node = read_node_json(self._core, node_name, WORKER_REQUEST_TIMEOUT)
-        return None if node is None else no_execute_taints(node_taints(node))
+        return None if node is None else node_view(node)
 
     def evict(self, pod: PodView) -> None:
         target = f"pod {pod.key}"
@@ -86,9 +84,9 @@ class KubeEvictionActions:
         """Create an Eviction for the pod; None once admitted (or the pod is gone or replaced), else why
         its disruption budget refused it (429). Any other failure raises."""
         target = f"pod {pod.key}"
-        self._fence.require(EVICTION_ACTION, target)
-        if self._policy_version is None:
+        if self._policy_version is None:  # before the fence check: only the POST may follow it
             self._policy_version = served_policy_version(self._api, WORKER_REQUEST_TIMEOUT)
+        self._fence.require(EVICTION_ACTION, target)
         try:
             request_json(self._api, "POST", EVICTION_PATH, path_params={"namespace": pod.namespace, "name": pod.name},
                          body=eviction_body(self._policy_version, pod.namespace, pod.name, pod.uid),

@@ -5,6 +5,10 @@ Pipeline (each step named): informer handlers call `on_node_change` / `on_pod_ch
 `run_timers` moves due pods into the work queue -> a worker (`run_worker`) -> `process` re-reads the node
 live, re-checks the pod is still due, then marks and deletes it (api.py), or, for a pod that respects
 its disruption budget (disruption_budget.py), creates an Eviction, which the budget may refuse.
+One actor per pod: when the out-of-service handling runs in this process, a pod it owns on the live
+node (controller/outofservice/decision.py `out_of_service_claim`: the node is out of service and the
+pod does not tolerate the taint) is left to it and dropped from the schedule, whatever taint made it
+due; it comes back through the informers if the node stops being out of service.
 A failed deletion is retried with capped exponential backoff until it succeeds or is no longer wanted;
 a refused Eviction every 5 s, until its budget allows it or its ceiling passes (then it is deleted).
 Only the leader acts: while inactive, state is kept (a warm stand-by) but nothing fires.
@@ -20,6 +24,7 @@ from typing import TYPE_CHECKING, Any, Protocol
 
 from controller.clock import Clock, RealClock
 from controller.objects import NamespaceView, NodeView, PodView
+from controller.outofservice.decision import NodeState, node_state, out_of_service_claim
 from controller.tainteviction import metrics
 from controller.tainteviction.decision import EvictionDecision, carry_swap_start, decide_eviction, due_taints
 from controller.tainteviction.disruption_budget import BudgetSettings, Choice, Method, choose_method
@@ -49,8 +54,9 @@ Taint = Mapping[str, Any]  # API JSON
 class EvictionActions(Protocol):
     """The API calls an eviction needs (api.py)."""
 
-    def live_no_execute_taints(self, node_name: str) -> Sequence[Taint] | None:
-        """The node's NoExecute taints read from the API now (not a cache); None if the node is gone."""
+    def live_node(self, node_name: str) -> NodeView | None:
+        """The node read from the API now (not a cache): its NoExecute taints decide again, its taints and
+        Ready condition say whether the out-of-service handling owns the pod. None if the node is gone."""
 
     def evict(self, pod: PodView) -> None:
         """Set DisruptionTarget and delete the pod; raise on failure. Gone or replaced counts as done."""
@@ -73,8 +79,14 @@ class TaintEvictionManager:
     def __init__(self, pods: StoreReader[PodView], actions: EvictionActions, events: EventSink, *,
                  clock: Clock | None = None, dry_run: bool = False, queue: WorkQueue | None = None,
                  workers: int = DEFAULT_WORKERS, namespaces: StoreReader[NamespaceView] | None = None,
-                 budgets: BudgetSettings | None = None, comparison_operators: bool = False) -> None:
+                 budgets: BudgetSettings | None = None, comparison_operators: bool = False,
+                 defer_to_out_of_service: bool = False) -> None:
         self._pods = pods
+        # The out-of-service handling runs in this process: the pods it force deletes are its alone
+        # (out_of_service_claim). Without it (--controllers=-out-of-service) every due pod is deleted
+        # here, as upstream's taint eviction controller does, and PodGC force deletes the terminating ones.
+        self._defer_to_out_of_service = defer_to_out_of_service
+        self._out_of_service: set[str] = set()  # nodes out of service, as the node informer last said
         self._comparison_operators = comparison_operators
         self._namespaces = namespaces
         self._budgets = budgets or BudgetSettings()
@@ -127,9 +139,16 @@ class TaintEvictionManager:
     def on_node_change(self, old: NodeView | None, new: NodeView | None) -> None:
         name = (new or old).name  # type: ignore[union-attr]
         taints = new.no_execute_taints if new is not None else ()
+        out_of_service = new is not None and node_state(new) is NodeState.OUT_OF_SERVICE
         with self._lock:
-            if new is not None and self._node_taints.get(name, ()) == taints:
+            # A node Ready again under the out-of-service taint changes no taint, but gives its pods back.
+            out_of_service_changed = self._defer_to_out_of_service and out_of_service != (name in self._out_of_service)
+            if new is not None and self._node_taints.get(name, ()) == taints and not out_of_service_changed:
                 return
+            if out_of_service:
+                self._out_of_service.add(name)
+            else:
+                self._out_of_service.discard(name)
             now = self._clock.now()
             seen_before = self._first_seen.pop(name, {})
             identities = {(str(t.get("key") or ""), str(t.get("effect") or "")) for t in taints}
@@ -280,15 +299,20 @@ class TaintEvictionManager:
                 self._forget_locked(key)
                 return
         try:
-            live_taints = self._actions.live_no_execute_taints(pod.node_name)
+            live = self._actions.live_node(pod.node_name)
         except Exception as error:
             self._retry(key, f"reading node {pod.node_name}: {error}")
+            return
+        live_taints = live.no_execute_taints if live is not None else ()
+        claim = out_of_service_claim(live, pod) if self._defer_to_out_of_service and live is not None else None
+        if claim is not None:
+            self._leave_to_out_of_service(pod, entry, claim)
             return
         with self._lock:
             if self._scheduled.get(key) is not entry or not self._active:
                 return  # changed meanwhile; the newer state decides
             now = self._clock.now()
-            decision = self.decide(pod, live_taints or (), now)
+            decision = self.decide(pod, live_taints, now)
             if decision.at is None:
                 self._cancel_locked(pod)  # the cache was stale: the live node no longer calls for it
                 return
@@ -297,7 +321,7 @@ class TaintEvictionManager:
                 self._timers.schedule(key, decision.at)
                 self._timer_wakeup.notify_all()
                 return
-            choice = self.method(pod, decision, live_taints or (), now)
+            choice = self.method(pod, decision, live_taints, now)
             method = choice.method
             first_attempt = self._marked.get(key) != pod.uid
             self._marked[key] = pod.uid
@@ -333,6 +357,18 @@ class TaintEvictionManager:
         metrics.POD_DELETION_DURATION.observe(max(0.0, self._clock.now() - entry.at))
         log.info("deleted pod", extra={"pod": key, "node": pod.node_name, "reason": decision.reason})
         self._finish(key, entry)
+
+    def _leave_to_out_of_service(self, pod: PodView, entry: ScheduledEviction, claim: str) -> None:
+        """The live node is out of service and the pod is the out-of-service handling's: it force deletes
+        it. Dropped from the schedule, not retried; the informers bring it back if the node stops being
+        out of service (unfenced, or Ready again)."""
+        key = pod.key
+        with self._lock:
+            if self._scheduled.get(key) is not entry or not self._active:
+                return  # changed meanwhile; the newer state decides
+            self._forget_locked(key)
+        self.queue.forget(key)
+        log.info("left pod to the out-of-service handling", extra={"pod": key, "node": pod.node_name, "reason": claim})
 
     def _evict_through_budget(self, pod: PodView, entry: ScheduledEviction, deadline: float, choice: Choice) -> None:
         """Create an Eviction; refused by the budget, say so once and try again after a backoff, at

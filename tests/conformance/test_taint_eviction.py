@@ -40,6 +40,7 @@ from controller.tainteviction.api import DISRUPTION_TARGET
 from controller.tainteviction.manager import EVENT_REASON
 from controller.tainteviction.tolerations import match_tolerations, min_toleration_seconds, tolerates
 from kube.events import EventRecorder
+from kube.fence import WriteFence
 from shared.taints import no_execute_taints
 from tests.conformance.eviction_harness import (
     START,
@@ -351,7 +352,7 @@ class EventsApi:
     pytest.param(10, CANCELLING.format("test/test"), id="emitCancelPodDeletionEvent"),
 ])
 def test_pod_deletion_event(toleration_seconds, message):
-    recorder = EventRecorder(None, TAINT_EVICTION)
+    recorder = EventRecorder(None, TAINT_EVICTION, WriteFence.without_lease())
     api = EventsApi()
     recorder._core = api  # the real recorder posting to a recording stand-in for CoreV1Api
     cluster = Cluster(events=recorder)

@@ -8,6 +8,7 @@ VolumeAttachments are written through the API (no CSI driver runs here, so nothi
 
 from __future__ import annotations
 
+import json
 import subprocess
 import sys
 import time
@@ -22,7 +23,7 @@ from kubernetes import client
 from controller.fencing import CONFIRMED_AT_ANNOTATION, FENCED_AT_ANNOTATION, FENCED_BY_ANNOTATION
 from kube.client import MERGE_PATCH
 from kube.timestamps import format_time
-from tests.integration.kube import raw, wait_for
+from tests.integration.kube import audit_events, raw, wait_for
 from tests.integration.simulated import UR, Cluster
 
 ROOT = Path(__file__).resolve().parents[2]
@@ -161,6 +162,39 @@ def test_a_fenced_dead_node_loses_its_pods_and_attachments_even_against_a_concur
     assert not set(node["metadata"].get("annotations") or {}) & {FENCED_BY_ANNOTATION, FENCED_AT_ANNOTATION}
     again = command(cluster, "unfence", dead)
     assert again.returncode == 0 and "is not fenced" in again.stdout
+
+
+def test_a_fenced_nodes_pods_are_removed_by_the_out_of_service_handling_alone(cluster: Cluster):
+    """Issue 38 (the soak's seed 9090): the out-of-service handling force deleted a pod, and 26 ms later the
+    taint eviction deleted it again. Here the pods tolerate unreachable for an hour, so nothing is due until
+    the fence, which makes them due to both at once: only the force delete may touch them."""
+    dead, _ = cluster.sim.add_nodes(2, zones=["a"])
+    waiting = cluster.sim.create_pods(dead, 6, namespace=cluster.namespace, name_prefix="waiting", tolerations=[
+        {"key": UR, "operator": "Exists", "effect": "NoExecute", "tolerationSeconds": 3600}])
+    cluster.start_controller()
+    cluster.sim.stop_heartbeats(dead)
+    wait_for(lambda: cluster.taint(dead, UR, "NoExecute"), 20, "the unreachable taint")
+    time.sleep(2)  # --min-down=1s: not Ready for over a second
+    fenced = command(cluster, "fence", dead, "--yes", "--min-down=1s")
+    assert fenced.returncode == 0, fenced.stderr
+    wait_for(lambda: not any(exists(cluster, name) for name in waiting), 15, "every pod force deleted")
+    time.sleep(2)  # a second actor would have written by now: the eviction acts within milliseconds
+
+    # What the controller did to each pod: deletions, Evictions and DisruptionTarget marks (the node
+    # lifecycle's Ready=False mark of a pod on an unreachable node is no removal, and is not counted).
+    removals: dict[str, list[str]] = {name: [] for name in waiting}
+    prefix = f"/api/v1/namespaces/{cluster.namespace}/pods/"
+    for event in audit_events(cluster.local, "taintkeeper-controller"):
+        path = event["requestURI"].split("?")[0]
+        name, _, subresource = path[len(prefix):].partition("/")
+        if not path.startswith(prefix) or event["verb"] in ("get", "list", "watch"):
+            continue
+        if event["verb"] == "delete" or subresource == "eviction":
+            removals.setdefault(name, []).append(f"{event['verb']} {subresource}".strip())
+        elif "DisruptionTarget" in json.dumps(event.get("requestObject")):
+            removals.setdefault(name, []).append("DisruptionTarget")
+    assert removals == {name: ["delete"] for name in waiting}
+    assert "TaintManagerEviction" not in pod_event_reasons(cluster)
 
 
 def test_auto_fence_waits_for_an_external_confirmation_newer_than_the_last_heartbeat(cluster: Cluster):

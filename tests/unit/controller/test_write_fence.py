@@ -3,20 +3,27 @@
 Each edge that acts on a decision (taints, node conditions, node labels, pod NotReady, the eviction's
 DisruptionTarget patch and DELETE, the backfill patch) makes no API call while the fence is closed,
 and fails the way its callers already retry; the eviction manager and the backfill retry a fenced
-write without counting it as an API failure and without counting it done. The runner's fence
-counts refusals in taintkeeper_fenced_writes_total and is open without leader election.
+write without counting it as an API failure and without counting it done. The first Eviction asks
+which policy version the server serves before its fence check, so only the POST follows the check.
+The runner's fence counts refusals in taintkeeper_fenced_writes_total and is open without leader
+election; its event recorders drop an event queued while leading if the fence has closed by the
+time it is to be posted (taintkeeper_events_dropped_total).
 """
 
 from __future__ import annotations
 
 import functools
 import json
+import threading
 from collections.abc import Callable
 from dataclasses import dataclass
 from typing import Any
+from urllib.parse import urlsplit
 
 import pytest
+import urllib3
 from kubernetes import client
+from kubernetes.client import rest
 from prometheus_client import REGISTRY
 
 from controller.backfill import metrics as backfill_metrics
@@ -159,10 +166,64 @@ def test_an_eviction_whose_patch_outlasts_the_deadline_sends_no_delete(core: Rec
     assert core.writes == ["patch_namespaced_pod_status"]
 
 
+# --- the Eviction: nothing but the POST after the fence check (issue 38, item 5) ---------------------------
+
+POLICY_GROUP = {"kind": "APIGroup", "name": "policy", "versions": [{"groupVersion": "policy/v1", "version": "v1"}]}
+
+
+class RecordingFence(WriteFence):
+    """An open fence that records each check in `calls`, among the requests it guards."""
+
+    def __init__(self, clock: FakeClock, calls: list[str]) -> None:
+        super().__init__(RENEW_DEADLINE, monotonic=clock.now)
+        self.renewed(clock.now())
+        self.calls = calls
+
+    def permits(self, action: str, target: str) -> bool:
+        self.calls.append(f"fence {action}")
+        return super().permits(action, target)
+
+
+def recording_requests(calls: list[str]) -> client.ApiClient:
+    """An ApiClient whose raw requests (kube/request.py) are recorded in `calls` as "METHOD path" and answered
+    200: the policy group's discovery document for GET /apis/policy, else {}."""
+    api = client.ApiClient(client.Configuration())
+
+    def request(method: str, url: str, headers: Any = None, body: Any = None, post_params: Any = None,
+                _request_timeout: Any = None) -> rest.RESTResponse:
+        path = urlsplit(url).path
+        calls.append(f"{method} {path}")
+        body = POLICY_GROUP if path == "/apis/policy" else {}
+        return rest.RESTResponse(urllib3.HTTPResponse(body=json.dumps(body).encode(), status=200,
+                                                      preload_content=False))
+
+    api.rest_client.request = request  # type: ignore[method-assign]
+    return api
+
+
+def test_the_first_eviction_sends_nothing_but_its_post_after_the_fence_check(core: RecordingCore) -> None:
+    """The served policy version is asked before the check: a discovery GET between the check and the POST
+    (which could take its whole timeout) would let the POST go out after the renew deadline."""
+    calls = core.calls  # the CoreV1Api calls (the DisruptionTarget patch) in the same list
+    actions = KubeEvictionActions(recording_requests(calls), RecordingFence(FakeClock(), calls))
+    eviction = "POST /api/v1/namespaces/default/pods/p/eviction"
+
+    assert actions.request_eviction(pod("p")) is None
+    assert calls == ["GET /apis/policy", "fence pod-eviction", eviction,
+                     "fence pod-disruption-target", "patch_namespaced_pod_status"]
+    calls.clear()
+    assert actions.request_eviction(pod("p")) is None  # the version is asked once
+    assert calls == ["fence pod-eviction", eviction, "fence pod-disruption-target", "patch_namespaced_pod_status"]
+
+
 # --- the eviction manager and the backfill retry it, and count it neither done nor failed -----------------
 
 def sample(name: str) -> float:
     return REGISTRY.get_sample_value(name) or 0.0
+
+
+def sample_of(name: str, **labels: str) -> float:
+    return REGISTRY.get_sample_value(name, labels) or 0.0
 
 
 def test_a_fenced_eviction_is_retried_not_done_and_not_an_api_failure(core: RecordingCore) -> None:
@@ -228,11 +289,35 @@ def test_the_runners_fence_counts_each_refused_write_by_action() -> None:
     assert REGISTRY.get_sample_value("taintkeeper_fenced_writes_total", {"action": "pod-deletion"}) == before + 2
 
 
+def test_an_event_queued_while_leading_is_not_posted_once_the_fence_has_closed(core: RecordingCore) -> None:
+    """Events are posted from the recorder's own thread, later than they were queued: the fence is asked then.
+    A leader's "Marking for deletion" queued just before it lost the Lease never appears under its name."""
+    clock = FakeClock()
+    leading = fence(clock, renewed_ago=0)
+    recorder = assemble(client.ApiClient(client.Configuration()), parse_options([]), leading).recorders[1]
+    assert recorder.component == "taint-eviction-controller"
+    drain = threading.Event()
+    drain.set()  # `run` posts what is queued, then returns
+    dropped = sample_of("taintkeeper_events_dropped_total", reason="fenced")
+
+    recorder.pod_event(pod("p"), "TaintManagerEviction", "Marking for deletion Pod default/p")
+    clock.advance(RENEW_DEADLINE)  # no renewal since: the replica may no longer lead
+    recorder.run(drain)
+    assert core.calls == []
+    assert sample_of("taintkeeper_events_dropped_total", reason="fenced") == dropped + 1
+
+    leading.renewed(clock.now())  # it leads again: what it queues now is posted
+    recorder.pod_event(pod("q"), "TaintManagerEviction", "Marking for deletion Pod default/q")
+    recorder.run(drain)
+    assert core.calls == ["create_namespaced_event"]
+
+
 def test_every_component_writes_through_the_runners_fence() -> None:
-    """assemble gives the one fence to every API edge: with it closed, no component writes."""
+    """assemble gives the one fence to every API edge and event recorder: with it closed, no component writes."""
     closed = WriteFence(RENEW_DEADLINE)
     api = client.ApiClient(client.Configuration())
     assembly = assemble(api, parse_options([]), closed)
     monitor, eviction, backfill, out_of_service = assembly.components
     edges = [monitor._api, eviction._actions, backfill._api, out_of_service._api]  # type: ignore[attr-defined]
     assert [edge._fence for edge in edges] == [closed, closed, closed, closed]
+    assert [recorder._fence for recorder in assembly.recorders] == [closed, closed, closed, closed]

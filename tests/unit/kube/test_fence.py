@@ -72,6 +72,7 @@ def test_who_may_write(case: RuleCase, caplog: pytest.LogCaptureFixture) -> None
     fence = fence_on(clock, refused)
     case.prepare(fence, clock)
 
+    assert fence.is_open() is case.writes  # asked alone: neither counted nor logged (below)
     assert fence.permits(ACTION, TARGET) is case.writes
 
     warnings = [r.getMessage() for r in caplog.records if r.levelno == logging.WARNING]

@@ -9,6 +9,8 @@ exclude-disruption, master disruption mode, events; plus taintkeeper's differenc
 from __future__ import annotations
 
 import builtins
+import logging
+import threading
 from collections.abc import Callable, Hashable
 from dataclasses import replace
 
@@ -874,3 +876,109 @@ def test_node_updates_queue_the_no_schedule_sync_only_when_what_it_reads_changed
     else:
         world.monitor.on_node_change(old, change(old))
     assert (len(world.monitor.no_schedule_queue) == 1) is queued, case
+
+
+# --- leadership lost and regained while one of the monitor's writes hangs (issue 38, item 6) -----------------
+
+def hang_first_write(world: World, method: str, node_name: str) -> tuple[threading.Event, threading.Event]:
+    """Make the edge's first `method` write for `node_name` reach the API, then hang until `release` is set
+    (a paused apiserver connection: the request went out, its answer does not come back)."""
+    entered, release = threading.Event(), threading.Event()
+    real = getattr(world, method)
+
+    def hanging(*args):
+        written = real(*args)
+        name = args[0] if isinstance(args[0], str) else args[0].name
+        if name == node_name and not entered.is_set():
+            entered.set()
+            assert release.wait(10), "the test never released the hanging write"
+        return written
+
+    setattr(world, method, hanging)
+    return entered, release
+
+
+def nodes_gone_silent(world: World, zones: dict[str, tuple[str, ...]], silent: set[str]) -> None:
+    """Nodes in `zones` (zone -> names) seen healthy, then `silent` ones past their grace: the next monitor
+    pass writes them Unknown."""
+    for zone, names in zones.items():
+        for name in names:
+            world.add_node(name, zone=zone)
+            world.add_pod(f"pod-{name}", name)
+    alive = tuple(name for names in zones.values() for name in names)
+    world.run_for(10, alive=alive)
+    world.monitor.monitor_pass()  # sees the last renewals: the silent nodes' grace counts from here
+    world.clock.advance(SETTINGS.node_monitor_grace_period + 1)
+    for name in alive:
+        if name not in silent:
+            world.heartbeat(name)
+
+
+def lose_and_regain_leadership_mid_pass(world: World, run_pass: Callable[[], None], entered: threading.Event,
+                                        release: threading.Event) -> tuple[list, list, list[BaseException]]:
+    """Run one pass on its own thread (the monitor's); while its write hangs, the elector's thread loses and
+    regains the Lease. The writes and events the old pass made after the new term began, and what it raised."""
+    raised: list[BaseException] = []
+
+    def monitor_thread() -> None:
+        try:
+            run_pass()
+        except BaseException as error:  # the pass's own exception, not the thread's death
+            raised.append(error)
+
+    thread = threading.Thread(target=monitor_thread, name="node-lifecycle", daemon=True)
+    thread.start()
+    assert entered.wait(5), "the pass never made the write that hangs"
+    world.monitor.deactivate()  # the renewal failed past the deadline while the write hung ...
+    world.monitor.activate()  # ... and the Lease was won again: a new term
+    writes, events = len(world.writes), len(world.events)
+    release.set()
+    thread.join(5)
+    assert not thread.is_alive()
+    return world.writes[writes:], world.events[events:], raised
+
+
+HANG_CASES = {
+    # dead-a's Unknown write hangs in the monitor pass; dead-b's is still to come, and both nodes' pods
+    "the monitor pass's Unknown write": ("post_conditions", "monitor"),
+    # the tainting pass hangs on the first zone's taint; the second zone's queued node is still to come
+    "the tainting pass's taint write": ("swap_taints", "tainting"),
+}
+
+
+@pytest.mark.parametrize(("method", "which_pass"), HANG_CASES.values(), ids=HANG_CASES.keys())
+def test_leadership_lost_and_regained_while_a_write_hangs_stops_the_old_pass(method, which_pass, caplog):
+    caplog.set_level(logging.ERROR, logger="taintkeeper.nodelifecycle")
+    world = World()
+    zones = {"z1": ("dead-a", "h1"), "z2": ("dead-b", "h2")}
+    nodes_gone_silent(world, zones, silent={"dead-a", "dead-b"})
+    if which_pass == "tainting":
+        world.monitor.monitor_pass()  # both written Unknown and queued for tainting, one in each zone
+        assert [world.ready_of(name) for name in ("dead-a", "dead-b")] == ["Unknown", "Unknown"]
+        assert (world.no_execute("dead-a"), world.no_execute("dead-b")) == ([], [])
+    entered, release = hang_first_write(world, method, "dead-a")
+    run_pass = world.monitor.monitor_pass if which_pass == "monitor" else world.monitor.tainting_pass
+
+    writes, events, raised = lose_and_regain_leadership_mid_pass(world, run_pass, entered, release)
+
+    assert raised == []
+    assert [record.getMessage() for record in caplog.records] == []  # no node's check failed either
+    assert writes == []  # the old pass wrote nothing once the new term began
+    assert events == []
+    # The new term starts afresh on the monitor's thread: the silent nodes get a full grace, then are
+    # written Unknown (if the old pass had not), tainted, and their pods marked NotReady.
+    world.run_for(SETTINGS.node_monitor_grace_period + 10, alive=("h1", "h2"))
+    assert (world.no_execute("dead-a"), world.no_execute("dead-b")) == ([UR], [UR])
+    assert world.pods["default/pod-dead-a"].ready == world.pods["default/pod-dead-b"].ready == "False"
+    assert world.monitor.zone_states == {zone_of("z1"): ZoneState.NORMAL, zone_of("z2"): ZoneState.NORMAL}
+
+
+def test_a_new_term_observes_every_node_afresh_from_its_first_pass(world):
+    world.add_node("n1")
+    world.run_for(10, alive=("n1",))
+    world.monitor.deactivate()
+    world.monitor.activate()
+    assert world.monitor.zone_states == {zone_of("z1"): ZoneState.NORMAL}  # reset on the monitor's thread, not here
+    world.run_for(1, alive=("n1",))
+    registered = [e[2] for e in world.events if e[2] == "RegisteredNode"]
+    assert registered == ["RegisteredNode", "RegisteredNode"]  # once per term, as a new leader would

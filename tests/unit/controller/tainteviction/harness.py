@@ -18,14 +18,14 @@ class Actions:
 
     def __init__(self, clock: FakeClock) -> None:
         self.clock = clock
-        self.live: dict[str, list[dict]] = {}
+        self.live: dict[str, NodeView] = {}
         self.evicted: list[tuple[str, str, float]] = []
         self.failures_left = 0
         self.node_reads = 0
         self.budget_refusals_left = 0  # Evictions the pod's disruption budget refuses before it allows one
         self.eviction_requests: list[tuple[str, float]] = []
 
-    def live_no_execute_taints(self, node_name: str):
+    def live_node(self, node_name: str) -> NodeView | None:
         self.node_reads += 1
         return self.live.get(node_name)
 
@@ -45,8 +45,11 @@ class Actions:
 
 
 class Harness:
+    """The manager as the controller runs it by default: beside the out-of-service handling, which owns the
+    pods it force deletes (`defer_to_out_of_service`)."""
+
     def __init__(self, active: bool = True, budgets: BudgetSettings | None = None,
-                 comparison_operators: bool = False) -> None:
+                 comparison_operators: bool = False, defer_to_out_of_service: bool = True) -> None:
         self.clock = FakeClock(START)
         self.pods: MemoryStore[PodView] = MemoryStore()
         self.namespaces: MemoryStore[NamespaceView] = MemoryStore()
@@ -54,7 +57,8 @@ class Harness:
         self.events = RecordingEvents()
         self.manager = TaintEvictionManager(self.pods, self.actions, self.events, clock=self.clock,
                                             queue=WorkQueue(self.clock), namespaces=self.namespaces, budgets=budgets,
-                                            comparison_operators=comparison_operators)
+                                            comparison_operators=comparison_operators,
+                                            defer_to_out_of_service=defer_to_out_of_service)
         if active:
             self.manager.activate()
 
@@ -69,7 +73,7 @@ class Harness:
 
     def set_node(self, n: NodeView, live: bool = True) -> None:
         if live:
-            self.actions.live[n.name] = list(n.no_execute_taints)
+            self.actions.live[n.name] = n
         self.manager.on_node_change(None, n)
 
     def run_for(self, seconds: float, step: float = 0.1) -> None:

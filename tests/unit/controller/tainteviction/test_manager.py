@@ -12,10 +12,11 @@ import threading
 import pytest
 
 from controller.clock import FakeClock
-from controller.objects import PodView
+from controller.objects import PodView, node_view
 from controller.tainteviction.manager import TaintEvictionManager
 from controller.workqueue import WorkQueue
 from tests.support.builders import UNREACHABLE, node, pod, taint, toleration
+from tests.support.fencing import OUT_OF_SERVICE_TAINT, node_json
 from tests.unit.controller.tainteviction.harness import START, Harness
 
 CANCELLED_P = ("default/p", "Normal", "TaintManagerEviction", "Cancelling deletion of Pod default/p")
@@ -372,7 +373,7 @@ def test_retry_backoff_is_capped():
 
 def test_a_stale_cache_does_not_evict_a_pod_whose_taint_is_gone(h):
     h.set_node(node("node1", taint()))
-    h.actions.live["node1"] = []  # the taint was removed; the watch has not delivered it yet
+    h.actions.live["node1"] = node("node1")  # the taint was removed; the watch has not delivered it yet
     h.add_pod(pod("p"))
     h.drain()
     assert h.evicted_keys() == []
@@ -382,7 +383,7 @@ def test_a_stale_cache_does_not_evict_a_pod_whose_taint_is_gone(h):
 
 def test_a_live_node_with_a_longer_deadline_reschedules_instead_of_deleting(h):
     h.set_node(node("node1", taint("example.com/short", added=START)))
-    h.actions.live["node1"] = [taint(added=START)]
+    h.actions.live["node1"] = node("node1", taint(added=START))
     h.add_pod(pod("p", [toleration("example.com/short", 1), toleration(seconds=10)], created=START - 1))
     h.run_for(1.1)
     assert h.evicted_keys() == []
@@ -488,3 +489,56 @@ def test_a_pod_bound_after_the_taint_counts_from_its_binding_not_its_creation(h)
     assert h.evicted_keys() == []
     h.run_for(0.4)
     assert h.evicted_at("default/p") == pytest.approx(40, abs=0.11)
+
+
+# --- issue 38: one actor per pod (controller/outofservice/decision.py `out_of_service_claim`) ---------------
+
+UNREACHABLE_SINCE_START = taint(UNREACHABLE, added=START)
+FENCED = node_view(node_json(taints=[UNREACHABLE_SINCE_START, OUT_OF_SERVICE_TAINT]))  # Ready Unknown
+
+
+def test_a_pod_due_after_its_node_was_fenced_is_left_to_the_out_of_service_handling(h):
+    """The soak's seed 9090: the node was fenced while the pod's unreachable toleration ran; the
+    out-of-service handling force deleted the pod, and 26 ms later this manager deleted it again."""
+    h.set_node(node_view(node_json(taints=[UNREACHABLE_SINCE_START])))
+    h.add_pod(pod("p", [toleration(seconds=300)], created=START - 1))
+    h.run_for(200, step=1)
+    h.actions.live["node1"] = FENCED  # fenced; the watch has not delivered it when the deadline fires
+    h.run_for(101, step=1)
+    assert h.evicted_keys() == []
+    assert h.events.recorded == []
+    assert h.manager.pending() == 0  # dropped, not retried
+    reads = h.actions.node_reads
+    h.set_node(FENCED)  # the watch delivers the fence: due at once (untolerated), left again
+    h.run_for(600, step=10)
+    assert h.evicted_keys() == []
+    assert h.actions.node_reads == reads + 1
+    assert h.manager.pending() == 0
+
+
+BACK_IN_SERVICE = {
+    "unfenced": node_view(node_json(taints=[UNREACHABLE_SINCE_START])),
+    "Ready again, still fenced (no taint changes)": node_view(
+        node_json("node1", "True", taints=[UNREACHABLE_SINCE_START, OUT_OF_SERVICE_TAINT])),
+}
+
+
+@pytest.mark.parametrize("back", BACK_IN_SERVICE.values(), ids=BACK_IN_SERVICE.keys())
+def test_a_pod_left_to_the_out_of_service_handling_is_deleted_here_once_its_node_is_back_in_service(h, back):
+    h.clock.advance(600)  # the pod's unreachable deadline has passed
+    h.set_node(FENCED)
+    h.add_pod(pod("p", [toleration(seconds=300)], created=START - 1))
+    h.run_for(1)
+    assert h.evicted_keys() == []
+    h.set_node(back)
+    h.drain()
+    assert h.evicted_keys() == ["default/p"]
+
+
+def test_without_the_out_of_service_handling_a_fenced_nodes_pods_are_deleted_here():
+    """--controllers=-out-of-service: upstream's split, PodGC force deletes what this manager deleted."""
+    h = Harness(defer_to_out_of_service=False)
+    h.set_node(FENCED)
+    h.add_pod(pod("p"))
+    h.drain()
+    assert h.evicted_keys() == ["default/p"]
