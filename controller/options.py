@@ -127,6 +127,10 @@ def build_parser() -> argparse.ArgumentParser:
         help="how long a node may stop heartbeating before it is marked Unknown")
     add("--node-startup-grace-period", default="1m0s", metavar="DURATION",
         help="how long a new node may go without posting status before it is marked Unknown")
+    add("--mark-pods-not-ready-on-transition-only", nargs="?", const="true", default="false", metavar="BOOL",
+        help="mark a node's pods NotReady only when the controller moves its Ready from True, as upstream; by "
+             "default every monitor pass marks the pods still Ready on every node whose Ready is not True, "
+             "whether its kubelet reported False or it went Unknown: k8s #112733, #125618 (default false)")
     add("--node-eviction-rate", default="0.1", metavar="RATE",
         help="nodes per second per healthy zone that get a NoExecute taint")
     add("--secondary-node-eviction-rate", default="0.01", metavar="RATE",
@@ -235,6 +239,8 @@ def parse_options(argv: list[str]) -> ControllerOptions:
         large_cluster_size_threshold=_checked("--large-cluster-size-threshold", _whole,
                                               args.large_cluster_size_threshold),
         unhealthy_zone_threshold=_checked("--unhealthy-zone-threshold", _rate, args.unhealthy_zone_threshold),
+        mark_pods_not_ready_on_transition_only=_checked("--mark-pods-not-ready-on-transition-only", parse_bool,
+                                                        args.mark_pods_not_ready_on_transition_only),
     )
     for flag, value in (("--node-monitor-period", monitor.node_monitor_period),
                         ("--node-monitor-grace-period", monitor.node_monitor_grace_period),

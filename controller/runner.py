@@ -36,7 +36,7 @@ from controller.backfill.decision import COMPONENT as BACKFILL_COMPONENT
 from controller.component import Component
 from controller.health import serve_health
 from controller.informers import SharedInformers
-from controller.nodelifecycle.api import DryRunNodeLifecycleApi, KubeNodeLifecycleApi
+from controller.nodelifecycle.api import DryRunNodeLifecycleApi, DryRunPods, KubeNodeLifecycleApi
 from controller.nodelifecycle.monitor import NO_SCHEDULE_WORKERS, POD_WORKERS, NodeLifecycleMonitor
 from controller.options import (
     NODE_LIFECYCLE,
@@ -70,9 +70,10 @@ NODE_CONTROLLER_COMPONENT = "node-controller"
 def node_lifecycle(api: client.ApiClient, fence: WriteFence, informers: SharedInformers, recorder: EventRecorder,
                    options: ControllerOptions) -> NodeLifecycleMonitor:
     nodes, leases, pods = informers.nodes, informers.leases, informers.pods
-    if options.dry_run:  # the monitor reads its nodes as its logged writes would have left them
-        dry_run_api = DryRunNodeLifecycleApi(KubeNodeLifecycleApi(api, fence), nodes)
-        return NodeLifecycleMonitor(dry_run_api, leases, pods, dry_run_api, recorder, options.monitor,
+    if options.dry_run:  # the monitor reads its nodes and pods as its logged writes would have left them
+        dry_run_pods = DryRunPods(pods)
+        dry_run_api = DryRunNodeLifecycleApi(KubeNodeLifecycleApi(api, fence), nodes, dry_run_pods)
+        return NodeLifecycleMonitor(dry_run_api, leases, dry_run_pods, dry_run_api, recorder, options.monitor,
                                     pods_synced=lambda: pods.has_synced)
     # Taint writes start from the informer's cached node: one PATCH per node, not a GET and a PATCH.
     return NodeLifecycleMonitor(nodes, leases, pods, KubeNodeLifecycleApi(api, fence, cache=nodes), recorder,

@@ -190,18 +190,68 @@ class KubeNodeLifecycleApi:
             raise
 
 
+class DryRunPods:
+    """--dry-run: the pods as the monitor's logged NotReady marks would have left them.
+
+    A pod the monitor would have marked reads Ready=False until the real pod changes (the store hands
+    out a new view), so a pod on a node that stays not ready is announced once, not on every pass.
+    """
+
+    SWEEP_FLOOR = 1024  # entries kept before the first sweep of pods changed or gone
+
+    def __init__(self, pods: StoreReader[PodView]) -> None:
+        self._pods = pods
+        self._marked: dict[str, PodView] = {}  # pod key -> the real view it would have been marked from
+        self._sweep_at = self.SWEEP_FLOOR
+        self._lock = threading.Lock()
+
+    def would_mark(self, pod: PodView) -> None:
+        real = self._pods.get(pod.key)
+        if real is None or real.uid != pod.uid:
+            return  # gone, or replaced by another pod with the same name: nothing would have been written
+        with self._lock:
+            self._marked[pod.key] = real
+            if len(self._marked) > self._sweep_at:  # forget the pods changed or deleted since (amortized O(1))
+                self._marked = {key: view for key, view in self._marked.items() if self._pods.get(key) is view}
+                self._sweep_at = max(self.SWEEP_FLOOR, 2 * len(self._marked))
+
+    def get(self, key: str) -> PodView | None:
+        return self._overlaid(self._pods.get(key))
+
+    def list(self) -> builtins.list[PodView]:
+        return [view for view in map(self._overlaid, self._pods.list()) if view is not None]
+
+    def by_index(self, value: Hashable) -> builtins.list[PodView]:
+        return [view for view in map(self._overlaid, self._pods.by_index(value)) if view is not None]
+
+    def _overlaid(self, pod: PodView | None) -> PodView | None:
+        if pod is None:
+            return None
+        with self._lock:
+            marked = self._marked.get(pod.key)
+            if marked is None:
+                return pod
+            if marked is not pod:  # the real pod moved on: it wins
+                del self._marked[pod.key]
+                return pod
+        return replace(pod, ready="False")
+
+
 class DryRunNodeLifecycleApi:
     """--dry-run: the monitor decides as usual, but its writes are logged, not made.
 
     The monitor reads its nodes through this too (`get`, `list`): each node as it would be had the
     writes been made, until the real node changes (a new resourceVersion), so a dry run announces
-    each transition once instead of on every pass. Beside the built-in node lifecycle controller (a
-    managed cluster), this observes without fighting it.
+    each transition once instead of on every pass; and its pods through `DryRunPods`, given here,
+    which shows each pod it would have marked NotReady as marked. Beside the built-in node lifecycle
+    controller (a managed cluster), this observes without fighting it.
     """
 
-    def __init__(self, real: KubeNodeLifecycleApi, nodes: StoreReader[NodeView]) -> None:
+    def __init__(self, real: KubeNodeLifecycleApi, nodes: StoreReader[NodeView],
+                 pods: DryRunPods | None = None) -> None:
         self._real = real
         self._nodes = nodes
+        self._pods = pods
         self._would_be: dict[str, NodeView] = {}  # by name, with the resourceVersion of the node it was made from
         self._lock = threading.Lock()
 
@@ -262,4 +312,6 @@ class DryRunNodeLifecycleApi:
         return True
 
     def mark_pod_not_ready(self, pod: PodView) -> None:
+        if self._pods is not None:
+            self._pods.would_mark(pod)
         log.info("dry run: would mark pod NotReady", extra={"pod": pod.key, "node": pod.node_name})

@@ -45,7 +45,7 @@ BETA_LABEL_OF_GA_LABEL: Mapping[str, str] = {
 
 @dataclass(frozen=True)
 class MonitorSettings:
-    """Upstream flag names and 1.32+ defaults (kube-controller-manager)."""
+    """Upstream flag names and 1.32+ defaults (kube-controller-manager), and taintkeeper's own in their style."""
 
     node_monitor_period: float = 5.0
     node_monitor_grace_period: float = 50.0
@@ -54,6 +54,10 @@ class MonitorSettings:
     secondary_node_eviction_rate: float = 0.01
     large_cluster_size_threshold: int = 50
     unhealthy_zone_threshold: float = 0.55
+    # Upstream's rule for marking pods NotReady: only when this controller moves a node's Ready from True
+    # (and on a node first seen not ready). Off: every pass marks the pods still Ready on every node whose
+    # Ready is not True, whoever set it and in whatever order (k8s #112733, #125618; monitor.py).
+    mark_pods_not_ready_on_transition_only: bool = False
 
 
 def has_taint(node: NodeView, template: Taint) -> bool:

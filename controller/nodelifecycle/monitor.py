@@ -6,7 +6,8 @@ the term's first pass, never under a pass still running; a pass belongs to the t
 and stops before its next write once that term has ended (a call that hung while the Lease was lost,
 and perhaps won again), so nothing an old term decided is written in a new one:
 - `monitor_pass` (every --node-monitor-period): per node, decide health (node_health.py),
-  post Unknown conditions for stale nodes, queue NoExecute tainting per zone, mark pods NotReady;
+  post Unknown conditions for stale nodes, queue NoExecute tainting per zone, mark NotReady the pods
+  still Ready on nodes not ready;
   then compute zone states and set each zone's tainting rate (`handle_disruption`);
 - `tainting_pass` (every 100 ms): per zone, let the token bucket release queued nodes and write
   their `not-ready` / `unreachable` NoExecute taint.
@@ -25,9 +26,16 @@ Deliberate differences from upstream:
 - A node first seen by this controller (a restart, a new leader) keeps NoExecute taints that its
   Ready status still calls for; upstream strips them and re-adds them later, which resets their
   timeAdded and so every pod's eviction clock.
+- Pods are marked NotReady on every node whose Ready is not True: each pass offers every such node
+  (False as its kubelet reported it, Unknown as this controller set it, in whatever order) and marks
+  its pods still Ready; upstream marks them only when it moves a node's Ready from True itself, so a
+  node reported False keeps its pods Ready (k8s #112733, #125618). The rule is the state, not a
+  transition: a pod Ready again is marked again, and a restart or a new leader needs no memory.
+  --mark-pods-not-ready-on-transition-only restores upstream's rule (and the NodeNotReady node event
+  is upstream's either way: on the True -> not-True move only).
 - Marking pods NotReady (k8s #77864) is spread out in a disrupted zone: in a zone whose state is
-  PartialDisruption or FullDisruption, at most 10 % of the zone's nodes (at least one) have their
-  pods marked per monitor pass, the rest on later passes; when every zone is fully disrupted,
+  PartialDisruption or FullDisruption, at most 10 % of the zone's nodes (at least one) have pods
+  to mark per monitor pass, the rest on later passes; when every zone is fully disrupted,
   none are marked (as with tainting, the controller is then more likely cut off than the cluster
   dead). In a Normal zone pods are marked at once, as upstream.
 """
@@ -464,13 +472,15 @@ class NodeLifecycleMonitor:
                 # disruption): a deadline saved now is never later than the node's real one.
                 self._quiet[node.name] = QuietNode(node, renew_time, health.probe_timestamp + self.health.grace_period,
                                                    zone, bool(managed_no_schedule_taints(node.taints)))
-        elif verdict.observed_ready.get("status") == "True":
+        elif verdict.observed_ready.get("status") == "True":  # this pass moved it from True: upstream's one event
             self._check_term()
             self._events.node_event(node.name, node.uid, "NodeNotReady",
                                     f"Node {node.name} status is now: NodeNotReady")
             self._pods_to_mark.add(node.name)
-        elif first_sight:
-            self._pods_to_mark.add(node.name)  # already not ready when this controller first saw it
+        elif first_sight or not self.settings.mark_pods_not_ready_on_transition_only:
+            # Not ready, whoever made it so: its pods still Ready are marked (_mark_pods_not_ready). With the
+            # flag, as upstream: only a node already not ready when this controller first saw it.
+            self._pods_to_mark.add(node.name)
 
     def _lease_cache_behind(self, name: str, cached_renew_time: str | None) -> bool:
         """Before a node is marked Unknown, its Lease read live (upstream 1.37's NodeControllerLeaseCircuitBreaker,
@@ -529,12 +539,16 @@ class NodeLifecycleMonitor:
             queue.remove(node.name)
 
     def _mark_pods_not_ready(self, zone_sizes: dict[str, int]) -> None:
-        if self.in_master_disruption:
-            return
+        """Mark the pods of the nodes in _pods_to_mark. A node whose pods are all marked already costs one
+        index lookup and no API call, and takes nothing from its zone's budget (else, with every not-ready
+        node offered again each pass, the first ones by name would take the budget of a disrupted zone)."""
+        if self.in_master_disruption or not self._pods_synced():
+            return  # a pass after the brake, or after the pods' LIST has ended, marks them
         budget: dict[str, int] = {}
         for name in sorted(self._pods_to_mark):
             node = self._known.get(name)
-            if node is None:
+            pods = self._pods_still_ready(node) if node is not None else []
+            if node is None or not pods:
                 self._pods_to_mark.discard(name)
                 continue
             zone = node.zone
@@ -543,17 +557,19 @@ class NodeLifecycleMonitor:
                 if allowed <= 0:
                     continue
                 budget[zone] = allowed - 1
-            if self._mark_node_pods_not_ready(node):
+            if self._mark_node_pods_not_ready(pods):
                 self._pods_to_mark.discard(name)
 
-    def _mark_node_pods_not_ready(self, node: NodeView) -> bool:
-        """Upstream MarkPodsNotReady; True when every pod on the node is marked (else retried next pass)."""
-        if not self._pods_synced():
-            return False  # a pass after the pods' LIST has ended marks them
+    def _pods_still_ready(self, node: NodeView) -> list[PodView]:
+        """The node's pods whose Ready condition is not False (upstream MarkPodsNotReady flips only a Ready
+        condition the pod has): one index lookup, no API call."""
+        return [pod for pod in self._pods.by_index(node.name)
+                if pod.node_name == node.name and pod.ready not in (None, "False")]
+
+    def _mark_node_pods_not_ready(self, pods: Sequence[PodView]) -> bool:
+        """Upstream MarkPodsNotReady; True when every pod given is marked (else retried next pass)."""
         done = True
-        for pod in self._pods.by_index(node.name):
-            if pod.node_name != node.name or pod.ready in (None, "False"):
-                continue
+        for pod in pods:
             self._check_term()
             try:
                 self._api.mark_pod_not_ready(pod)

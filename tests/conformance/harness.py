@@ -295,11 +295,25 @@ class Cluster:
         self.fail_pod_status_writes = 0
         self.fail_pod_lists = 0
         self._version = 0
+        self.settings = settings
+        self.monitor = self._new_monitor()
+
+    def _new_monitor(self) -> NodeLifecycleMonitor:
         api = _Api(self)
         options: dict[str, Any] = {"clock": self.clock}
         if "sleep" in inspect.signature(NodeLifecycleMonitor).parameters:
             options["sleep"] = lambda seconds: None  # retries within a pass must not sleep for real
-        self.monitor = NodeLifecycleMonitor(_Nodes(self), _Leases(self), _Pods(self), api, api, settings, **options)
+        monitor = NodeLifecycleMonitor(_Nodes(self), _Leases(self), _Pods(self), api, api, self.settings, **options)
+        monitor.activate()
+        return monitor
+
+    def restart(self) -> None:
+        """The controller restarts: a new monitor, with nothing of the old one's memory, leads at once."""
+        self.monitor = self._new_monitor()
+
+    def hand_over(self) -> None:
+        """The Lease is lost and won again (a new term): the same monitor starts from a clean state."""
+        self.monitor.deactivate()
         self.monitor.activate()
 
     # -- the objects (what a kubelet, a user or upstream's fake clientset changes) ------------------------

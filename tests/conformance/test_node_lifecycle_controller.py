@@ -553,6 +553,150 @@ def test_monitor_node_health_mark_pods_not_ready_retry(failures, healthy_elsewhe
     assert cluster.pods_marked_not_ready() == (["default/pod0"] if pod_status_updates else [])
 
 
+# =====================================================================================================================
+# Pods marked NotReady on every node whose Ready is not True (taintkeeper issue 36; k8s #112733, #125618).
+#
+# Not an upstream table. Upstream's monitorNodeHealth marks a node's pods only in the pass where
+# `currentReadyCondition.Status != True && observedReadyCondition.Status == True`, observedReadyCondition being the
+# Ready the node carries when the pass reads it (tryUpdateNodeHealth), i.e. only when the controller itself moves a
+# Ready=True node to Unknown (or retries such a marking); processPod marks a pod bound to a node already not ready,
+# and the pods the informer's first sync delivers. So a kubelet that reports Ready=False itself keeps its pods
+# Ready: while it renews its Lease (#125618), and after it goes silent, when the controller moves False to Unknown
+# (#112733). taintkeeper by default marks, at every monitor pass, every pod still Ready on a node whose Ready is
+# not True (docs/architecture.md); --mark-pods-not-ready-on-transition-only restores upstream's rule. Every row runs
+# in both modes. A healthy node in another zone keeps the cluster from being wholly down (no all-zones brake).
+# =====================================================================================================================
+
+STATE_BASED = "Pods are marked NotReady on every node whose Ready is not True"
+FIRST_SIGHT = "Pods on a node that is already not ready when the controller first sees"
+STATE_BASED_TEST = "test_pods_are_marked_not_ready_on_every_node_whose_ready_is_not_true"
+
+KUBELET_READY = "the kubelet posts Ready=True and renews its Lease"
+KUBELET_NOT_READY = "the kubelet posts Ready=False and renews its Lease"
+LEASE = "the kubelet renews its Lease only"
+POD_READY = "pod0 is reported Ready=True again"
+MARKING_FAILS = "the controller's next pods/status write fails (it dies before marking)"
+RESTART = "the controller restarts"
+HAND_OVER = "leadership is handed over"
+
+
+def _kubelet_posts(cluster: Cluster, status: str) -> None:
+    now = cluster.clock.now()
+    if "node0" not in cluster.nodes:
+        cluster.put_node(node_json("node0", created=Y2012, labels=zone_labels(*Z1),
+                                   conditions=[ready(status, now, now)]))
+    else:
+        old = next(c for c in cluster.conditions("node0") if c["type"] == "Ready")
+        new = ready(status, now, now)
+        if old["status"] == status:
+            new["lastTransitionTime"] = old["lastTransitionTime"]
+        cluster.set_conditions("node0", [new])
+    cluster.put_lease(lease_json("node0", now))
+
+
+def _pod_reported_ready(cluster: Cluster) -> None:
+    raw = cluster.pods["default/pod0"]
+    raw["status"]["conditions"] = [{"type": "Ready", "status": "True"}]
+    cluster.store_pod(raw)
+
+
+def _marking_fails(cluster: Cluster) -> None:
+    cluster.fail_pod_status_writes = 1
+
+
+_ACTIONS = {
+    KUBELET_READY: lambda cluster: _kubelet_posts(cluster, "True"),
+    KUBELET_NOT_READY: lambda cluster: _kubelet_posts(cluster, "False"),
+    LEASE: lambda cluster: cluster.put_lease(lease_json("node0", cluster.clock.now())),
+    POD_READY: _pod_reported_ready,
+    MARKING_FAILS: _marking_fails,
+    RESTART: Cluster.restart,
+    HAND_OVER: Cluster.hand_over,
+}
+
+# A timeline: (seconds after 12:00:00, what happens then); a monitor pass follows each step. Grace 50 s: a node
+# last heard at t is written Unknown by the first pass after t + 50 s.
+# (the scenario, its timeline, {transition only?: (the outcome, node0's Ready at the end, pod0's Ready at the end,
+#  pods/status writes attempted, NodeNotReady node events)}, the docs/architecture.md entry of the default row and
+#  of the flag row: None where the row asserts upstream's behaviour)
+_SILENT_AFTER_READY = ((0, (KUBELET_READY,)), (51, ()))  # the controller moves Ready True -> Unknown at 12:00:51
+STATE_BASED_SCENARIOS = [
+    ("the controller moves a silent node's Ready from True to Unknown", _SILENT_AFTER_READY,
+     {False: ("pods marked, one NodeNotReady event", "Unknown", "False", 1, 1),
+      True: ("pods marked, one NodeNotReady event", "Unknown", "False", 1, 1)}, None, None),
+    ("the kubelet reports Ready=False on a Ready node and keeps its Lease (k8s #125618)",
+     ((0, (KUBELET_READY,)), (5, (KUBELET_NOT_READY,)), (10, (LEASE,)), (15, (LEASE,)), (20, (KUBELET_NOT_READY,))),
+     {False: ("pods marked, no NodeNotReady event", "False", "False", 1, 0),
+      True: ("pods left Ready, as upstream", "False", "True", 0, 0)}, STATE_BASED, None),
+    ("the kubelet reports Ready=False, then goes silent and the controller sets Unknown (k8s #112733)",
+     ((0, (KUBELET_READY,)), (5, (KUBELET_NOT_READY,)), (10, (LEASE,)), (61, ()), (66, ())),
+     {False: ("pods marked", "Unknown", "False", 1, 0),
+      True: ("pods left Ready, as upstream", "Unknown", "True", 0, 0)}, STATE_BASED, None),
+    ("a pod is Ready when the controller moves its node from False to Unknown (k8s #112733)",
+     ((0, (KUBELET_READY,)), (5, (KUBELET_NOT_READY,)), (10, (LEASE,)), (61, (POD_READY,))),
+     {False: ("marked in that pass", "Unknown", "False", 2, 0),
+      True: ("left Ready, as upstream", "Unknown", "True", 0, 0)}, STATE_BASED, None),
+    ("a node first seen with Ready=False whose kubelet keeps its Lease",
+     ((0, (KUBELET_NOT_READY,)), (5, (LEASE,)), (10, (LEASE,))),
+     {False: ("pods marked on the first pass", "False", "False", 1, 0),
+      True: ("pods marked on the first pass", "False", "False", 1, 0)}, FIRST_SIGHT, FIRST_SIGHT),
+    ("a pod reported Ready again on a node its kubelet still reports Ready=False",
+     ((0, (KUBELET_NOT_READY,)), (5, (LEASE, POD_READY)), (10, (LEASE,))),
+     {False: ("marked again by the next pass", "False", "False", 2, 0),
+      True: ("left Ready, as upstream", "False", "True", 1, 0)}, STATE_BASED, FIRST_SIGHT),
+    ("a pod reported Ready again on a node the controller set Unknown",
+     (*_SILENT_AFTER_READY, (56, (POD_READY,)), (61, ())),
+     {False: ("marked again by the next pass", "Unknown", "False", 2, 1),
+      True: ("left Ready, as upstream", "Unknown", "True", 1, 1)}, STATE_BASED, None),
+    ("a Ready node whose kubelet keeps posting",
+     ((0, (KUBELET_READY,)), (5, (KUBELET_READY,)), (10, (LEASE,)), (60, (KUBELET_READY,))),
+     {False: ("nothing marked", "True", "True", 0, 0), True: ("nothing marked", "True", "True", 0, 0)}, None, None),
+    ("a restart after the controller set a node Unknown but before it marked its pods",
+     ((0, (KUBELET_READY,)), (51, (MARKING_FAILS,)), (53, (RESTART,))),
+     {False: ("marked by the new controller's first pass", "Unknown", "False", 2, 1),
+      True: ("marked by the new controller's first pass", "Unknown", "False", 2, 1)}, FIRST_SIGHT, FIRST_SIGHT),
+    ("a hand-over after the controller set a node Unknown but before it marked its pods",
+     ((0, (KUBELET_READY,)), (51, (MARKING_FAILS,)), (53, (HAND_OVER,))),
+     {False: ("marked by the new term's first pass", "Unknown", "False", 2, 1),
+      True: ("marked by the new term's first pass", "Unknown", "False", 2, 1)}, FIRST_SIGHT, FIRST_SIGHT),
+]
+
+STATE_BASED_ROWS = []
+for _scenario, _timeline, _expected, _default_entry, _flag_entry in STATE_BASED_SCENARIOS:
+    for _transition_only, _entry, _mode in ((False, _default_entry, "default"),
+                                            (True, _flag_entry, "--mark-pods-not-ready-on-transition-only")):
+        _outcome, *_values = _expected[_transition_only]
+        _row_id = f"{_scenario} [{_mode}: {_outcome}]"
+        _params = (_timeline, _transition_only, *_values)
+        STATE_BASED_ROWS.append(deliberate(STATE_BASED_TEST, _row_id, _entry, *_params) if _entry
+                                else pytest.param(*_params, id=_row_id))
+
+
+@pytest.mark.parametrize(("timeline", "transition_only", "node_ready", "pod_ready", "pod_status_writes",
+                          "node_not_ready_events"), STATE_BASED_ROWS)
+def test_pods_are_marked_not_ready_on_every_node_whose_ready_is_not_true(timeline, transition_only, node_ready,
+                                                                        pod_ready, pod_status_writes,
+                                                                        node_not_ready_events):
+    settings = UPSTREAM_TEST_SETTINGS
+    if transition_only:
+        settings = replace(settings, mark_pods_not_ready_on_transition_only=True)
+    cluster = Cluster(NOW_2015, settings)
+    cluster.put_pod(pod_json("pod0", "node0"))
+    add_healthy_elsewhere(cluster)
+    for seconds, actions in timeline:
+        cluster.advance_to(NOW_2015 + seconds)
+        heartbeat_elsewhere(cluster)
+        for action in actions:
+            _ACTIONS[action](cluster)
+        cluster.monitor_pass(as_the_loop_does=True)
+    assert cluster.pass_errors == []
+    assert cluster.ready_status("node0") == node_ready
+    assert cluster.pod_views["default/pod0"].ready == pod_ready
+    assert len(cluster.pod_status_attempts()) == pod_status_writes
+    assert [e.name for e in cluster.events if e.reason == "NodeNotReady" and e.kind == "Node"] == (
+        ["node0"] * node_not_ready_events)
+
+
 def _zone1_node(name: str, status: str, heartbeat: float, transition: float) -> dict:
     """A node in region1/zone1 created in 2012 with one Ready condition (the tainting scenarios' nodes)."""
     return node_json(name, created=Y2012, labels=zone_labels(*Z1), conditions=[ready(status, heartbeat, transition)])

@@ -39,6 +39,7 @@ def test_the_defaults_are_kube_controller_managers():
         5.0, 50.0, 60.0)
     assert (monitor.node_eviction_rate, monitor.secondary_node_eviction_rate, monitor.large_cluster_size_threshold,
             monitor.unhealthy_zone_threshold) == (0.1, 0.01, 50, 0.55)
+    assert monitor.mark_pods_not_ready_on_transition_only is False  # taintkeeper's rule; true: upstream's
     assert options.backfill == BackfillSettings(True, 10.0, frozenset({"taintkeeper-system", "kube-system"}),
                                                 DefaultSeconds(300, 300))
 
@@ -82,6 +83,10 @@ FLAGS = [
     (["--secondary-node-eviction-rate=0"], "monitor.secondary_node_eviction_rate", 0.0),
     (["--large-cluster-size-threshold=10"], "monitor.large_cluster_size_threshold", 10),
     (["--unhealthy-zone-threshold=1"], "monitor.unhealthy_zone_threshold", 1.0),
+    ([], "monitor.mark_pods_not_ready_on_transition_only", False),
+    (["--mark-pods-not-ready-on-transition-only"], "monitor.mark_pods_not_ready_on_transition_only", True),
+    (["--mark-pods-not-ready-on-transition-only=true"], "monitor.mark_pods_not_ready_on_transition_only", True),
+    (["--mark-pods-not-ready-on-transition-only=false"], "monitor.mark_pods_not_ready_on_transition_only", False),
     (["--backfill-default-tolerations=false"], "backfill.enabled", False),
     (["--backfill-default-tolerations"], "backfill.enabled", True),
     (["--backfill-excluded-namespaces= a, b,"], "backfill.excluded_namespaces", frozenset({"a", "b"})),
@@ -137,6 +142,8 @@ BAD = [
     (["--backfill-rate=0"], "--backfill-rate must be greater than zero"),
     (["--backfill-rate=fast"], "--backfill-rate: could not convert"),
     (["--backfill-default-tolerations=yes"], "--backfill-default-tolerations: invalid boolean"),
+    (["--mark-pods-not-ready-on-transition-only=on"],
+     "--mark-pods-not-ready-on-transition-only: invalid boolean 'on'"),
     (["--default-not-ready-toleration-seconds=-1"], "--default-not-ready-toleration-seconds: invalid whole number"),
     (["--default-unreachable-toleration-seconds=1.5"], "--default-unreachable-toleration-seconds: invalid whole"),
     (["--controllers=toleration-backfill", "--backfill-default-tolerations=false"], "no controller left to run"),

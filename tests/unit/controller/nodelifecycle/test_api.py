@@ -7,6 +7,9 @@ read live; a node gone from the API is nothing to write.
 
 Label writes (set_labels): one strategic-merge PATCH of the labels with the cached resourceVersion,
 none while the write fence is closed, and none in a dry run (which shows the node as labelled).
+
+Pods in a dry run (DryRunPods): a pod the monitor would have marked NotReady reads NotReady until the real
+pod changes, and what it keeps for that stays bounded by the pods still unchanged.
 """
 
 from __future__ import annotations
@@ -21,9 +24,9 @@ from kubernetes import client
 from kubernetes.client.rest import ApiException
 
 from controller.nodelifecycle import api as api_module
-from controller.nodelifecycle.api import DryRunNodeLifecycleApi, KubeNodeLifecycleApi
+from controller.nodelifecycle.api import DryRunNodeLifecycleApi, DryRunPods, KubeNodeLifecycleApi
 from controller.nodelifecycle.decision import labels_to_reconcile
-from controller.objects import NodeView, node_view
+from controller.objects import NodeView, PodView, node_view
 from kube.client import STRATEGIC_MERGE
 from kube.fence import WriteFence
 from tests.support.fakes import MemoryStore
@@ -221,3 +224,43 @@ def test_a_dry_run_sends_no_label_write_and_shows_the_node_labelled(monkeypatch:
     shown = dry.get(NAME)
     assert shown is not None and shown.label_map == GA_LABELS | BETA_LABELS
     assert labels_to_reconcile(shown.label_map) == {}  # so the next update of the node announces nothing
+
+
+def _pod(name: str, generation: int = 1) -> PodView:
+    return PodView("default", name, f"uid-{name}", NAME, (), 0.0, False, "True", generation=generation)
+
+
+def test_a_dry_run_shows_a_pod_it_would_have_marked_not_ready_until_the_real_pod_changes(
+        monkeypatch: pytest.MonkeyPatch, caplog: pytest.LogCaptureFixture) -> None:
+    monkeypatch.setattr(api_module.client, "CoreV1Api", lambda _api_client: object())  # any call would fail
+    pods: MemoryStore[PodView] = MemoryStore()
+    pods.items["default/p"] = _pod("p")
+    overlay = DryRunPods(pods)
+    dry = DryRunNodeLifecycleApi(KubeNodeLifecycleApi(client.ApiClient(client.Configuration()),
+                                                      WriteFence.without_lease()), MemoryStore(), overlay)
+
+    with caplog.at_level("INFO", logger="taintkeeper.nodelifecycle"):
+        dry.mark_pod_not_ready(pods.items["default/p"])
+
+    assert [r.getMessage() for r in caplog.records] == ["dry run: would mark pod NotReady"]
+    assert pods.items["default/p"].ready == "True"  # nothing written
+    assert [p.ready for p in overlay.by_index(NAME)] == ["False"]
+    shown = overlay.get("default/p")
+    assert shown is not None and shown.ready == "False"
+    pods.items["default/p"] = _pod("p", generation=2)  # the real pod moved on: it wins
+    assert [p.ready for p in overlay.by_index(NAME)] == ["True"]
+
+
+def test_a_dry_runs_pod_overlay_forgets_pods_changed_or_deleted(monkeypatch: pytest.MonkeyPatch) -> None:
+    monkeypatch.setattr(DryRunPods, "SWEEP_FLOOR", 4)
+    pods: MemoryStore[PodView] = MemoryStore()
+    overlay = DryRunPods(pods)
+    for i in range(20):  # each marked, then deleted before it is read again
+        pods.items[f"default/p{i}"] = _pod(f"p{i}")
+        overlay.would_mark(pods.items[f"default/p{i}"])
+        del pods.items[f"default/p{i}"]
+    assert len(overlay._marked) <= 4 + 1
+    pods.items["default/q"] = _pod("q")
+    overlay.would_mark(_pod("q"))  # an equal view, but not the store's: still the pod the store holds
+    shown = overlay.get("default/q")
+    assert shown is not None and shown.ready == "False"

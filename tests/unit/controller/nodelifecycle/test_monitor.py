@@ -17,7 +17,7 @@ from dataclasses import replace
 import pytest
 
 from controller.clock import FakeClock
-from controller.nodelifecycle.api import DryRunNodeLifecycleApi
+from controller.nodelifecycle.api import DryRunNodeLifecycleApi, DryRunPods
 from controller.nodelifecycle.decision import MonitorSettings, updated_taints
 from controller.nodelifecycle.monitor import NodeLifecycleMonitor
 from controller.objects import LeaseView, NodeView, PodView
@@ -395,6 +395,37 @@ def test_a_successful_mark_is_not_retried(world):
     assert [w for w in world.writes if w[0] == "pod-not-ready"] == [("pod-not-ready", "default/p")]
 
 
+def test_a_not_ready_node_whose_pods_are_all_marked_costs_a_pass_one_index_lookup_and_no_api_call(world, monkeypatch):
+    """Every pass offers each node not ready for marking (the rule is the state, k8s #112733/#125618): once
+    its pods are all NotReady, that costs one lookup in the pods' node index, and nothing is written."""
+    for name in ("sick", "h1", "h2"):
+        world.add_node(name)
+    for i in range(3):
+        world.add_pod(f"p{i}", "sick")
+    world.run_for(6, alive=("sick", "h1", "h2"))
+    world.set_ready("sick", "False")  # the kubelet reports NotReady and keeps renewing its Lease
+    world.run_for(6, alive=("sick", "h1", "h2"))
+    assert sorted(w[1] for w in world.writes if w[0] == "pod-not-ready") == ["default/p0", "default/p1", "default/p2"]
+    lookups: list[Hashable] = []
+    by_index = World.PodStore.by_index
+
+    def counted(store: World.PodStore, value: Hashable) -> builtins.list[PodView]:
+        lookups.append(value)
+        return by_index(store, value)
+
+    monkeypatch.setattr(World.PodStore, "by_index", counted)
+    writes = len(world.writes)
+    for _ in range(4):
+        world.clock.advance(5)
+        for name in ("sick", "h1", "h2"):
+            world.heartbeat(name)
+        world.monitor.monitor_pass()
+        world.monitor.tainting_pass()
+    assert lookups == ["sick"] * 4
+    assert world.writes[writes:] == []
+    assert world.ready_of("sick") == "False"
+
+
 def test_registered_node_event_once_per_node_with_its_uid(world):  # TestNodeEventGeneration
     world.add_node("n1")
     world.run_for(20, alive=("n1",))
@@ -742,8 +773,9 @@ def test_dry_run_announces_a_dead_node_once_and_writes_nothing(caplog):
         def __getattr__(self, name):
             raise AssertionError(f"dry run called the API: {name}")
 
-    dry = DryRunNodeLifecycleApi(Refusing(), world)
-    world.monitor = NodeLifecycleMonitor(dry, World.LeaseStore(world), World.PodStore(world), dry, world, SETTINGS,
+    pods = DryRunPods(World.PodStore(world))  # as controller/runner.py wires a dry run
+    dry = DryRunNodeLifecycleApi(Refusing(), world, pods)
+    world.monitor = NodeLifecycleMonitor(dry, World.LeaseStore(world), pods, dry, world, SETTINGS,
                                          clock=world.clock)
     world.monitor.activate()
     for name in ("dead", "h1", "h2"):
@@ -754,12 +786,22 @@ def test_dry_run_announces_a_dead_node_once_and_writes_nothing(caplog):
         world.run_for(120, alive=("h1", "h2"))
     messages = [r.getMessage() for r in caplog.records if r.getMessage().startswith("dry run")]
     assert messages.count("dry run: would set node conditions to Unknown") == 1
-    assert messages.count("dry run: would mark pod NotReady") == 1
+    assert messages.count("dry run: would mark pod NotReady") == 1  # not on every pass the node stays Unknown
     assert "dry run: would update taints" in messages
     assert [e[2] for e in world.events if e[0] == "dead"].count("NodeNotReady") == 1
+    assert [e[2] for e in world.events if e[0] == "default/p"] == ["NodeNotReady"]
     assert world.ready_of("dead") == "True" and world.no_execute("dead") == []  # nothing really written
+    assert world.pods["default/p"].ready == "True"
     assert not [w for w in real_writes if w[0] != "read"]
     assert dry.get("dead").ready_condition["status"] == "Unknown"
+    assert pods.get("default/p").ready == "False"
+
+    # The real pod changes (e.g. the kubelet posts its status): it wins, and the dry run announces it again.
+    world.pods["default/p"] = replace(world.pods["default/p"], generation=2)
+    with caplog.at_level("INFO", logger="taintkeeper.nodelifecycle"):
+        world.run_for(10, alive=("h1", "h2"))
+    messages = [r.getMessage() for r in caplog.records if r.getMessage().startswith("dry run")]
+    assert messages.count("dry run: would mark pod NotReady") == 2
 
 
 def test_a_node_just_written_unknown_is_tainted_before_the_informer_shows_the_write():
