@@ -14,7 +14,8 @@ makes the controller fence a node.
 Pipeline: informer handlers (nodes, pods, VolumeAttachments) and the resync on `activate` queue node
 names -> one worker (`run_worker`) -> `process`: decides on the cached views (decision.py), re-reads
 the node live before deleting anything (a node unfenced or Ready again meanwhile is left alone), then
-deletes (api.py, each write behind the write fence). A failed deletion is retried with the work
+deletes (api.py, each write behind the write fence), asking the node's cache before each deletion, so
+a node unfenced or Ready again mid-pass loses nothing more. A failed deletion is retried with the work
 queue's backoff; a pod or attachment gone or replaced meanwhile is done (a concurrent force delete,
 upstream PodGC's on 1.26+, is no failure). What this replica deleted is remembered by uid, so an
 object its finalizers keep is not deleted twice. Only the leader acts.
@@ -270,6 +271,8 @@ class OutOfServiceController:
         for pod, reason in work.pods:
             if not self._active:
                 return "inactive"
+            if not self._still_out_of_service(name):
+                break
             try:
                 deleted = self._api.force_delete_pod(pod)
             except WriteFenced as error:  # not an API failure; every later write would be refused too
@@ -294,6 +297,8 @@ class OutOfServiceController:
         for attachment in work.attachments if not failures else ():
             if not self._active:
                 return "inactive"
+            if not self._still_out_of_service(name):
+                break
             try:
                 deleted = self._api.delete_volume_attachment(attachment)
             except WriteFenced as error:
@@ -315,7 +320,17 @@ class OutOfServiceController:
         if failures:
             return self._retry(name, "; ".join(failures))
         self.queue.forget(name)
+        if not self._still_out_of_service(name):
+            log.info("node back in service during a pass: its other pods are left alone",
+                     extra={"node": name, "deleted": deleted_pods})
+            return "not out of service"
         return "deleted"
+
+    def _still_out_of_service(self, name: str) -> bool:
+        """Asked of the node's cache before each deletion: the live read at the pass's start is seconds old
+        by its fiftieth pod, and a node powered on and unfenced meanwhile runs its pods again."""
+        node = self._nodes.get(name)
+        return node is not None and node_state(node) is NodeState.OUT_OF_SERVICE
 
     def _auto_fence(self, node: NodeView, after: float) -> str:
         name = node.name

@@ -10,6 +10,7 @@ from collections.abc import Callable, Sequence
 from typing import Any, TypeVar
 
 import jsonpatch
+import pytest
 from prometheus_client import REGISTRY
 
 from controller.clock import FakeClock
@@ -387,6 +388,33 @@ def test_a_pass_stops_when_leadership_is_lost():
     h.controller.deactivate()
     assert h.controller.process(key or "") == "inactive"
     assert h.api.writes == []
+
+
+UNFENCED_MID_PASS = [
+    ("the operator lifts the fence", lambda: node_json("node1", "Unknown")),
+    ("the kubelet reports Ready again", lambda: node_json("node1", "True", taints=[OUT_OF_SERVICE_TAINT])),
+]
+
+
+@pytest.mark.parametrize("back", [case[1] for case in UNFENCED_MID_PASS], ids=[case[0] for case in UNFENCED_MID_PASS])
+def test_a_node_back_in_service_mid_pass_loses_no_more_pods(back: Callable[[], Json]):
+    """Seen in a soak: a node powered on and unfenced while a pass force-deleted its 50 pods one by one
+    lost the rest too, their containers running again on it. Each deletion asks the node's cache first."""
+    h = Harness()
+    h.put_node(out_of_service_node())
+    for name in ("a-1", "a-2", "a-3"):
+        h.put_pod(pod_json(name))
+    deleting = h.api.force_delete_pod
+
+    def delete_then_the_node_comes_back(pod: PodView) -> bool:
+        deleted = deleting(pod)
+        h.node_only(back())  # the informer brings the change before the next deletion
+        return deleted
+
+    h.api.force_delete_pod = delete_then_the_node_comes_back  # type: ignore[method-assign]
+    key = h.controller.queue.get(timeout=0)
+    assert h.controller.process(key or "") == "not out of service"
+    assert [call for call in h.api.writes if call[0] == "force delete pod"] == [("force delete pod", "apps/a-1")]
 
 
 def test_a_dry_run_deletes_nothing(caplog):
