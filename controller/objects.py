@@ -123,6 +123,9 @@ class NodeView:
     unschedulable: bool = False
     created: float | None = None
     resource_version: str = ""
+    # When the apiserver, by its own clock, last recorded a status write (its managedFields): what a node
+    # first seen was last heard by (controller/nodelifecycle/node_health.py `first_heard`).
+    status_stamped: str = ""
     # Derived from the fields above when the view is made, read on every monitor pass.
     zone: str = field(init=False, compare=False)
     excluded_from_disruption: bool = field(init=False, compare=False)
@@ -166,15 +169,25 @@ def node_view(node: Json) -> NodeView:
         unschedulable=bool(spec.get("unschedulable")),
         created=parse_time(metadata.get("creationTimestamp")),
         resource_version=metadata.get("resourceVersion") or "",
+        status_stamped=last_stamped(metadata, "status"),
     )
+
+
+def last_stamped(metadata: Json, subresource: str | None = None) -> str:
+    """The latest time the apiserver stamped in the object's managedFields (of writes to `subresource`,
+    when given); "" if none. One format, UTC: the latest string is the latest time."""
+    return max((str(entry.get("time") or "") for entry in metadata.get("managedFields") or ()
+                if subresource is None or entry.get("subresource") == subresource), default="")
 
 
 @dataclass(frozen=True, slots=True)
 class LeaseView:
-    """A node's heartbeat Lease in kube-node-lease: only its renewTime matters."""
+    """A node's heartbeat Lease in kube-node-lease: its renewTime (compared only with itself), and when the
+    apiserver last recorded a change to it, by the apiserver's clock (its managedFields)."""
 
     name: str
     renew_time: str
+    stamped: str = ""
 
     @property
     def key(self) -> str:
@@ -185,6 +198,7 @@ def lease_view(lease: Json) -> LeaseView:
     return LeaseView(
         name=(lease.get("metadata") or {}).get("name") or "",
         renew_time=(lease.get("spec") or {}).get("renewTime") or "",
+        stamped=last_stamped(lease.get("metadata") or {}),
     )
 
 

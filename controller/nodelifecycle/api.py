@@ -27,12 +27,14 @@ from kubernetes.client.rest import ApiException
 
 from controller.nodelifecycle.decision import taints_to_write, updated_taints
 from controller.objects import NodeView, PodView, node_view
+from kube import server_clock
 from kube.client import STRATEGIC_MERGE, WORKER_REQUEST_TIMEOUT, read_node_json, release
 from kube.errors import describe_error, is_conflict, is_not_found
 from kube.fence import WriteFence
 from kube.request import request_json
 from kube.store import StoreReader
 from kube.timestamps import format_time
+from shared.clock_offset import ClockOffset
 from shared.taints import NO_EXECUTE
 
 log = logging.getLogger("taintkeeper.nodelifecycle")
@@ -84,6 +86,9 @@ class KubeNodeLifecycleApi:
                 return None
             raise
         return str((lease.get("spec") or {}).get("renewTime") or "") or None
+
+    def measure_clock_offset(self) -> ClockOffset | None:
+        return server_clock.measure(self._core.api_client, WORKER_REQUEST_TIMEOUT)
 
     def swap_taints(self, node_name: str, add: Sequence[Taint], remove: Sequence[Taint]) -> bool:
         cached = self._cache.get(node_name) if self._cache is not None else None
@@ -281,6 +286,9 @@ class DryRunNodeLifecycleApi:
 
     def read_lease_renew_time(self, node_name: str) -> str | None:
         return self._real.read_lease_renew_time(node_name)  # a read: made for real
+
+    def measure_clock_offset(self) -> ClockOffset | None:
+        return self._real.measure_clock_offset()  # reads: made for real
 
     def swap_taints(self, node_name: str, add: Sequence[Taint], remove: Sequence[Taint]) -> bool:
         node = self.get(node_name)

@@ -64,13 +64,14 @@ from controller.nodelifecycle.decision import (
     taint_name,
     tainted_node_counts,
 )
-from controller.nodelifecycle.node_health import HealthTracker
+from controller.nodelifecycle.node_health import HealthTracker, first_heard
 from controller.nodelifecycle.rate_limited_queue import RateLimitedTimedQueue
 from controller.objects import LeaseView, NodeView, PodView
 from controller.workqueue import WorkQueue, run_worker
 from controller.zones import ZoneState, compute_zone_state, eviction_rate, zone_health_percent, zone_label
 from kube.events import EventSink
 from kube.store import StoreReader
+from shared.clock_offset import ClockOffset
 from shared.taints import (
     NO_EXECUTE,
     NO_SCHEDULE,
@@ -121,6 +122,10 @@ class NodeLifecycleApi(Protocol):
     def mark_pod_not_ready(self, pod: PodView) -> None:
         """Set the pod's Ready condition False through pods/status; raise on failure."""
 
+    def measure_clock_offset(self) -> ClockOffset | None:
+        """The apiserver's clock minus ours, bounded (kube/server_clock.py); None if no Date could be read;
+        raise on failure."""
+
 
 class QuietNode(NamedTuple):
     """A healthy node's last full check, which holds while the view and the Lease's renewTime are the same."""
@@ -160,6 +165,7 @@ class NodeLifecycleMonitor:
         self._term = 0
         self._pass_term = 0
         self._state_term: int | None = None
+        self._server_clock: ClockOffset | None = None  # measured by each term's first pass
         self.last_pass_completed = time.monotonic()
         self.last_progress = self.last_pass_completed  # a node checked, a pod marked: a slow pass still moves
         self._reset()
@@ -292,8 +298,10 @@ class NodeLifecycleMonitor:
         term = self._term  # before `_active`, as `activate` sets them in the other order
         if not self._active:
             return False
-        if self._state_term is not None and self._state_term != term:
-            self._reset()
+        if self._state_term != term:
+            if self._state_term is not None:
+                self._reset()
+            self._server_clock = self._measured_offset()
         self._state_term = self._pass_term = term
         return True
 
@@ -427,7 +435,7 @@ class NodeLifecycleMonitor:
                       zone_statuses: dict[str, list[str | None]], zone_sizes: dict[str, int], first_sight: bool
                       ) -> None:
         self._quiet.pop(node.name, None)
-        verdict = self.health.update(node, renew_time, now)
+        verdict = self.health.update(node, renew_time, now, self._first_heard(node, now))
         if verdict.conditions_to_post and self._lease_cache_behind(node.name, renew_time):
             return  # not judged this pass (nor counted in its zone), as upstream skips it
         attempt = 1
@@ -481,6 +489,28 @@ class NodeLifecycleMonitor:
             # Not ready, whoever made it so: its pods still Ready are marked (_mark_pods_not_ready). With the
             # flag, as upstream: only a node already not ready when this controller first saw it.
             self._pods_to_mark.add(node.name)
+
+    def _first_heard(self, node: NodeView, now: float) -> float | None:
+        """For a node this term sees for the first time: when it was last heard, dated by the apiserver
+        (node_health.py `first_heard`); None otherwise, or when it cannot be dated."""
+        if self.health.get(node.name) is not None:
+            return None
+        lease = self._leases.get(node.name)
+        return first_heard(now, (lease.stamped if lease else "", node.status_stamped), self._server_clock)
+
+    def _measured_offset(self) -> ClockOffset | None:
+        """The apiserver's clock against ours, measured once a term (a few GETs); None if it cannot be."""
+        try:
+            offset = self._api.measure_clock_offset()
+        except Exception as error:
+            log.warning("could not measure the apiserver's clock: nodes first seen are judged from now (%s)", error)
+            return None
+        if offset is None:
+            log.warning("the apiserver's clock could not be read: nodes first seen are judged from now")
+        else:
+            log.info("the apiserver's clock measured", extra={"offset_low": round(offset.low, 3),
+                                                              "offset_high": round(offset.high, 3)})
+        return offset
 
     def _lease_cache_behind(self, name: str, cached_renew_time: str | None) -> bool:
         """Before a node is marked Unknown, its Lease read live (upstream 1.37's NodeControllerLeaseCircuitBreaker,

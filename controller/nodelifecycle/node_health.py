@@ -6,21 +6,50 @@ heartbeat. Whenever either changes, this controller stamps the change with its O
 machines cannot make a node look dead or alive. A node whose probe is older than the grace
 period (the startup grace while it has never posted a Ready condition) is stale: its Ready,
 MemoryPressure, DiskPressure and PIDPressure conditions are to be set to Unknown.
+
+A node first seen (this controller started, or became the leader) is judged from when it was last
+heard as the apiserver dated it (`first_heard`), not from this first look as upstream does: a node
+that died 40 s before a hand-over is marked at its grace, not 40 s after. The apiserver stamps each
+change of an object in its managedFields by its own clock; converted to ours with the measured offset
+(shared/clock_offset.py) and taken as late as the bounds allow, it is never earlier than the node's
+real last heartbeat, so the grace is never cut short. Undatable (no stamp, no offset, or an offset
+too uncertain): upstream's first look.
 """
 
 from __future__ import annotations
 
+from collections.abc import Iterable
 from dataclasses import dataclass
 from typing import Any
 
 from controller.objects import NodeView
 from kube.timestamps import format_time, parse_time
+from shared.clock_offset import ClockOffset
 
 STALE_CONDITION_TYPES = ("Ready", "MemoryPressure", "DiskPressure", "PIDPressure")
 REASON_UNKNOWN = "NodeStatusUnknown"
 MESSAGE_UNKNOWN = "Kubelet stopped posting node status."
 REASON_NEVER_UPDATED = "NodeStatusNeverUpdated"
 MESSAGE_NEVER_UPDATED = "Kubelet never posted node status."
+
+
+# An offset known no better than this is not used: the grace would be judged that much later than upstream's
+# at worst, never earlier, but a clock that cannot be pinned down is no record to trust.
+MAX_OFFSET_UNCERTAINTY = 3.0
+
+
+def first_heard(now: float, stamps: Iterable[str], offset: ClockOffset | None,
+                max_uncertainty: float = MAX_OFFSET_UNCERTAINTY) -> float | None:
+    """When a node first seen was last heard, by our clock, as late as it may have been: the latest of the
+    apiserver's stamps on its Lease and its status (whole seconds: the second may have run to its end),
+    less the least offset. Never later than `now` (upstream's first look); None when it cannot be dated:
+    no offset, one too uncertain, or a heartbeat without its stamp (the other may be the later)."""
+    if offset is None or offset.uncertainty > max_uncertainty:
+        return None
+    times = [parse_time(stamp) if stamp else None for stamp in stamps]
+    if not times or any(moment is None for moment in times):
+        return None
+    return min(now, max(moment for moment in times if moment is not None) + 1.0 - offset.low)
 
 
 @dataclass(slots=True)
@@ -72,8 +101,10 @@ class HealthTracker:
         if health is not None:
             health.ready_transition_timestamp = now
 
-    def update(self, node: NodeView, lease_renew_time: str | None, now: float) -> HealthVerdict:
-        """Record what the node shows now and decide whether its conditions have gone stale."""
+    def update(self, node: NodeView, lease_renew_time: str | None, now: float,
+               heard: float | None = None) -> HealthVerdict:
+        """Record what the node shows now and decide whether its conditions have gone stale. `heard`: when a
+        node first seen was last heard (`first_heard`); None judges it from now, as upstream."""
         created = node.created if node.created is not None else now
         saved = self._health.get(node.name)
         current_ready = node.condition("Ready")
@@ -89,8 +120,13 @@ class HealthTracker:
             grace = self.grace_period
             saved_ready = saved.ready if saved is not None else None
             if saved is None or saved_ready is None:
-                # First sight (or the controller restarted with the node already there).
-                health = NodeHealth(now, now, current_ready, saved.lease_renew_time if saved else None)
+                # First sight (or the controller restarted with the node already there): its Lease as seen
+                # now is the heartbeat `heard` dates, not a new one.
+                health = NodeHealth(now if heard is None else heard, now, current_ready,
+                                    saved.lease_renew_time if saved else None)
+                if saved is None and heard is not None and lease_renew_time:
+                    health.lease_renew_time = parse_time(lease_renew_time)
+                    health.lease_renew_raw = lease_renew_time
             elif saved_ready.get("lastHeartbeatTime") != current_ready.get("lastHeartbeatTime"):
                 transitioned = saved_ready.get("lastTransitionTime") != current_ready.get("lastTransitionTime")
                 health = NodeHealth(now, now if transitioned else saved.ready_transition_timestamp, current_ready,

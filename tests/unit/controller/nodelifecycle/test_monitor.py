@@ -23,6 +23,7 @@ from controller.nodelifecycle.monitor import NodeLifecycleMonitor
 from controller.objects import LeaseView, NodeView, PodView
 from controller.zones import ZoneState, zone_key
 from kube.timestamps import format_time
+from shared.clock_offset import ClockOffset
 
 START = 1_800_000_000.0
 NR = "node.kubernetes.io/not-ready"
@@ -48,6 +49,7 @@ class World:
         self.leases: dict[str, LeaseView] = {}
         self.live_leases: dict[str, str | None] = {}  # name -> renewTime the API has but the cache has not
         self.fail_lease_reads = False
+        self.server_clock: ClockOffset | None = None  # what measure_clock_offset answers
         self.pods: dict[str, PodView] = {}
         self.writes: list[tuple] = []
         self.events: list[tuple] = []
@@ -101,6 +103,10 @@ class World:
     def read_node(self, node_name):
         self.writes.append(("read", node_name))
         return self.nodes.get(node_name)
+
+    def measure_clock_offset(self):
+        self.writes.append(("measure clock", ""))
+        return self.server_clock  # None: nodes first seen are judged from the first look, as upstream
 
     def read_lease_renew_time(self, node_name):
         """The Lease as the API has it: `live_leases` where the informer has not delivered it yet."""
@@ -676,10 +682,10 @@ def test_one_failing_node_does_not_stop_the_pass_for_the_others(world, monkeypat
     world.run_for(10, alive=("broken", "dead", "h1"))
     real_update = world.monitor.health.update
 
-    def update(node, renew, now):
+    def update(node, renew, now, heard=None):
         if node.name == "broken":
             raise ValueError("a malformed node")
-        return real_update(node, renew, now)
+        return real_update(node, renew, now, heard)
 
     monkeypatch.setattr(world.monitor.health, "update", update)
     world.run_for(70, alive=("broken", "h1"))
@@ -769,6 +775,9 @@ def test_dry_run_announces_a_dead_node_once_and_writes_nothing(caplog):
 
         def read_lease_renew_time(self, name):
             return world.read_lease_renew_time(name)
+
+        def measure_clock_offset(self):
+            return None
 
         def __getattr__(self, name):
             raise AssertionError(f"dry run called the API: {name}")
@@ -1024,3 +1033,24 @@ def test_a_new_term_observes_every_node_afresh_from_its_first_pass(world):
     world.run_for(1, alive=("n1",))
     registered = [e[2] for e in world.events if e[2] == "RegisteredNode"]
     assert registered == ["RegisteredNode", "RegisteredNode"]  # once per term, as a new leader would
+
+
+def test_the_apiservers_clock_is_measured_once_a_term_by_its_first_pass(world):
+    world.add_node("n1")
+    world.run_for(10, alive=("n1",))  # monitor passes every 5 s, tainting passes every 100 ms
+    world.monitor.deactivate()
+    world.monitor.activate()
+    world.run_for(10, alive=("n1",))
+    assert [write for write in world.writes if write[0] == "measure clock"] == [("measure clock", "")] * 2
+
+
+def test_an_apiserver_clock_that_cannot_be_measured_leaves_nodes_judged_from_the_first_look(world, caplog):
+    def failing():
+        raise RuntimeError("connection refused")
+
+    world.measure_clock_offset = failing
+    world.add_node("n1")
+    with caplog.at_level(logging.WARNING):
+        world.run_for(10, alive=("n1",))
+    assert "could not measure the apiserver's clock" in caplog.text
+    assert world.monitor.health.get("n1") is not None

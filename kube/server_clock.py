@@ -1,0 +1,29 @@
+"""The apiserver's clock measured against ours: a few GETs of /version, each timed by our clock
+against its Date header (shared/clock_offset.py bounds the offset from them)."""
+
+from __future__ import annotations
+
+import time
+from collections.abc import Callable
+
+from kubernetes import client
+
+from kube.request import Timeout, send
+from shared.clock_offset import ClockOffset, narrowest, offset_from
+
+SAMPLES = 3
+VERSION_PATH = "/version"  # served to every authenticated user (system:discovery), with a Date header
+
+
+def measure(api_client: client.ApiClient, timeout: Timeout, *, samples: int = SAMPLES,
+            now: Callable[[], float] = time.time) -> ClockOffset | None:
+    """The offset's bounds from `samples` requests; None if no Date header could be read. Raises on an
+    API failure."""
+    found: list[ClockOffset | None] = []
+    for _ in range(samples):
+        sent = now()
+        response = send(api_client, "GET", VERSION_PATH, timeout=timeout)
+        received = now()
+        response.read()
+        found.append(offset_from(str(response.headers.get("Date") or ""), sent, received))
+    return narrowest(found)

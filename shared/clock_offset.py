@@ -1,0 +1,45 @@
+"""How far the apiserver's clock is from ours, with the bounds a measurement can promise (pure).
+
+A response's `Date` header is the apiserver's clock truncated to the second, read at some moment
+between our request's sending and its answer's arrival: the offset (server minus ours) lies in
+[date - received, date + 1 - sent]. Several samples narrow it to the intersection of their bounds.
+kube/server_clock.py takes the samples; the node lifecycle monitor converts the times the apiserver
+stamped on objects to its own clock with the result (controller/nodelifecycle/node_health.py).
+"""
+
+from __future__ import annotations
+
+from collections.abc import Iterable
+from dataclasses import dataclass
+from email.utils import parsedate_to_datetime
+
+
+@dataclass(frozen=True)
+class ClockOffset:
+    """The apiserver's clock minus ours, in seconds: at least `low`, at most `high`."""
+
+    low: float
+    high: float
+
+    @property
+    def uncertainty(self) -> float:
+        return self.high - self.low
+
+
+def offset_from(date_header: str, sent: float, received: float) -> ClockOffset | None:
+    """The bounds one response gives; None for a Date that cannot be read."""
+    try:
+        server = parsedate_to_datetime(date_header).timestamp()
+    except (TypeError, ValueError, IndexError):
+        return None
+    return ClockOffset(server - received, server + 1.0 - sent)
+
+
+def narrowest(samples: Iterable[ClockOffset | None]) -> ClockOffset | None:
+    """The intersection of the samples' bounds; None without a sample, or if they contradict each other
+    (a clock stepped meanwhile: nothing can be promised)."""
+    known = [sample for sample in samples if sample is not None]
+    if not known:
+        return None
+    low, high = max(sample.low for sample in known), min(sample.high for sample in known)
+    return ClockOffset(low, high) if low <= high else None

@@ -1,0 +1,51 @@
+"""The apiserver dates what it stores by its own clock, and the controller measures that clock:
+what a new leader judges a silent node by (controller/nodelifecycle/node_health.py `first_heard`)."""
+
+from __future__ import annotations
+
+import time
+
+from kubernetes import client
+
+from controller.objects import last_stamped, lease_view
+from kube import server_clock
+from kube.request import request_json
+from kube.timestamps import format_micro_time, parse_time
+from tests.integration.kube import LocalCluster
+
+
+def test_the_apiservers_clock_is_measured_within_a_second_and_a_half_and_bounds_the_truth(
+        local_cluster: LocalCluster):
+    offset = server_clock.measure(local_cluster.api_client, 10)
+    assert offset is not None
+    assert offset.uncertainty < 1.5
+    assert offset.low <= 0.0 <= offset.high  # one machine, one clock
+
+
+def test_a_lease_renewal_is_stamped_by_the_apiserver_when_it_is_stored(local_cluster: LocalCluster, namespace: str):
+    path = f"/apis/coordination.k8s.io/v1/namespaces/{namespace}/leases"
+    lease = request_json(local_cluster.api_client, "POST", path, timeout=10, body={
+        "metadata": {"name": "node-x"}, "spec": {"holderIdentity": "node-x", "renewTime": format_micro_time(1.0)}})
+    lease["spec"]["renewTime"] = format_micro_time(time.time())
+    before = time.time()
+    renewed = request_json(local_cluster.api_client, "PUT", f"{path}/node-x", timeout=10, body=lease)
+    after = time.time()
+    stamped = parse_time(lease_view(renewed).stamped)
+    assert stamped is not None and before - 1.0 <= stamped <= after  # whole seconds, this machine's clock
+    assert lease_view(renewed).stamped == last_stamped(renewed["metadata"])
+
+
+def test_a_nodes_status_writes_are_stamped_apart_from_its_other_writes(local_cluster: LocalCluster):
+    core = client.CoreV1Api(local_cluster.api_client)
+    name = f"stamped-{int(time.time() * 1000)}"
+    request_json(local_cluster.api_client, "POST", "/api/v1/nodes", timeout=10, body={"metadata": {"name": name}})
+    try:
+        status = {"status": {"conditions": [{"type": "Ready", "status": "True", "reason": "KubeletReady",
+                                             "lastHeartbeatTime": "2026-01-01T00:00:00Z"}]}}
+        before = time.time()
+        node = request_json(local_cluster.api_client, "PATCH", f"/api/v1/nodes/{name}/status", timeout=10,
+                            body=status, content_type="application/strategic-merge-patch+json")
+        stamped = parse_time(last_stamped(node["metadata"], "status"))
+        assert stamped is not None and before - 1.0 <= stamped <= time.time()
+    finally:
+        core.delete_node(name)
