@@ -10,12 +10,10 @@ from kubernetes import client
 
 from kube.timestamps import parse_time
 from tests.e2e.cluster import SYSTEM_NAMESPACE, E2ECluster
+from tests.support.refusals import REFUSED
 
 pytestmark = [pytest.mark.e2e, pytest.mark.last]
 
-# A 403 standing alone ("(403)", "status 403", "code=403"), not inside a time (".403+") or a uid ("-403a"),
-# or the API's reason for it.
-REFUSED = re.compile(r"(?<![\w.:-])403(?![\w.])|forbidden", re.IGNORECASE)
 LOGGED_AT = re.compile(r'"time": "([^"]+)"')
 # A freshly started kube-apiserver serves before its RBAC cache has synced and refuses everyone
 # meanwhile (the suite restarts it: bench/admission_latency.py turns the built-in plugin on and off).

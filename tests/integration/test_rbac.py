@@ -17,7 +17,6 @@ from __future__ import annotations
 
 import contextlib
 import inspect
-import re
 import uuid
 from collections.abc import Callable, Iterator
 from pathlib import Path
@@ -34,6 +33,7 @@ from kube.client import REQUEST_TIMEOUT
 from kube.request import request_json
 from tests.integration.kube import LocalCluster, raw, wait_for
 from tests.integration.test_manifests import manifest_documents, server_side_apply
+from tests.support.refusals import REFUSED
 from webhook.registration import mutating_webhook_configuration
 
 NAMESPACE = "taintkeeper-system"
@@ -43,7 +43,6 @@ UR = "node.kubernetes.io/unreachable"
 NR = "node.kubernetes.io/not-ready"
 FAST = ("--node-monitor-period=1s", "--node-monitor-grace-period=4s", "--node-startup-grace-period=10s",
         "--leader-elect-lease-duration=4s", "--leader-elect-renew-deadline=3s", "--leader-elect-retry-period=1s")
-REFUSED = re.compile(r"\b403\b|forbidden", re.IGNORECASE)
 
 
 @pytest.fixture(scope="module")
