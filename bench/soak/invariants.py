@@ -654,7 +654,7 @@ def nothing_lost(ctx: Context) -> tuple[list[Violation], int | None]:
 
 
 def some_replica_leads(ctx: Context) -> list[Violation]:
-    """While the apiserver answers and a replica runs unpaused, some replica holds the Lease within the
+    """While the apiserver answers and a replica can lead (Ready, unpaused), some replica holds the Lease within the
     hand-over bound; each stretch that went past it is one violation, with the faults around it."""
     found: list[Violation] = []
     for stretch in ctx.leadership.stretches:

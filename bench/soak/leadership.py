@@ -4,10 +4,10 @@ what they do not.
 A stretch runs from the moment leadership was lost (the holder's last renewal, or its release) to the
 next Lease write. Within it:
 - the apiserver down (a store fault): nobody can lead;
-- no controller replica running unpaused: nobody can lead either; excused only when a fault took the
-  replicas (a leader kill or pause, a fault on a replica's node), not when they were simply not there
-  (a Deployment scaled to 0);
-- otherwise a replica runs and the apiserver answers: some replica must hold the Lease within the
+- no controller replica Ready (its caches synced) and unpaused: nobody can lead either; excused only
+  when a fault took the replicas (a leader kill or pause, a fault on a replica's node), not when they
+  were simply not there (a Deployment scaled to 0);
+- otherwise a replica can lead and the apiserver answers: some replica must hold the Lease within the
   hand-over bound (lease duration + retry period + 5 s) of that becoming true. Seconds past the bound
   are I10 violations, and deadlines falling in them are judged as if a leader had been there.
 """
@@ -72,7 +72,7 @@ class Stretch:
     end: float  # the next Lease write, or the log's end
     still_open: bool  # no Lease write ended it before the log did
     apiserver_down: float  # seconds with a store fault
-    no_replica: float  # seconds with no replica running unpaused (the apiserver up)
+    no_replica: float  # seconds with no replica Ready and unpaused (the apiserver up)
     within_bound: float  # seconds with a replica and the apiserver, within the hand-over bound
     beyond_bound: list[Interval]  # with a replica and the apiserver, past the bound: I10
     unexplained_absence: list[Interval]  # no replica running, and no fault took them
@@ -87,20 +87,19 @@ class Stretch:
         return subtract([(self.start, self.end)], [*self.beyond_bound, *self.unexplained_absence])
 
 
-def _running(pod: PodHistory) -> list[Interval]:
-    """When the kubelet reported a container of the pod running, until it reported none, or the pod
+def _ready(pod: PodHistory) -> list[Interval]:
+    """When the kubelet reported the replica Ready (its caches synced: it can take over, as its readiness
+    probe says; a starting one campaigns only once they are), until it reported otherwise, or the pod
     began terminating."""
     result: list[Interval] = []
     since: float | None = None
     termination = pod.termination()
     gone = termination[0] if termination else math.inf
     for state in pod.current:
-        running = state.deletion_timestamp is None and any(
-            (status.get("state") or {}).get("running") is not None for status in state.container_statuses
-        )
-        if running and since is None:
+        ready = state.deletion_timestamp is None and state.ready == "True"
+        if ready and since is None:
             since = state.time
-        elif not running and since is not None:
+        elif not ready and since is not None:
             result.append((since, state.time))
             since = None
     if since is not None:
@@ -115,8 +114,8 @@ def _down_until_reported(pod: PodHistory, fault: Fault) -> Interval:
 
 
 def replica_intervals(timeline: Timeline, faults: Sequence[Fault], config: SoakConfig) -> dict[str, list[Interval]]:
-    """Each controller replica (pod name) -> when it ran unpaused. Without pods (kube-controller-manager
-    runs as a process), the one process runs throughout but for the leader faults."""
+    """Each controller replica (pod name) -> when it could lead: Ready and unpaused. Without pods
+    (kube-controller-manager runs as a process), the one process throughout but for the leader faults."""
     if not config.replicas_are_pods:
         paused = [(f.start, f.until) for f in faults if f.kind in LEADER_KINDS]
         return {"controller": subtract([(timeline.start, math.inf)], paused)}
@@ -125,7 +124,7 @@ def replica_intervals(timeline: Timeline, faults: Sequence[Fault], config: SoakC
     for pod in timeline.pods_named(namespace, prefix):
         holes = [(f.start, f.until) for f in faults if f.kind in LEADER_KINDS and f.target == pod.name]
         holes += [_down_until_reported(pod, f) for f in faults if f.kind == "power-off" and f.target == pod.node]
-        result[pod.name] = [*result.get(pod.name, []), *subtract(_running(pod), holes)]
+        result[pod.name] = [*result.get(pod.name, []), *subtract(_ready(pod), holes)]
     return result
 
 
@@ -140,7 +139,7 @@ class Leadership:
         self._config = config
         self._restart_backoff = slack.restart_backoff
         self._replicas = replica_intervals(timeline, faults, config)
-        self._running = union(interval for intervals in self._replicas.values() for interval in intervals)
+        self._can_lead = union(interval for intervals in self._replicas.values() for interval in intervals)
         self._down = union((f.start, f.until) for f in faults if f.kind in STORE_KINDS)
         self.stretches: list[Stretch] = []
         if config.lease is None:
@@ -160,7 +159,7 @@ class Leadership:
         end = self._timeline.end if still_open else end
         whole = [(lost, end)]
         down = clip(self._down, lost, end)
-        absent = subtract(subtract(whole, self._running), down)
+        absent = subtract(subtract(whole, self._can_lead), down)
         unexplained = [interval for interval in absent if not self._replicas_taken(interval)]
         eligible = subtract(whole, [*down, *absent])
         within, beyond = [], []

@@ -199,6 +199,18 @@ def nobody_leads_though_a_replica_runs(takes_over: float) -> World:
     return w
 
 
+def standby_not_ready_until(ready_at: float) -> World:
+    """A, paused by the soak at 20 s, stops renewing; B runs but is not Ready (its caches syncing) until
+    `ready_at`, and takes the Lease at 50 s."""
+    w = base(workload=False, leader=False)
+    w.script.lead(REPLICA_A, 0.0, 20.0)
+    w.fault("leader-pause", REPLICA_A, 20.5, 70.0)
+    w.script.pod_status(10.0, REPLICA_B, namespace=SYSTEM, ready=False)
+    w.script.pod_status(ready_at, REPLICA_B, namespace=SYSTEM)
+    w.script.lead(REPLICA_B, 50.0, END)
+    return w
+
+
 def scaled_to_zero_while_a_node_dies(leader_kill: bool = False) -> World:
     """A leads until 40 s, when both replicas are deleted (the Deployment scaled to 0) and nobody leads
     again; n1's kubelet was killed at 10 s and n1 is never tainted. `leader_kill`: the soak killed A's
@@ -573,6 +585,10 @@ SCENARIOS: list[tuple[str, Callable[[], World], dict[str, int]]] = [
      lambda: nobody_leads_though_a_replica_runs(40.0), {}),
     ("I10: a stand-by running all along and taking the Lease only 30 s after the leader stopped",
      lambda: nobody_leads_though_a_replica_runs(50.0), {"I10": 1}),
+    ("a stand-by not Ready (caches syncing) until 40 s, leading at 50 s: within the bound from when it could",
+     lambda: standby_not_ready_until(40.0), {}),
+    ("I10: the same stand-by Ready from 25 s and leading only at 50 s", lambda: standby_not_ready_until(25.0),
+     {"I10": 1}),
     ("I2: with the controller scaled to 0 a dead node's taint is late: absent replicas are no fault's doing",
      scaled_to_zero_while_a_node_dies, {"I2": 1}),
     ("I2: a leader kill just before the scale to 0 excuses only the hand-over bound",
@@ -1013,7 +1029,7 @@ def test_the_seconds_without_a_leader_count_an_open_stretch_to_the_logs_end_and_
     line = render(report).splitlines()[1]
     assert line.startswith(f"no leader 1 times, {stretch.seconds:,.1f}s in all")
     assert "(the last still open when the log ended)" in line
-    assert f"no replica running {stretch.no_replica:,.1f}s ({stretch.no_replica:,.1f}s of it no fault's doing)" in line
+    assert f"no replica Ready {stretch.no_replica:,.1f}s ({stretch.no_replica:,.1f}s of it no fault's doing)" in line
 
 
 def test_a_deadline_the_log_ended_too_soon_to_judge_is_reported_and_fails_the_run():
