@@ -18,6 +18,7 @@ from typing import Any
 JsonObject = dict[str, Any]
 
 WRITE_VERBS = frozenset({"create", "update", "patch", "delete"})
+FAILED_OPEN = "failed-open.mutation.webhook.admission.k8s.io/"
 # The stages that carry a response: Panic is a request that failed inside the apiserver.
 _KEPT_STAGES = frozenset({"ResponseComplete", "Panic"})
 # Object section -> the fields kept ("" is the object itself). Status objects carry a string `status`.
@@ -49,6 +50,9 @@ class AuditRecord:
     request_object: JsonObject | None
     response_object: JsonObject | None
     audit_id: str = ""
+    # The webhooks whose call failed and was ignored (failurePolicy Ignore): 1.37's
+    # `failed-open.mutation.webhook.admission.k8s.io/round_R_index_I` annotations (1.20 writes none).
+    failed_open: tuple[str, ...] = ()
 
     @property
     def succeeded(self) -> bool:
@@ -132,7 +136,14 @@ def record_from_event(event: JsonObject, resources: frozenset[str] | None = None
         request_object=slim(event.get("requestObject")),
         response_object=slim(event.get("responseObject")),
         audit_id=str(event.get("auditID") or ""),
+        failed_open=_failed_open(event.get("annotations")),
     )
+
+
+def _failed_open(annotations: Any) -> tuple[str, ...]:
+    if not isinstance(annotations, dict):
+        return ()
+    return tuple(sorted(str(name) for key, name in annotations.items() if str(key).startswith(FAILED_OPEN)))
 
 
 def parse_lines(lines: Iterable[str], resources: frozenset[str] | None = None) -> AuditLog:

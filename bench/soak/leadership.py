@@ -14,11 +14,12 @@ next Lease write. Within it:
 
 from __future__ import annotations
 
+import bisect
 import math
 from collections.abc import Iterable, Sequence
 from dataclasses import dataclass
 
-from bench.soak.config import SoakConfig
+from bench.soak.config import SoakConfig, replica_of_agent
 from bench.soak.faults import Fault
 from bench.soak.recovery import LEADER_KINDS, STORE_KINDS, Outage, leaderless
 from bench.soak.timeline import PodHistory, Timeline
@@ -72,7 +73,7 @@ class Stretch:
     end: float  # the next Lease write, or the log's end
     still_open: bool  # no Lease write ended it before the log did
     apiserver_down: float  # seconds with a store fault
-    no_replica: float  # seconds with no replica Ready and unpaused (the apiserver up)
+    no_replica: float  # seconds with no replica able to lead: Ready, unpaused, answered (the apiserver up)
     within_bound: float  # seconds with a replica and the apiserver, within the hand-over bound
     beyond_bound: list[Interval]  # with a replica and the apiserver, past the bound: I10
     unexplained_absence: list[Interval]  # no replica running, and no fault took them
@@ -120,12 +121,33 @@ def replica_intervals(timeline: Timeline, faults: Sequence[Fault], config: SoakC
         paused = [(f.start, f.until) for f in faults if f.kind in LEADER_KINDS]
         return {"controller": subtract([(timeline.start, math.inf)], paused)}
     namespace, prefix = config.controller_pods
+    contacts = _contacts(timeline, config)
     result: dict[str, list[Interval]] = {}
     for pod in timeline.pods_named(namespace, prefix):
         holes = [(f.start, f.until) for f in faults if f.kind in LEADER_KINDS and f.target == pod.name]
         holes += [_down_until_reported(pod, f) for f in faults if f.kind == "power-off" and f.target == pod.node]
+        holes += [_unreachable(contacts.get(pod.name, []), f) for f in faults if f.kind in STORE_KINDS]
         result[pod.name] = [*result.get(pod.name, []), *subtract(_ready(pod), holes)]
     return result
+
+
+def _contacts(timeline: Timeline, config: SoakConfig) -> dict[str, list[float]]:
+    """Each replica -> when its requests completed (its Lease reads every retry period among them)."""
+    contacts: dict[str, list[float]] = {}
+    for record in timeline.records:
+        if record.succeeded and config.is_controller(record.username):
+            contacts.setdefault(replica_of_agent(record.user_agent), []).append(record.completed)
+    for times in contacts.values():
+        times.sort()
+    return contacts
+
+
+def _unreachable(contacts: list[float], fault: Fault) -> Interval:
+    """A store fault cuts a replica off from its start until the apiserver next answers that replica: a pod
+    reaches it through the kubernetes Service, whose route kube-proxy restores some seconds after the
+    apiserver is back (seen: 30 s), and no replica can lead meanwhile."""
+    index = bisect.bisect_left(contacts, fault.until)
+    return fault.start, contacts[index] if index < len(contacts) else math.inf
 
 
 class Leadership:
@@ -172,19 +194,24 @@ class Leadership:
 
     def _replicas_taken(self, interval: Interval) -> bool:
         """A fault took the replicas that ran shortly before: a leader fault on one (its container may
-        wait out the kubelet's restart back-off), or a fault on its node. A replica whose pod someone
+        wait out the kubelet's restart back-off), a fault on its node, or a store fault (the apiserver not
+        yet answering it). A replica whose pod someone
         deleted (a Deployment scaled down) was withdrawn, not taken."""
         start, end = interval
         for pod in self._recent_replicas(start):
             for fault in self._faults:
                 if (
-                    fault.kind in LEADER_KINDS
-                    and fault.target == pod.name
-                    and fault.intersects(start - self._restart_backoff, end)
-                ) or (
-                    fault.kind in NODE_FAULTS
-                    and fault.target == pod.node
-                    and fault.intersects(start - REPLICA_FAULT_LEAD, end)
+                    (
+                        fault.kind in LEADER_KINDS
+                        and fault.target == pod.name
+                        and fault.intersects(start - self._restart_backoff, end)
+                    )
+                    or (
+                        fault.kind in NODE_FAULTS
+                        and fault.target == pod.node
+                        and fault.intersects(start - REPLICA_FAULT_LEAD, end)
+                    )
+                    or (fault.kind in STORE_KINDS and fault.intersects(start - REPLICA_FAULT_LEAD, end))
                 ):
                     return True
         return False

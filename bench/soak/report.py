@@ -144,7 +144,7 @@ def leaderless_line(stretches: Sequence[Stretch]) -> str:
     beyond = sum(length(stretch.beyond_bound) for stretch in stretches)
     still_open = " (the last still open when the log ended)" if stretches[-1].still_open else ""
     return (f"no leader {len(stretches):,} times, {part(total)} in all, longest {part(longest.seconds)}{still_open}: "
-            f"apiserver down {part(sum(stretch.apiserver_down for stretch in stretches))}, no replica Ready "
+            f"apiserver down {part(sum(stretch.apiserver_down for stretch in stretches))}, no replica able to lead "
             f"{part(absent)} ({part(unexplained)} of it no fault's doing), a replica taking over "
             f"{part(sum(stretch.within_bound for stretch in stretches))}, past the hand-over bound {part(beyond)}")
 

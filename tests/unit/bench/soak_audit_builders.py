@@ -243,7 +243,7 @@ class AuditScript:
 
     def create_pod(self, seconds: float, name: str, tolerations: Sequence[Json] | None = DEFAULTS, *,
                    namespace: str = NAMESPACE, labels: dict[str, str] | None = None, actor: Actor = DRIVER,
-                   code: int = 201, message: str = "") -> str:
+                   code: int = 201, message: str = "", failed_open: str | None = None) -> str:
         """A pod as admitted (its tolerations after admission); returns its uid."""
         uid = f"{next(self._uids):08d}-1111-4222-8333-444455556666"
 
@@ -261,8 +261,11 @@ class AuditScript:
                                 "creationTimestamp": whole_stamp(seconds)},
                    "spec": spec, "status": {"phase": "Pending"}}
             self.pods[(namespace, name)] = pod
-            return [event(verb="create", actor=actor, resource="pods", namespace=namespace, name="",
-                          received=seconds, code=201, request=request, response=self._version(pod))]
+            created = event(verb="create", actor=actor, resource="pods", namespace=namespace, name="",
+                            received=seconds, code=201, request=request, response=self._version(pod))
+            if failed_open:  # kube-apiserver 1.37's word that the webhook call failed and was ignored
+                created["annotations"]["failed-open.mutation.webhook.admission.k8s.io/round_0_index_0"] = failed_open
+            return [created]
         self.at(seconds, step)
         return uid
 

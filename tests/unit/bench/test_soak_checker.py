@@ -455,6 +455,16 @@ def pod_admitted_bare_while_the_webhook_was_ready() -> World:
     return w
 
 
+def pod_admitted_bare_when_the_webhook_call_failed_open(backfill_at: float | None) -> World:
+    """The apiserver's call to the webhook failed (a replica on a dead node still in the endpoints) and
+    was ignored, as its audit annotation says, while the other replica was Ready."""
+    w = base()
+    w.script.create_pod(20.0, "default-9", None, failed_open="default-tolerations.taintkeeper.io")
+    if backfill_at is not None:
+        w.script.patch_tolerations(backfill_at, "default-9", DEFAULTS, A)
+    return w
+
+
 def pod_admitted_bare_while_the_webhook_pod_was_ready_but_not_yet_in_its_endpoints() -> World:
     """The webhook pod turned Ready again (after a readiness failure) and the endpoint slice
     controller had not yet published it: kube-apiserver could not reach it."""
@@ -664,6 +674,10 @@ SCENARIOS: list[tuple[str, Callable[[], World], dict[str, int]]] = [
     ("a StatefulSet pod name used twice is two pods", statefulset_reuses_a_pod_name, {}),
     ("I6: a pod admitted without the defaults while a webhook pod was Ready",
      pod_admitted_bare_while_the_webhook_was_ready, {"I6": 1}),
+    ("a call the apiserver says failed open (1.37's audit annotation) is the backfill's turn: backfilled, fine",
+     lambda: pod_admitted_bare_when_the_webhook_call_failed_open(23.0), {}),
+    ("I6: a call that failed open and a pod not backfilled within the slack",
+     lambda: pod_admitted_bare_when_the_webhook_call_failed_open(None), {"I6": 1}),
     ("a webhook pod Ready but not yet in its Service's endpoints cannot be called: a backfilled pod is fine",
      pod_admitted_bare_while_the_webhook_pod_was_ready_but_not_yet_in_its_endpoints, {}),
     ("a webhook pod on a powered-off node cannot be called though the API shows it Ready",
@@ -1029,7 +1043,8 @@ def test_the_seconds_without_a_leader_count_an_open_stretch_to_the_logs_end_and_
     line = render(report).splitlines()[1]
     assert line.startswith(f"no leader 1 times, {stretch.seconds:,.1f}s in all")
     assert "(the last still open when the log ended)" in line
-    assert f"no replica Ready {stretch.no_replica:,.1f}s ({stretch.no_replica:,.1f}s of it no fault's doing)" in line
+    absent = f"{stretch.no_replica:,.1f}s"
+    assert f"no replica able to lead {absent} ({absent} of it no fault's doing)" in line
 
 
 def test_a_deadline_the_log_ended_too_soon_to_judge_is_reported_and_fails_the_run():
