@@ -38,7 +38,10 @@ def test_a_lease_renewal_is_stamped_by_the_apiserver_when_it_is_stored(local_clu
 def test_a_nodes_status_writes_are_stamped_apart_from_its_other_writes(local_cluster: LocalCluster):
     core = client.CoreV1Api(local_cluster.api_client)
     name = f"stamped-{int(time.time() * 1000)}"
-    request_json(local_cluster.api_client, "POST", "/api/v1/nodes", timeout=10, body={"metadata": {"name": name}})
+    # Created with a field to manage, as a kubelet registers a node: an object created without one is never
+    # given managedFields by later writes either.
+    request_json(local_cluster.api_client, "POST", "/api/v1/nodes", timeout=10,
+                 body={"metadata": {"name": name, "labels": {"kubernetes.io/hostname": name}}})
     try:
         status = {"status": {"conditions": [{"type": "Ready", "status": "True", "reason": "KubeletReady",
                                              "lastHeartbeatTime": "2026-01-01T00:00:00Z"}]}}
