@@ -175,9 +175,12 @@ def node_view(node: Json) -> NodeView:
 
 def last_stamped(metadata: Json, subresource: str | None = None) -> str:
     """The latest time the apiserver stamped in the object's managedFields (of writes to `subresource`,
-    when given); "" if none. One format, UTC: the latest string is the latest time."""
+    when given); "" if none. One format, UTC: the latest string is the latest time. Before 1.22 an entry
+    does not name its subresource: one that manages the subresource's fields counts."""
     return max((str(entry.get("time") or "") for entry in metadata.get("managedFields") or ()
-                if subresource is None or entry.get("subresource") == subresource), default="")
+                if subresource is None or entry.get("subresource") == subresource
+                or ("subresource" not in entry and f"f:{subresource}" in (entry.get("fieldsV1") or {}))),
+               default="")
 
 
 @dataclass(frozen=True, slots=True)

@@ -35,6 +35,7 @@ from kubernetes import client, config, dynamic
 from hack import image
 from hack.wait import WaitTimeout
 from hack.wait import wait_for as _wait_for
+from kube.discovery import dynamic_client
 
 ROOT = Path(__file__).resolve().parents[1]
 LOCAL_CLUSTER = ROOT / "hack" / "local-cluster.sh"
@@ -216,7 +217,7 @@ def deploy(directory: Path, overlay: Path, timeout: float) -> None:
     stamp_image(objects, built.digest)
     api_client = config.new_client_from_config(config_file=str(directory / "kubeconfig"))
     try:
-        applied = apply(dynamic.DynamicClient(api_client), objects)
+        applied = apply(dynamic_client(api_client), objects)
         shown = overlay.relative_to(ROOT) if overlay.is_relative_to(ROOT) else overlay
         log(f"applied {len(applied)} objects from {shown}")
         batch, apps = client.BatchV1Api(api_client), client.AppsV1Api(api_client)

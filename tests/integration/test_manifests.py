@@ -22,6 +22,7 @@ import yaml
 from kubernetes.dynamic import DynamicClient
 from kubernetes.dynamic.exceptions import ResourceNotFoundError
 
+from kube.discovery import dynamic_client
 from tests.integration.kube import SCRIPT, LocalCluster, wait_for
 from tests.support.kubernetes_version import server_minor as minor_of
 from tests.unit.manifests.test_manifests import manifest_files
@@ -112,8 +113,8 @@ def server_minor(local_cluster: LocalCluster) -> int:
 def dynamic(local_cluster: LocalCluster, server_minor: int) -> DynamicClient:
     """A dynamic client whose discovery already sees cert-manager's kinds where they are installed."""
     if server_minor >= CERT_MANAGER_FROM:
-        install_cert_manager_crds(DynamicClient(local_cluster.api_client))
-    return DynamicClient(local_cluster.api_client)
+        install_cert_manager_crds(dynamic_client(local_cluster.api_client))
+    return dynamic_client(local_cluster.api_client)
 
 
 def install_cert_manager_crds(dynamic: DynamicClient) -> None:

@@ -25,11 +25,11 @@ from typing import Any
 import pytest
 from kubernetes import client, config
 from kubernetes.client.rest import ApiException
-from kubernetes.dynamic import DynamicClient
 
 from hack.servers import ControllerProcess, WebhookServer, make_certs
 from hack.simulator import Simulator
 from kube.client import REQUEST_TIMEOUT
+from kube.discovery import dynamic_client
 from kube.request import request_json
 from tests.integration.kube import LocalCluster, raw, wait_for
 from tests.integration.test_manifests import manifest_documents, server_side_apply
@@ -51,7 +51,7 @@ def rbac(local_cluster: LocalCluster) -> Iterator[LocalCluster]:
     again afterwards: other tests run the same ServiceAccount users under rules of their own.
     (The Namespace and ServiceAccounts stay: they grant nothing, and without a controller-manager
     a deleted namespace would stay Terminating.)"""
-    dynamic = DynamicClient(local_cluster.api_client)
+    dynamic = dynamic_client(local_cluster.api_client)
     documents = [doc for _, _, doc in manifest_documents() if doc["kind"] in RBAC_KINDS]
     documents.sort(key=lambda doc: RBAC_KINDS.index(doc["kind"]))
     assert {doc["kind"] for doc in documents} == set(RBAC_KINDS)
