@@ -20,7 +20,7 @@ import threading
 import time
 from collections.abc import Callable, Hashable, Mapping, Sequence
 from dataclasses import replace
-from typing import Any, NamedTuple
+from typing import Any, Generic, NamedTuple, TypeVar
 
 from kubernetes import client
 from kubernetes.client.rest import ApiException
@@ -32,7 +32,7 @@ from kube.client import STRATEGIC_MERGE, WORKER_REQUEST_TIMEOUT, read_node_json,
 from kube.errors import describe_error, is_conflict, is_not_found
 from kube.fence import WriteFence
 from kube.request import request_json
-from kube.store import StoreReader
+from kube.store import Keyed, StoreReader
 from kube.timestamps import format_time
 from shared.clock_offset import ClockOffset
 from shared.taints import NO_EXECUTE
@@ -195,7 +195,29 @@ class KubeNodeLifecycleApi:
             raise
 
 
-class DryRunPods:
+V = TypeVar("V", bound=Keyed)
+
+
+class OverlaidStore(Generic[V]):
+    """A store read through `_overlaid`: each view as the dry run's logged writes would have left it."""
+
+    def __init__(self, store: StoreReader[V]) -> None:
+        self._store = store
+
+    def get(self, key: str) -> V | None:
+        return self._overlaid(self._store.get(key))
+
+    def list(self) -> builtins.list[V]:
+        return [view for view in map(self._overlaid, self._store.list()) if view is not None]
+
+    def by_index(self, value: Hashable) -> builtins.list[V]:
+        return [view for view in map(self._overlaid, self._store.by_index(value)) if view is not None]
+
+    def _overlaid(self, view: V | None) -> V | None:
+        raise NotImplementedError
+
+
+class DryRunPods(OverlaidStore[PodView]):
     """--dry-run: the pods as the monitor's logged NotReady marks would have left them.
 
     A pod the monitor would have marked reads Ready=False until the real pod changes (the store hands
@@ -205,6 +227,7 @@ class DryRunPods:
     SWEEP_FLOOR = 1024  # entries kept before the first sweep of pods changed or gone
 
     def __init__(self, pods: StoreReader[PodView]) -> None:
+        super().__init__(pods)
         self._pods = pods
         self._marked: dict[str, PodView] = {}  # pod key -> the real view it would have been marked from
         self._sweep_at = self.SWEEP_FLOOR
@@ -220,15 +243,6 @@ class DryRunPods:
                 self._marked = {key: view for key, view in self._marked.items() if self._pods.get(key) is view}
                 self._sweep_at = max(self.SWEEP_FLOOR, 2 * len(self._marked))
 
-    def get(self, key: str) -> PodView | None:
-        return self._overlaid(self._pods.get(key))
-
-    def list(self) -> builtins.list[PodView]:
-        return [view for view in map(self._overlaid, self._pods.list()) if view is not None]
-
-    def by_index(self, value: Hashable) -> builtins.list[PodView]:
-        return [view for view in map(self._overlaid, self._pods.by_index(value)) if view is not None]
-
     def _overlaid(self, pod: PodView | None) -> PodView | None:
         if pod is None:
             return None
@@ -242,7 +256,7 @@ class DryRunPods:
         return replace(pod, ready="False")
 
 
-class DryRunNodeLifecycleApi:
+class DryRunNodeLifecycleApi(OverlaidStore[NodeView]):
     """--dry-run: the monitor decides as usual, but its writes are logged, not made.
 
     The monitor reads its nodes through this too (`get`, `list`): each node as it would be had the
@@ -254,20 +268,12 @@ class DryRunNodeLifecycleApi:
 
     def __init__(self, real: KubeNodeLifecycleApi, nodes: StoreReader[NodeView],
                  pods: DryRunPods | None = None) -> None:
+        super().__init__(nodes)
         self._real = real
         self._nodes = nodes
         self._pods = pods
         self._would_be: dict[str, NodeView] = {}  # by name, with the resourceVersion of the node it was made from
         self._lock = threading.Lock()
-
-    def get(self, key: str) -> NodeView | None:
-        return self._overlaid(self._nodes.get(key))
-
-    def list(self) -> builtins.list[NodeView]:
-        return [view for view in map(self._overlaid, self._nodes.list()) if view is not None]
-
-    def by_index(self, value: Hashable) -> builtins.list[NodeView]:
-        return [view for view in map(self._overlaid, self._nodes.by_index(value)) if view is not None]
 
     def _overlaid(self, node: NodeView | None) -> NodeView | None:
         if node is None:
