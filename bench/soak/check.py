@@ -26,8 +26,8 @@ from bench.soak.timeline import Timeline, build_timeline
 __all__ = ["CheckInputError", "Judged", "check_run", "judge_run", "main", "soak_config"]
 
 
-# The only resources an invariant reads (bench/soak/timeline.py reads each); requests to any other are
-# skipped as the log is read.
+# The only resources an invariant reads (the histories in bench/soak/timeline.py; events, read straight off
+# the records by I4); requests to any other are skipped as the log is read.
 CHECKED_RESOURCES = frozenset({"pods", "nodes", "leases", "endpointslices", "events"})
 
 
