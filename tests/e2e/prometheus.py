@@ -73,6 +73,11 @@ class Prometheus:
         active = self._get("/api/v1/targets")["data"]["activeTargets"]
         return len(active) == self.targets and all(target["health"] == "up" for target in active)
 
+    def rates_computable(self, window: str) -> bool:
+        """Every target scraped at least twice within window: before that a rate() over it returns no
+        series at all, which a panel meant to show 0 would read as missing."""
+        return len(self.query(f"count_over_time(up[{window}]) >= 2")) == self.targets
+
     def query(self, expr: str) -> list[tuple[dict[str, str], float]]:
         """An instant query: each series' labels and value (NaN kept as NaN)."""
         answer = self._get("/api/v1/query", query=expr)

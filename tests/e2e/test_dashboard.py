@@ -116,6 +116,8 @@ def prometheus(e2e: E2ECluster, tmp_path: Path, test_tools: None) -> Iterator[Pr
     server = Prometheus(tmp_path, controllers, webhooks).start()
     try:
         wait_for(server.targets_up, 60, f"Prometheus scraping {controllers + webhooks}", interval=1)
+        wait_for(lambda: server.rates_computable(RATE_INTERVAL), 60,
+                 f"two scrapes of every target within {RATE_INTERVAL}", interval=1)
         yield server
     finally:
         server.stop()
