@@ -31,6 +31,7 @@ from controller.nodelifecycle.monitor import NodeLifecycleMonitor  # noqa: E402
 from controller.objects import LeaseView, NodeView, PodView, lease_view, node_view  # noqa: E402
 from kube.store import Store  # noqa: E402
 from kube.timestamps import format_time  # noqa: E402
+from shared.clock_offset import ServerClock  # noqa: E402
 
 START = 1_800_000_000.0
 
@@ -67,8 +68,8 @@ class InstantApi:
         lease = self.leases.get(node_name)  # the store is the API here: never behind
         return lease.renew_time if lease is not None else None
 
-    def measure_clock_offset(self):
-        return None  # the benchmark's nodes carry no stamps: judged from the first look
+    def measure_server_clock(self):
+        return ServerClock(None, "")  # the benchmark's nodes carry no stamps: judged from the first look
 
     def swap_taints(self, node_name, add, remove) -> bool:
         self.writes += 1

@@ -34,7 +34,7 @@ from kube.fence import WriteFence
 from kube.request import request_json
 from kube.store import Keyed, StoreReader
 from kube.timestamps import format_time
-from shared.clock_offset import ClockOffset
+from shared.clock_offset import ServerClock
 from shared.taints import NO_EXECUTE
 
 log = logging.getLogger("taintkeeper.nodelifecycle")
@@ -87,7 +87,7 @@ class KubeNodeLifecycleApi:
             raise
         return str((lease.get("spec") or {}).get("renewTime") or "") or None
 
-    def measure_clock_offset(self) -> ClockOffset | None:
+    def measure_server_clock(self) -> ServerClock:
         return server_clock.measure(self._core.api_client, WORKER_REQUEST_TIMEOUT)
 
     def swap_taints(self, node_name: str, add: Sequence[Taint], remove: Sequence[Taint]) -> bool:
@@ -293,8 +293,8 @@ class DryRunNodeLifecycleApi(OverlaidStore[NodeView]):
     def read_lease_renew_time(self, node_name: str) -> str | None:
         return self._real.read_lease_renew_time(node_name)  # a read: made for real
 
-    def measure_clock_offset(self) -> ClockOffset | None:
-        return self._real.measure_clock_offset()  # reads: made for real
+    def measure_server_clock(self) -> ServerClock:
+        return self._real.measure_server_clock()  # reads: made for real
 
     def swap_taints(self, node_name: str, add: Sequence[Taint], remove: Sequence[Taint]) -> bool:
         node = self.get(node_name)

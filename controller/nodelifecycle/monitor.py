@@ -71,7 +71,7 @@ from controller.workqueue import WorkQueue, run_worker
 from controller.zones import ZoneState, compute_zone_state, eviction_rate, zone_health_percent, zone_label
 from kube.events import EventSink
 from kube.store import StoreReader
-from shared.clock_offset import ClockOffset
+from shared.clock_offset import ClockOffset, ServerClock
 from shared.taints import (
     NO_EXECUTE,
     NO_SCHEDULE,
@@ -122,9 +122,9 @@ class NodeLifecycleApi(Protocol):
     def mark_pod_not_ready(self, pod: PodView) -> None:
         """Set the pod's Ready condition False through pods/status; raise on failure."""
 
-    def measure_clock_offset(self) -> ClockOffset | None:
-        """The apiserver's clock minus ours, bounded (kube/server_clock.py); None if no Date could be read;
-        raise on failure."""
+    def measure_server_clock(self) -> ServerClock:
+        """The apiserver's clock against ours, bounded, and its version (kube/server_clock.py); raise on
+        failure."""
 
 
 class QuietNode(NamedTuple):
@@ -499,14 +499,21 @@ class NodeLifecycleMonitor:
         return first_heard(now, (lease.stamped if lease else "", node.status_stamped), self._server_clock)
 
     def _measured_offset(self) -> ClockOffset | None:
-        """The apiserver's clock against ours, measured once a term (a few GETs); None if it cannot be."""
+        """The apiserver's clock against ours, measured once a term (a few GETs); None if it cannot be, or
+        if the apiserver's stamps do not date a heartbeat."""
         try:
-            offset = self._api.measure_clock_offset()
+            clock = self._api.measure_server_clock()
         except Exception as error:
             log.warning("could not measure the apiserver's clock: nodes first seen are judged from now (%s)", error)
             return None
+        offset = clock.offset
         if offset is None:
             log.warning("the apiserver's clock could not be read: nodes first seen are judged from now")
+        elif not clock.dates_every_change:
+            log.info("the apiserver (%s) dates a Lease's managedFields only when the fields owned change, not at "
+                     "each renewal (before 1.25, kubernetes#110058): nodes first seen are judged from now",
+                     clock.git_version or "of an unknown version")
+            return None
         else:
             log.info("the apiserver's clock measured", extra={"offset_low": round(offset.low, 3),
                                                               "offset_high": round(offset.high, 3)})

@@ -29,7 +29,7 @@ from controller.nodelifecycle.monitor import NodeLifecycleMonitor
 from controller.objects import LeaseView, NodeView, PodView, lease_view, node_view, pod_view
 from kube.events import PodRef
 from kube.timestamps import format_micro_time, format_time
-from shared.clock_offset import ClockOffset
+from shared.clock_offset import ClockOffset, ServerClock
 
 Json = dict[str, Any]
 
@@ -194,8 +194,9 @@ class _Api:
         lease = self._cluster.lease_views.get(node_name)  # the informer's view is the API's here
         return lease.renew_time if lease is not None else None
 
-    def measure_clock_offset(self) -> ClockOffset | None:
-        return self._cluster.server_clock  # None (the default): nodes first seen are judged as upstream
+    def measure_server_clock(self) -> ServerClock:
+        # offset None (the default): nodes first seen are judged as upstream
+        return ServerClock(self._cluster.server_clock, self._cluster.server_version)
 
     def post_conditions(self, node: NodeView, conditions: Sequence[dict[str, Any]]) -> bool:
         cluster = self._cluster
@@ -299,6 +300,7 @@ class Cluster:
         self.fail_pod_status_writes = 0
         self.fail_pod_lists = 0
         self.server_clock: ClockOffset | None = None  # what the API edge's clock measurement answers
+        self.server_version = "v1.37.2"  # and the version it reads
         self._version = 0
         self.settings = settings
         self.monitor = self._new_monitor()

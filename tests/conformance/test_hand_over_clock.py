@@ -38,6 +38,7 @@ class Knowledge:
     measured: tuple[float, float] | None = (-0.1, 0.9)  # the offset's bounds around the skew; None: unmeasured
     lease_stamped: bool = True  # the Lease carries the apiserver's stamp
     status_stamped: bool = True  # the node's status does
+    server_version: str = "v1.37.2"  # which says whether a renewal re-dates the Lease's stamp
 
     def offset(self) -> ClockOffset | None:
         if self.measured is None:
@@ -90,6 +91,7 @@ def tainted_at(knows: Knowledge) -> float:
         cluster.monitor_pass()
         moment += PERIOD
     cluster.server_clock = knows.offset()
+    cluster.server_version = knows.server_version
     cluster.restart()  # the new leader: nothing of the old one's memory
     moment = HAND_OVER
     while moment < T0 + GRACE + 60.0:
@@ -119,6 +121,9 @@ CASES = [
     ("a Lease without the apiserver's stamp: upstream's first look", Knowledge(lease_stamped=False), UPSTREAMS),
     ("a status without the apiserver's stamp (it may be the later heartbeat): upstream's first look",
      Knowledge(status_stamped=False), UPSTREAMS),
+    ("an apiserver before 1.25 (a renewal does not re-date the Lease's stamp): upstream's first look",
+     Knowledge(server_version="v1.24.17"), UPSTREAMS),
+    ("an apiserver whose version cannot be read: upstream's first look", Knowledge(server_version=""), UPSTREAMS),
 ]
 
 

@@ -4,7 +4,7 @@ from __future__ import annotations
 
 import pytest
 
-from shared.clock_offset import ClockOffset, narrowest, offset_from
+from shared.clock_offset import ClockOffset, dates_every_change, narrowest, offset_from
 
 DATE = "Fri, 27 Nov 2026 03:40:00 GMT"
 SERVER = 1795750800.0  # DATE as epoch seconds
@@ -41,3 +41,19 @@ NARROWING = [
 @pytest.mark.parametrize(("samples", "expected"), [c[1:] for c in NARROWING], ids=[c[0] for c in NARROWING])
 def test_several_samples_narrow_the_offset_to_what_all_allow(samples, expected):
     assert narrowest(samples) == expected
+
+
+VERSIONS = [
+    ("1.37 re-dates a stamp at every renewal", "v1.37.2", True),
+    ("1.25, the first release that does (kubernetes#110058)", "v1.25.0", True),
+    ("1.24 re-dates only when the fields owned change", "v1.24.17", False),
+    ("1.20, the old end", "v1.20.2", False),
+    ("a build with a suffix", "v1.30.1-eks-1234+abc", True),
+    ("a version that cannot be read: not trusted", "", False),
+    ("garbage: not trusted", "latest", False),
+]
+
+
+@pytest.mark.parametrize(("version", "expected"), [c[1:] for c in VERSIONS], ids=[c[0] for c in VERSIONS])
+def test_only_an_apiserver_from_1_25_dates_every_change_of_a_value(version, expected):
+    assert dates_every_change(version) is expected

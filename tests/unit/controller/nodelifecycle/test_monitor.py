@@ -23,7 +23,7 @@ from controller.nodelifecycle.monitor import NodeLifecycleMonitor
 from controller.objects import LeaseView, NodeView, PodView
 from controller.zones import ZoneState, zone_key
 from kube.timestamps import format_time
-from shared.clock_offset import ClockOffset
+from shared.clock_offset import ClockOffset, ServerClock
 
 START = 1_800_000_000.0
 NR = "node.kubernetes.io/not-ready"
@@ -49,7 +49,8 @@ class World:
         self.leases: dict[str, LeaseView] = {}
         self.live_leases: dict[str, str | None] = {}  # name -> renewTime the API has but the cache has not
         self.fail_lease_reads = False
-        self.server_clock: ClockOffset | None = None  # what measure_clock_offset answers
+        self.server_clock: ClockOffset | None = None  # what measure_server_clock answers, with server_version
+        self.server_version = "v1.37.2"
         self.pods: dict[str, PodView] = {}
         self.writes: list[tuple] = []
         self.events: list[tuple] = []
@@ -104,9 +105,10 @@ class World:
         self.writes.append(("read", node_name))
         return self.nodes.get(node_name)
 
-    def measure_clock_offset(self):
+    def measure_server_clock(self):
         self.writes.append(("measure clock", ""))
-        return self.server_clock  # None: nodes first seen are judged from the first look, as upstream
+        # offset None: nodes first seen are judged from the first look, as upstream
+        return ServerClock(self.server_clock, self.server_version)
 
     def read_lease_renew_time(self, node_name):
         """The Lease as the API has it: `live_leases` where the informer has not delivered it yet."""
@@ -776,8 +778,8 @@ def test_dry_run_announces_a_dead_node_once_and_writes_nothing(caplog):
         def read_lease_renew_time(self, name):
             return world.read_lease_renew_time(name)
 
-        def measure_clock_offset(self):
-            return None
+        def measure_server_clock(self):
+            return ServerClock(None, "v1.37.2")
 
         def __getattr__(self, name):
             raise AssertionError(f"dry run called the API: {name}")
@@ -1048,7 +1050,7 @@ def test_an_apiserver_clock_that_cannot_be_measured_leaves_nodes_judged_from_the
     def failing():
         raise RuntimeError("connection refused")
 
-    world.measure_clock_offset = failing
+    world.measure_server_clock = failing
     world.add_node("n1")
     with caplog.at_level(logging.WARNING):
         world.run_for(10, alive=("n1",))
