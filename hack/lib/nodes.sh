@@ -163,12 +163,22 @@ start_kubelet() { # dir nodedir
   local runtime=()
   [ "$(minor_number)" -lt 24 ] && runtime=(--container-runtime remote --container-runtime-endpoint "unix://$nd/containerd.sock"
                                              --pod-infra-container-image "$PAUSE_IMAGE")
-  setsid nsenter -t "$(cat "$nd/ns.pid")" -m -- "$KUBELET_BIN" --config "$nd/kubelet.yaml" \
+  rm -f "$nd/kubelet.pid"
+  # A shell waits for the kubelet and appends how it ended to its log: a kubelet killed by a signal
+  # leaves no last line of its own, and "exited" alone does not say whether it quit or was killed.
+  # shellcheck disable=SC2016,SC2094 # expanded by the waiting shell; it appends to the kubelet's own log
+  PIDFILE="$nd/kubelet.pid" LOGFILE="$nd/logs/kubelet.log" setsid bash -c '
+    "$@" & echo $! >"$PIDFILE.new" && mv "$PIDFILE.new" "$PIDFILE"
+    wait $!; status=$?
+    how="status $status"; [ $status -gt 128 ] && how+=" (SIG$(kill -l $((status - 128))))"
+    echo "local-cluster: kubelet exited at $(date -u +%H:%M:%S.%N) with $how" >>"$LOGFILE"' kubelet \
+    nsenter -t "$(cat "$nd/ns.pid")" -m -- "$KUBELET_BIN" --config "$nd/kubelet.yaml" \
     --kubeconfig "$nd/kubeconfig" "${runtime[@]}" \
     --root-dir /var/lib/kubelet --volume-plugin-dir "$nd/volume-plugins" --hostname-override "$NODE" \
     --node-ip "$NODE_IP" --node-labels "topology.kubernetes.io/zone=$ZONE,failure-domain.beta.kubernetes.io/zone=$ZONE" \
     --v=1 >>"$nd/logs/kubelet.log" 2>&1 </dev/null &
-  echo $! >"$nd/kubelet.pid"
+  for _ in $(seq 1 100); do [ -s "$nd/kubelet.pid" ] && return 0; sleep 0.05; done
+  die "kubelet of $NODE did not start; see $nd/logs/kubelet.log"
 }
 
 pre_create_cgroups() { # cgroup-root
