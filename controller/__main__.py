@@ -16,15 +16,15 @@ from shared.jsonlog import configure_logging
 def main(argv: list[str] | None = None) -> int:
     args = sys.argv[1:] if argv is None else argv
     if args and args[0] == "explain":
-        from controller.explain import main as explain_main
+        from kubectl_taintkeeper.explain import main as explain_main
 
         return explain_main(args[1:])
     if args and args[0] == "status":
-        from controller.status_command import main as status_main
+        from kubectl_taintkeeper.status_command import main as status_main
 
         return status_main(args[1:])
     if args and args[0] in ("fence", "unfence"):
-        from controller.fencing_command import main as fencing_main
+        from kubectl_taintkeeper.fencing_command import main as fencing_main
 
         return fencing_main(args[0], args[1:])
     if args and args[0] in ("-h", "--help"):

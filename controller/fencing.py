@@ -2,7 +2,7 @@
 shutdown), the annotations that say who fenced it and when, whether `fence` may fence a node, and
 the JSON patches that fence and unfence it. Pure: raw node JSON and `now` in, decisions and patches out.
 
-Used by `fence`/`unfence` (controller/fencing_command.py) and by the controller's --auto-fence-after
+Used by `fence`/`unfence` (kubectl_taintkeeper/fencing_command.py) and by the controller's --auto-fence-after
 (controller/outofservice/), so a node is fenced the same way whoever fences it.
 
 "Fencing" here is the node's: it is not the write fence of kube/fence.py, which keeps a replica that

@@ -10,7 +10,7 @@ from __future__ import annotations
 from dataclasses import dataclass, field
 from typing import Any
 
-from controller.tainteviction.disruption_budget import ANNOTATIONS as BUDGET_ANNOTATIONS
+from controller.budget_annotations import ANNOTATIONS as BUDGET_ANNOTATIONS
 from controller.zones import excluded_from_disruption, zone_key
 from kube.timestamps import parse_time
 from shared.defaults import NOT_READY_SECONDS_ANNOTATION, UNREACHABLE_SECONDS_ANNOTATION, skips
@@ -52,7 +52,7 @@ class PodView:
     # When it was bound to its node: PodScheduled's lastTransitionTime, else its creation. A pod that
     # lands on an already tainted node counts its tolerations from here.
     bound: float | None = None
-    # Only taintkeeper.io/eviction and taintkeeper.io/disruption-budget-timeout (disruption_budget.py).
+    # Only taintkeeper.io/eviction and taintkeeper.io/disruption-budget-timeout (budget_annotations.py).
     annotations: tuple[tuple[str, str], ...] = ()
     # metadata.generation: 0 where the server does not set it (before 1.33); the DisruptionTarget
     # condition names it as its observedGeneration, as upstream's taint eviction controller does.

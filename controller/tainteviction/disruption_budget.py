@@ -19,14 +19,11 @@ from collections.abc import Iterable, Mapping
 from dataclasses import dataclass
 from typing import Any
 
+from controller.budget_annotations import BUDGET_TIMEOUT_ANNOTATION, EVICTION_ANNOTATION, RESPECT_DISRUPTION_BUDGET
 from controller.label_selector import selects
 from shared.durations import parse_duration
 from shared.taints import NOT_READY, OUT_OF_SERVICE, UNREACHABLE
 
-EVICTION_ANNOTATION = "taintkeeper.io/eviction"
-RESPECT_DISRUPTION_BUDGET = "respect-disruption-budget"
-BUDGET_TIMEOUT_ANNOTATION = "taintkeeper.io/disruption-budget-timeout"
-ANNOTATIONS = (EVICTION_ANNOTATION, BUDGET_TIMEOUT_ANNOTATION)
 # Taints whose pods are gone from the cluster's point of view: never held back by a budget.
 NEVER_BUDGETED_TAINT_KEYS = frozenset({NOT_READY, UNREACHABLE, OUT_OF_SERVICE})
 

@@ -1,4 +1,4 @@
-"""The out-of-service handling (controller/outofservice/) and `fence`/`unfence` (controller/fencing_command.py)
+"""The out-of-service handling (controller/outofservice/) and `fence`/`unfence` (kubectl_taintkeeper/fencing_command.py)
 against the real kube-apiserver, on simulated nodes (hack/simulator.py) with the controller as a process.
 
 A simulated kubelet that stopped heartbeating never finishes a pod's deletion, as a dead machine's

@@ -1,4 +1,4 @@
-"""`kubectl taintkeeper status` (controller/status_command.py) against the real apiserver.
+"""`kubectl taintkeeper status` (kubectl_taintkeeper/status_command.py) against the real apiserver.
 
 Nodes (taints, zone labels, a Ready condition written through the status subresource), pods bound
 to them by spec.nodeName and the leader's Lease are written through the API; the command runs in
@@ -26,10 +26,10 @@ from urllib.parse import parse_qsl, urlsplit
 import pytest
 from kubernetes import client
 
-from controller import status_command
 from controller.zones import LABEL_TOPOLOGY_REGION, LABEL_TOPOLOGY_ZONE
 from kube.client import MERGE_PATCH, STRATEGIC_MERGE
 from kube.timestamps import format_micro_time, format_time, parse_time
+from kubectl_taintkeeper import status_command
 from tests.integration.kube import LocalCluster, audit_events, raw, wait_for
 from tests.integration.simulated import UR, Cluster, unreachable
 from tests.support.kubernetes_version import server_minor
@@ -332,7 +332,7 @@ def test_watch_in_json_prints_one_document_per_line(world: World, monkeypatch: p
         sleeps.append(seconds)
         if len(sleeps) == 2:
             raise KeyboardInterrupt
-    monkeypatch.setattr("controller.status_command.time.sleep", sleep)
+    monkeypatch.setattr("kubectl_taintkeeper.status_command.time.sleep", sleep)
     run = world.status("-n", world.namespace, "-o", "json", "--watch")
     assert (run.code, run.err) == (0, "")
     documents = [json.loads(line) for line in run.out.splitlines()]

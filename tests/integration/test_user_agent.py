@@ -20,7 +20,7 @@ import pytest
 from kubernetes import client
 
 import certs.sync
-import controller.explain
+import kubectl_taintkeeper.explain
 from controller.options import parse_options
 from controller.runner import controller_api_client
 from kube.identity import CERTS, CONTROLLER, EXPLAIN, WEBHOOK
@@ -74,7 +74,8 @@ def certs_sync_requests(target: Target) -> None:
 
 
 def explain_requests(target: Target) -> None:
-    assert controller.explain.main(["--node", target.missing, "--kubeconfig", target.kubeconfig]) == 1  # no such node
+    # no such node: exit 1
+    assert kubectl_taintkeeper.explain.main(["--node", target.missing, "--kubeconfig", target.kubeconfig]) == 1
 
 
 @dataclass(frozen=True)

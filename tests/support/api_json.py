@@ -1,5 +1,5 @@
 """Builders of API objects as the apiserver returns them (JSON dicts, camelCase): nodes, pods, the
-leader Lease. For code that reads raw JSON (controller/status.py); taints and tolerations are
+leader Lease. For code that reads raw JSON (kubectl_taintkeeper/status.py); taints and tolerations are
 builders.py's, which are already API-shaped."""
 
 from __future__ import annotations

@@ -275,20 +275,20 @@ def controller_parser() -> argparse.ArgumentParser:
 
 
 def explain_parser() -> argparse.ArgumentParser:
-    from controller.explain import main
+    from kubectl_taintkeeper.explain import main
 
     return parser_built_by(lambda: main([]))
 
 
 def status_parser() -> argparse.ArgumentParser:
-    from controller.status_command import build_parser
+    from kubectl_taintkeeper.status_command import build_parser
 
     return build_parser()
 
 
 def fencing_parser(command: str) -> Callable[[], argparse.ArgumentParser]:
     def build() -> argparse.ArgumentParser:
-        from controller.fencing_command import parse_args
+        from kubectl_taintkeeper.fencing_command import parse_args
 
         return parser_built_by(lambda: parse_args(command, []))
 
@@ -308,7 +308,7 @@ def certs_sync_parser() -> argparse.ArgumentParser:
 
 
 def kubectl_plugin_parser() -> argparse.ArgumentParser:
-    from controller.kubectl_plugin import build_parser
+    from kubectl_taintkeeper.plugin import build_parser
 
     return build_parser()
 
@@ -326,7 +326,7 @@ COMMANDS: list[tuple[str, Callable[[], argparse.ArgumentParser]]] = [
     ("kubectl taintkeeper", kubectl_plugin_parser),
 ]
 # The console scripts' modules whose commands COMMANDS covers (pyproject.toml [project.scripts]).
-COVERED_ENTRY_POINTS = {"webhook.__main__", "controller.__main__", "certs.__main__", "controller.kubectl_plugin"}
+COVERED_ENTRY_POINTS = {"webhook.__main__", "controller.__main__", "certs.__main__", "kubectl_taintkeeper.plugin"}
 
 
 def flags(parser: argparse.ArgumentParser, prog: str) -> Iterator[tuple[str, str]]:

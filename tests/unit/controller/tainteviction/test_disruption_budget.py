@@ -7,12 +7,10 @@ import itertools
 
 import pytest
 
+from controller.budget_annotations import BUDGET_TIMEOUT_ANNOTATION, EVICTION_ANNOTATION, RESPECT_DISRUPTION_BUDGET
 from controller.objects import NamespaceView
 from controller.options import OptionsError, parse_options
 from controller.tainteviction.disruption_budget import (
-    BUDGET_TIMEOUT_ANNOTATION,
-    EVICTION_ANNOTATION,
-    RESPECT_DISRUPTION_BUDGET,
     BudgetSettings,
     Method,
     budget_timeout,

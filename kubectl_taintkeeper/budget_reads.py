@@ -7,10 +7,10 @@ from __future__ import annotations
 from collections.abc import Callable
 from typing import Any
 
-from controller.budgets import Budgets
 from controller.tainteviction.disruption_budget import BudgetSettings
 from kube.errors import describe_error, is_not_found, status_code
 from kube.policy import V1, V1BETA1, budgets_path, version_served
+from kubectl_taintkeeper.budgets import Budgets
 
 Json = dict[str, Any]
 GetJson = Callable[[str, list[tuple[str, str]]], Json]  # a GET of PATH with QUERY; raises on failure

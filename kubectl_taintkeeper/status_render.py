@@ -1,4 +1,4 @@
-"""A ClusterStatus (controller/status.py) as people read it, plain or in ANSI colour, and as JSON.
+"""A ClusterStatus (kubectl_taintkeeper/status.py) as people read it, plain or in ANSI colour, and as JSON.
 
 The JSON's names are a contract for scripts and alerts: the top-level `zones`, `brake`, `nodes`,
 `leader`, `pendingEvictions`, and each pending eviction's `namespace`, `pod`, `node`, `taint`,
@@ -11,9 +11,9 @@ from __future__ import annotations
 from typing import Any
 
 from controller.describe import describe_duration
-from controller.status import ClusterStatus, LeaderStatus, PendingEviction, TaintAge, TaintedNode, ZoneStatus
 from controller.zones import ZoneState
 from kube.timestamps import format_time
+from kubectl_taintkeeper.status import ClusterStatus, LeaderStatus, PendingEviction, TaintAge, TaintedNode, ZoneStatus
 
 # ANSI SGR codes (the text between ESC[ and m).
 BOLD = "1"

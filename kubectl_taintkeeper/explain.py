@@ -15,12 +15,12 @@ import sys
 import time
 from typing import Any
 
-from controller.budgets import Budgets, budget_note
 from controller.describe import describe_duration, taint_text, toleration_text
 from controller.objects import node_view, pod_view
 from controller.tainteviction.decision import EXPIRES, NO_TAINTS, UNTOLERATED, decide_eviction
 from controller.tainteviction.disruption_budget import BudgetSettings, check_taint_keys
 from kube.timestamps import format_time
+from kubectl_taintkeeper.budgets import Budgets, budget_note
 from shared.durations import parse_duration
 
 Json = dict[str, Any]
@@ -83,11 +83,11 @@ def main(argv: list[str]) -> int:
         print(f"explain: error: {error}", file=sys.stderr)
         return 2
 
-    from controller.budget_reads import read_budgets
     from kube.client import LIST_REQUEST_TIMEOUT, REQUEST_TIMEOUT, ClientConfigError, make_api_client
     from kube.errors import describe_error, is_not_found, status_code
     from kube.identity import EXPLAIN
     from kube.request import request_json
+    from kubectl_taintkeeper.budget_reads import read_budgets
 
     try:
         api = make_api_client(args.kubeconfig, component=EXPLAIN)

@@ -1,4 +1,4 @@
-"""controller.status: zones, the brake, tainted nodes, pending evictions and the leader, computed purely."""
+"""kubectl_taintkeeper.status: zones, the brake, tainted nodes, pending evictions and the leader, computed purely."""
 
 from __future__ import annotations
 
@@ -9,7 +9,8 @@ from typing import Any
 import pytest
 
 from controller.nodelifecycle.decision import MonitorSettings
-from controller.status import (
+from controller.zones import ZoneState
+from kubectl_taintkeeper.status import (
     ClusterStatus,
     Reading,
     any_no_execute_taint,
@@ -18,7 +19,6 @@ from controller.status import (
     leader_pod,
     leader_status,
 )
-from controller.zones import ZoneState
 from shared.taints import MEMORY_PRESSURE, NO_SCHEDULE, UNSCHEDULABLE
 from tests.support.api_json import condition, lease_json, node_json, pod_json
 from tests.support.builders import NOT_READY, UNREACHABLE, taint, toleration

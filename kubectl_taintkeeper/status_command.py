@@ -1,5 +1,5 @@
 """`python -m controller status` (and `kubectl taintkeeper status`): taintkeeper's view of the cluster,
-read live from the API. controller/status.py computes it, controller/status_render.py writes it;
+read live from the API. kubectl_taintkeeper/status.py computes it, kubectl_taintkeeper/status_render.py writes it;
 this module parses the flags and does the reads.
 
 Reads: the nodes (LIST), the pods (LIST, filtered by --namespace and --selector; not made when no
@@ -21,12 +21,17 @@ from dataclasses import dataclass, field
 from typing import IO, Any, NoReturn, Protocol
 from urllib.parse import quote
 
-from controller.budget_reads import read_budgets
-from controller.budgets import Budgets
 from controller.nodelifecycle.decision import MonitorSettings
 from controller.options import OptionsError, parse_options
 from controller.options import build_parser as controller_flags
-from controller.status import (
+from controller.tainteviction.disruption_budget import BudgetSettings
+from kube.client import CONNECT_TIMEOUT, LIST_REQUEST_TIMEOUT, ClientConfigError, make_api_client
+from kube.errors import describe_error, is_not_found
+from kube.identity import STATUS
+from kube.request import request_json, send
+from kubectl_taintkeeper.budget_reads import read_budgets
+from kubectl_taintkeeper.budgets import Budgets
+from kubectl_taintkeeper.status import (
     ClusterStatus,
     Reading,
     any_no_execute_taint,
@@ -34,12 +39,7 @@ from controller.status import (
     last_monitor_pass,
     leader_pod,
 )
-from controller.status_render import render_text, status_json
-from controller.tainteviction.disruption_budget import BudgetSettings
-from kube.client import CONNECT_TIMEOUT, LIST_REQUEST_TIMEOUT, ClientConfigError, make_api_client
-from kube.errors import describe_error, is_not_found
-from kube.identity import STATUS
-from kube.request import request_json, send
+from kubectl_taintkeeper.status_render import render_text, status_json
 
 Json = dict[str, Any]
 

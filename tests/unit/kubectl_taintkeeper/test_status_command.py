@@ -1,6 +1,7 @@
-"""controller.status_command without a cluster: the flags, the queries, an apiserver that cannot be reached or a
-kubeconfig that does not load, colour and --watch's frames; and `kubectl taintkeeper status` / `python -m controller
-status`. The reads against the real apiserver: tests/integration/test_status_command.py."""
+"""kubectl_taintkeeper.status_command without a cluster: the flags, the queries, an apiserver that cannot
+be reached or a kubeconfig that does not load, colour and --watch's frames; and `kubectl taintkeeper
+status` / `python -m controller status`. The reads against the real apiserver:
+tests/integration/test_status_command.py."""
 
 from __future__ import annotations
 
@@ -11,10 +12,10 @@ from typing import Any
 import pytest
 
 from controller import __main__ as controller_main
-from controller import kubectl_plugin
-from controller.kubectl_plugin import ExplainNode
 from controller.nodelifecycle.decision import MonitorSettings
-from controller.status_command import (
+from kubectl_taintkeeper import plugin as kubectl_plugin
+from kubectl_taintkeeper.plugin import ExplainNode
+from kubectl_taintkeeper.status_command import (
     CLEAR,
     ERASE_BELOW,
     HOME,
@@ -124,7 +125,7 @@ def test_the_plugin_runs_status(monkeypatch: pytest.MonkeyPatch) -> None:
     def fake_run(req: StatusRequest) -> int:
         ran.append(req)
         return 0
-    monkeypatch.setattr("controller.status_command.run", fake_run)
+    monkeypatch.setattr("kubectl_taintkeeper.status_command.run", fake_run)
     monkeypatch.delenv("KUBECONFIG", raising=False)
     assert kubectl_plugin.main(["status", "-l", "app=web"]) == 0
     assert ran == [request(selector="app=web")]

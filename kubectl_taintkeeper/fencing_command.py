@@ -2,7 +2,7 @@
 the runbook of a dead node's stuck pods as one safe step.
 
 `fence` refuses (one line, exit 1) unless the node's Ready condition has not been True for at least
---min-down (default 5m); prints what will happen (controller/fencing_plan.py: the pods that will be
+--min-down (default 5m); prints what will happen (kubectl_taintkeeper/fencing_plan.py: the pods that will be
 force deleted, with their owners, and the volume attachments); asks for confirmation on a terminal, or
 takes --yes (without a terminal and without --yes it refuses: exit 2); then puts on the
 `node.kubernetes.io/out-of-service` taint and the annotations saying who fenced the node and when,
@@ -44,7 +44,6 @@ from controller.fencing import (
     ready_condition,
     unfence_patch,
 )
-from controller.fencing_plan import fence_plan, render_plan
 from kube.client import (
     JSON_PATCH,
     LIST_REQUEST_TIMEOUT,
@@ -56,6 +55,7 @@ from kube.client import (
 from kube.errors import describe_error, is_conflict, is_invalid, is_not_found
 from kube.identity import FENCE
 from kube.request import request_json
+from kubectl_taintkeeper.fencing_plan import fence_plan, render_plan
 from shared.durations import parse_duration
 
 Json = dict[str, Any]

@@ -1,11 +1,12 @@
-"""controller/fencing_plan.py: what `fence` prints before it fences: the pods that will be force deleted
+"""kubectl_taintkeeper/fencing_plan.py: what `fence` prints before it fences: the pods that will be force deleted
 with their owners, the pods that stay, the volume attachments; chosen by the controller's own decision."""
 
 from __future__ import annotations
 
 import pytest
 
-from controller.fencing_plan import (
+from controller.outofservice.decision import TERMINATING, UNTOLERATED
+from kubectl_taintkeeper.fencing_plan import (
     SPLIT_BRAIN,
     FencePlan,
     PlannedAttachment,
@@ -14,7 +15,6 @@ from controller.fencing_plan import (
     owner_text,
     render_plan,
 )
-from controller.outofservice.decision import TERMINATING, UNTOLERATED
 from tests.support.fencing import START, attachment_json, node_json, owner, pod_json, tolerate_out_of_service
 
 NOW = START

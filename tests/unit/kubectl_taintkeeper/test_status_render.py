@@ -1,4 +1,4 @@
-"""controller.status_render: the status as text (plain or coloured) and as JSON whose names are a contract."""
+"""kubectl_taintkeeper.status_render: the status as text (plain or coloured) and as JSON whose names are a contract."""
 
 from __future__ import annotations
 
@@ -8,10 +8,10 @@ from typing import Any
 
 import pytest
 
-from controller.budgets import Budgets
 from controller.nodelifecycle.decision import MonitorSettings
-from controller.status import ClusterStatus, Reading, cluster_status
-from controller.status_render import render_text, status_json
+from kubectl_taintkeeper.budgets import Budgets
+from kubectl_taintkeeper.status import ClusterStatus, Reading, cluster_status
+from kubectl_taintkeeper.status_render import render_text, status_json
 from shared.taints import NO_SCHEDULE, UNSCHEDULABLE
 from tests.support.api_json import lease_json, node_json, pod_json
 from tests.support.builders import NOT_READY, UNREACHABLE, taint, toleration

@@ -1,6 +1,6 @@
 """What `explain` and `status` know of disruption budgets, and what a pod's eviction waits for:
 decided as the taint eviction manager decides (tainteviction/disruption_budget.py), then matched to
-the budgets that cover the pod. Pure; controller/budget_reads.py reads the API for it.
+the budgets that cover the pod. Pure; kubectl_taintkeeper/budget_reads.py reads the API for it.
 """
 
 from __future__ import annotations

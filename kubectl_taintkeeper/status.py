@@ -24,13 +24,13 @@ from collections.abc import Iterable, Mapping, Sequence
 from dataclasses import dataclass
 from typing import Any, Generic, TypeVar
 
-from controller.budgets import Budgets, budget_note
 from controller.describe import taint_text, toleration_text
 from controller.nodelifecycle.decision import MonitorSettings
 from controller.objects import NodeView, node_view, pod_view
 from controller.tainteviction.decision import decide_eviction
 from controller.zones import ZoneState, compute_zone_state, eviction_rate, zone_label
 from kube.timestamps import parse_time
+from kubectl_taintkeeper.budgets import Budgets, budget_note
 from shared.taints import (
     CONDITION_TAINT_KEYS,
     MANAGED_NO_EXECUTE_KEYS,

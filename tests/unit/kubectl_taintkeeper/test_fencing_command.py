@@ -1,4 +1,4 @@
-"""controller/fencing_command.py without a cluster: the flags, and `fence`/`unfence` against an in-memory
+"""kubectl_taintkeeper/fencing_command.py without a cluster: the flags, and `fence`/`unfence` against an in-memory
 stand-in of their requests (FenceApi) whose node PATCH is applied for real (the `jsonpatch` library: a
 node changed since it was read fails the `test` op with 422, as on the apiserver). Against the real
 apiserver and real kubelets: tests/realnodes/test_fencing.py."""
@@ -16,9 +16,10 @@ import pytest
 from kubernetes.client.rest import ApiException
 
 from controller import __main__ as controller_main
-from controller import kubectl_plugin
 from controller.fencing import CONFIRMED_AT_ANNOTATION, FENCED_AT_ANNOTATION, FENCED_BY_ANNOTATION
-from controller.fencing_command import (
+from kube.timestamps import format_time
+from kubectl_taintkeeper import plugin as kubectl_plugin
+from kubectl_taintkeeper.fencing_command import (
     VOLUME_ATTACHMENTS_PATH,
     FenceRequest,
     Terminal,
@@ -28,7 +29,6 @@ from controller.fencing_command import (
     run,
     unfence,
 )
-from kube.timestamps import format_time
 from shared.taints import NO_EXECUTE, OUT_OF_SERVICE, UNREACHABLE
 from tests.support.fencing import OUT_OF_SERVICE_TAINT, START, attachment_json, node_json, owner, pod_json
 
@@ -82,7 +82,7 @@ def test_python_m_controller_runs_them(monkeypatch: pytest.MonkeyPatch) -> None:
         called.append(request)
         return 0
 
-    monkeypatch.setattr("controller.fencing_command.run", record)
+    monkeypatch.setattr("kubectl_taintkeeper.fencing_command.run", record)
     assert controller_main.main(["fence", "node1", "--yes"]) == 0
     assert controller_main.main(["unfence", "node1"]) == 0
     assert called == [FenceRequest("fence", "node1", None, 300.0, True), FenceRequest("unfence", "node1", None)]
@@ -95,7 +95,7 @@ def test_the_kubectl_plugin_runs_them(monkeypatch: pytest.MonkeyPatch) -> None:
         called.append(request)
         return 0
 
-    monkeypatch.setattr("controller.fencing_command.run", record)
+    monkeypatch.setattr("kubectl_taintkeeper.fencing_command.run", record)
     monkeypatch.setenv("KUBECONFIG", "/from/env")
     assert kubectl_plugin.main(["fence", "node1", "--min-down", "1m", "-y"]) == 0
     assert kubectl_plugin.main(["unfence", "node1", "--kubeconfig", "/k"]) == 0

@@ -1,4 +1,4 @@
-"""The kubectl plugin's command line (controller/kubectl_plugin.py) and the installed console scripts."""
+"""The kubectl plugin's command line (kubectl_taintkeeper/plugin.py) and the installed console scripts."""
 
 import subprocess
 import sys
@@ -7,8 +7,8 @@ from pathlib import Path
 
 import pytest
 
-from controller import kubectl_plugin
-from controller.kubectl_plugin import ExplainNode, parse_args
+from kubectl_taintkeeper import plugin as kubectl_plugin
+from kubectl_taintkeeper.plugin import ExplainNode, parse_args
 
 ROOT = Path(__file__).resolve().parents[3]
 
@@ -55,7 +55,7 @@ def test_bad_input_is_refused_with_one_line_and_exit_2(argv, message, capsys):
 
 def test_the_plugin_runs_the_controllers_explain_command(monkeypatch):
     called = []
-    monkeypatch.setattr("controller.explain.main", lambda argv: called.append(argv) or 0)
+    monkeypatch.setattr("kubectl_taintkeeper.explain.main", lambda argv: called.append(argv) or 0)
     monkeypatch.setenv("KUBECONFIG", "/from/env")
     assert kubectl_plugin.main(["explain", "node", "n1"]) == 0
     assert called == [["--node", "n1", "--kubeconfig", "/from/env"]]
@@ -70,7 +70,7 @@ def test_the_documented_console_scripts_are_declared():
         "taintkeeper-webhook": "webhook.__main__:main",
         "taintkeeper-controller": "controller.__main__:main",
         "taintkeeper-certs": "certs.__main__:main",
-        "kubectl-taintkeeper": "controller.kubectl_plugin:main",
+        "kubectl-taintkeeper": "kubectl_taintkeeper.plugin:main",
     }
 
 

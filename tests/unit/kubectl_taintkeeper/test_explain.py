@@ -1,10 +1,10 @@
-"""controller.explain: the per-pod eviction report, from the controller's own decision code."""
+"""kubectl_taintkeeper.explain: the per-pod eviction report, from the controller's own decision code."""
 
 import pytest
 
-from controller.explain import Budgets, describe_duration, explain
 from controller.tainteviction.disruption_budget import BudgetSettings
 from kube.timestamps import format_time
+from kubectl_taintkeeper.explain import Budgets, describe_duration, explain
 
 NOW = 1_800_000_000.0
 UR = "node.kubernetes.io/unreachable"

@@ -2,10 +2,9 @@
 `kubectl taintkeeper fence|unfence NODE [options]`: the kubectl plugin.
 
 Installed as the console script `kubectl-taintkeeper`; kubectl runs any `kubectl-*` on the PATH,
-passing its environment and every argument after the plugin's name. The work is
-`python -m controller explain --node NAME` (controller/explain.py), `python -m controller status`
-(controller/status_command.py) and `python -m controller fence|unfence` (controller/fencing_command.py);
-this module only parses.
+passing its environment and every argument after the plugin's name. The work is done by
+explain.py (`python -m controller explain --node NAME`), status_command.py (`python -m controller
+status`) and fencing_command.py (`python -m controller fence|unfence`); this module only parses.
 """
 
 from __future__ import annotations
@@ -16,13 +15,13 @@ import sys
 from dataclasses import dataclass
 from typing import NoReturn
 
-from controller.fencing_command import COMMANDS as FENCING_COMMANDS
-from controller.fencing_command import DESCRIPTIONS as FENCING_DESCRIPTIONS
-from controller.fencing_command import FenceRequest
-from controller.fencing_command import add_arguments as add_fencing_arguments
-from controller.fencing_command import request_from as fencing_request_from
-from controller.status_command import DESCRIPTION as STATUS_DESCRIPTION
-from controller.status_command import StatusRequest, add_arguments, request_from
+from kubectl_taintkeeper.fencing_command import COMMANDS as FENCING_COMMANDS
+from kubectl_taintkeeper.fencing_command import DESCRIPTIONS as FENCING_DESCRIPTIONS
+from kubectl_taintkeeper.fencing_command import FenceRequest
+from kubectl_taintkeeper.fencing_command import add_arguments as add_fencing_arguments
+from kubectl_taintkeeper.fencing_command import request_from as fencing_request_from
+from kubectl_taintkeeper.status_command import DESCRIPTION as STATUS_DESCRIPTION
+from kubectl_taintkeeper.status_command import StatusRequest, add_arguments, request_from
 
 PROG = "kubectl taintkeeper"
 BUDGET_FLAGS = ("--respect-disruption-budgets-for-taints", "--disruption-budget-timeout")
@@ -85,14 +84,14 @@ def parse_args(argv: list[str], environ: dict[str, str] | None = None) -> Explai
 def main(argv: list[str] | None = None) -> int:
     command = parse_args(sys.argv[1:] if argv is None else argv)
     if isinstance(command, StatusRequest):
-        from controller.status_command import run
+        from kubectl_taintkeeper.status_command import run
 
         return run(command)
     if isinstance(command, FenceRequest):
-        from controller.fencing_command import run as run_fencing
+        from kubectl_taintkeeper.fencing_command import run as run_fencing
 
         return run_fencing(command)
-    from controller.explain import main as explain_main
+    from kubectl_taintkeeper.explain import main as explain_main
 
     kubeconfig = ["--kubeconfig", command.kubeconfig] if command.kubeconfig else []
     return explain_main(["--node", command.node, *kubeconfig, *command.budget_flags])
