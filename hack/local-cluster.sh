@@ -53,6 +53,8 @@
 #                                     print the directory of cert-manager's CustomResourceDefinitions, from
 #                                     its Go module (hack/upstream/cert-manager), downloaded if missing
 #   hack/local-cluster.sh build       only build (and cache) kube-apiserver (and, from 1.21 on, etcd)
+#   hack/local-cluster.sh build-helm  only build (and cache) helm from its Go module (hack/upstream/helm), for
+#                                     the chart's tests (tests/chart/); print its path
 #   hack/local-cluster.sh deps [--tools|--bench|--nodes]
 #                                     install every Debian package the demo and the tests use and build
 #                                     (and cache) kube-apiserver; --tools: only the test tools (promtool,
@@ -106,7 +108,7 @@ done
 set -- "${args[@]}"
 [ $# -ge 1 ] || usage
 case "$1" in
-  build|build-node|deps|crds|-h|--help|help) minor=$(kubernetes_minor "$asked_kubernetes") ;;
+  build|build-node|build-helm|deps|crds|-h|--help|help) minor=$(kubernetes_minor "$asked_kubernetes") ;;
   up) [ $# -ge 2 ] || usage  # the environment asks too; with neither, DIR's own version (else the default)
       [ -n "$asked_kubernetes" ] || [ -z "${TAINTKEEPER_KUBERNETES:-}" ] || asked_kubernetes=$(kubernetes_minor)
       minor=$(dir_kubernetes "$2" "$asked_kubernetes") ;;
@@ -162,6 +164,10 @@ case "$1" in
     [ $# -eq 1 ] || usage
     build_node
     for name in "${NODE_COMPONENTS[@]}"; do echo "$KUBE_CACHE/bin/$name"; done ;;
+  build-helm)
+    [ $# -eq 1 ] || usage
+    build_helm
+    echo "$HELM_BIN" ;;
   crds)
     [ $# -eq 2 ] || usage
     cmd_crds "$2" ;;

@@ -1,6 +1,7 @@
 # Debian packages and the Kubernetes binaries: apt installs (`deps`), kube-apiserver (`build`) and
 # the node components (`build-node`) built for the cluster's Kubernetes version and cached under
-# $CACHE, the pause and busybox images; one build at a time per machine (flock).
+# $CACHE, the pause and busybox images, and helm (`build-helm`, for the chart's tests); one build at a
+# time per machine (flock).
 #
 # Two versions: 1.37 (the default), built with Go from upstream's modules through the wrapper
 # module hack/upstream/ (and etcd 3.6 from hack/upstream/etcd/), and 1.20, built from Debian's
@@ -14,6 +15,9 @@ ETCD_MODULE_VERSION=3.6.16
 KUBE_DEB_VERSION=1.20.5+really1.20.2-1.1+deb12u1
 CACHE=${TAINTKEEPER_CACHE:-$HOME/.cache/taintkeeper}
 UPSTREAM_MODULE=$HERE/upstream
+# helm, for the chart's tests (tests/chart/): built from hack/upstream/helm, whose go.mod requires this release.
+HELM_MODULE_VERSION=3.22.0
+HELM_BIN=$CACHE/helm-$HELM_MODULE_VERSION/bin/helm
 PAUSE_IMAGE=taintkeeper.local/pause:3.2
 BUSYBOX_IMAGE=taintkeeper.local/busybox:latest
 # What build-node builds: every binary of a complete cluster but the apiserver.
@@ -223,6 +227,41 @@ build_etcd() { # etcd 3.6 from its module (hack/upstream/etcd): 1.37's apiserver
   mv "$ETCD_BIN.tmp" "$ETCD_BIN"
   log "cached $ETCD_BIN"
   exec 7>&-
+}
+
+# helm from its module (hack/upstream/helm), stamped as upstream's Makefile stamps a release: its version,
+# and the Kubernetes version its client-go speaks (else `helm template` and `lint` assume 1.20).
+helm_ldflags() {
+  local client_go major minor
+  client_go=$(cd "$UPSTREAM_MODULE/helm" && GOTOOLCHAIN=local GOFLAGS=-mod=readonly \
+              "$(go_bin)" list -m -f '{{.Version}}' k8s.io/client-go) \
+    || die "could not read k8s.io/client-go's version from hack/upstream/helm/go.mod"
+  client_go=${client_go#v0.}
+  major=1 minor=${client_go%%.*}
+  local flags="-s -w -X helm.sh/helm/v3/internal/version.version=v$HELM_MODULE_VERSION"
+  flags+=" -X helm.sh/helm/v3/internal/version.gitTreeState=clean"
+  local package
+  for package in helm.sh/helm/v3/pkg/lint/rules helm.sh/helm/v3/pkg/chartutil; do
+    flags+=" -X $package.k8sVersionMajor=$major -X $package.k8sVersionMinor=$minor"
+  done
+  echo "$flags"
+}
+
+build_helm() {
+  [ -x "$HELM_BIN" ] && return 0
+  local dir=${HELM_BIN%/bin/helm}
+  mkdir -p "$dir/bin"
+  exec 6>"$dir/.build.lock"  # one build at a time per machine: parallel test sessions share the cache
+  flock 6
+  [ -x "$HELM_BIN" ] && { exec 6>&-; return 0; }
+  grep -qx "require helm.sh/helm/v3 v$HELM_MODULE_VERSION" "$UPSTREAM_MODULE/helm/go.mod" \
+    || die "hack/upstream/helm/go.mod does not require helm.sh/helm/v3 v$HELM_MODULE_VERSION"
+  log "building helm $HELM_MODULE_VERSION from Go modules (first run on this machine only)"
+  go_build "$UPSTREAM_MODULE/helm" "$dir/build.log" "$(helm_ldflags)" "$HELM_BIN.tmp" helm.sh/helm/v3/cmd/helm \
+    || die "the helm build failed (see $dir/build.log)"
+  mv "$HELM_BIN.tmp" "$HELM_BIN"
+  log "cached $HELM_BIN"
+  exec 6>&-
 }
 
 build_apiserver() {

@@ -1,0 +1,56 @@
+{{/* NOTES.txt: what to do next after an install or upgrade. A define, so tests/chart/ can render it with
+`helm template` (which leaves NOTES.txt out). */}}
+{{- define "taintkeeper.notes" -}}
+{{- $ns := include "taintkeeper.namespace" . -}}
+{{- $flags := .Values.webhook.flags -}}
+{{- $notReady := ternary (get $flags "default-not-ready-toleration-seconds") 300 (hasKey $flags "default-not-ready-toleration-seconds") -}}
+{{- $unreachable := ternary (get $flags "default-unreachable-toleration-seconds") 300 (hasKey $flags "default-unreachable-toleration-seconds") -}}
+taintkeeper {{ .Chart.AppVersion }} ({{ include "taintkeeper.image" . }}) is installed in the namespace {{ $ns }}.
+
+1. Wait until it is up:
+
+     kubectl -n {{ $ns }} rollout status deployment/taintkeeper-webhook deployment/taintkeeper-controller
+{{- if eq .Values.certificates.mode "selfManaged" }}
+
+   The webhook's pods wait in ContainerCreating until the Job taintkeeper-certs-sync has written the
+   Secret taintkeeper-webhook-tls: kubectl -n {{ $ns }} logs job/taintkeeper-certs-sync
+{{- else }}
+
+   The webhook's pods wait in ContainerCreating until cert-manager has issued the Certificate
+   taintkeeper-webhook-tls: kubectl -n {{ $ns }} get certificate taintkeeper-webhook-tls
+{{- end }}
+
+2. Check the webhook: its configuration has a caBundle, and a pod created now gets the default
+   tolerations ({{ include "taintkeeper.flagValue" $notReady }} s not-ready, {{ include "taintkeeper.flagValue" $unreachable }} s unreachable, unless its namespace asks for others):
+
+     kubectl get mutatingwebhookconfiguration taintkeeper -o jsonpath='{.webhooks[0].clientConfig.caBundle}' | wc -c
+     kubectl run taintkeeper-check --image=busybox --restart=Never --dry-run=server -o jsonpath='{.spec.tolerations}'
+
+   Without them, the apiserver cannot reach the webhook and admits pods anyway (failurePolicy Ignore);
+   the controller backfills them. docs/operating.md, "Troubleshooting".
+
+3. See what the controller sees: zones, tainted nodes, pending evictions and the leader
+   (`pip install .` in taintkeeper's repository puts the kubectl plugin on the PATH; the leader's last
+   monitor pass is read through the pod proxy, which needs pods/proxy in {{ $ns }}):
+
+     kubectl taintkeeper status
+     kubectl taintkeeper explain node NODE
+{{- if get $flags "replace-builtin-defaults" }}
+
+4. The webhook gives the built-in DefaultTolerationSeconds plugin's tolerations taintkeeper's seconds
+   (--replace-builtin-defaults), for clusters where the plugin cannot be switched off. There, run the
+   controller only as an observer (controller.flags.dry-run) or as the backfill alone
+   (controller.flags.controllers: toleration-backfill): docs/operating.md, "Managed clusters".
+{{- else }}
+
+4. Switch off what taintkeeper replaces, or both act: kube-apiserver's DefaultTolerationSeconds plugin and
+   kube-controller-manager's node lifecycle and taint eviction controllers (docs/operating.md, "Replacing
+   the built-ins"; on managed clusters, "Managed clusters").
+{{- end }}
+{{- if .Values.networkPolicy.enabled }}
+
+5. The NetworkPolicy lets only networkPolicy.apiserver (and Prometheus) reach the webhook: if it misses your
+   apiservers, pods are admitted without the defaults. Check that
+   taintkeeper_webhook_admission_reviews_total keeps rising.
+{{- end }}
+{{- end }}

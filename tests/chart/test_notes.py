@@ -1,0 +1,94 @@
+"""NOTES.txt, shown after `helm install` and `upgrade`, says what to do next for the values given.
+
+`helm template` leaves NOTES.txt out and `helm install --dry-run` needs a cluster, so the notes' text is a
+define (templates/_notes.tpl) that NOTES.txt includes: the test renders it from a copy of the chart with one
+more template, a ConfigMap holding that text.
+"""
+
+from __future__ import annotations
+
+import shutil
+from pathlib import Path
+from typing import NamedTuple
+
+import pytest
+
+from tests.chart.helm import CHART, render
+
+NOTES_TEMPLATE = """apiVersion: v1
+kind: ConfigMap
+metadata:
+  name: notes
+data:
+  notes: {{ include "taintkeeper.notes" . | toJson }}
+"""
+
+
+@pytest.fixture(scope="module")
+def chart_with_notes(tmp_path_factory: pytest.TempPathFactory) -> Path:
+    chart = tmp_path_factory.mktemp("chart") / "taintkeeper"
+    shutil.copytree(CHART, chart)
+    assert (chart / "templates" / "NOTES.txt").read_text().strip().endswith('{{ include "taintkeeper.notes" . }}')
+    (chart / "templates" / "zz-notes.yaml").write_text(NOTES_TEMPLATE)
+    return chart
+
+
+class Notes(NamedTuple):
+    name: str
+    sets: tuple[str, ...]
+    says: tuple[str, ...]
+    not_said: tuple[str, ...] = ()
+
+
+NOTES = [
+    Notes(
+        "by default: wait for the certificate Job, check the webhook, run status, switch off the built-ins",
+        (),
+        (
+            "rollout status deployment/taintkeeper-webhook deployment/taintkeeper-controller",
+            "kubectl -n taintkeeper-system logs job/taintkeeper-certs-sync",
+            "kubectl get mutatingwebhookconfiguration taintkeeper",
+            "(300 s not-ready, 300 s unreachable",
+            "kubectl taintkeeper status",
+            "kubectl taintkeeper explain node NODE",
+            "Switch off what taintkeeper replaces",
+        ),
+        ("cert-manager", "NetworkPolicy", "--replace-builtin-defaults"),
+    ),
+    Notes(
+        "with cert-manager: wait for the Certificate",
+        ("certificates.mode=certManager",),
+        ("kubectl -n taintkeeper-system get certificate taintkeeper-webhook-tls",),
+        ("certs-sync",),
+    ),
+    Notes(
+        "with other seconds: those, 0 included",
+        (
+            "webhook.flags.default-not-ready-toleration-seconds=0",
+            "controller.flags.default-not-ready-toleration-seconds=0",
+        ),
+        ("(0 s not-ready, 300 s unreachable",),
+    ),
+    Notes(
+        "replacing the built-in defaults: the managed-cluster advice",
+        ("webhook.flags.replace-builtin-defaults=true",),
+        ("(--replace-builtin-defaults)", '"Managed clusters"'),
+        ("Switch off what taintkeeper replaces",),
+    ),
+    Notes(
+        "with the NetworkPolicy: check that reviews keep coming",
+        ("networkPolicy.enabled=true", "networkPolicy.apiserver[0].ipBlock.cidr=10.0.0.0/24"),
+        ("taintkeeper_webhook_admission_reviews_total keeps rising",),
+    ),
+]
+
+
+@pytest.mark.parametrize("notes", NOTES, ids=[n.name for n in NOTES])
+def test_the_notes_say_what_to_do_next(helm: Path, chart_with_notes: Path, notes: Notes):
+    sets = [arg for value in notes.sets for arg in ("--set", value)]
+    (configmap,) = render(helm, "--show-only", "templates/zz-notes.yaml", *sets, chart=chart_with_notes)
+    text = configmap["data"]["notes"]
+    for expected in notes.says:
+        assert expected in text
+    for unexpected in notes.not_said:
+        assert unexpected not in text

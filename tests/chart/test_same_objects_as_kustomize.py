@@ -1,0 +1,133 @@
+"""One source of truth: the chart renders what manifests/ installs, object for object and field for field.
+
+With its default values the chart makes exactly `kubectl kustomize manifests/` (the self-managed
+certificates), and each optional piece it turns on makes exactly what its own manifests do. A difference is
+allowed only when DIFFERENCES lists it with why; a listed difference that no longer exists fails too, so the
+list stays true. It is empty: there is none. (What `helm install` adds in the cluster and `helm template`
+does not show, Helm's own ownership label and annotations on every object, is no difference of the chart's.)
+"""
+
+from __future__ import annotations
+
+from pathlib import Path
+from typing import Any, NamedTuple
+
+import pytest
+import yaml
+
+from tests.chart.helm import CHART, Identity, by_identity, render
+from tests.unit.manifests.test_manifests import kustomize
+
+MANIFESTS = CHART.parents[1] / "manifests"
+
+# (kind, namespace, name, dotted path) -> why the chart differs from manifests/ there.
+DIFFERENCES: dict[tuple[str, str | None, str, str], str] = {}
+
+
+def differences(expected: Any, got: Any, path: str = "") -> list[str]:
+    """Dotted paths where `got` is not `expected`: missing, extra or different."""
+    if isinstance(expected, dict) and isinstance(got, dict):
+        found: list[str] = []
+        for key in sorted(set(expected) | set(got)):
+            where = f"{path}.{key}" if path else key
+            if key not in got:
+                found.append(f"{where} (missing from the chart)")
+            elif key not in expected:
+                found.append(f"{where} (only in the chart)")
+            else:
+                found += differences(expected[key], got[key], where)
+        return found
+    if isinstance(expected, list) and isinstance(got, list) and len(expected) == len(got):
+        pairs = enumerate(zip(expected, got, strict=True))
+        return [d for i, (e, g) in pairs for d in differences(e, g, f"{path}[{i}]")]
+    return [] if expected == got else [f"{path}: manifests/ has {expected!r:.120}, the chart {got!r:.120}"]
+
+
+def unexplained(expected: dict[Identity, dict[str, Any]], got: dict[Identity, dict[str, Any]]) -> list[str]:
+    """Every difference between the two sets of objects that DIFFERENCES does not list."""
+    assert sorted(got) == sorted(expected), "the chart and manifests/ make different objects"
+    found = []
+    for identity, doc in expected.items():
+        for difference in differences(doc, got[identity]):
+            path = difference.split(" ")[0].rstrip(":")
+            if (*identity, path) not in DIFFERENCES:
+                found.append(f"{'/'.join(str(part) for part in identity)}: {difference}")
+    return found
+
+
+def listed_but_gone(expected: dict[Identity, dict[str, Any]], got: dict[Identity, dict[str, Any]]) -> list[str]:
+    """DIFFERENCES entries that no longer differ (or name no object)."""
+    stale = []
+    for kind, namespace, name, path in DIFFERENCES:
+        identity = (kind, namespace, name)
+        if identity in expected:
+            paths = [d.split(" ")[0].rstrip(":") for d in differences(expected[identity], got.get(identity, {}))]
+            if path not in paths:
+                stale.append(f"{kind}/{name} {path}")
+    return stale
+
+
+def test_default_values_render_the_main_kustomization(helm: Path):
+    expected = by_identity(kustomize(MANIFESTS))
+    got = by_identity(render(helm))
+    assert unexplained(expected, got) == []
+    assert listed_but_gone(expected, got) == []
+
+
+def documents(path: Path) -> list[dict[str, Any]]:
+    return [doc for doc in yaml.safe_load_all(path.read_text()) if doc]
+
+
+class Option(NamedTuple):
+    """Values that turn on a piece of the chart, and the manifests that install the same."""
+
+    name: str
+    sets: tuple[str, ...]
+    manifests: tuple[str, ...]  # kustomization directories or plain files under manifests/
+
+
+OPTIONS = [
+    Option(
+        "cert-manager certificates render manifests/cert-manager", ("certificates.mode=certManager",), ("cert-manager",)
+    ),
+    Option(
+        "the PrometheusRule renders manifests/monitoring/prometheusrule.yaml",
+        ("prometheusRule.enabled=true",),
+        (".", "monitoring/prometheusrule.yaml"),
+    ),
+    Option(
+        "the Grafana dashboard renders manifests/monitoring/grafana",
+        ("grafanaDashboard.enabled=true",),
+        (".", "monitoring/grafana"),
+    ),
+    # The manifest's apiserver address is a placeholder the chart makes the operator give.
+    Option(
+        "the NetworkPolicy renders manifests/network-policy",
+        ("networkPolicy.enabled=true", "networkPolicy.apiserver[0].ipBlock.cidr=192.0.2.0/24"),
+        (".", "network-policy"),
+    ),
+]
+
+
+@pytest.mark.parametrize("option", OPTIONS, ids=[o.name for o in OPTIONS])
+def test_each_option_renders_what_its_manifests_install(helm: Path, option: Option):
+    expected: list[dict[str, Any]] = []
+    for source in option.manifests:
+        path = MANIFESTS / source
+        expected += kustomize(path) if path.is_dir() else documents(path)
+    sets = [arg for value in option.sets for arg in ("--set", value)]
+    assert unexplained(by_identity(expected), by_identity(render(helm, *sets))) == []
+
+
+@pytest.mark.parametrize(
+    "copy, original",
+    [
+        ("files/taintkeeper.json", "monitoring/grafana/taintkeeper.json"),
+        ("files/taintkeeper-rules.yaml", "monitoring/prometheus/taintkeeper-rules.yaml"),
+    ],
+    ids=["the dashboard", "the alert rules"],
+)
+def test_the_chart_carries_exact_copies_of_the_monitoring_files(copy: str, original: str):
+    # Helm reads only files inside the chart, and kustomize only files inside its kustomization: each needs
+    # its own copy. Update the chart's with: cp manifests/<original> charts/taintkeeper/<copy>
+    assert (CHART / copy).read_bytes() == (MANIFESTS / original).read_bytes(), f"cp manifests/{original} {CHART / copy}"
