@@ -41,10 +41,12 @@ unit: setup
 realnodes: setup
 	$(PY) -m pytest tests/realnodes
 
-# ruff; shellcheck on hack/'s shell scripts (installed from Debian if missing); the import contracts
-# between the packages ([tool.importlinter] in pyproject.toml); mypy ([tool.mypy]).
+# ruff (the rules, and the one format: `ruff format .` fixes what --check finds); shellcheck on hack/'s
+# shell scripts (installed from Debian if missing); the import contracts between the packages
+# ([tool.importlinter] in pyproject.toml); mypy ([tool.mypy]).
 lint: setup
 	$(VENV)/bin/ruff check .
+	$(VENV)/bin/ruff format --check .
 	hack/shellcheck.sh
 	$(VENV)/bin/lint-imports
 	$(VENV)/bin/mypy

@@ -77,22 +77,37 @@ TIMEOUT = (5, 60)
 
 def pod_body(index: int) -> dict[str, Any]:
     """The same small pod for every configuration; no scheduler exists by its name, so it stays Pending."""
-    return {"apiVersion": "v1", "kind": "Pod", "metadata": {"name": f"create-{index}"},
-            "spec": {"schedulerName": "taintkeeper-bench-none", "automountServiceAccountToken": False,
-                     "containers": [{"name": "c", "image": "registry.k8s.io/pause:3.2"}]}}
+    return {
+        "apiVersion": "v1",
+        "kind": "Pod",
+        "metadata": {"name": f"create-{index}"},
+        "spec": {
+            "schedulerName": "taintkeeper-bench-none",
+            "automountServiceAccountToken": False,
+            "containers": [{"name": "c", "image": "registry.k8s.io/pause:3.2"}],
+        },
+    }
 
 
 def has_defaults(pod: dict[str, Any]) -> bool:
-    keys = {toleration.get("key") for toleration in (pod.get("spec") or {}).get("tolerations") or []
-            if toleration.get("effect") == "NoExecute" and toleration.get("tolerationSeconds") == 300}
+    keys = {
+        toleration.get("key")
+        for toleration in (pod.get("spec") or {}).get("tolerations") or []
+        if toleration.get("effect") == "NoExecute" and toleration.get("tolerationSeconds") == 300
+    }
     return all(key in keys for key in DEFAULT_KEYS)
 
 
 # --- the echo webhook, deployed like taintkeeper's -------------------------------------------------
 
 
-def echo_objects(webhook_deployment: dict[str, Any], webhook_service: dict[str, Any],
-                 webhook_configuration: dict[str, Any], ca_bundle: str, tls: dict[str, bytes]) -> list[dict[str, Any]]:
+def echo_objects(
+    webhook_deployment: dict[str, Any],
+    webhook_service: dict[str, Any],
+    webhook_configuration: dict[str, Any],
+    ca_bundle: str,
+    tls: dict[str, bytes],
+) -> list[dict[str, Any]]:
     """The echo webhook's Secret, ConfigMap, Deployment, Service and MutatingWebhookConfiguration, made
     from taintkeeper's own live objects so the two are served alike: only names, the app and the
     namespaces it selects differ."""
@@ -102,8 +117,11 @@ def echo_objects(webhook_deployment: dict[str, Any], webhook_service: dict[str, 
         made = copy.deepcopy(obj)
         made.pop("status", None)
         metadata = made["metadata"]
-        made["metadata"] = {"name": ECHO, "labels": labels,
-                            **({"namespace": metadata["namespace"]} if "namespace" in metadata else {})}
+        made["metadata"] = {
+            "name": ECHO,
+            "labels": labels,
+            **({"namespace": metadata["namespace"]} if "namespace" in metadata else {}),
+        }
         return made
 
     deployment = fresh(webhook_deployment)
@@ -113,20 +131,39 @@ def echo_objects(webhook_deployment: dict[str, Any], webhook_service: dict[str, 
     template["metadata"] = {"labels": labels}
     pod = template["spec"]
     pod["automountServiceAccountToken"] = False
-    for term in (pod.get("affinity") or {}).get("podAntiAffinity", {}).get(
-            "preferredDuringSchedulingIgnoredDuringExecution", []):
+    for term in (
+        (pod.get("affinity") or {})
+        .get("podAntiAffinity", {})
+        .get("preferredDuringSchedulingIgnoredDuringExecution", [])
+    ):
         term["podAffinityTerm"]["labelSelector"] = {"matchLabels": labels}
     container = pod["containers"][0]
-    container["command"] = ["python", "-m", "gunicorn", "-c", "python:webhook.gunicorn_conf",
-                            "echo_webhook:create_app()"]
+    container["command"] = [
+        "python",
+        "-m",
+        "gunicorn",
+        "-c",
+        "python:webhook.gunicorn_conf",
+        "echo_webhook:create_app()",
+    ]
     container["args"] = []
-    settings = {"TAINTKEEPER_BIND": "0.0.0.0:8443", "TAINTKEEPER_CERT_FILE": "/etc/taintkeeper/tls/tls.crt",
-                "TAINTKEEPER_KEY_FILE": "/etc/taintkeeper/tls/tls.key", "TAINTKEEPER_WORKERS": "2",
-                "TAINTKEEPER_NAMESPACE_CACHE": "false", "TAINTKEEPER_LOG_FORMAT": "json", "PYTHONPATH": "/echo"}
-    container["env"] = [*(item for item in container.get("env", []) if item["name"] not in settings),
-                        *({"name": name, "value": value} for name, value in settings.items())]
-    container["volumeMounts"] = [*container.get("volumeMounts", []),
-                                 {"name": "echo", "mountPath": "/echo", "readOnly": True}]
+    settings = {
+        "TAINTKEEPER_BIND": "0.0.0.0:8443",
+        "TAINTKEEPER_CERT_FILE": "/etc/taintkeeper/tls/tls.crt",
+        "TAINTKEEPER_KEY_FILE": "/etc/taintkeeper/tls/tls.key",
+        "TAINTKEEPER_WORKERS": "2",
+        "TAINTKEEPER_NAMESPACE_CACHE": "false",
+        "TAINTKEEPER_LOG_FORMAT": "json",
+        "PYTHONPATH": "/echo",
+    }
+    container["env"] = [
+        *(item for item in container.get("env", []) if item["name"] not in settings),
+        *({"name": name, "value": value} for name, value in settings.items()),
+    ]
+    container["volumeMounts"] = [
+        *container.get("volumeMounts", []),
+        {"name": "echo", "mountPath": "/echo", "readOnly": True},
+    ]
     for volume in pod["volumes"]:
         if "secret" in volume:
             volume["secret"]["secretName"] = ECHO
@@ -140,25 +177,41 @@ def echo_objects(webhook_deployment: dict[str, Any], webhook_service: dict[str, 
     configuration = fresh(webhook_configuration)
     (hook,) = configuration["webhooks"]
     hook["name"] = "echo.bench.taintkeeper.io"
-    hook["clientConfig"] = {**hook["clientConfig"], "caBundle": ca_bundle,
-                            "service": {**hook["clientConfig"]["service"], "name": ECHO}}
+    hook["clientConfig"] = {
+        **hook["clientConfig"],
+        "caBundle": ca_bundle,
+        "service": {**hook["clientConfig"]["service"], "name": ECHO},
+    }
     hook["namespaceSelector"] = {"matchLabels": {ECHO_LABEL: "true"}}
     hook.pop("objectSelector", None)
 
-    secret = {"apiVersion": "v1", "kind": "Secret", "type": "kubernetes.io/tls",
-              "metadata": {"name": ECHO, "namespace": SYSTEM, "labels": labels},
-              "data": {name: base64.b64encode(value).decode() for name, value in tls.items()}}
-    config_map = {"apiVersion": "v1", "kind": "ConfigMap", "metadata": {"name": ECHO, "namespace": SYSTEM,
-                                                                        "labels": labels},
-                  "data": {"echo_webhook.py": (ROOT / "bench" / "echo_webhook.py").read_text()}}
+    secret = {
+        "apiVersion": "v1",
+        "kind": "Secret",
+        "type": "kubernetes.io/tls",
+        "metadata": {"name": ECHO, "namespace": SYSTEM, "labels": labels},
+        "data": {name: base64.b64encode(value).decode() for name, value in tls.items()},
+    }
+    config_map = {
+        "apiVersion": "v1",
+        "kind": "ConfigMap",
+        "metadata": {"name": ECHO, "namespace": SYSTEM, "labels": labels},
+        "data": {"echo_webhook.py": (ROOT / "bench" / "echo_webhook.py").read_text()},
+    }
     return [secret, config_map, deployment, service, configuration]
 
 
 def _path(obj: dict[str, Any], name: str | None = None) -> str:
     group_version, kind = obj["apiVersion"], obj["kind"]
     base = f"/api/{group_version}" if "/" not in group_version else f"/apis/{group_version}"
-    plural = {"Secret": "secrets", "ConfigMap": "configmaps", "Deployment": "deployments", "Service": "services",
-              "MutatingWebhookConfiguration": "mutatingwebhookconfigurations", "Namespace": "namespaces"}[kind]
+    plural = {
+        "Secret": "secrets",
+        "ConfigMap": "configmaps",
+        "Deployment": "deployments",
+        "Service": "services",
+        "MutatingWebhookConfiguration": "mutatingwebhookconfigurations",
+        "Namespace": "namespaces",
+    }[kind]
     namespace = obj["metadata"].get("namespace")
     collection = f"{base}/namespaces/{namespace}/{plural}" if namespace else f"{base}/{plural}"
     return f"{collection}/{name}" if name else collection
@@ -181,8 +234,13 @@ def apply(api: ApiClient, obj: dict[str, Any]) -> None:
 def echo_tls(directory: Path) -> tuple[str, dict[str, bytes]]:
     """A CA and a serving certificate for the echo Service (the project's `python -m certs`)."""
     out = directory / "echo-certs"
-    bundle = subprocess.run([sys.executable, "-m", "certs", "--service", ECHO, "--namespace", SYSTEM,
-                             "--out-dir", str(out)], capture_output=True, text=True, check=True, cwd=ROOT).stdout
+    bundle = subprocess.run(
+        [sys.executable, "-m", "certs", "--service", ECHO, "--namespace", SYSTEM, "--out-dir", str(out)],
+        capture_output=True,
+        text=True,
+        check=True,
+        cwd=ROOT,
+    ).stdout
     return bundle.strip(), {"tls.crt": (out / "tls.crt").read_bytes(), "tls.key": (out / "tls.key").read_bytes()}
 
 
@@ -190,36 +248,53 @@ def available(api: ApiClient, name: str) -> bool:
     deployment = request_json(api, "GET", f"/apis/apps/v1/namespaces/{SYSTEM}/deployments/{name}", timeout=TIMEOUT)
     wanted = deployment["spec"]["replicas"]
     status = deployment.get("status") or {}
-    return (status.get("observedGeneration", 0) >= deployment["metadata"]["generation"]
-            and status.get("updatedReplicas") == wanted and status.get("availableReplicas") == wanted
-            and status.get("replicas") == wanted)
+    return (
+        status.get("observedGeneration", 0) >= deployment["metadata"]["generation"]
+        and status.get("updatedReplicas") == wanted
+        and status.get("availableReplicas") == wanted
+        and status.get("replicas") == wanted
+    )
 
 
 def install(api: ApiClient, directory: Path) -> None:
     for namespace, labels in {name: labels for name, labels in NAMESPACES.values()}.items():
         apply(api, {"apiVersion": "v1", "kind": "Namespace", "metadata": {"name": namespace, "labels": labels}})
         # ServiceAccount admission refuses pods until the namespace's default ServiceAccount exists.
-        wait_for(functools.partial(request_json, api, "GET", f"/api/v1/namespaces/{namespace}/serviceaccounts/default",
-                                   timeout=TIMEOUT), 60, f"the default ServiceAccount of {namespace}",
-                 ignore=ApiException)
-    live = {kind: request_json(api, "GET", path, timeout=TIMEOUT) for kind, path in (
-        ("deployment", f"/apis/apps/v1/namespaces/{SYSTEM}/deployments/{WEBHOOK}"),
-        ("service", f"/api/v1/namespaces/{SYSTEM}/services/{WEBHOOK}"),
-        ("configuration", "/apis/admissionregistration.k8s.io/v1/mutatingwebhookconfigurations/taintkeeper"))}
+        wait_for(
+            functools.partial(
+                request_json, api, "GET", f"/api/v1/namespaces/{namespace}/serviceaccounts/default", timeout=TIMEOUT
+            ),
+            60,
+            f"the default ServiceAccount of {namespace}",
+            ignore=ApiException,
+        )
+    live = {
+        kind: request_json(api, "GET", path, timeout=TIMEOUT)
+        for kind, path in (
+            ("deployment", f"/apis/apps/v1/namespaces/{SYSTEM}/deployments/{WEBHOOK}"),
+            ("service", f"/api/v1/namespaces/{SYSTEM}/services/{WEBHOOK}"),
+            ("configuration", "/apis/admissionregistration.k8s.io/v1/mutatingwebhookconfigurations/taintkeeper"),
+        )
+    }
     ca_bundle, tls = echo_tls(directory)
     for obj in echo_objects(live["deployment"], live["service"], live["configuration"], ca_bundle, tls):
         apply(api, obj)
     for name in (WEBHOOK, ECHO):
-        wait_for(functools.partial(available, api, name), 300, f"deployment {SYSTEM}/{name} Available",
-                 ignore=ApiException)
+        wait_for(
+            functools.partial(available, api, name), 300, f"deployment {SYSTEM}/{name} Available", ignore=ApiException
+        )
 
 
 def uninstall(api: ApiClient) -> None:
     """Remove the echo webhook and the benchmark's namespaces (taintkeeper's own objects stay)."""
-    paths = [f"/apis/admissionregistration.k8s.io/v1/mutatingwebhookconfigurations/{ECHO}",
-             f"/apis/apps/v1/namespaces/{SYSTEM}/deployments/{ECHO}", f"/api/v1/namespaces/{SYSTEM}/services/{ECHO}",
-             f"/api/v1/namespaces/{SYSTEM}/secrets/{ECHO}", f"/api/v1/namespaces/{SYSTEM}/configmaps/{ECHO}",
-             *(f"/api/v1/namespaces/{namespace}" for namespace in sorted({name for name, _ in NAMESPACES.values()}))]
+    paths = [
+        f"/apis/admissionregistration.k8s.io/v1/mutatingwebhookconfigurations/{ECHO}",
+        f"/apis/apps/v1/namespaces/{SYSTEM}/deployments/{ECHO}",
+        f"/api/v1/namespaces/{SYSTEM}/services/{ECHO}",
+        f"/api/v1/namespaces/{SYSTEM}/secrets/{ECHO}",
+        f"/api/v1/namespaces/{SYSTEM}/configmaps/{ECHO}",
+        *(f"/api/v1/namespaces/{namespace}" for namespace in sorted({name for name, _ in NAMESPACES.values()})),
+    ]
     for path in paths:
         try:
             request_json(api, "DELETE", path, timeout=TIMEOUT)
@@ -231,17 +306,28 @@ def uninstall(api: ApiClient) -> None:
 def delete_pods(api: ApiClient, namespace: str) -> None:
     """Remove the created pods (never scheduled, so they go at once) and wait until none is left."""
     request_json(api, "DELETE", f"/api/v1/namespaces/{namespace}/pods", timeout=(5, 300))
-    wait_for(lambda: not request_json(api, "GET", f"/api/v1/namespaces/{namespace}/pods",
-                                      query=[("limit", "1")], timeout=TIMEOUT)["items"], 120,
-             f"the pods of {namespace} deleted", interval=0.5)
+    wait_for(
+        lambda: (
+            not request_json(
+                api, "GET", f"/api/v1/namespaces/{namespace}/pods", query=[("limit", "1")], timeout=TIMEOUT
+            )["items"]
+        ),
+        120,
+        f"the pods of {namespace} deleted",
+        interval=0.5,
+    )
 
 
 def webhook_pods(api: ApiClient, name: str) -> list[str]:
     """The uids of a webhook Deployment's running pods."""
-    selector = "app.kubernetes.io/component=webhook,app.kubernetes.io/name=taintkeeper" if name == WEBHOOK else \
-        f"app.kubernetes.io/name={ECHO}"
-    pods = request_json(api, "GET", f"/api/v1/namespaces/{SYSTEM}/pods", query=[("labelSelector", selector)],
-                        timeout=TIMEOUT)["items"]
+    selector = (
+        "app.kubernetes.io/component=webhook,app.kubernetes.io/name=taintkeeper"
+        if name == WEBHOOK
+        else f"app.kubernetes.io/name={ECHO}"
+    )
+    pods = request_json(
+        api, "GET", f"/api/v1/namespaces/{SYSTEM}/pods", query=[("labelSelector", selector)], timeout=TIMEOUT
+    )["items"]
     return [pod["metadata"]["uid"] for pod in pods if (pod.get("status") or {}).get("phase") == "Running"]
 
 
@@ -257,12 +343,14 @@ class Measured:
     memory: dict[str, list[float]] = field(default_factory=dict)  # webhook -> working set MiB of each pod
 
 
-def run_one(api: ApiClient, endpoint: Endpoint, measured: Measured, rate: float, name: str, seconds: float,
-            webhook: str | None) -> None:
+def run_one(
+    api: ApiClient, endpoint: Endpoint, measured: Measured, rate: float, name: str, seconds: float, webhook: str | None
+) -> None:
     namespace = NAMESPACES[name][0]
     cgroups = [pod_cgroup(uid) for uid in webhook_pods(api, webhook)] if webhook else []
-    create_at_rate(endpoint, namespace, lambda index: pod_body(1_000_000 + index), rate=rate, seconds=1.0,
-                   mutated=has_defaults)  # warm-up, unmeasured
+    create_at_rate(
+        endpoint, namespace, lambda index: pod_body(1_000_000 + index), rate=rate, seconds=1.0, mutated=has_defaults
+    )  # warm-up, unmeasured
     before = sum(cgroup.cpu_seconds() for cgroup in cgroups)
     outcome = create_at_rate(endpoint, namespace, pod_body, rate=rate, seconds=seconds, mutated=has_defaults)
     if webhook:
@@ -272,9 +360,11 @@ def run_one(api: ApiClient, endpoint: Endpoint, measured: Measured, rate: float,
     measured.outcomes.setdefault((rate, name), Outcome()).merge(outcome)
     measured.round_p50.setdefault((rate, name), []).append(outcome.p50)
     delete_pods(api, namespace)
-    print(f"admission_latency: {rate:g}/s {name}: {len(outcome.latencies)} created, p50 {outcome.p50 * 1e3:.2f} ms, "
-          f"p99 {outcome.p99 * 1e3:.2f} ms, mutated {outcome.mutated}, failures {sum(outcome.failures.values())}",
-          flush=True)
+    print(
+        f"admission_latency: {rate:g}/s {name}: {len(outcome.latencies)} created, p50 {outcome.p50 * 1e3:.2f} ms, "
+        f"p99 {outcome.p99 * 1e3:.2f} ms, mutated {outcome.mutated}, failures {sum(outcome.failures.values())}",
+        flush=True,
+    )
 
 
 def measure(cluster: LocalCluster, rates: Sequence[float], seconds: float, rounds: int) -> Measured:
@@ -288,7 +378,7 @@ def measure(cluster: LocalCluster, rates: Sequence[float], seconds: float, round
     share = seconds / rounds
     for rate in rates:
         for index in range(rounds):
-            order = ["a", "c", "d"][index % 3:] + ["a", "c", "d"][:index % 3]
+            order = ["a", "c", "d"][index % 3 :] + ["a", "c", "d"][: index % 3]
             api = api_factory()
             try:
                 for name in order:
@@ -313,35 +403,48 @@ def measure(cluster: LocalCluster, rates: Sequence[float], seconds: float, round
 def render(measured: Measured, rates: Sequence[float], seconds: float, rounds: int, kubernetes: str = "") -> str:
     ms = 1e3
     version = f" {kubernetes}" if kubernetes else ""
-    lines = [f"Pod creations through kube-apiserver{version}, {seconds:g} s per configuration and rate in {rounds} "
-             "alternated rounds (`.venv/bin/python bench/admission_latency.py`):", "",
-             "| rate | configuration | created | p50 ms | p99 ms | max ms | mutated | failures |",
-             "|---:|---|---:|---:|---:|---:|---:|---:|"]
+    lines = [
+        f"Pod creations through kube-apiserver{version}, {seconds:g} s per configuration and rate in {rounds} "
+        "alternated rounds (`.venv/bin/python bench/admission_latency.py`):",
+        "",
+        "| rate | configuration | created | p50 ms | p99 ms | max ms | mutated | failures |",
+        "|---:|---|---:|---:|---:|---:|---:|---:|",
+    ]
     for rate in rates:
         for name in "abcd":
             outcome = measured.outcomes[(rate, name)]
-            lines.append(f"| {rate:g}/s | {name}. {CONFIGURATIONS[name]} | {len(outcome.latencies)} | "
-                         f"{outcome.p50 * ms:.2f} | {outcome.p99 * ms:.2f} | {outcome.max * ms:.2f} | "
-                         f"{outcome.mutated} | {sum(outcome.failures.values())} |")
-    lines += ["", "| rate | plugin over floor (b - a) p50 / p99 | calling a webhook (d - a) p50 / p99 | "
-              "taintkeeper's share (c - d) p50 / p99 | goal | median of the rounds' c - d p50 |",
-              "|---:|---|---|---|---|---:|"]
+            lines.append(
+                f"| {rate:g}/s | {name}. {CONFIGURATIONS[name]} | {len(outcome.latencies)} | "
+                f"{outcome.p50 * ms:.2f} | {outcome.p99 * ms:.2f} | {outcome.max * ms:.2f} | "
+                f"{outcome.mutated} | {sum(outcome.failures.values())} |"
+            )
+    lines += [
+        "",
+        "| rate | plugin over floor (b - a) p50 / p99 | calling a webhook (d - a) p50 / p99 | "
+        "taintkeeper's share (c - d) p50 / p99 | goal | median of the rounds' c - d p50 |",
+        "|---:|---|---|---|---|---:|",
+    ]
     for rate in rates:
         a, b, c, d = (measured.outcomes[(rate, name)] for name in "abcd")
         pairs = zip(measured.round_p50[(rate, "c")], measured.round_p50[(rate, "d")], strict=True)
         rounds_share = statistics.median(taintkeeper - echo for taintkeeper, echo in pairs)
         met = (c.p50 - d.p50) * ms <= 0.3 and (c.p99 - d.p99) * ms <= 0.3
-        lines.append(f"| {rate:g}/s | {(b.p50 - a.p50) * ms:+.2f} / {(b.p99 - a.p99) * ms:+.2f} ms | "
-                     f"{(d.p50 - a.p50) * ms:+.2f} / {(d.p99 - a.p99) * ms:+.2f} ms | "
-                     f"{(c.p50 - d.p50) * ms:+.2f} / {(c.p99 - d.p99) * ms:+.2f} ms | <= 0.3 ms: "
-                     f"{'met' if met else 'not met'} | {rounds_share * ms:+.2f} ms |")
+        lines.append(
+            f"| {rate:g}/s | {(b.p50 - a.p50) * ms:+.2f} / {(b.p99 - a.p99) * ms:+.2f} ms | "
+            f"{(d.p50 - a.p50) * ms:+.2f} / {(d.p99 - a.p99) * ms:+.2f} ms | "
+            f"{(c.p50 - d.p50) * ms:+.2f} / {(c.p99 - d.p99) * ms:+.2f} ms | <= 0.3 ms: "
+            f"{'met' if met else 'not met'} | {rounds_share * ms:+.2f} ms |"
+        )
     lines += ["", "| webhook pods | CPU per admitted pod | working set per pod |", "|---|---:|---:|"]
     for webhook in (WEBHOOK, ECHO):
         per_pod = measured.cpu.get(webhook, 0.0) / max(measured.admitted.get(webhook, 0), 1)
         memory = " / ".join(f"{mib:.0f}" for mib in measured.memory.get(webhook, []))
         lines.append(f"| {webhook} | {per_pod * 1e3:.2f} ms | {memory} MiB |")
-    failures = {f"{rate:g}/s {name}: {key}": count for (rate, name), outcome in measured.outcomes.items()
-                for key, count in outcome.failures.items()}
+    failures = {
+        f"{rate:g}/s {name}: {key}": count
+        for (rate, name), outcome in measured.outcomes.items()
+        for key, count in outcome.failures.items()
+    }
     if failures:
         lines += ["", "Failures:", *(f"- {key} ({count})" for key, count in sorted(failures.items()))]
     return "\n".join(lines)
@@ -353,8 +456,10 @@ def check_mutations(measured: Measured) -> list[str]:
     for (rate, name), outcome in sorted(measured.outcomes.items()):
         expected = 0 if name == "a" else len(outcome.latencies)
         if outcome.mutated != expected:
-            problems.append(f"{rate:g}/s {name}: {outcome.mutated} of {len(outcome.latencies)} pods carried the "
-                            f"default tolerations, expected {expected}")
+            problems.append(
+                f"{rate:g}/s {name}: {outcome.mutated} of {len(outcome.latencies)} pods carried the "
+                f"default tolerations, expected {expected}"
+            )
     return problems
 
 
@@ -380,10 +485,17 @@ def parse_args(argv: Sequence[str] | None) -> argparse.Namespace:
         return parsed
 
     parser.add_argument("--rates", type=rates, default=[20.0, 100.0], help="creates per second (20,100)")
-    parser.add_argument("--seconds", type=positive, default=60.0,
-                        help="measured seconds per configuration and rate (60)")
-    parser.add_argument("--rounds", type=int, default=3, choices=range(1, 31), metavar="N",
-                        help="alternated rounds the seconds are split over (3)")
+    parser.add_argument(
+        "--seconds", type=positive, default=60.0, help="measured seconds per configuration and rate (60)"
+    )
+    parser.add_argument(
+        "--rounds",
+        type=int,
+        default=3,
+        choices=range(1, 31),
+        metavar="N",
+        help="alternated rounds the seconds are split over (3)",
+    )
     parser.add_argument("--dir", type=Path, default=DEFAULT_DIR, help="the cluster's directory")
     parser.add_argument("--keep", action="store_true", help="leave the cluster up at the end")
     return parser.parse_args(argv)

@@ -93,19 +93,37 @@ def parse_args(argv: list[str] | None) -> argparse.Namespace:
     parser = argparse.ArgumentParser(prog="chaos", description=__doc__.split("\n\n")[0] if __doc__ else None)
     parser.add_argument("--duration", type=duration, default=duration("60m"), help="how long faults are injected")
     parser.add_argument("--seed", type=int, default=None, help="replay a run's draws (default: a new seed, printed)")
-    parser.add_argument("--faults-per-minute", type=positive, default=6.0,
-                        help="the mean rate of fault draws (one that conflicts with a running fault is skipped)")
+    parser.add_argument(
+        "--faults-per-minute",
+        type=positive,
+        default=6.0,
+        help="the mean rate of fault draws (one that conflicts with a running fault is skipped)",
+    )
     parser.add_argument("--controller", choices=("taintkeeper", "builtin"), default="taintkeeper")
     parser.add_argument("--dir", type=Path, default=DEFAULT_DIR, help="the cluster's directory")
     parser.add_argument("--population", type=int, default=48, help="bare pods kept alive by the workload")
-    parser.add_argument("--settle", type=duration, default=duration("90s"),
-                        help="after the faults end, how long the workload and the controller go on before the check")
-    parser.add_argument("--without", action="append", default=[], metavar="KIND", type=fault_kind,
-                        help="leave a fault kind out of the draw (repeatable); a seed drawn before a kind was "
-                             "added replays with --without KIND")
+    parser.add_argument(
+        "--settle",
+        type=duration,
+        default=duration("90s"),
+        help="after the faults end, how long the workload and the controller go on before the check",
+    )
+    parser.add_argument(
+        "--without",
+        action="append",
+        default=[],
+        metavar="KIND",
+        type=fault_kind,
+        help="leave a fault kind out of the draw (repeatable); a seed drawn before a kind was "
+        "added replays with --without KIND",
+    )
     parser.add_argument("--keep", action="store_true", help="leave the cluster up at the end")
-    parser.add_argument("--timeline", type=svg_path, metavar="FILE.svg",
-                        help="also draw the run: nodes, taints, each judged eviction, the faults (installs matplotlib)")
+    parser.add_argument(
+        "--timeline",
+        type=svg_path,
+        metavar="FILE.svg",
+        help="also draw the run: nodes, taints, each judged eviction, the faults (installs matplotlib)",
+    )
     return parser.parse_args(argv)
 
 
@@ -119,8 +137,11 @@ def run(args: argparse.Namespace) -> RunResult:
     seed = args.seed if args.seed is not None else random.SystemRandom().randrange(1 << 31)
     builtin = args.controller == "builtin"
     cluster = LocalCluster(args.dir.resolve())
-    print(f"chaos: seed {seed}, {args.duration:g}s of faults at {args.faults_per_minute:g}/min against "
-          f"{'the built-in controllers' if builtin else 'taintkeeper'}; cluster in {cluster.directory}", flush=True)
+    print(
+        f"chaos: seed {seed}, {args.duration:g}s of faults at {args.faults_per_minute:g}/min against "
+        f"{'the built-in controllers' if builtin else 'taintkeeper'}; cluster in {cluster.directory}",
+        flush=True,
+    )
     try:
         table, passed = _soak(args, cluster, seed, builtin)
     finally:  # also on an error or Ctrl-C: one cluster with nodes per host, so never leave it behind
@@ -134,8 +155,10 @@ def _soak(args: argparse.Namespace, cluster: LocalCluster, seed: int, builtin: b
     api_client = config.new_client_from_config(config_file=str(cluster.kubeconfig))
     try:
         if builtin and _namespace_exists(api_client, SYSTEM_NAMESPACE):
-            raise ClusterError(f"{cluster.directory} has taintkeeper deployed ({SYSTEM_NAMESPACE}): it would act "
-                               "beside the built-in controllers; use another --dir for --controller builtin")
+            raise ClusterError(
+                f"{cluster.directory} has taintkeeper deployed ({SYSTEM_NAMESPACE}): it would act "
+                "beside the built-in controllers; use another --dir for --controller builtin"
+            )
         if not builtin:
             cluster.deploy()
         runs = cluster.directory / "chaos"
@@ -144,18 +167,28 @@ def _soak(args: argparse.Namespace, cluster: LocalCluster, seed: int, builtin: b
         fault_log.unlink(missing_ok=True)
         rng = random.Random(seed)
         workload = Workload(api_client, random.Random(rng.random()), population=args.population)
-        injector = Injector(cluster, api_client, fault_log, random.Random(rng.random()), builtin=builtin,
-                            without=frozenset(args.without))
+        injector = Injector(
+            cluster,
+            api_client,
+            fault_log,
+            random.Random(rng.random()),
+            builtin=builtin,
+            without=frozenset(args.without),
+        )
         workload.install()
         started = time.time()
         stop_workload, stop_faults = threading.Event(), threading.Event()
         workload_thread = threading.Thread(target=workload.run, args=(stop_workload,), name="workload", daemon=True)
-        faults_thread = threading.Thread(target=injector.run, args=(stop_faults, args.faults_per_minute),
-                                         name="faults", daemon=True)
+        faults_thread = threading.Thread(
+            target=injector.run, args=(stop_faults, args.faults_per_minute), name="faults", daemon=True
+        )
         # taintkeeper's pods' logs, copied as they grow: the kubelet deletes them with their pods
-        logs_thread = threading.Thread(target=keep_pod_logs, args=(cluster.directory / "nodes", SYSTEM_NAMESPACE,
-                                                                  runs / "pod-logs", stop_workload),
-                                       name="pod-logs", daemon=True)
+        logs_thread = threading.Thread(
+            target=keep_pod_logs,
+            args=(cluster.directory / "nodes", SYSTEM_NAMESPACE, runs / "pod-logs", stop_workload),
+            name="pod-logs",
+            daemon=True,
+        )
         workload_thread.start()
         faults_thread.start()
         logs_thread.start()
@@ -165,8 +198,11 @@ def _soak(args: argparse.Namespace, cluster: LocalCluster, seed: int, builtin: b
             stop_faults.set()
             faults_thread.join()
             injector.sweep()
-        print(f"chaos: {injector.injected} faults injected ({injector.not_started} could not start); "
-              f"settling {args.settle:g}s", flush=True)
+        print(
+            f"chaos: {injector.injected} faults injected ({injector.not_started} could not start); "
+            f"settling {args.settle:g}s",
+            flush=True,
+        )
         try:
             time.sleep(args.settle)
         finally:
@@ -175,8 +211,9 @@ def _soak(args: argparse.Namespace, cluster: LocalCluster, seed: int, builtin: b
             logs_thread.join(timeout=30)
     finally:
         api_client.close()
-    judged = _judge_when_every_deadline_passed(cluster.directory / "logs" / "audit.log", fault_log,
-                                               soak_config(builtin=builtin, since=started))
+    judged = _judge_when_every_deadline_passed(
+        cluster.directory / "logs" / "audit.log", fault_log, soak_config(builtin=builtin, since=started)
+    )
     report = judged.report
     table = report.render()
     print(table, flush=True)

@@ -83,8 +83,16 @@ class Outcome:
         self.late_sends += other.late_sends
 
 
-def create_at_rate(endpoint: Endpoint, namespace: str, body: Callable[[int], dict[str, Any]], *, rate: float,
-                   seconds: float, senders: int = 8, mutated: Callable[[dict[str, Any]], bool]) -> Outcome:
+def create_at_rate(
+    endpoint: Endpoint,
+    namespace: str,
+    body: Callable[[int], dict[str, Any]],
+    *,
+    rate: float,
+    seconds: float,
+    senders: int = 8,
+    mutated: Callable[[dict[str, Any]], bool],
+) -> Outcome:
     """POST `rate` pods a second to `namespace` for `seconds`: pod i is `body(i)`, sent at start + i/rate."""
     slots: queue.Queue[tuple[int, float] | None] = queue.Queue()
     outcome = Outcome()

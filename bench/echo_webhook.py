@@ -19,16 +19,32 @@ from flask import Flask, Response, request
 
 from webhook.flaskapp import WebhookFlask
 
-PATCH = base64.b64encode(json.dumps([{"op": "add", "path": "/spec/tolerations", "value": [
-    {"key": key, "operator": "Exists", "effect": "NoExecute", "tolerationSeconds": 300}
-    for key in ("node.kubernetes.io/not-ready", "node.kubernetes.io/unreachable")]}]).encode()).decode()
+PATCH = base64.b64encode(
+    json.dumps(
+        [
+            {
+                "op": "add",
+                "path": "/spec/tolerations",
+                "value": [
+                    {"key": key, "operator": "Exists", "effect": "NoExecute", "tolerationSeconds": 300}
+                    for key in ("node.kubernetes.io/not-ready", "node.kubernetes.io/unreachable")
+                ],
+            }
+        ]
+    ).encode()
+).decode()
 
 
 def echo(body: bytes) -> bytes:
     """The AdmissionReview answering `body`: its uid, allowed, the constant patch."""
     uid = json.loads(body)["request"]["uid"]
-    return json.dumps({"apiVersion": "admission.k8s.io/v1", "kind": "AdmissionReview", "response": {
-        "uid": uid, "allowed": True, "patchType": "JSONPatch", "patch": PATCH}}).encode()
+    return json.dumps(
+        {
+            "apiVersion": "admission.k8s.io/v1",
+            "kind": "AdmissionReview",
+            "response": {"uid": uid, "allowed": True, "patchType": "JSONPatch", "patch": PATCH},
+        }
+    ).encode()
 
 
 def create_app() -> Flask:

@@ -83,6 +83,7 @@ SIMULATOR_LIST_WAIT = 600.0
 
 # ----------------------------------------------------------------------------------- the controllers
 
+
 def controller_manager_binary() -> Path:
     """kube-controller-manager of the Kubernetes version the local cluster runs (built and cached if
     missing): the last path `hack/local-cluster.sh build-node` prints."""
@@ -90,10 +91,14 @@ def controller_manager_binary() -> Path:
     return Path(printed.split()[-1])
 
 
-def controller_command(name: str, kubeconfig: Path, monitor_period: str, grace_period: str,
-                       kcm: Path | None = None, kcm_minor: int = 0) -> list[str]:
-    common = [f"--node-monitor-period={monitor_period}", f"--node-monitor-grace-period={grace_period}",
-              "--leader-elect=false"]
+def controller_command(
+    name: str, kubeconfig: Path, monitor_period: str, grace_period: str, kcm: Path | None = None, kcm_minor: int = 0
+) -> list[str]:
+    common = [
+        f"--node-monitor-period={monitor_period}",
+        f"--node-monitor-grace-period={grace_period}",
+        "--leader-elect=false",
+    ]
     if is_taintkeeper(name):
         return [sys.executable, "-m", "controller", "--kubeconfig", str(kubeconfig), "--port=0", *common]
     assert kcm is not None
@@ -101,8 +106,15 @@ def controller_command(name: str, kubeconfig: Path, monitor_period: str, grace_p
         replaced = ["--controllers=node-lifecycle-controller,taint-eviction-controller"]
     else:  # and 1.20 serves plain HTTP unless --port=0
         replaced = ["--controllers=nodelifecycle", "--port=0"]
-    return [str(kcm), "--kubeconfig", str(kubeconfig), *replaced, "--secure-port=0",
-            "--use-service-account-credentials=false", *common]
+    return [
+        str(kcm),
+        "--kubeconfig",
+        str(kubeconfig),
+        *replaced,
+        "--secure-port=0",
+        "--use-service-account-credentials=false",
+        *common,
+    ]
 
 
 # The steady profile is recorded in the steady window's length just before it, and ends this long
@@ -113,9 +125,23 @@ STEADY_PROFILE_MARGIN = 5.0
 
 def record_steady_profile(pid: int, seconds: float, output: Path) -> subprocess.Popen[bytes]:
     """py-spy over `seconds` of the process's steady state, without pausing it (--nonblocking)."""
-    return subprocess.Popen([str(PY_SPY), "record", "--pid", str(pid), "--duration", str(int(seconds)),
-                             "--nonblocking", "--format", "raw", "--output", str(output)],
-                            stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL)
+    return subprocess.Popen(
+        [
+            str(PY_SPY),
+            "record",
+            "--pid",
+            str(pid),
+            "--duration",
+            str(int(seconds)),
+            "--nonblocking",
+            "--format",
+            "raw",
+            "--output",
+            str(output),
+        ],
+        stdout=subprocess.DEVNULL,
+        stderr=subprocess.DEVNULL,
+    )
 
 
 def is_taintkeeper(name: str) -> bool:
@@ -132,8 +158,9 @@ def checkout(name: str, scratch: Path) -> Path:
     if not tree.exists():
         # A worktree whose directory went with an earlier cluster is still registered: forget it first.
         subprocess.run(["git", "-C", str(ROOT), "worktree", "prune"], check=True, capture_output=True)
-        result = subprocess.run(["git", "-C", str(ROOT), "worktree", "add", "--detach", str(tree), revision],
-                                capture_output=True, text=True)
+        result = subprocess.run(
+            ["git", "-C", str(ROOT), "worktree", "add", "--detach", str(tree), revision], capture_output=True, text=True
+        )
         if result.returncode != 0:
             raise RuntimeError(f"cannot check out {revision} for {name}: {result.stderr.strip()}")
     return tree
@@ -156,8 +183,7 @@ class Process:
     def __init__(self, args: list[str], log_path: Path, cwd: Path) -> None:
         self.log_path = log_path
         with log_path.open("wb") as out:
-            self.popen = subprocess.Popen(args, cwd=cwd, stdout=out, stderr=subprocess.STDOUT,
-                                          start_new_session=True)
+            self.popen = subprocess.Popen(args, cwd=cwd, stdout=out, stderr=subprocess.STDOUT, start_new_session=True)
         self.started = time.monotonic()
 
     def cpu_seconds(self) -> float:
@@ -185,6 +211,7 @@ class Process:
 
 # ----------------------------------------------------------------------------------- what the API shows
 
+
 @dataclass(frozen=True)
 class NodeSeen:
     name: str
@@ -200,8 +227,12 @@ class NodeSeen:
 def node_seen(node: dict[str, Any]) -> NodeSeen:
     metadata, spec, status = node["metadata"], node.get("spec") or {}, node.get("status") or {}
     ready = next((c.get("status") for c in status.get("conditions") or () if c.get("type") == "Ready"), None)
-    return NodeSeen(name=metadata["name"], zone=(metadata.get("labels") or {}).get("topology.kubernetes.io/zone", ""),
-                    taints=frozenset((t["key"], t["effect"]) for t in spec.get("taints") or ()), ready=ready)
+    return NodeSeen(
+        name=metadata["name"],
+        zone=(metadata.get("labels") or {}).get("topology.kubernetes.io/zone", ""),
+        taints=frozenset((t["key"], t["effect"]) for t in spec.get("taints") or ()),
+        ready=ready,
+    )
 
 
 @dataclass(frozen=True)
@@ -218,8 +249,12 @@ class PodSeen:
 
 def pod_seen(pod: dict[str, Any]) -> PodSeen:
     metadata = pod["metadata"]
-    return PodSeen(metadata.get("namespace", ""), metadata["name"], (pod.get("spec") or {}).get("nodeName", ""),
-                   bool(metadata.get("deletionTimestamp")))
+    return PodSeen(
+        metadata.get("namespace", ""),
+        metadata["name"],
+        (pod.get("spec") or {}).get("nodeName", ""),
+        bool(metadata.get("deletionTimestamp")),
+    )
 
 
 class Observer:
@@ -268,9 +303,15 @@ class PodDeletions:
     def __init__(self, core: client.CoreV1Api, nodes: Sequence[str]) -> None:
         self.deleting: dict[str, float] = {}
         self._lock = threading.Lock()
-        self.informers = [Informer(f"bench-pods-{node}", functools.partial(
-            core.list_pod_for_all_namespaces, field_selector=f"spec.nodeName={node}"), pod_seen, self._on_pod)
-            for node in nodes]
+        self.informers = [
+            Informer(
+                f"bench-pods-{node}",
+                functools.partial(core.list_pod_for_all_namespaces, field_selector=f"spec.nodeName={node}"),
+                pod_seen,
+                self._on_pod,
+            )
+            for node in nodes
+        ]
         for informer in self.informers:
             informer.start()
         for informer in self.informers:
@@ -292,6 +333,7 @@ class PodDeletions:
 
 # ----------------------------------------------------------------------------------- the cluster
 
+
 class Cluster:
     def __init__(self, directory: Path, pods_per_node: int, toleration_seconds: int, workers: int) -> None:
         self.directory = directory
@@ -299,9 +341,10 @@ class Cluster:
         # What DefaultTolerationSeconds (or taintkeeper's webhook) gives a pod, with a shorter time
         # so that evictions come within the run; set explicitly, so taintkeeper's backfill has
         # nothing to add and both controllers evict at the same moment.
-        self.tolerations = [{"key": key, "operator": "Exists", "effect": "NoExecute",
-                             "tolerationSeconds": toleration_seconds}
-                            for key in ("node.kubernetes.io/not-ready", "node.kubernetes.io/unreachable")]
+        self.tolerations = [
+            {"key": key, "operator": "Exists", "effect": "NoExecute", "tolerationSeconds": toleration_seconds}
+            for key in ("node.kubernetes.io/not-ready", "node.kubernetes.io/unreachable")
+        ]
         if (directory / "ports").exists():  # a cluster of an earlier run: start afresh
             subprocess.run(["bash", str(SCRIPT), "down", str(directory)], capture_output=True, check=True)
             shutil.rmtree(directory)
@@ -326,8 +369,12 @@ class Cluster:
         missing = nodes - len(self.sim.nodes)
         if missing > 0:
             names = self.sim.add_nodes(missing, zones=list(ZONES))
-            log.info("registered %d nodes in %.0fs; creating %d pods", len(names), time.monotonic() - started,
-                     len(names) * self.pods_per_node)
+            log.info(
+                "registered %d nodes in %.0fs; creating %d pods",
+                len(names),
+                time.monotonic() - started,
+                len(names) * self.pods_per_node,
+            )
             for done, name in enumerate(names, 1):
                 self.sim.create_pods(name, self.pods_per_node, tolerations=self.tolerations)
                 if done % 500 == 0:
@@ -353,21 +400,35 @@ class Cluster:
         benchmark deletes them itself (grace 0, as the simulator would) and says so, so one
         lagging simulator does not end the run. The evictions were measured before this."""
         for name in names:
+
             def terminating(name: str = name) -> tuple[list[dict[str, Any]], list[dict[str, Any]]]:
                 # From the watch cache (resourceVersion 0): without it, each poll had the apiserver
                 # read every pod of the cluster from etcd to pick this node's.
-                pods: list[dict[str, Any]] = response_json(self.core.list_pod_for_all_namespaces(
-                    field_selector=f"spec.nodeName={name}", resource_version="0", _preload_content=False))["items"]
+                pods: list[dict[str, Any]] = response_json(
+                    self.core.list_pod_for_all_namespaces(
+                        field_selector=f"spec.nodeName={name}", resource_version="0", _preload_content=False
+                    )
+                )["items"]
                 return pods, [pod for pod in pods if pod["metadata"].get("deletionTimestamp")]
 
             try:
-                wait_for(lambda: not terminating()[1], SIMULATOR_DELETION_WAIT,
-                         f"the simulator to finish the evicted pods of {name}", interval=0.5)
+                wait_for(
+                    lambda: not terminating()[1],
+                    SIMULATOR_DELETION_WAIT,
+                    f"the simulator to finish the evicted pods of {name}",
+                    interval=0.5,
+                )
             except TimeoutError:
                 left = terminating()[1]
-                log.warning("the simulator has not finished %d evicted pod(s) of %s in %.0fs (it knows %d as "
-                            "Terminating; %s); deleting them with grace 0", len(left), name,
-                            SIMULATOR_DELETION_WAIT, self.sim.terminating(name), self.sim.stats())
+                log.warning(
+                    "the simulator has not finished %d evicted pod(s) of %s in %.0fs (it knows %d as "
+                    "Terminating; %s); deleting them with grace 0",
+                    len(left),
+                    name,
+                    SIMULATOR_DELETION_WAIT,
+                    self.sim.terminating(name),
+                    self.sim.stats(),
+                )
                 for pod in left:
                     self._force_delete(pod)
                 wait_for(lambda: not terminating()[1], 60, f"the evicted pods of {name} to be gone", interval=0.5)
@@ -379,8 +440,11 @@ class Cluster:
         metadata = pod["metadata"]
         body = client.V1DeleteOptions(grace_period_seconds=0, preconditions=client.V1Preconditions(uid=metadata["uid"]))
         try:
-            release(self.core.delete_namespaced_pod(metadata["name"], metadata["namespace"], body=body,
-                                                    _preload_content=False))
+            release(
+                self.core.delete_namespaced_pod(
+                    metadata["name"], metadata["namespace"], body=body, _preload_content=False
+                )
+            )
         except ApiException as error:
             if not (is_not_found(error) or is_conflict(error)):  # gone already, or a new pod has the name
                 raise
@@ -394,6 +458,7 @@ class Cluster:
 
 
 # ----------------------------------------------------------------------------------- one run
+
 
 @dataclass
 class Result:
@@ -414,8 +479,9 @@ class Result:
     note: str = ""
 
 
-def run_one(cluster: Cluster, observer: Observer, name: str, args: argparse.Namespace, out: Path,
-            kcm: Path | None = None) -> Result:
+def run_one(
+    cluster: Cluster, observer: Observer, name: str, args: argparse.Namespace, out: Path, kcm: Path | None = None
+) -> Result:
     names = cluster.sim.nodes
     result = Result(name, len(names), len(names) * args.pods_per_node)
     killed = cluster.nodes_of_zone("a", args.kill)
@@ -424,18 +490,35 @@ def run_one(cluster: Cluster, observer: Observer, name: str, args: argparse.Name
     patching = time.monotonic()
     cluster.set_taints(names, [NOT_READY_NO_SCHEDULE])
     result.plain_patch_rate = len(names) / (time.monotonic() - patching)
-    wait_for(lambda: observer.nodes_with(NOT_READY_NO_SCHEDULE) == len(names), 120, "every node to carry not-ready",
-             interval=0.5)
+    wait_for(
+        lambda: observer.nodes_with(NOT_READY_NO_SCHEDULE) == len(names),
+        120,
+        "every node to carry not-ready",
+        interval=0.5,
+    )
     version = cluster_kubernetes(cluster.directory) or ""  # the kube-controller-manager build-node gave: the same
-    command = controller_command(name, cluster.kubeconfig, args.monitor_period, args.grace_period, kcm,
-                                 int(version.partition(".")[2] or 0))
+    command = controller_command(
+        name, cluster.kubeconfig, args.monitor_period, args.grace_period, kcm, int(version.partition(".")[2] or 0)
+    )
     process = Process(command, out / f"{name}-{len(names)}.log", checkout(name, out))
     profiler = None
     if args.profile and is_taintkeeper(name):  # where the start-up's CPU goes
-        profiler = subprocess.Popen([str(PY_SPY), "record", "--pid",
-                                     str(process.popen.pid), "--duration", str(int(args.profile)), "--format",
-                                     "raw", "--output", str(out / f"{name}-{len(names)}.profile.txt")],
-                                    stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL)
+        profiler = subprocess.Popen(
+            [
+                str(PY_SPY),
+                "record",
+                "--pid",
+                str(process.popen.pid),
+                "--duration",
+                str(int(args.profile)),
+                "--format",
+                "raw",
+                "--output",
+                str(out / f"{name}-{len(names)}.profile.txt"),
+            ],
+            stdout=subprocess.DEVNULL,
+            stderr=subprocess.DEVNULL,
+        )
     try:
         synced = False
         sweep_started: float | None = None
@@ -453,10 +536,15 @@ def run_one(cluster: Cluster, observer: Observer, name: str, args: argparse.Name
                 result.sweep_done, result.startup_cpu = now, process.cpu_seconds()
                 if sweep_started is not None and now > sweep_started:
                     result.sweep_rate = len(names) / (now - sweep_started)
-            if steady_profiler is None and args.profile_steady and is_taintkeeper(name) and (
-                    now >= args.warmup - args.steady - STEADY_PROFILE_MARGIN):
-                steady_profiler = record_steady_profile(process.popen.pid, args.steady,
-                                                        out / f"{name}-{len(names)}.steady.profile.txt")
+            if (
+                steady_profiler is None
+                and args.profile_steady
+                and is_taintkeeper(name)
+                and (now >= args.warmup - args.steady - STEADY_PROFILE_MARGIN)
+            ):
+                steady_profiler = record_steady_profile(
+                    process.popen.pid, args.steady, out / f"{name}-{len(names)}.steady.profile.txt"
+                )
             time.sleep(0.2)
         if steady_profiler is not None:
             steady_profiler.wait(args.steady + 30)
@@ -503,6 +591,7 @@ def stop_nodes(cluster: Cluster, observer: Observer, killed: list[str], result: 
 
 # ----------------------------------------------------------------------------------- the report
 
+
 def span(values: list[float], expected: int) -> str:
     if not values:
         return f"none of {expected}"
@@ -511,30 +600,42 @@ def span(values: list[float], expected: int) -> str:
 
 
 def table(results: list[Result], kill: int) -> str:
-    lines = ["| nodes / pods | controller | caches synced | sweep done | start-up CPU | steady CPU | RSS | "
-             f"{kill} nodes stop: NoSchedule | NoExecute | evictions |",
-             "|---|---|---|---|---|---|---|---|---|---|"]
+    lines = [
+        "| nodes / pods | controller | caches synced | sweep done | start-up CPU | steady CPU | RSS | "
+        f"{kill} nodes stop: NoSchedule | NoExecute | evictions |",
+        "|---|---|---|---|---|---|---|---|---|---|",
+    ]
     for r in results:
         lines.append(
             f"| {r.nodes:,} / {r.pods:,} | {r.controller} | {fmt(r.synced, 's')} | {fmt(r.sweep_done, 's')} | "
             f"{fmt(r.startup_cpu, 's')} | {fmt(r.steady_cpu and r.steady_cpu * 100, '%')} | {fmt(r.rss_mb, 'MB', 0)} | "
-            f"{span(r.no_schedule, kill)} | {span(r.no_execute, kill)} | {span(r.evictions, r.killed_pods)} |")
+            f"{span(r.no_schedule, kill)} | {span(r.no_execute, kill)} | {span(r.evictions, r.killed_pods)} |"
+        )
     return "\n".join(lines)
 
 
 def ratios(results: list[Result]) -> str:
     """taintkeeper against kube-controller-manager in the same run, size by size (goal: <= 1.0x for the
     times, <= 0.5x steady CPU, <= 0.2x RSS), and its sweep against the plain client's PATCH rate (>= 90 %)."""
-    lines = ["| nodes | caches synced | sweep done | first NoExecute after the kill | steady CPU | RSS | "
-             "sweep rate / plain client PATCH rate |", "|---|---|---|---|---|---|---|"]
+    lines = [
+        "| nodes | caches synced | sweep done | first NoExecute after the kill | steady CPU | RSS | "
+        "sweep rate / plain client PATCH rate |",
+        "|---|---|---|---|---|---|---|",
+    ]
     for ours in (r for r in results if r.controller == TAINTKEEPER):
         theirs = next((r for r in results if r.controller == KCM and r.nodes == ours.nodes), Result(KCM, 0, 0))
-        cells = [_ratio(ours.synced, theirs.synced), _ratio(ours.sweep_done, theirs.sweep_done),
-                 _ratio(min(ours.no_execute, default=None), min(theirs.no_execute, default=None)),
-                 _ratio(ours.steady_cpu, theirs.steady_cpu), _ratio(ours.rss_mb, theirs.rss_mb)]
-        sweep = (f"{ours.sweep_rate:.0f} / {ours.plain_patch_rate:.0f} per s = "
-                 f"{ours.sweep_rate / ours.plain_patch_rate:.0%}" if ours.sweep_rate and ours.plain_patch_rate
-                 else "-")
+        cells = [
+            _ratio(ours.synced, theirs.synced),
+            _ratio(ours.sweep_done, theirs.sweep_done),
+            _ratio(min(ours.no_execute, default=None), min(theirs.no_execute, default=None)),
+            _ratio(ours.steady_cpu, theirs.steady_cpu),
+            _ratio(ours.rss_mb, theirs.rss_mb),
+        ]
+        sweep = (
+            f"{ours.sweep_rate:.0f} / {ours.plain_patch_rate:.0f} per s = {ours.sweep_rate / ours.plain_patch_rate:.0%}"
+            if ours.sweep_rate and ours.plain_patch_rate
+            else "-"
+        )
         lines.append(f"| {ours.nodes:,} | {' | '.join(cells)} | {sweep} |")
     return "\n".join(lines)
 
@@ -551,8 +652,9 @@ def parse_args(argv: Sequence[str] | None) -> argparse.Namespace:
     parser = argparse.ArgumentParser(description=__doc__.split("\n\n")[0])
     parser.add_argument("--sizes", default="1000,2000,5000", type=lambda text: [int(n) for n in text.split(",")])
     parser.add_argument("--pods-per-node", type=int, default=30)
-    parser.add_argument("--toleration-seconds", type=int, default=10,
-                        help="the pods' not-ready/unreachable NoExecute tolerationSeconds")
+    parser.add_argument(
+        "--toleration-seconds", type=int, default=10, help="the pods' not-ready/unreachable NoExecute tolerationSeconds"
+    )
     parser.add_argument("--kill", type=int, default=5, help="nodes of zone a that stop heartbeating")
     parser.add_argument("--warmup", type=float, default=200, help="seconds from start to the steady window")
     parser.add_argument("--steady", type=float, default=60, help="seconds of the steady-state window")
@@ -560,13 +662,21 @@ def parse_args(argv: Sequence[str] | None) -> argparse.Namespace:
     parser.add_argument("--monitor-period", default="1s")
     parser.add_argument("--grace-period", default="40s")
     parser.add_argument("--controllers", default=f"{TAINTKEEPER},{KCM}", type=lambda text: text.split(","))
-    parser.add_argument("--baseline", metavar="REV",
-                        help="at the largest size, also run taintkeeper as it was at git revision REV")
-    parser.add_argument("--profile", type=float, metavar="SECONDS",
-                        help="record taintkeeper's first SECONDS with py-spy (runs/<name>-<nodes>.profile.txt)")
-    parser.add_argument("--profile-steady", action="store_true",
-                        help="record taintkeeper's steady state with py-spy, just before the steady window "
-                             "(runs/<name>-<nodes>.steady.profile.txt)")
+    parser.add_argument(
+        "--baseline", metavar="REV", help="at the largest size, also run taintkeeper as it was at git revision REV"
+    )
+    parser.add_argument(
+        "--profile",
+        type=float,
+        metavar="SECONDS",
+        help="record taintkeeper's first SECONDS with py-spy (runs/<name>-<nodes>.profile.txt)",
+    )
+    parser.add_argument(
+        "--profile-steady",
+        action="store_true",
+        help="record taintkeeper's steady state with py-spy, just before the steady window "
+        "(runs/<name>-<nodes>.steady.profile.txt)",
+    )
     parser.add_argument("--workers", type=int, default=8, help="the simulator's worker threads")
     parser.add_argument("--dir", type=Path, help="the cluster's directory (kept afterwards)")
     parser.add_argument("--report", type=Path, help="append the table to this file (e.g. bench/REPORT.md)")
@@ -574,8 +684,10 @@ def parse_args(argv: Sequence[str] | None) -> argparse.Namespace:
     if (args.profile or args.profile_steady) and not PY_SPY.exists():
         parser.error(f"--profile needs py-spy ({PY_SPY}): .venv/bin/pip install -e '.[bench]'")
     if args.profile_steady and args.warmup < 2 * args.steady + STEADY_PROFILE_MARGIN:
-        parser.error("--profile-steady records the --steady seconds before the window: --warmup must be at least "
-                     f"twice --steady plus {STEADY_PROFILE_MARGIN:g} s")
+        parser.error(
+            "--profile-steady records the --steady seconds before the window: --warmup must be at least "
+            f"twice --steady plus {STEADY_PROFILE_MARGIN:g} s"
+        )
     unknown = {name for name in args.controllers if name != KCM and not is_taintkeeper(name)}
     if unknown:
         parser.error(f"unknown controller(s): {', '.join(sorted(unknown))}")
@@ -616,8 +728,10 @@ def main(argv: Sequence[str] | None = None) -> int:
     print(text)
     if args.report:
         with args.report.open("a") as report:
-            report.write(f"\n## The controller at the scalability envelope ({time.strftime('%Y-%m-%d')})\n\n"
-                         f"`{' '.join(['bench/envelope.py', *sys.argv[1:]])}`\n\n{text}\n")
+            report.write(
+                f"\n## The controller at the scalability envelope ({time.strftime('%Y-%m-%d')})\n\n"
+                f"`{' '.join(['bench/envelope.py', *sys.argv[1:]])}`\n\n{text}\n"
+            )
     return 0
 
 

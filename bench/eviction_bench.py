@@ -44,39 +44,62 @@ def pod_json(index: int, node: str, rng: random.Random) -> bytes:
     if choice == "forever":
         tolerations.append({"key": UNREACHABLE, "operator": "Exists", "effect": "NoExecute"})
     elif choice is not None:
-        tolerations.append({"key": UNREACHABLE, "operator": "Exists", "effect": "NoExecute",
-                            "tolerationSeconds": choice})
+        tolerations.append(
+            {"key": UNREACHABLE, "operator": "Exists", "effect": "NoExecute", "tolerationSeconds": choice}
+        )
     app = f"app-{index % 700}"
     pod = {
-        "kind": "Pod", "apiVersion": "v1",
+        "kind": "Pod",
+        "apiVersion": "v1",
         "metadata": {
-            "name": f"{app}-{index:06d}-{rng.getrandbits(20):05x}", "namespace": f"team-{index % 40}",
+            "name": f"{app}-{index:06d}-{rng.getrandbits(20):05x}",
+            "namespace": f"team-{index % 40}",
             "uid": f"{index:08x}-0000-4000-8000-{rng.getrandbits(48):012x}",
-            "resourceVersion": str(1000 + index), "creationTimestamp": "2026-11-22T10:00:00Z",
+            "resourceVersion": str(1000 + index),
+            "creationTimestamp": "2026-11-22T10:00:00Z",
             "labels": {"app": app, "pod-template-hash": f"{rng.getrandbits(32):08x}", "tier": "backend"},
-            "ownerReferences": [{"apiVersion": "apps/v1", "kind": "ReplicaSet", "name": f"{app}-5d9c7",
-                                 "uid": f"{rng.getrandbits(64):016x}", "controller": True}],
+            "ownerReferences": [
+                {
+                    "apiVersion": "apps/v1",
+                    "kind": "ReplicaSet",
+                    "name": f"{app}-5d9c7",
+                    "uid": f"{rng.getrandbits(64):016x}",
+                    "controller": True,
+                }
+            ],
         },
         "spec": {
             "nodeName": node,
-            "containers": [{"name": "app", "image": f"registry.example.com/{app}:1.{index % 9}",
-                            "ports": [{"containerPort": 8080, "protocol": "TCP"}],
-                            "env": [{"name": "MODE", "value": "production"}, {"name": "REPLICA", "value": str(index)}],
-                            "resources": {"requests": {"cpu": "100m", "memory": "128Mi"},
-                                          "limits": {"memory": "256Mi"}}}],
-            "tolerations": tolerations, "restartPolicy": "Always", "schedulerName": "default-scheduler",
+            "containers": [
+                {
+                    "name": "app",
+                    "image": f"registry.example.com/{app}:1.{index % 9}",
+                    "ports": [{"containerPort": 8080, "protocol": "TCP"}],
+                    "env": [{"name": "MODE", "value": "production"}, {"name": "REPLICA", "value": str(index)}],
+                    "resources": {"requests": {"cpu": "100m", "memory": "128Mi"}, "limits": {"memory": "256Mi"}},
+                }
+            ],
+            "tolerations": tolerations,
+            "restartPolicy": "Always",
+            "schedulerName": "default-scheduler",
         },
-        "status": {"phase": "Running", "podIP": f"10.{index % 250}.{index % 200}.{index % 100}",
-                   "conditions": [{"type": "Ready", "status": "True"}, {"type": "PodScheduled", "status": "True"}]},
+        "status": {
+            "phase": "Running",
+            "podIP": f"10.{index % 250}.{index % 200}.{index % 100}",
+            "conditions": [{"type": "Ready", "status": "True"}, {"type": "PodScheduled", "status": "True"}],
+        },
     }
     return json.dumps({"type": "ADDED", "object": pod}).encode()
 
 
 def node_json(name: str, zone: str, taints: list[dict] | None = None) -> bytes:
-    node = {"kind": "Node", "apiVersion": "v1",
-            "metadata": {"name": name, "uid": f"uid-{name}", "labels": {"topology.kubernetes.io/zone": zone}},
-            "spec": {"taints": taints or []},
-            "status": {"conditions": [{"type": "Ready", "status": "True"}]}}
+    node = {
+        "kind": "Node",
+        "apiVersion": "v1",
+        "metadata": {"name": name, "uid": f"uid-{name}", "labels": {"topology.kubernetes.io/zone": zone}},
+        "spec": {"taints": taints or []},
+        "status": {"conditions": [{"type": "Ready", "status": "True"}]},
+    }
     return json.dumps({"type": "MODIFIED" if taints else "ADDED", "object": node}).encode()
 
 
@@ -164,8 +187,9 @@ def main() -> int:
     ingest_cpu += cpu_seconds() - started_cpu
     lines_parsed = 0
     for batch_start in range(0, args.pods, 5000):
-        batch = [pod_json(i, node_names[i % args.nodes], rng)
-                 for i in range(batch_start, min(args.pods, batch_start + 5000))]
+        batch = [
+            pod_json(i, node_names[i % args.nodes], rng) for i in range(batch_start, min(args.pods, batch_start + 5000))
+        ]
         started_cpu, started = cpu_seconds(), time.perf_counter()
         for line in batch:
             handle(pods, pod_view, line, manager.on_pod_change)
@@ -209,18 +233,27 @@ def main() -> int:
         ("ingest events/s (handling only)", f"{(lines_parsed + args.nodes) / ingest_seconds:,.0f}"),
         ("ingest CPU seconds (handling only)", f"{ingest_cpu:.1f}"),
         ("storm: nodes tainted at once / pods on them", f"{args.storm} / {len(storm_pods):,}"),
-        ("storm: node updates handled in", f"{storm_handling * 1000:.0f} ms "
-                                            f"({len(storm_pods) / storm_handling:,.0f} pod decisions/s)"),
-        ("evictions due / done / missing / unexpected", f"{len(expected):,} / {len(lateness):,} / {missing} / "
-                                                        f"{unexpected}"),
-        ("lateness p50 / p99 / max", f"{statistics.median(lateness) * 1000:.0f} ms / "
-                                     f"{percentile(lateness, 0.99) * 1000:.0f} ms / {max(lateness) * 1000:.0f} ms"),
+        (
+            "storm: node updates handled in",
+            f"{storm_handling * 1000:.0f} ms ({len(storm_pods) / storm_handling:,.0f} pod decisions/s)",
+        ),
+        (
+            "evictions due / done / missing / unexpected",
+            f"{len(expected):,} / {len(lateness):,} / {missing} / {unexpected}",
+        ),
+        (
+            "lateness p50 / p99 / max",
+            f"{statistics.median(lateness) * 1000:.0f} ms / "
+            f"{percentile(lateness, 0.99) * 1000:.0f} ms / {max(lateness) * 1000:.0f} ms",
+        ),
         ("storm CPU seconds (until the last eviction)", f"{storm_cpu:.1f}"),
         ("peak RSS (whole process) / before ingest", f"{rss_mb():.0f} MB / {base_rss:.0f} MB"),
         ("RSS after ingest", f"{after_ingest_rss:.0f} MB"),
         ("events recorded", f"{events.count:,}"),
-        (f"core speed ({CALIBRATION_LOOPS:,}-iteration loop, as in webhook_bench; this VM varies 0.2-0.6 s)",
-         f"{cpu_calibration():.2f} s"),
+        (
+            f"core speed ({CALIBRATION_LOOPS:,}-iteration loop, as in webhook_bench; this VM varies 0.2-0.6 s)",
+            f"{cpu_calibration():.2f} s",
+        ),
     ]
     p99_ok = percentile(lateness, 0.99) <= 1.0
     rss_ok = rss_mb() <= 600
@@ -234,9 +267,11 @@ def main() -> int:
     if args.report:
         report = ROOT / "bench" / "REPORT.md"
         with report.open("a") as out:
-            out.write(f"\n## Taint eviction manager at scale ({time.strftime('%Y-%m-%d')})\n\n"
-                      f"Command: `.venv/bin/python bench/eviction_bench.py "
-                      f"--nodes {args.nodes} --pods {args.pods} --storm {args.storm}`\n\n{table}\n")
+            out.write(
+                f"\n## Taint eviction manager at scale ({time.strftime('%Y-%m-%d')})\n\n"
+                f"Command: `.venv/bin/python bench/eviction_bench.py "
+                f"--nodes {args.nodes} --pods {args.pods} --storm {args.storm}`\n\n{table}\n"
+            )
     return 0 if (p99_ok and rss_ok and missing == 0 and unexpected == 0) else 1
 
 

@@ -41,8 +41,7 @@ from controller.runner import write_fence  # noqa: E402
 from controller.tainteviction.api import KubeEvictionActions, disruption_target_patch  # noqa: E402
 from kube.fence import WriteFence  # noqa: E402
 
-POD = PodView("default", "web-5d9c7-x2x7k", "0b6f2a4e-1c3d-4e5f-8a9b-0c1d2e3f4a5b", "node-00001", (), None, False,
-              None)
+POD = PodView("default", "web-5d9c7-x2x7k", "0b6f2a4e-1c3d-4e5f-8a9b-0c1d2e3f4a5b", "node-00001", (), None, False, None)
 
 
 class NoOpHandler(BaseHTTPRequestHandler):
@@ -104,6 +103,7 @@ def main() -> int:
             permits = fence.permits
             for _ in range(count):
                 permits("pod-deletion", "pod default/web")
+
         return loop
 
     def encode_bodies(count: int) -> None:
@@ -120,8 +120,11 @@ def main() -> int:
         ("`permits()`, open: `--leader-elect=false`", checks(without_lease), args.checks),
         ("`permits()`, refused: renewal 60 s old (counted in the metric)", checks(stale), args.checks),
         ("build + JSON-encode the DisruptionTarget patch body", encode_bodies, args.checks // 10),
-        ("one eviction via `KubeEvictionActions.evict` (PATCH + DELETE, 2 checks) to a local no-op server",
-         evictions, args.evictions),
+        (
+            "one eviction via `KubeEvictionActions.evict` (PATCH + DELETE, 2 checks) to a local no-op server",
+            evictions,
+            args.evictions,
+        ),
     ]
     times: dict[str, list[float]] = {label: [] for label, _, _ in rows}
     for round_index in range(args.rounds):
@@ -137,18 +140,25 @@ def main() -> int:
     median = {label: statistics.median(values) for label, values in times.items()}
     open_check, eviction = median[rows[1][0]], median[rows[5][0]]
     lines = [f"| operation | per op, median of {args.rounds} rounds | range over rounds |", "|---|---|---|"]
-    lines += [f"| {label} | {nanoseconds(median[label])} | {nanoseconds(min(times[label]))} - "
-              f"{nanoseconds(max(times[label]))} |" for label, _, _ in rows]
+    lines += [
+        f"| {label} | {nanoseconds(median[label])} | {nanoseconds(min(times[label]))} - "
+        f"{nanoseconds(max(times[label]))} |"
+        for label, _, _ in rows
+    ]
     lines.append(f"| the 2 open checks' share of that eviction | {2 * open_check / eviction:.3%} | |")
-    lines.append(f"| core speed ({CALIBRATION_LOOPS:,}-iteration loop, as in webhook_bench; this VM varies "
-                 f"0.2-0.6 s) | {cpu_calibration():.2f} s | |")
+    lines.append(
+        f"| core speed ({CALIBRATION_LOOPS:,}-iteration loop, as in webhook_bench; this VM varies "
+        f"0.2-0.6 s) | {cpu_calibration():.2f} s | |"
+    )
     table = "\n".join(lines)
     print(table)
     if args.report:
         with (ROOT / "bench" / "REPORT.md").open("a") as out:
-            out.write(f"\n## Write fence check ({time.strftime('%Y-%m-%d')})\n\n"
-                      f"Command: `.venv/bin/python bench/fence_bench.py --rounds {args.rounds} --checks "
-                      f"{args.checks} --evictions {args.evictions}`\n\n{table}\n")
+            out.write(
+                f"\n## Write fence check ({time.strftime('%Y-%m-%d')})\n\n"
+                f"Command: `.venv/bin/python bench/fence_bench.py --rounds {args.rounds} --checks "
+                f"{args.checks} --evictions {args.evictions}`\n\n{table}\n"
+            )
     return 0
 
 

@@ -73,28 +73,39 @@ def main() -> int:
         names = sim.add_nodes(args.nodes, zones=["a", "b"])
         dead = names[: args.dead]
         toleration = [{"key": UR, "operator": "Exists", "effect": "NoExecute", "tolerationSeconds": args.toleration}]
-        pods = {name: sim.create_pods(name, args.pods_per_node, namespace=namespace, tolerations=toleration)
-                for name in dead}
+        pods = {
+            name: sim.create_pods(name, args.pods_per_node, namespace=namespace, tolerations=toleration)
+            for name in dead
+        }
         controller = ControllerProcess(
-            kubeconfig, directory / "bench-controller.log", "--leader-elect=false",
-            f"--node-monitor-period={args.period}s", f"--node-monitor-grace-period={args.grace}s",
-            f"--node-eviction-rate={args.eviction_rate}").start()
+            kubeconfig,
+            directory / "bench-controller.log",
+            "--leader-elect=false",
+            f"--node-monitor-period={args.period}s",
+            f"--node-monitor-grace-period={args.grace}s",
+            f"--node-eviction-rate={args.eviction_rate}",
+        ).start()
         time.sleep(2 * args.lease_period)  # every node renews at least once under the running controller
         sim.stop_heartbeats(*dead)
-        last_renewal = {name: timestamp(read(coordination.read_namespaced_lease, name, "kube-node-lease")
-                                        ["spec"]["renewTime"]) for name in dead}
+        last_renewal = {
+            name: timestamp(read(coordination.read_namespaced_lease, name, "kube-node-lease")["spec"]["renewTime"])
+            for name in dead
+        }
         taint_added: dict[str, float] = {}
         taint_seen: dict[str, float] = {}
         deleted_seen: dict[str, float] = {}
         deadline = time.time() + args.grace + args.toleration + 120
-        while time.time() < deadline and (len(taint_seen) < len(dead)
-                                          or len(deleted_seen) < len(dead) * args.pods_per_node):
+        while time.time() < deadline and (
+            len(taint_seen) < len(dead) or len(deleted_seen) < len(dead) * args.pods_per_node
+        ):
             now = time.time()
             for name in dead:
                 if name not in taint_seen:
                     node = read(core.read_node, name)
-                    taint = next((t for t in node["spec"].get("taints") or []
-                                  if t["key"] == UR and t["effect"] == "NoExecute"), None)
+                    taint = next(
+                        (t for t in node["spec"].get("taints") or [] if t["key"] == UR and t["effect"] == "NoExecute"),
+                        None,
+                    )
                     if taint:
                         taint_seen[name], taint_added[name] = now, timestamp(taint["timeAdded"])
             for pod in read(core.list_namespaced_pod, namespace)["items"]:
@@ -120,8 +131,10 @@ def main() -> int:
     def stats(values: list[float], expected: float) -> str:
         if not values:
             return "none seen | | |"
-        return (f"{statistics.median(values):.1f} s | {max(values):.1f} s | "
-                f"+{statistics.median(values) - expected:.1f} s / +{max(values) - expected:.1f} s")
+        return (
+            f"{statistics.median(values):.1f} s | {max(values):.1f} s | "
+            f"+{statistics.median(values) - expected:.1f} s / +{max(values) - expected:.1f} s"
+        )
 
     lines = [
         f"| {args.nodes} simulated nodes, {args.dead} stop heartbeating | median | max | overshoot median / max |",
@@ -138,9 +151,11 @@ def main() -> int:
     print(table)
     if args.report:
         with (ROOT / "bench" / "REPORT.md").open("a") as out:
-            out.write(f"\n## Node failure to taint and eviction on the local apiserver ({time.strftime('%Y-%m-%d')})"
-                      f"\n\nCommand: `.venv/bin/python bench/lifecycle_bench.py --nodes {args.nodes} --dead "
-                      f"{args.dead} --grace {args.grace:g} --toleration {args.toleration}`\n\n{table}\n")
+            out.write(
+                f"\n## Node failure to taint and eviction on the local apiserver ({time.strftime('%Y-%m-%d')})"
+                f"\n\nCommand: `.venv/bin/python bench/lifecycle_bench.py --nodes {args.nodes} --dead "
+                f"{args.dead} --grace {args.grace:g} --toleration {args.toleration}`\n\n{table}\n"
+            )
     return 0
 
 

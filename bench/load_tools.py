@@ -44,9 +44,13 @@ def parse_wrk(output: str, command: list[str]) -> LoadResult:
     non2xx = re.search(r"Non-2xx or 3xx responses:\s+(\d+)", output)
     sockets = re.search(r"Socket errors: connect (\d+), read (\d+), write (\d+), timeout (\d+)", output)
     return LoadResult(
-        rps=float(rps.group(1)), p50_ms=_wrk_ms(percentiles["50"]), p99_ms=_wrk_ms(percentiles["99"]),
-        requests=int(total.group(1)), bad_responses=int(non2xx.group(1)) if non2xx else 0,
-        errors=sum(int(n) for n in sockets.groups()) if sockets else 0, command=command,
+        rps=float(rps.group(1)),
+        p50_ms=_wrk_ms(percentiles["50"]),
+        p99_ms=_wrk_ms(percentiles["99"]),
+        requests=int(total.group(1)),
+        bad_responses=int(non2xx.group(1)) if non2xx else 0,
+        errors=sum(int(n) for n in sockets.groups()) if sockets else 0,
+        command=command,
     )
 
 
@@ -60,9 +64,13 @@ def parse_hey(output: str, command: list[str]) -> LoadResult:
     errors_part = output.split("Error distribution:", 1)[1] if "Error distribution:" in output else ""
     errors = sum(int(n) for n in re.findall(r"^\s+\[(\d+)\]\s", errors_part, re.MULTILINE))
     return LoadResult(
-        rps=float(rps.group(1)), p50_ms=float(percentiles["50"]) * 1e3, p99_ms=float(percentiles["99"]) * 1e3,
-        requests=sum(statuses.values()), bad_responses=sum(n for code, n in statuses.items() if code != 200),
-        errors=errors, command=command,
+        rps=float(rps.group(1)),
+        p50_ms=float(percentiles["50"]) * 1e3,
+        p99_ms=float(percentiles["99"]) * 1e3,
+        requests=sum(statuses.values()),
+        bad_responses=sum(n for code, n in statuses.items() if code != 200),
+        errors=errors,
+        command=command,
     )
 
 
@@ -79,8 +87,22 @@ def wrk_command(url: str, lua: Path, duration: int, threads: int, connections: i
 
 
 def hey_command(url: str, body: Path, duration: int, workers: int, per_worker_qps: int) -> list[str]:
-    return ["hey", "-z", f"{duration}s", "-c", str(workers), "-q", str(per_worker_qps), "-m", "POST",
-            "-T", "application/json", "-D", str(body), url]
+    return [
+        "hey",
+        "-z",
+        f"{duration}s",
+        "-c",
+        str(workers),
+        "-q",
+        str(per_worker_qps),
+        "-m",
+        "POST",
+        "-T",
+        "application/json",
+        "-D",
+        str(body),
+        url,
+    ]
 
 
 def wrk_lua(body: Path) -> str:
@@ -89,6 +111,6 @@ def wrk_lua(body: Path) -> str:
         'wrk.method = "POST"\n'
         'wrk.headers["Content-Type"] = "application/json"\n'
         f'local file = assert(io.open("{body}", "rb"))\n'
-        "wrk.body = file:read(\"*a\")\n"
+        'wrk.body = file:read("*a")\n'
         "file:close()\n"
     )

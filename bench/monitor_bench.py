@@ -39,17 +39,34 @@ START = 1_800_000_000.0
 def node_json(name: str, zone: str, now: float) -> dict:
     stamp = format_time(now)
     return {
-        "metadata": {"name": name, "uid": f"uid-{name}", "resourceVersion": "1",
-                     "creationTimestamp": format_time(START - 86400),
-                     "labels": {"topology.kubernetes.io/zone": zone, "topology.kubernetes.io/region": "r1",
-                                "kubernetes.io/hostname": name, "kubernetes.io/os": "linux",
-                                "node.kubernetes.io/instance-type": "m5.xlarge"}},
+        "metadata": {
+            "name": name,
+            "uid": f"uid-{name}",
+            "resourceVersion": "1",
+            "creationTimestamp": format_time(START - 86400),
+            "labels": {
+                "topology.kubernetes.io/zone": zone,
+                "topology.kubernetes.io/region": "r1",
+                "kubernetes.io/hostname": name,
+                "kubernetes.io/os": "linux",
+                "node.kubernetes.io/instance-type": "m5.xlarge",
+            },
+        },
         "spec": {"podCIDR": "10.0.0.0/24", "taints": []},
-        "status": {"conditions": [
-            {"type": t, "status": "True" if t == "Ready" else "False", "lastHeartbeatTime": stamp,
-             "lastTransitionTime": format_time(START - 86400), "reason": "KubeletReady", "message": "ok"}
-            for t in ("Ready", "MemoryPressure", "DiskPressure", "PIDPressure")],
-            "capacity": {"cpu": "4", "memory": "16Gi", "pods": "110"}},
+        "status": {
+            "conditions": [
+                {
+                    "type": t,
+                    "status": "True" if t == "Ready" else "False",
+                    "lastHeartbeatTime": stamp,
+                    "lastTransitionTime": format_time(START - 86400),
+                    "reason": "KubeletReady",
+                    "message": "ok",
+                }
+                for t in ("Ready", "MemoryPressure", "DiskPressure", "PIDPressure")
+            ],
+            "capacity": {"cpu": "4", "memory": "16Gi", "pods": "110"},
+        },
     }
 
 
@@ -78,8 +95,10 @@ class InstantApi:
             return True  # gone: nothing to taint
         gone = {(t["key"], t["effect"]) for t in remove}
         taints = tuple(t for t in node.taints if (t["key"], t["effect"]) not in gone) + tuple(add)
-        self.nodes.apply("MODIFIED", replace(node, taints=taints,
-                                             no_execute_taints=tuple(t for t in taints if t["effect"] == "NoExecute")))
+        self.nodes.apply(
+            "MODIFIED",
+            replace(node, taints=taints, no_execute_taints=tuple(t for t in taints if t["effect"] == "NoExecute")),
+        )
         return True
 
     def post_conditions(self, node, conditions) -> bool:
@@ -144,7 +163,7 @@ def main() -> int:
     # As in a cluster: each kubelet renews every 10 s, the monitor passes every second (a tenth renewed per pass).
     tenth: list[float] = []
     for index in range(args.passes):
-        renew(names[index % 10::10])
+        renew(names[index % 10 :: 10])
         clock.advance(1)
         tenth.append(timed_pass())
     dead = [n for i, n in enumerate(names) if i % args.zones == 0][: args.dead]
@@ -163,23 +182,28 @@ def main() -> int:
         return f"| {label} | {len(values)} | {statistics.median(values) * 1000:.1f} ms | {p99 * 1000:.1f} ms |"
 
     rss = resource.getrusage(resource.RUSAGE_SELF).ru_maxrss / 1024
-    lines = ["| monitor passes over " f"{args.nodes:,} nodes | passes | median | p99 |", "|---|---|---|---|",
-             row("steady: every lease renewed before each pass", steady),
-             row("steady: a tenth renewed before each pass (10 s renewals, 1 s passes)", tenth),
-             row(f"{len(dead)} nodes stop heartbeating (incl. the pass that marks them)", failing),
-             f"| API writes during the failure (Unknown status, taints) | {api.writes - writes_before} | | |",
-             f"| peak RSS (whole process) | {rss:.0f} MB | | |",
-             f"| core speed ({CALIBRATION_LOOPS:,}-iteration loop, as in webhook_bench; this VM varies 0.2-0.6 s) | "
-             f"{cpu_calibration():.2f} s | | |"]
+    lines = [
+        f"| monitor passes over {args.nodes:,} nodes | passes | median | p99 |",
+        "|---|---|---|---|",
+        row("steady: every lease renewed before each pass", steady),
+        row("steady: a tenth renewed before each pass (10 s renewals, 1 s passes)", tenth),
+        row(f"{len(dead)} nodes stop heartbeating (incl. the pass that marks them)", failing),
+        f"| API writes during the failure (Unknown status, taints) | {api.writes - writes_before} | | |",
+        f"| peak RSS (whole process) | {rss:.0f} MB | | |",
+        f"| core speed ({CALIBRATION_LOOPS:,}-iteration loop, as in webhook_bench; this VM varies 0.2-0.6 s) | "
+        f"{cpu_calibration():.2f} s | | |",
+    ]
     p99_ok = sorted(steady + tenth + failing)[int(0.99 * len(steady + tenth + failing))] <= 0.1
     lines.append(f"| target p99 pass time <= 100 ms | {'PASS' if p99_ok else 'MISS'} | | |")
     table = "\n".join(lines)
     print(table)
     if args.report:
         with (ROOT / "bench" / "REPORT.md").open("a") as out:
-            out.write(f"\n## Node lifecycle monitor pass ({time.strftime('%Y-%m-%d')})\n\n"
-                      f"Command: `.venv/bin/python bench/monitor_bench.py --nodes {args.nodes} --passes "
-                      f"{args.passes} --dead {args.dead}`\n\n{table}\n")
+            out.write(
+                f"\n## Node lifecycle monitor pass ({time.strftime('%Y-%m-%d')})\n\n"
+                f"Command: `.venv/bin/python bench/monitor_bench.py --nodes {args.nodes} --passes "
+                f"{args.passes} --dead {args.dead}`\n\n{table}\n"
+            )
     return 0 if p99_ok else 1
 
 

@@ -87,8 +87,10 @@ def cycle_ratios(slices: list[Slice], top: str, bottom: str) -> list[float]:
 
 def paired_ratios(slices: list[Slice]) -> list[PairedRatio]:
     """Each ratio of PAIRED_RATIOS whose servers both ran slices, from the per-cycle ratios."""
-    found = [PairedRatio(top, bottom, cycle_ratios(slices, top, bottom))
-             for top, bottom in ratio_pairs({s.server for s in slices})]
+    found = [
+        PairedRatio(top, bottom, cycle_ratios(slices, top, bottom))
+        for top, bottom in ratio_pairs({s.server for s in slices})
+    ]
     return [ratio for ratio in found if ratio.ratios]
 
 
@@ -104,8 +106,10 @@ def run_slices(setup: Setup, urls: dict[str, str], args: argparse.Namespace) -> 
     """--paired-slices cycles of one --slice-seconds wrk run per server, the order alternating per cycle."""
     slices: list[Slice] = []
     for cycle in range(1, args.paired_slices + 1):
-        slices += [Slice(cycle, name, run_wrk(setup, urls[name], args.slice_seconds, args))
-                   for name in slice_order(list(urls), cycle)]
+        slices += [
+            Slice(cycle, name, run_wrk(setup, urls[name], args.slice_seconds, args))
+            for name in slice_order(list(urls), cycle)
+        ]
         print(cycle_line(slices, cycle, args.paired_slices), flush=True)
     return slices
 

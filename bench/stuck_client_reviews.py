@@ -54,8 +54,9 @@ def measure_stuck(setup: Setup, name: str, args: argparse.Namespace) -> StuckRes
             failed = in_a_row = 0
             for _ in range(args.stuck_reviews):
                 try:
-                    elapsed, status, payload = stuck_clients.post_review("127.0.0.1", port, context, setup.body,
-                                                                         STUCK_REVIEW_TIMEOUT)
+                    elapsed, status, payload = stuck_clients.post_review(
+                        "127.0.0.1", port, context, setup.body, STUCK_REVIEW_TIMEOUT
+                    )
                     ok = status == 200 and mutation_problem(payload) is None and elapsed <= STUCK_REVIEW_TIMEOUT
                 except (OSError, ssl.SSLError):
                     ok, elapsed = False, STUCK_REVIEW_TIMEOUT
@@ -72,8 +73,18 @@ def measure_stuck(setup: Setup, name: str, args: argparse.Namespace) -> StuckRes
             for connection in stuck:
                 if connection.closed_after is not None:
                     closed_after.setdefault(connection.kind, []).append(connection.closed_after)
-    return StuckResult(name, opened, Latencies.of(seconds) if seconds else None, len(seconds), failed, in_a_row == 3,
-                       closed_after, len(still_open), args.stuck_close_wait, calibration)
+    return StuckResult(
+        name,
+        opened,
+        Latencies.of(seconds) if seconds else None,
+        len(seconds),
+        failed,
+        in_a_row == 3,
+        closed_after,
+        len(still_open),
+        args.stuck_close_wait,
+        calibration,
+    )
 
 
 def stuck_lines(results: list[StuckResult]) -> list[str]:
@@ -86,8 +97,10 @@ def stuck_lines(results: list[StuckResult]) -> list[str]:
     for r in results:
         opened = ", ".join(f"{n} {kind}" for kind, n in sorted(r.opened.items(), key=lambda item: _kind_order(item[0])))
         lat = r.latencies
-        closed = ", ".join(f"{kind} {min(v):.1f}-{max(v):.1f} s" for kind, v in
-                           sorted(r.closed_after.items(), key=lambda item: _kind_order(item[0])))
+        closed = ", ".join(
+            f"{kind} {min(v):.1f}-{max(v):.1f} s"
+            for kind, v in sorted(r.closed_after.items(), key=lambda item: _kind_order(item[0]))
+        )
         failed = f"{r.failed}{' (stopped after 3 in a row)' if r.stopped_early else ''}"
         lines.append(
             f"| {r.server} | {opened} | {r.answered} / {failed} | "
@@ -108,12 +121,16 @@ def stuck_verdicts(results: list[StuckResult], args: argparse.Namespace) -> list
             continue
         worst = r.latencies.max_ms if r.latencies else float("inf")
         ok = r.failed == 0 and worst <= TARGET_STUCK_MS
-        lines.append(f"- ours beside 100 stuck connections: {r.answered} reviews answered, {r.failed} failed, "
-                     f"max {worst:.1f} ms -- target: every review within {TARGET_STUCK_MS:g} ms: "
-                     f"{'PASS' if ok else 'MISS'}")
+        lines.append(
+            f"- ours beside 100 stuck connections: {r.answered} reviews answered, {r.failed} failed, "
+            f"max {worst:.1f} ms -- target: every review within {TARGET_STUCK_MS:g} ms: "
+            f"{'PASS' if ok else 'MISS'}"
+        )
         closes = [t for times in r.closed_after.values() for t in times]
         if closes:
-            lines.append(f"- ours closed every stuck connection after {min(closes):.1f}-{max(closes):.1f} s "
-                         f"(median {statistics.median(closes):.1f} s; --request-timeout 10 by default); "
-                         f"{r.still_open} still open after {r.close_wait:g} s")
+            lines.append(
+                f"- ours closed every stuck connection after {min(closes):.1f}-{max(closes):.1f} s "
+                f"(median {statistics.median(closes):.1f} s; --request-timeout 10 by default); "
+                f"{r.still_open} still open after {r.close_wait:g} s"
+            )
     return lines

@@ -71,23 +71,42 @@ def parse_args(argv: list[str] | None) -> argparse.Namespace:
     parser.add_argument("--rounds", type=int, default=3, help="rounds; medians are reported (%(default)s)")
     parser.add_argument("--duration", type=int, default=10, help="seconds per load run (%(default)s)")
     parser.add_argument("--warmup", type=int, default=2, help="seconds of unrecorded wrk load first (%(default)s)")
-    parser.add_argument("--servers", default=",".join(DEFAULT_SERVERS),
-                        help=f"comma-separated subset of {','.join(SERVER_NAMES)} (%(default)s)")
-    parser.add_argument("--stuck-reviews", type=int, default=200,
-                        help="reviews timed beside 100 stuck connections, per webhook; 0 skips that part (%(default)s)")
-    parser.add_argument("--stuck-close-wait", type=float, default=30.0,
-                        help="seconds to wait for the server to close the stuck connections (%(default)s)")
+    parser.add_argument(
+        "--servers",
+        default=",".join(DEFAULT_SERVERS),
+        help=f"comma-separated subset of {','.join(SERVER_NAMES)} (%(default)s)",
+    )
+    parser.add_argument(
+        "--stuck-reviews",
+        type=int,
+        default=200,
+        help="reviews timed beside 100 stuck connections, per webhook; 0 skips that part (%(default)s)",
+    )
+    parser.add_argument(
+        "--stuck-close-wait",
+        type=float,
+        default=30.0,
+        help="seconds to wait for the server to close the stuck connections (%(default)s)",
+    )
     parser.add_argument("--workers", type=int, default=2, help="gunicorn workers for ours and static (%(default)s)")
     parser.add_argument("--threads", type=int, default=8, help="gthread threads per worker (%(default)s)")
     parser.add_argument("--connections", type=int, default=16, help="wrk connections (%(default)s)")
     parser.add_argument("--wrk-threads", type=int, default=2, help="wrk threads (%(default)s)")
     parser.add_argument("--rate", type=int, default=TARGET_RATE, help="fixed rate for hey, req/s (%(default)s)")
     parser.add_argument("--rate-workers", type=int, default=10, help="hey workers sharing the rate (%(default)s)")
-    parser.add_argument("--quiet-wait", type=float, default=120,
-                        help="seconds to wait for other processes to go quiet before each server (%(default)s)")
-    parser.add_argument("--paired-slices", type=int, default=12,
-                        help="after the rounds, cycles of short wrk slices with every server running at once, the "
-                             "order alternating; the throughput verdicts come from them; 0 skips them (%(default)s)")
+    parser.add_argument(
+        "--quiet-wait",
+        type=float,
+        default=120,
+        help="seconds to wait for other processes to go quiet before each server (%(default)s)",
+    )
+    parser.add_argument(
+        "--paired-slices",
+        type=int,
+        default=12,
+        help="after the rounds, cycles of short wrk slices with every server running at once, the "
+        "order alternating; the throughput verdicts come from them; 0 skips them (%(default)s)",
+    )
     parser.add_argument("--slice-seconds", type=int, default=3, help="seconds per paired slice (%(default)s)")
     parser.add_argument("--kubeconfig", type=Path, help="use this cluster for kopf instead of starting one")
     parser.add_argument("--report", type=Path, default=REPORT_PATH, help="where to write the report (%(default)s)")
@@ -100,8 +119,17 @@ def parse_args(argv: list[str] | None) -> argparse.Namespace:
     for option in ("stuck_reviews", "paired_slices"):
         if getattr(args, option) < 0:
             parser.error(f"--{option.replace('_', '-')} must be >= 0")
-    for option in ("rounds", "duration", "slice_seconds", "workers", "threads", "connections", "wrk_threads", "rate",
-                   "rate_workers"):
+    for option in (
+        "rounds",
+        "duration",
+        "slice_seconds",
+        "workers",
+        "threads",
+        "connections",
+        "wrk_threads",
+        "rate",
+        "rate_workers",
+    ):
         if getattr(args, option) < 1:
             parser.error(f"--{option.replace('_', '-')} must be >= 1")
     if args.rate % args.rate_workers:
@@ -146,12 +174,15 @@ def run(args: argparse.Namespace, work: Path) -> int:
                 print(f"round {round_no}/{args.rounds}: {name}...", flush=True)
                 result = measure(setup, name, round_no, args)
                 runs.append(result)
-                print(f"  peak {result.peak.rps:,.0f} req/s p50 {result.peak.p50_ms:.2f} ms "
-                      f"p99 {result.peak.p99_ms:.2f} ms | @{args.rate}: {result.fixed.rps:.1f} req/s "
-                      f"p50 {result.fixed.p50_ms:.2f} ms p99 {result.fixed.p99_ms:.2f} ms | non-2xx "
-                      f"{result.peak.bad_responses + result.fixed.bad_responses} errors "
-                      f"{result.peak.errors + result.fixed.errors} log errors {len(result.log_lines)} | other CPU "
-                      f"{result.other_cores:.2f} cores | core speed {result.calibration:.2f} s", flush=True)
+                print(
+                    f"  peak {result.peak.rps:,.0f} req/s p50 {result.peak.p50_ms:.2f} ms "
+                    f"p99 {result.peak.p99_ms:.2f} ms | @{args.rate}: {result.fixed.rps:.1f} req/s "
+                    f"p50 {result.fixed.p50_ms:.2f} ms p99 {result.fixed.p99_ms:.2f} ms | non-2xx "
+                    f"{result.peak.bad_responses + result.fixed.bad_responses} errors "
+                    f"{result.peak.errors + result.fixed.errors} log errors {len(result.log_lines)} | other CPU "
+                    f"{result.other_cores:.2f} cores | core speed {result.calibration:.2f} s",
+                    flush=True,
+                )
 
         paired = None
         if args.paired_slices and ratio_pairs(names):

@@ -22,8 +22,7 @@ def _version(package: str) -> str:
 
 
 def _debian_version(package: str) -> str:
-    result = subprocess.run(["dpkg-query", "-W", "-f=${Version}", package], capture_output=True, text=True,
-                            check=False)
+    result = subprocess.run(["dpkg-query", "-W", "-f=${Version}", package], capture_output=True, text=True, check=False)
     return result.stdout.strip() if result.returncode == 0 else "unknown"
 
 

@@ -26,11 +26,23 @@ sys.path.insert(0, str(ROOT))
 
 from hack.servers import WebhookServer, make_certs  # noqa: E402
 
-REVIEW = {"apiVersion": "admission.k8s.io/v1", "kind": "AdmissionReview", "request": {
-    "uid": "bench", "kind": {"group": "", "version": "v1", "kind": "Pod"},
-    "resource": {"group": "", "version": "v1", "resource": "pods"}, "namespace": "default", "operation": "CREATE",
-    "object": {"apiVersion": "v1", "kind": "Pod", "metadata": {"name": "p"},
-               "spec": {"containers": [{"name": "c", "image": "busybox"}]}}}}
+REVIEW = {
+    "apiVersion": "admission.k8s.io/v1",
+    "kind": "AdmissionReview",
+    "request": {
+        "uid": "bench",
+        "kind": {"group": "", "version": "v1", "kind": "Pod"},
+        "resource": {"group": "", "version": "v1", "resource": "pods"},
+        "namespace": "default",
+        "operation": "CREATE",
+        "object": {
+            "apiVersion": "v1",
+            "kind": "Pod",
+            "metadata": {"name": "p"},
+            "spec": {"containers": [{"name": "c", "image": "busybox"}]},
+        },
+    },
+}
 
 
 def rollup(pid: int) -> dict[str, float]:
@@ -56,8 +68,9 @@ def main(argv: list[str] | None = None) -> int:
     with tempfile.TemporaryDirectory(prefix="webhook-memory-") as scratch:
         directory = Path(scratch)
         make_certs(directory)
-        server = WebhookServer(directory, directory / "webhook.log", workers=args.workers,
-                               kubeconfig=args.kubeconfig).start()
+        server = WebhookServer(
+            directory, directory / "webhook.log", workers=args.workers, kubeconfig=args.kubeconfig
+        ).start()
         try:
             body = json.dumps(REVIEW).encode()
             context = server.ssl_context()
@@ -67,12 +80,15 @@ def main(argv: list[str] | None = None) -> int:
                     response.read()
             assert server.process is not None
             master = server.process.pid
-            rows = [("master", rollup(master))] + [(f"worker {n + 1}", rollup(pid))
-                                                   for n, pid in enumerate(children(master))]
+            rows = [("master", rollup(master))] + [
+                (f"worker {n + 1}", rollup(pid)) for n, pid in enumerate(children(master))
+            ]
         finally:
             server.stop()
-    print(f"webhook memory: {args.workers} gevent workers, namespace cache "
-          f"{'on' if args.kubeconfig else 'off'}, after {args.reviews:,} reviews (MiB)\n")
+    print(
+        f"webhook memory: {args.workers} gevent workers, namespace cache "
+        f"{'on' if args.kubeconfig else 'off'}, after {args.reviews:,} reviews (MiB)\n"
+    )
     print("| process | RSS | PSS | USS |\n|---|---|---|---|")
     totals = [0.0, 0.0, 0.0]
     for name, fields in rows:

@@ -58,8 +58,9 @@ def measure(setup: Setup, name: str, round_no: int, args: argparse.Namespace) ->
         command = hey_command(url, setup.body_path, args.duration, args.rate_workers, per_worker)
         fixed = parse_hey(run_tool(command, args.duration + 60), command)
         check_mutates(url, setup.body)
-    return Measurement(name, round_no, peak, fixed, log_problems(log_path, offset), other.cores(),
-                       quiet_before, calibration)
+    return Measurement(
+        name, round_no, peak, fixed, log_problems(log_path, offset), other.cores(), quiet_before, calibration
+    )
 
 
 @dataclass(frozen=True)
@@ -86,12 +87,16 @@ def summarise(name: str, runs: list[Measurement]) -> Summary:
 
     return Summary(
         server=name,
-        peak_rps=med([r.peak.rps for r in runs]), peak_p50=med([r.peak.p50_ms for r in runs]),
-        peak_p99=med([r.peak.p99_ms for r in runs]), fixed_p50=med([r.fixed.p50_ms for r in runs]),
-        fixed_p99=med([r.fixed.p99_ms for r in runs]), fixed_rps=med([r.fixed.rps for r in runs]),
+        peak_rps=med([r.peak.rps for r in runs]),
+        peak_p50=med([r.peak.p50_ms for r in runs]),
+        peak_p99=med([r.peak.p99_ms for r in runs]),
+        fixed_p50=med([r.fixed.p50_ms for r in runs]),
+        fixed_p99=med([r.fixed.p99_ms for r in runs]),
+        fixed_rps=med([r.fixed.rps for r in runs]),
         bad_responses=sum(r.peak.bad_responses + r.fixed.bad_responses for r in runs),
         errors=sum(r.peak.errors + r.fixed.errors for r in runs),
-        log_problems=sum(len(r.log_lines) for r in runs), other_cores=med([r.other_cores for r in runs]),
+        log_problems=sum(len(r.log_lines) for r in runs),
+        other_cores=med([r.other_cores for r in runs]),
         rounds=len(runs),
     )
 

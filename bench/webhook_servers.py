@@ -73,8 +73,9 @@ class ServerProcess:
 
     def start(self, ready: Callable[[], bool], timeout: float = READY_TIMEOUT) -> None:
         with self.log_path.open("ab") as log:
-            self.process = subprocess.Popen(self.command, cwd=ROOT, env=self.env, stdout=log,
-                                            stderr=subprocess.STDOUT, start_new_session=True)
+            self.process = subprocess.Popen(
+                self.command, cwd=ROOT, env=self.env, stdout=log, stderr=subprocess.STDOUT, start_new_session=True
+            )
         deadline = time.monotonic() + timeout
         while time.monotonic() < deadline:
             if self.process.poll() is not None:
@@ -135,9 +136,14 @@ def serve_ours(setup: Setup, name: str = "ours") -> Iterator[str]:
     """taintkeeper's webhook via hack/servers.py (`python -m webhook`), ready once /readyz answers."""
     metrics_dir = setup.work / f"metrics-{name}"
     metrics_dir.mkdir(exist_ok=True)  # prometheus_client needs it to exist wherever metrics are first imported
-    server = WebhookServer(setup.cert_dir, setup.work / f"{name}.log", workers=setup.workers, threads=setup.threads,
-                           env={**setup.base_env(), "PROMETHEUS_MULTIPROC_DIR": str(metrics_dir)},
-                           extra_args=("--worker-class", worker_class_of(name)))
+    server = WebhookServer(
+        setup.cert_dir,
+        setup.work / f"{name}.log",
+        workers=setup.workers,
+        threads=setup.threads,
+        env={**setup.base_env(), "PROMETHEUS_MULTIPROC_DIR": str(metrics_dir)},
+        extra_args=("--worker-class", worker_class_of(name)),
+    )
     server.env = {k: v for k, v in server.env.items() if not k.startswith("TAINTKEEPER_")}
     shown = ["python", *server.args[1:]]
     shown[shown.index("--bind") + 1] = "127.0.0.1:$PORT"
@@ -166,9 +172,10 @@ def serve_static(setup: Setup, name: str = "static") -> Iterator[str]:
     metrics_dir.mkdir(exist_ok=True)
     env = {**setup.base_env(), **settings, "PROMETHEUS_MULTIPROC_DIR": str(metrics_dir)}
     shown = " ".join(f"{k}={v}" for k, v in settings.items() if k != "TAINTKEEPER_BIND")
-    setup.commands[name] = (f"TAINTKEEPER_BIND=127.0.0.1:$PORT {shown} "
-                            f"gunicorn -c python:webhook.gunicorn_conf 'bench.static_app:create_app()'"
-                            ).replace(str(setup.cert_dir), "$CERTS")
+    setup.commands[name] = (
+        f"TAINTKEEPER_BIND=127.0.0.1:$PORT {shown} "
+        f"gunicorn -c python:webhook.gunicorn_conf 'bench.static_app:create_app()'"
+    ).replace(str(setup.cert_dir), "$CERTS")
     server = ServerProcess(command, env, setup.work / f"{name}.log")
     readyz = f"https://127.0.0.1:{port}/readyz"
     context = ssl.create_default_context(cafile=str(setup.cert_dir / "ca.crt"))
@@ -190,11 +197,18 @@ def serve_kopf(setup: Setup) -> Iterator[str]:
     if setup.kubeconfig is None:
         raise BenchError("kopf needs a cluster, but none was started")
     port = free_port()
-    env = {**setup.base_env(), "KUBECONFIG": str(setup.kubeconfig), "BENCH_KOPF_PORT": str(port),
-           "BENCH_KOPF_CERT": str(setup.cert_dir / "tls.crt"), "BENCH_KOPF_KEY": str(setup.cert_dir / "tls.key")}
+    env = {
+        **setup.base_env(),
+        "KUBECONFIG": str(setup.kubeconfig),
+        "BENCH_KOPF_PORT": str(port),
+        "BENCH_KOPF_CERT": str(setup.cert_dir / "tls.crt"),
+        "BENCH_KOPF_KEY": str(setup.cert_dir / "tls.key"),
+    }
     command = [sys.executable, "-m", "kopf", "run", "--standalone", "-A", KOPF_OP]
-    setup.commands["kopf"] = ("KUBECONFIG=$CLUSTER/kubeconfig BENCH_KOPF_PORT=$PORT BENCH_KOPF_CERT=$CERTS/tls.crt "
-                              f"BENCH_KOPF_KEY=$CERTS/tls.key kopf run --standalone -A {KOPF_OP}")
+    setup.commands["kopf"] = (
+        "KUBECONFIG=$CLUSTER/kubeconfig BENCH_KOPF_PORT=$PORT BENCH_KOPF_CERT=$CERTS/tls.crt "
+        f"BENCH_KOPF_KEY=$CERTS/tls.key kopf run --standalone -A {KOPF_OP}"
+    )
     server = ServerProcess(command, env, setup.work / "kopf.log")
     url = f"https://127.0.0.1:{port}/{KOPF_HANDLER_ID}"
 
@@ -210,7 +224,9 @@ def serve_kopf(setup: Setup) -> Iterator[str]:
 
 
 SERVERS: dict[str, Callable[[Setup], contextlib.AbstractContextManager[str]]] = {
-    "ours": serve_ours, "static": serve_static, "kopf": serve_kopf,
+    "ours": serve_ours,
+    "static": serve_static,
+    "kopf": serve_kopf,
     "ours-gthread": functools.partial(serve_ours, name="ours-gthread"),
     "static-gthread": functools.partial(serve_static, name="static-gthread"),
 }
@@ -220,11 +236,22 @@ SERVERS: dict[str, Callable[[Setup], contextlib.AbstractContextManager[str]]] = 
 def local_cluster(directory: Path) -> Iterator[Path]:
     """kube-apiserver + etcd via hack/local-cluster.sh; always brought down again."""
     try:
-        result = subprocess.run(["bash", str(LOCAL_CLUSTER), "up", str(directory)], cwd=ROOT, capture_output=True,
-                                text=True, timeout=45 * 60, check=False)
+        result = subprocess.run(
+            ["bash", str(LOCAL_CLUSTER), "up", str(directory)],
+            cwd=ROOT,
+            capture_output=True,
+            text=True,
+            timeout=45 * 60,
+            check=False,
+        )
         if result.returncode != 0:
             raise BenchError(f"local cluster did not start: {result.stderr.strip()}")
         yield Path(result.stdout.strip().splitlines()[-1])
     finally:
-        subprocess.run(["bash", str(LOCAL_CLUSTER), "down", str(directory)], cwd=ROOT, capture_output=True,
-                       timeout=120, check=False)
+        subprocess.run(
+            ["bash", str(LOCAL_CLUSTER), "down", str(directory)],
+            cwd=ROOT,
+            capture_output=True,
+            timeout=120,
+            check=False,
+        )

@@ -55,17 +55,23 @@ def rounds_table(runs: list[Measurement]) -> str:
 
 def paired_table(slices: list[Slice]) -> str:
     """Per server, its slices' median req/s and range; per ratio, the median of the per-cycle ratios and range."""
-    lines = ["| server | median req/s over slices | min-max req/s | slices | non-2xx / errors |",
-             "|---|---:|---:|---:|---:|"]
+    lines = [
+        "| server | median req/s over slices | min-max req/s | slices | non-2xx / errors |",
+        "|---|---:|---:|---:|---:|",
+    ]
     for name in dict.fromkeys(s.server for s in slices):  # in the order of the first cycle
         loads = [s.peak for s in slices if s.server == name]
         rates = [load.rps for load in loads]
-        lines.append(f"| {name} | {statistics.median(rates):,.0f} | {min(rates):,.0f}-{max(rates):,.0f} | "
-                     f"{len(loads)} | {sum(load.bad_responses for load in loads)} / "
-                     f"{sum(load.errors for load in loads)} |")
+        lines.append(
+            f"| {name} | {statistics.median(rates):,.0f} | {min(rates):,.0f}-{max(rates):,.0f} | "
+            f"{len(loads)} | {sum(load.bad_responses for load in loads)} / "
+            f"{sum(load.errors for load in loads)} |"
+        )
     lines += ["", "| ratio | median of per-cycle ratios | min-max | cycles |", "|---|---:|---:|---:|"]
-    lines += [f"| {r.top}/{r.bottom} | {r.median:.2f}x | {r.low:.2f}-{r.high:.2f}x | {len(r.ratios)} |"
-              for r in paired_ratios(slices)]
+    lines += [
+        f"| {r.top}/{r.bottom} | {r.median:.2f}x | {r.low:.2f}-{r.high:.2f}x | {len(r.ratios)} |"
+        for r in paired_ratios(slices)
+    ]
     return "\n".join(lines)
 
 
@@ -73,9 +79,13 @@ def cycles_table(slices: list[Slice]) -> str:
     """One row per cycle: the order the servers ran in, each one's req/s, and the cycle's ratios."""
     servers = list(dict.fromkeys(s.server for s in slices))
     pairs = ratio_pairs(servers)
-    lines = ["| cycle | order | " + " | ".join(f"{name} req/s" for name in servers) + "".join(
-                 f" | {top}/{bottom}" for top, bottom in pairs) + " |",
-             "|---:|---|" + "---:|" * (len(servers) + len(pairs))]
+    lines = [
+        "| cycle | order | "
+        + " | ".join(f"{name} req/s" for name in servers)
+        + "".join(f" | {top}/{bottom}" for top, bottom in pairs)
+        + " |",
+        "|---:|---|" + "---:|" * (len(servers) + len(pairs)),
+    ]
     for cycle in sorted({s.cycle for s in slices}):
         this = [s for s in slices if s.cycle == cycle]
         rates = {s.server: f"{s.peak.rps:,.0f}" for s in this}

@@ -21,6 +21,7 @@ RATE_TOLERANCE = 0.95  # the fixed-rate run counts only if it reached 95% of the
 
 def per_round_ratios(runs: list[Measurement], top: str, bottom: str, figure: str = "peak_rps") -> list[float]:
     """top/bottom peak throughput (or fixed-rate p99) within each round, to show how much the ratio of medians moves."""
+
     def value(r: Measurement) -> float:
         return r.peak.rps if figure == "peak_rps" else r.fixed.p99_ms
 
@@ -31,8 +32,9 @@ def mark(ok: bool) -> str:
     return "PASS" if ok else "MISS"
 
 
-def throughput_verdict(top: Summary, bottom: Summary, runs: list[Measurement], target: float, target_text: str,
-                       paired: PairedRatio | None) -> str:
+def throughput_verdict(
+    top: Summary, bottom: Summary, runs: list[Measurement], target: float, target_text: str, paired: PairedRatio | None
+) -> str:
     """top/bottom peak throughput against `target`: from the paired slices' median when given, else the rounds'.
 
     The rounds' ratio of medians and per-round ratios are shown either way.
@@ -43,13 +45,19 @@ def throughput_verdict(top: Summary, bottom: Summary, runs: list[Measurement], t
     name = f"{top.server}/{bottom.server} throughput"
     if paired is None:
         return f"- {name}: {rounds} -- target >= {target_text}: {mark(share >= target)}"
-    return (f"- {name}, from the paired slices: {paired.median:.2f}x (median of {len(paired.ratios)} per-cycle "
-            f"ratios, {paired.low:.2f}-{paired.high:.2f}x); rounds: {rounds} -- target >= {target_text}, "
-            f"on the paired median: {mark(paired.median >= target)}")
+    return (
+        f"- {name}, from the paired slices: {paired.median:.2f}x (median of {len(paired.ratios)} per-cycle "
+        f"ratios, {paired.low:.2f}-{paired.high:.2f}x); rounds: {rounds} -- target >= {target_text}, "
+        f"on the paired median: {mark(paired.median >= target)}"
+    )
 
 
-def verdict_lines(summaries: dict[str, Summary], runs: list[Measurement], args: argparse.Namespace,
-                  paired: list[PairedRatio] | None = None) -> list[str]:
+def verdict_lines(
+    summaries: dict[str, Summary],
+    runs: list[Measurement],
+    args: argparse.Namespace,
+    paired: list[PairedRatio] | None = None,
+) -> list[str]:
     """The ratios (of medians, with the per-round ratios; throughput from the paired slices if they ran) and
     PASS/MISS against each target."""
     ours = summaries.get("ours")
@@ -59,8 +67,9 @@ def verdict_lines(summaries: dict[str, Summary], runs: list[Measurement], args: 
 
     lines = []
     if ours and static:
-        rate_ok = all(s.fixed_rps >= RATE_TOLERANCE * args.rate and s.bad_responses == 0 and s.errors == 0
-                      for s in (ours, static))
+        rate_ok = all(
+            s.fixed_rps >= RATE_TOLERANCE * args.rate and s.bad_responses == 0 and s.errors == 0 for s in (ours, static)
+        )
         factor = ours.fixed_p99 / static.fixed_p99
         each = ", ".join(f"{ratio:.2f}x" for ratio in per_round_ratios(runs, "ours", "static", "fixed_p99"))
         lines.append(
@@ -69,21 +78,31 @@ def verdict_lines(summaries: dict[str, Summary], runs: list[Measurement], args: 
             f"{ours.bad_responses} non-2xx, {ours.errors} errors) -- target <= {TARGET_P99_FACTOR:g}x at "
             f"{TARGET_RATE} req/s: {mark(factor <= TARGET_P99_FACTOR and rate_ok)}"
         )
-        lines.append(throughput_verdict(ours, static, runs, TARGET_STATIC_SHARE, f"{TARGET_STATIC_SHARE:.2f}x",
-                                        by_pair.get(("ours", "static"))))
+        lines.append(
+            throughput_verdict(
+                ours, static, runs, TARGET_STATIC_SHARE, f"{TARGET_STATIC_SHARE:.2f}x", by_pair.get(("ours", "static"))
+            )
+        )
     if ours and kopf:
-        lines.append(throughput_verdict(ours, kopf, runs, TARGET_KOPF_FACTOR, f"{TARGET_KOPF_FACTOR:g}x",
-                                        by_pair.get(("ours", "kopf"))))
+        lines.append(
+            throughput_verdict(
+                ours, kopf, runs, TARGET_KOPF_FACTOR, f"{TARGET_KOPF_FACTOR:g}x", by_pair.get(("ours", "kopf"))
+            )
+        )
     for top, bottom in (("ours-gthread", "static-gthread"), ("ours", "ours-gthread"), ("ours-gthread", "kopf")):
         if top in summaries and bottom in summaries:
             a, b = summaries[top], summaries[bottom]
-            lines.append(f"- (choosing the worker class) {top}/{bottom}: throughput {a.peak_rps / b.peak_rps:.2f}x "
-                         f"({a.peak_rps:,.0f} / {b.peak_rps:,.0f} req/s), p99 at {args.rate} req/s "
-                         f"{a.fixed_p99 / b.fixed_p99:.2f}x ({a.fixed_p99:.2f} / {b.fixed_p99:.2f} ms)")
+            lines.append(
+                f"- (choosing the worker class) {top}/{bottom}: throughput {a.peak_rps / b.peak_rps:.2f}x "
+                f"({a.peak_rps:,.0f} / {b.peak_rps:,.0f} req/s), p99 at {args.rate} req/s "
+                f"{a.fixed_p99 / b.fixed_p99:.2f}x ({a.fixed_p99:.2f} / {b.fixed_p99:.2f} ms)"
+            )
     busiest = max((s.other_cores for s in summaries.values()), default=0.0)
     if busiest >= QUIET_CORES:
-        lines.append(f"- WARNING: processes outside this benchmark used up to {busiest:.2f} cores (median per server) "
-                     f"of the machine's {os.cpu_count()} while it ran; all figures are depressed and noisy")
+        lines.append(
+            f"- WARNING: processes outside this benchmark used up to {busiest:.2f} cores (median per server) "
+            f"of the machine's {os.cpu_count()} while it ran; all figures are depressed and noisy"
+        )
     if args.rate != TARGET_RATE:
         lines.append(f"- note: the fixed-rate run used {args.rate} req/s, not the target's {TARGET_RATE} req/s")
     return lines

@@ -278,8 +278,11 @@ def missing_sans(cert: x509.Certificate, dns_names: Iterable[str], ips: Iterable
         have_ips: set[IPAddress] = set()
     else:
         have_names = {n.lower() for n in san.get_values_for_type(x509.DNSName)}
-        have_ips = {ip for ip in san.get_values_for_type(x509.IPAddress)
-                    if isinstance(ip, ipaddress.IPv4Address | ipaddress.IPv6Address)}  # not networks
+        have_ips = {
+            ip
+            for ip in san.get_values_for_type(x509.IPAddress)
+            if isinstance(ip, ipaddress.IPv4Address | ipaddress.IPv6Address)
+        }  # not networks
     missing = [n for n in dns_names if n.lower() not in have_names]
     return missing + [str(ip) for ip in map(parse_ip, ips) if ip not in have_ips]
 

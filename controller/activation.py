@@ -20,8 +20,14 @@ log = logging.getLogger("taintkeeper.controller")
 
 
 class StagedActivation:
-    def __init__(self, components: Sequence[tuple[Component, Sequence[Informer[Any]]]], stop: threading.Event,
-                 *, on_activated: Callable[[Component], None] | None = None, poll: float = 1.0) -> None:
+    def __init__(
+        self,
+        components: Sequence[tuple[Component, Sequence[Informer[Any]]]],
+        stop: threading.Event,
+        *,
+        on_activated: Callable[[Component], None] | None = None,
+        poll: float = 1.0,
+    ) -> None:
         self._components = list(components)
         self._stop = stop
         self._on_activated = on_activated
@@ -40,8 +46,12 @@ class StagedActivation:
             if all(informer.has_synced for informer in caches):
                 self._activate_in(term, component)
             else:
-                threading.Thread(target=self._when_synced, args=(term, component, caches), daemon=True,
-                                 name=f"activate-{type(component).__name__}").start()
+                threading.Thread(
+                    target=self._when_synced,
+                    args=(term, component, caches),
+                    daemon=True,
+                    name=f"activate-{type(component).__name__}",
+                ).start()
 
     def deactivate(self) -> None:
         """Leadership lost or the process stops: every component stops acting, and no waiter starts one."""

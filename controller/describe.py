@@ -28,4 +28,5 @@ def toleration_text(toleration: Mapping[str, Any]) -> str:
     value = f"={toleration['value']}" if operator == "Equal" and toleration.get("value") else ""
     seconds = toleration.get("tolerationSeconds")
     return f"{key}{value} {operator} {toleration.get('effect') or '*'}" + (
-        f" for {seconds}s" if seconds is not None else " forever")
+        f" for {seconds}s" if seconds is not None else " forever"
+    )

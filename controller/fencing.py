@@ -68,16 +68,22 @@ def fence_refusal(node: Json, min_down: float, now: float) -> str | None:
         return f"node {name} has no Ready condition: cannot tell how long it has been down; not fencing it"
     status = str(ready.get("status") or "")
     if status == "True":
-        return (f"node {name} is Ready: its kubelet is reporting, so its pods may be running; not fencing it "
-                f"(fence only a node that is powered off, cut off, or whose workloads are known to be stopped)")
+        return (
+            f"node {name} is Ready: its kubelet is reporting, so its pods may be running; not fencing it "
+            f"(fence only a node that is powered off, cut off, or whose workloads are known to be stopped)"
+        )
     since = parse_time(ready.get("lastTransitionTime"))
     if since is None:
-        return (f"node {name} is not Ready ({status or 'no status'}) but its Ready condition has no "
-                f"lastTransitionTime: cannot tell since when; not fencing it")
+        return (
+            f"node {name} is not Ready ({status or 'no status'}) but its Ready condition has no "
+            f"lastTransitionTime: cannot tell since when; not fencing it"
+        )
     down = now - since
     if down < min_down:
-        return (f"node {name} has not been Ready for only {describe_duration(down)} (since {format_time(since)}), "
-                f"less than --min-down {describe_duration(min_down)}; not fencing it yet")
+        return (
+            f"node {name} has not been Ready for only {describe_duration(down)} (since {format_time(since)}), "
+            f"less than --min-down {describe_duration(min_down)}; not fencing it yet"
+        )
     return None
 
 
@@ -88,8 +94,11 @@ def _escape(key: str) -> str:
 
 def _version_test(node: Json) -> dict[str, Any]:
     """Refuse the patch (422) if the node changed since it was read: no concurrent taint edit is lost."""
-    return {"op": "test", "path": "/metadata/resourceVersion",
-            "value": str((node.get("metadata") or {}).get("resourceVersion") or "")}
+    return {
+        "op": "test",
+        "path": "/metadata/resourceVersion",
+        "value": str((node.get("metadata") or {}).get("resourceVersion") or ""),
+    }
 
 
 @dataclass(frozen=True)
@@ -117,8 +126,10 @@ def fence_patch(node: Json, who: str, now: float, value: str = FENCE_TAINT_VALUE
     if (node.get("metadata") or {}).get("annotations") is None:
         ops.append({"op": "add", "path": "/metadata/annotations", "value": marks})
     else:
-        ops += [{"op": "add", "path": f"/metadata/annotations/{_escape(key)}", "value": value}
-                for key, value in marks.items()]
+        ops += [
+            {"op": "add", "path": f"/metadata/annotations/{_escape(key)}", "value": value}
+            for key, value in marks.items()
+        ]
     return FencePatch(tuple(ops), taint, marks)
 
 
@@ -129,11 +140,16 @@ def unfence_patch(node: Json) -> tuple[dict[str, Any], ...]:
     removals: list[dict[str, Any]] = []
     for index in reversed(range(len(taints))):  # from the end, so the earlier indexes stay valid
         if is_out_of_service(taints[index]):
-            removals += [{"op": "test", "path": f"/spec/taints/{index}/key", "value": OUT_OF_SERVICE},
-                         {"op": "remove", "path": f"/spec/taints/{index}"}]
+            removals += [
+                {"op": "test", "path": f"/spec/taints/{index}/key", "value": OUT_OF_SERVICE},
+                {"op": "remove", "path": f"/spec/taints/{index}"},
+            ]
     present = node_annotations(node)
-    removals += [{"op": "remove", "path": f"/metadata/annotations/{_escape(key)}"}
-                 for key in (FENCED_BY_ANNOTATION, FENCED_AT_ANNOTATION, CONFIRMED_AT_ANNOTATION) if key in present]
+    removals += [
+        {"op": "remove", "path": f"/metadata/annotations/{_escape(key)}"}
+        for key in (FENCED_BY_ANNOTATION, FENCED_AT_ANNOTATION, CONFIRMED_AT_ANNOTATION)
+        if key in present
+    ]
     if not removals:
         return ()
     return (_version_test(node), *removals)
@@ -144,5 +160,7 @@ def fenced_text(node: Json) -> str:
     marks = node_annotations(node)
     who = marks.get(FENCED_BY_ANNOTATION)
     when = marks.get(FENCED_AT_ANNOTATION)
-    return " ".join(part for part in (f"by {who}" if who else "", f"at {when}" if when else "") if part) or \
-        "by someone else (no taintkeeper.io/fenced-by annotation)"
+    return (
+        " ".join(part for part in (f"by {who}" if who else "", f"at {when}" if when else "") if part)
+        or "by someone else (no taintkeeper.io/fenced-by annotation)"
+    )

@@ -13,8 +13,12 @@ from http.server import BaseHTTPRequestHandler, ThreadingHTTPServer
 from prometheus_client import CONTENT_TYPE_LATEST, REGISTRY, generate_latest
 
 
-def serve_health(address: str, port: int, ready: Callable[[], tuple[bool, str]],
-                 live: Callable[[], tuple[bool, str]] = lambda: (True, "ok")) -> ThreadingHTTPServer:
+def serve_health(
+    address: str,
+    port: int,
+    ready: Callable[[], tuple[bool, str]],
+    live: Callable[[], tuple[bool, str]] = lambda: (True, "ok"),
+) -> ThreadingHTTPServer:
     """Start the server on a daemon thread; `ready()` and `live()` return (ok?, a one-line reason)."""
 
     class Handler(BaseHTTPRequestHandler):

@@ -45,32 +45,47 @@ class SharedInformers:
 
     @property
     def nodes(self) -> Informer[NodeView]:
-        return self._informer("nodes", lambda: Informer("nodes", self._core.list_node, node_view,
-                                                        batch_seconds=HEARTBEAT_BATCH_SECONDS))
+        return self._informer(
+            "nodes", lambda: Informer("nodes", self._core.list_node, node_view, batch_seconds=HEARTBEAT_BATCH_SECONDS)
+        )
 
     @property
     def pods(self) -> Informer[PodView]:
-        return self._informer("pods", lambda: Informer("pods", self._core.list_pod_for_all_namespaces, pod_view,
-                                                       index_by=lambda pod: pod.node_name, protobuf_item=pod_json))
+        return self._informer(
+            "pods",
+            lambda: Informer(
+                "pods",
+                self._core.list_pod_for_all_namespaces,
+                pod_view,
+                index_by=lambda pod: pod.node_name,
+                protobuf_item=pod_json,
+            ),
+        )
 
     @property
     def leases(self) -> Informer[LeaseView]:
         """The nodes' heartbeat Leases."""
         list_leases = functools.partial(self._coordination.list_namespaced_lease, NODE_LEASE_NAMESPACE)
-        return self._informer("leases", lambda: Informer("leases", list_leases, lease_view,
-                                                         batch_seconds=HEARTBEAT_BATCH_SECONDS))
+        return self._informer(
+            "leases", lambda: Informer("leases", list_leases, lease_view, batch_seconds=HEARTBEAT_BATCH_SECONDS)
+        )
 
     @property
     def namespaces(self) -> Informer[NamespaceView]:
-        return self._informer("namespaces", lambda: Informer("namespaces", self._core.list_namespace,
-                                                             namespace_view))
+        return self._informer("namespaces", lambda: Informer("namespaces", self._core.list_namespace, namespace_view))
 
     @property
     def volume_attachments(self) -> Informer[VolumeAttachmentView]:
         """VolumeAttachments (storage.k8s.io/v1), indexed by node: an out-of-service node's are deleted."""
-        return self._informer("volumeattachments", lambda: Informer(
-            "volumeattachments", self._storage.list_volume_attachment, volume_attachment_view,
-            index_by=lambda attachment: attachment.node_name))
+        return self._informer(
+            "volumeattachments",
+            lambda: Informer(
+                "volumeattachments",
+                self._storage.list_volume_attachment,
+                volume_attachment_view,
+                index_by=lambda attachment: attachment.node_name,
+            ),
+        )
 
     def all(self) -> list[Informer[Any]]:
         """Every informer made so far, in the order they were first asked for."""

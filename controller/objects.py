@@ -25,8 +25,9 @@ _interned_tolerations: dict[tuple[tuple[tuple[str, Any], ...], ...], tuple[dict[
 _interned_taints: dict[tuple[tuple[tuple[str, Any], ...], ...], tuple[dict[str, Any], ...]] = {}
 
 
-def _intern(items: list[Json], table: dict[tuple[tuple[tuple[str, Any], ...], ...], tuple[dict[str, Any], ...]]
-            ) -> tuple[dict[str, Any], ...]:
+def _intern(
+    items: list[Json], table: dict[tuple[tuple[tuple[str, Any], ...], ...], tuple[dict[str, Any], ...]]
+) -> tuple[dict[str, Any], ...]:
     key = tuple(tuple(sorted(item.items())) for item in items)
     found = table.get(key)
     if found is None:
@@ -102,11 +103,18 @@ def _kept(annotations: dict[str, Any], keys: tuple[str, ...]) -> tuple[tuple[str
     return tuple((key, str(annotations[key])) for key in keys if key in annotations)
 
 
-_NODE_LABELS = ("topology.kubernetes.io/zone", "topology.kubernetes.io/region",
-                "failure-domain.beta.kubernetes.io/zone", "failure-domain.beta.kubernetes.io/region",
-                "node.kubernetes.io/exclude-disruption",
-                # the GA OS/arch labels and their beta twins, kept in step (nodelifecycle/decision.py)
-                "kubernetes.io/os", "kubernetes.io/arch", "beta.kubernetes.io/os", "beta.kubernetes.io/arch")
+_NODE_LABELS = (
+    "topology.kubernetes.io/zone",
+    "topology.kubernetes.io/region",
+    "failure-domain.beta.kubernetes.io/zone",
+    "failure-domain.beta.kubernetes.io/region",
+    "node.kubernetes.io/exclude-disruption",
+    # the GA OS/arch labels and their beta twins, kept in step (nodelifecycle/decision.py)
+    "kubernetes.io/os",
+    "kubernetes.io/arch",
+    "beta.kubernetes.io/os",
+    "beta.kubernetes.io/arch",
+)
 _CONDITION_FIELDS = ("type", "status", "lastHeartbeatTime", "lastTransitionTime", "reason", "message")
 
 
@@ -135,8 +143,9 @@ class NodeView:
         labels = dict(self.labels)
         object.__setattr__(self, "zone", zone_key(labels))
         object.__setattr__(self, "excluded_from_disruption", excluded_from_disruption(labels))
-        object.__setattr__(self, "ready_condition", next((c for c in self.conditions if c.get("type") == "Ready"),
-                                                         None))
+        object.__setattr__(
+            self, "ready_condition", next((c for c in self.conditions if c.get("type") == "Ready"), None)
+        )
 
     @property
     def key(self) -> str:
@@ -157,8 +166,9 @@ def node_view(node: Json) -> NodeView:
     spec = node.get("spec") or {}
     all_taints = list(spec.get("taints") or [])
     labels = metadata.get("labels") or {}
-    conditions = tuple({k: c[k] for k in _CONDITION_FIELDS if k in c}
-                       for c in (node.get("status") or {}).get("conditions") or [])
+    conditions = tuple(
+        {k: c[k] for k in _CONDITION_FIELDS if k in c} for c in (node.get("status") or {}).get("conditions") or []
+    )
     return NodeView(
         name=metadata.get("name") or "",
         uid=metadata.get("uid") or "",
@@ -177,10 +187,16 @@ def last_stamped(metadata: Json, subresource: str | None = None) -> str:
     """The latest time the apiserver stamped in the object's managedFields (of writes to `subresource`,
     when given); "" if none. One format, UTC: the latest string is the latest time. Before 1.22 an entry
     does not name its subresource: one that manages the subresource's fields counts."""
-    return max((str(entry.get("time") or "") for entry in metadata.get("managedFields") or ()
-                if subresource is None or entry.get("subresource") == subresource
-                or ("subresource" not in entry and f"f:{subresource}" in (entry.get("fieldsV1") or {}))),
-               default="")
+    return max(
+        (
+            str(entry.get("time") or "")
+            for entry in metadata.get("managedFields") or ()
+            if subresource is None
+            or entry.get("subresource") == subresource
+            or ("subresource" not in entry and f"f:{subresource}" in (entry.get("fieldsV1") or {}))
+        ),
+        default="",
+    )
 
 
 @dataclass(frozen=True, slots=True)

@@ -30,6 +30,7 @@ CONTROLLER_NAMES = (NODE_LIFECYCLE, TAINT_EVICTION, TOLERATION_BACKFILL, OUT_OF_
 
 T = TypeVar("T")
 
+
 def parse_bool(text: str) -> bool:
     """Go's strconv.ParseBool forms."""
     value = text.strip()
@@ -91,73 +92,172 @@ class _Parser(argparse.ArgumentParser):
 
 
 def build_parser() -> argparse.ArgumentParser:
-    parser = _Parser(prog="python -m controller", allow_abbrev=False,
-                     description="taintkeeper's controller: node lifecycle monitoring, taint-based eviction and the "
-                                 "backfill of default tolerations.")
+    parser = _Parser(
+        prog="python -m controller",
+        allow_abbrev=False,
+        description="taintkeeper's controller: node lifecycle monitoring, taint-based eviction and the "
+        "backfill of default tolerations.",
+    )
     add = parser.add_argument
     add("--kubeconfig", default=None, help="kubeconfig file (default: in-cluster config, then KUBECONFIG)")
-    add("--leader-elect", nargs="?", const="true", default="true", metavar="BOOL",
-        help="campaign for the leader Lease and act only while leading (default true)")
-    add("--leader-elect-lease-duration", default="15s", metavar="DURATION",
-        help="how long a stand-by waits after the last renewal before taking over (default 15s)")
-    add("--leader-elect-renew-deadline", default="10s", metavar="DURATION",
+    add(
+        "--leader-elect",
+        nargs="?",
+        const="true",
+        default="true",
+        metavar="BOOL",
+        help="campaign for the leader Lease and act only while leading (default true)",
+    )
+    add(
+        "--leader-elect-lease-duration",
+        default="15s",
+        metavar="DURATION",
+        help="how long a stand-by waits after the last renewal before taking over (default 15s)",
+    )
+    add(
+        "--leader-elect-renew-deadline",
+        default="10s",
+        metavar="DURATION",
         help="how long the leader keeps trying to renew before it stops acting; no write is made once "
-             "the last renewal is older (default 10s)")
-    add("--leader-elect-retry-period", default="2s", metavar="DURATION",
-        help="how often to try to acquire or renew the Lease (default 2s)")
+        "the last renewal is older (default 10s)",
+    )
+    add(
+        "--leader-elect-retry-period",
+        default="2s",
+        metavar="DURATION",
+        help="how often to try to acquire or renew the Lease (default 2s)",
+    )
     add("--leader-elect-resource-name", default="taintkeeper-controller", metavar="NAME")
     add("--leader-elect-resource-namespace", default="taintkeeper-system", metavar="NAMESPACE")
-    add("--dry-run", nargs="?", const="true", default="false", metavar="BOOL",
-        help="decide, log and record events, but delete nothing")
+    add(
+        "--dry-run",
+        nargs="?",
+        const="true",
+        default="false",
+        metavar="BOOL",
+        help="decide, log and record events, but delete nothing",
+    )
     add("--bind-address", default="0.0.0.0", help="address for /healthz, /readyz and /metrics")
     add("--port", default="10258", help="port for /healthz, /readyz and /metrics; 0 turns them off")
     add("--taint-eviction-workers", default="8", metavar="N", help="concurrent pod deletions (default 8)")
-    add("--respect-disruption-budgets-for-taints", default="", metavar="KEY,...",
+    add(
+        "--respect-disruption-budgets-for-taints",
+        default="",
+        metavar="KEY,...",
         help="NoExecute taint keys whose evictions go through the Eviction API, so PodDisruptionBudgets hold "
-             "(as for pods or namespaces annotated taintkeeper.io/eviction=respect-disruption-budget); never the "
-             "node-failure taints")
-    add("--disruption-budget-timeout", default="0", metavar="DURATION",
+        "(as for pods or namespaces annotated taintkeeper.io/eviction=respect-disruption-budget); never the "
+        "node-failure taints",
+    )
+    add(
+        "--disruption-budget-timeout",
+        default="0",
+        metavar="DURATION",
         help="how long past its deadline a pod may wait for its disruption budget before it is deleted anyway; "
-             "0 waits as long as it takes (default 0; per pod or namespace: taintkeeper.io/disruption-budget-timeout)")
-    add("--controllers", default="*", metavar="LIST",
+        "0 waits as long as it takes (default 0; per pod or namespace: taintkeeper.io/disruption-budget-timeout)",
+    )
+    add(
+        "--controllers",
+        default="*",
+        metavar="LIST",
         help="controllers to run, kube-controller-manager style: '*' for all, 'name' to enable, '-name' to disable; "
-             f"names: {', '.join(CONTROLLER_NAMES)}")
+        f"names: {', '.join(CONTROLLER_NAMES)}",
+    )
     add("--node-monitor-period", default="5s", metavar="DURATION", help="how often node health is checked")
-    add("--node-monitor-grace-period", default="50s", metavar="DURATION",
-        help="how long a node may stop heartbeating before it is marked Unknown")
-    add("--node-startup-grace-period", default="1m0s", metavar="DURATION",
-        help="how long a new node may go without posting status before it is marked Unknown")
-    add("--mark-pods-not-ready-on-transition-only", nargs="?", const="true", default="false", metavar="BOOL",
+    add(
+        "--node-monitor-grace-period",
+        default="50s",
+        metavar="DURATION",
+        help="how long a node may stop heartbeating before it is marked Unknown",
+    )
+    add(
+        "--node-startup-grace-period",
+        default="1m0s",
+        metavar="DURATION",
+        help="how long a new node may go without posting status before it is marked Unknown",
+    )
+    add(
+        "--mark-pods-not-ready-on-transition-only",
+        nargs="?",
+        const="true",
+        default="false",
+        metavar="BOOL",
         help="mark a node's pods NotReady only when the controller moves its Ready from True, as upstream; by "
-             "default every monitor pass marks the pods still Ready on every node whose Ready is not True, "
-             "whether its kubelet reported False or it went Unknown: k8s #112733, #125618 (default false)")
-    add("--node-eviction-rate", default="0.1", metavar="RATE",
-        help="nodes per second per healthy zone that get a NoExecute taint")
-    add("--secondary-node-eviction-rate", default="0.01", metavar="RATE",
-        help="the rate in a partially disrupted zone larger than --large-cluster-size-threshold")
-    add("--large-cluster-size-threshold", default="50", metavar="N",
-        help="zones with at most this many nodes are not tainted at all while partially disrupted")
-    add("--unhealthy-zone-threshold", default="0.55", metavar="FRACTION",
-        help="share of not-ready nodes (at least 3) that makes a zone partially disrupted")
-    add("--backfill-default-tolerations", nargs="?", const="true", default="true", metavar="BOOL",
+        "default every monitor pass marks the pods still Ready on every node whose Ready is not True, "
+        "whether its kubelet reported False or it went Unknown: k8s #112733, #125618 (default false)",
+    )
+    add(
+        "--node-eviction-rate",
+        default="0.1",
+        metavar="RATE",
+        help="nodes per second per healthy zone that get a NoExecute taint",
+    )
+    add(
+        "--secondary-node-eviction-rate",
+        default="0.01",
+        metavar="RATE",
+        help="the rate in a partially disrupted zone larger than --large-cluster-size-threshold",
+    )
+    add(
+        "--large-cluster-size-threshold",
+        default="50",
+        metavar="N",
+        help="zones with at most this many nodes are not tainted at all while partially disrupted",
+    )
+    add(
+        "--unhealthy-zone-threshold",
+        default="0.55",
+        metavar="FRACTION",
+        help="share of not-ready nodes (at least 3) that makes a zone partially disrupted",
+    )
+    add(
+        "--backfill-default-tolerations",
+        nargs="?",
+        const="true",
+        default="true",
+        metavar="BOOL",
         help="append the default not-ready/unreachable tolerations to pods admitted without them, e.g. while "
-             "the webhook was down (default true)")
-    add("--backfill-excluded-namespaces", default=",".join(DEFAULT_EXCLUDED_NAMESPACES), metavar="LIST",
-        help="comma-separated namespaces whose pods are never backfilled (default %(default)s)")
-    add("--backfill-rate", default=f"{DEFAULT_RATE:g}", metavar="RATE",
-        help="pods per second the backfill updates at most (default %(default)s)")
-    add("--default-not-ready-toleration-seconds", default=str(DEFAULT_TOLERATION_SECONDS), metavar="SECONDS",
-        help="tolerationSeconds of a backfilled not-ready toleration, as the webhook's flag (default %(default)s)")
-    add("--default-unreachable-toleration-seconds", default=str(DEFAULT_TOLERATION_SECONDS), metavar="SECONDS",
-        help="tolerationSeconds of a backfilled unreachable toleration, as the webhook's flag (default %(default)s)")
+        "the webhook was down (default true)",
+    )
+    add(
+        "--backfill-excluded-namespaces",
+        default=",".join(DEFAULT_EXCLUDED_NAMESPACES),
+        metavar="LIST",
+        help="comma-separated namespaces whose pods are never backfilled (default %(default)s)",
+    )
+    add(
+        "--backfill-rate",
+        default=f"{DEFAULT_RATE:g}",
+        metavar="RATE",
+        help="pods per second the backfill updates at most (default %(default)s)",
+    )
+    add(
+        "--default-not-ready-toleration-seconds",
+        default=str(DEFAULT_TOLERATION_SECONDS),
+        metavar="SECONDS",
+        help="tolerationSeconds of a backfilled not-ready toleration, as the webhook's flag (default %(default)s)",
+    )
+    add(
+        "--default-unreachable-toleration-seconds",
+        default=str(DEFAULT_TOLERATION_SECONDS),
+        metavar="SECONDS",
+        help="tolerationSeconds of a backfilled unreachable toleration, as the webhook's flag (default %(default)s)",
+    )
     # The out-of-service handling's automation (controller/outofservice/auto_fence.py).
-    add("--auto-fence-after", default="0", metavar="DURATION",
+    add(
+        "--auto-fence-after",
+        default="0",
+        metavar="DURATION",
         help="put the node.kubernetes.io/out-of-service taint on a node unreachable (Ready Unknown) this long, "
-             "only if its taintkeeper.io/fencing-confirmed-at annotation (written by a fencing agent) is newer than "
-             "its last heartbeat; 0 never does (default 0)")
-    add("--feature-gates", default="", metavar="NAME=BOOL,...",
+        "only if its taintkeeper.io/fencing-confirmed-at annotation (written by a fencing agent) is newer than "
+        "its last heartbeat; 0 never does (default 0)",
+    )
+    add(
+        "--feature-gates",
+        default="",
+        metavar="NAME=BOOL,...",
         help="upstream feature gates taintkeeper honours: TaintTolerationComparisonOperators (alpha, default false: "
-             "Lt/Gt tolerations compare integer values; turn it on only where the apiserver admits them)")
+        "Lt/Gt tolerations compare integer values; turn it on only where the apiserver admits them)",
+    )
     add("--log-format", default="plain", help="plain or json")
     add("--log-level", default="INFO", help="DEBUG, INFO, WARNING or ERROR")
     return parser
@@ -213,8 +313,9 @@ def parse_options(argv: list[str]) -> ControllerOptions:
     leader_elect = _checked("--leader-elect", parse_bool, args.leader_elect)
     if leader_elect:
         try:  # the one place that knows the rules for these three
-            LeaderElectionConfig(args.leader_elect_resource_name, args.leader_elect_resource_namespace, "-",
-                                 lease, renew, retry)
+            LeaderElectionConfig(
+                args.leader_elect_resource_name, args.leader_elect_resource_namespace, "-", lease, renew, retry
+            )
         except ValueError as error:
             raise OptionsError(str(error)) from None
     port = _checked("--port", _whole, args.port)
@@ -229,22 +330,29 @@ def parse_options(argv: list[str]) -> ControllerOptions:
         raise OptionsError(f"--log-level must be DEBUG, INFO, WARNING or ERROR, got {args.log_level!r}")
     monitor = MonitorSettings(
         node_monitor_period=_checked("--node-monitor-period", parse_duration, args.node_monitor_period),
-        node_monitor_grace_period=_checked("--node-monitor-grace-period", parse_duration,
-                                           args.node_monitor_grace_period),
-        node_startup_grace_period=_checked("--node-startup-grace-period", parse_duration,
-                                           args.node_startup_grace_period),
+        node_monitor_grace_period=_checked(
+            "--node-monitor-grace-period", parse_duration, args.node_monitor_grace_period
+        ),
+        node_startup_grace_period=_checked(
+            "--node-startup-grace-period", parse_duration, args.node_startup_grace_period
+        ),
         node_eviction_rate=_checked("--node-eviction-rate", _rate, args.node_eviction_rate),
-        secondary_node_eviction_rate=_checked("--secondary-node-eviction-rate", _rate,
-                                              args.secondary_node_eviction_rate),
-        large_cluster_size_threshold=_checked("--large-cluster-size-threshold", _whole,
-                                              args.large_cluster_size_threshold),
+        secondary_node_eviction_rate=_checked(
+            "--secondary-node-eviction-rate", _rate, args.secondary_node_eviction_rate
+        ),
+        large_cluster_size_threshold=_checked(
+            "--large-cluster-size-threshold", _whole, args.large_cluster_size_threshold
+        ),
         unhealthy_zone_threshold=_checked("--unhealthy-zone-threshold", _rate, args.unhealthy_zone_threshold),
-        mark_pods_not_ready_on_transition_only=_checked("--mark-pods-not-ready-on-transition-only", parse_bool,
-                                                        args.mark_pods_not_ready_on_transition_only),
+        mark_pods_not_ready_on_transition_only=_checked(
+            "--mark-pods-not-ready-on-transition-only", parse_bool, args.mark_pods_not_ready_on_transition_only
+        ),
     )
-    for flag, value in (("--node-monitor-period", monitor.node_monitor_period),
-                        ("--node-monitor-grace-period", monitor.node_monitor_grace_period),
-                        ("--node-startup-grace-period", monitor.node_startup_grace_period)):
+    for flag, value in (
+        ("--node-monitor-period", monitor.node_monitor_period),
+        ("--node-monitor-grace-period", monitor.node_monitor_grace_period),
+        ("--node-startup-grace-period", monitor.node_startup_grace_period),
+    ):
         if value <= 0:
             raise OptionsError(f"{flag} must be greater than zero")
     if monitor.node_monitor_grace_period < monitor.node_monitor_period:
@@ -253,8 +361,9 @@ def parse_options(argv: list[str]) -> ControllerOptions:
         raise OptionsError("--unhealthy-zone-threshold must be in (0, 1]")
     backfill_rate = _checked("--backfill-rate", _rate, args.backfill_rate)
     if backfill_rate <= 0:
-        raise OptionsError("--backfill-rate must be greater than zero (--backfill-default-tolerations=false turns "
-                           "the backfill off)")
+        raise OptionsError(
+            "--backfill-rate must be greater than zero (--backfill-default-tolerations=false turns the backfill off)"
+        )
     controllers = _checked("--controllers", parse_controllers, args.controllers)
     backfill_flag = _checked("--backfill-default-tolerations", parse_bool, args.backfill_default_tolerations)
     if not backfill_flag:
@@ -266,18 +375,23 @@ def parse_options(argv: list[str]) -> ControllerOptions:
         rate=backfill_rate,
         excluded_namespaces=frozenset(n.strip() for n in args.backfill_excluded_namespaces.split(",") if n.strip()),
         cluster_seconds=DefaultSeconds(
-            not_ready=_checked("--default-not-ready-toleration-seconds", _whole,
-                               args.default_not_ready_toleration_seconds),
-            unreachable=_checked("--default-unreachable-toleration-seconds", _whole,
-                                 args.default_unreachable_toleration_seconds),
+            not_ready=_checked(
+                "--default-not-ready-toleration-seconds", _whole, args.default_not_ready_toleration_seconds
+            ),
+            unreachable=_checked(
+                "--default-unreachable-toleration-seconds", _whole, args.default_unreachable_toleration_seconds
+            ),
         ),
     )
     budget_timeout = _checked("--disruption-budget-timeout", parse_duration, args.disruption_budget_timeout)
     if budget_timeout < 0:
         raise OptionsError("--disruption-budget-timeout must not be negative")
     budgets = BudgetSettings(
-        taint_keys=_checked("--respect-disruption-budgets-for-taints", check_taint_keys,
-                            args.respect_disruption_budgets_for_taints.split(",")),
+        taint_keys=_checked(
+            "--respect-disruption-budgets-for-taints",
+            check_taint_keys,
+            args.respect_disruption_budgets_for_taints.split(","),
+        ),
         timeout=budget_timeout or None,
     )
     auto_fence_after = _checked("--auto-fence-after", parse_duration, args.auto_fence_after)

@@ -67,41 +67,94 @@ log = logging.getLogger("taintkeeper.controller")
 NODE_CONTROLLER_COMPONENT = "node-controller"
 
 
-def node_lifecycle(api: client.ApiClient, fence: WriteFence, informers: SharedInformers, recorder: EventRecorder,
-                   options: ControllerOptions) -> NodeLifecycleMonitor:
+def node_lifecycle(
+    api: client.ApiClient,
+    fence: WriteFence,
+    informers: SharedInformers,
+    recorder: EventRecorder,
+    options: ControllerOptions,
+) -> NodeLifecycleMonitor:
     nodes, leases, pods = informers.nodes, informers.leases, informers.pods
     if options.dry_run:  # the monitor reads its nodes and pods as its logged writes would have left them
         dry_run_pods = DryRunPods(pods)
         dry_run_api = DryRunNodeLifecycleApi(KubeNodeLifecycleApi(api, fence), nodes, dry_run_pods)
-        return NodeLifecycleMonitor(dry_run_api, leases, dry_run_pods, dry_run_api, recorder, options.monitor,
-                                    pods_synced=lambda: pods.has_synced)
+        return NodeLifecycleMonitor(
+            dry_run_api,
+            leases,
+            dry_run_pods,
+            dry_run_api,
+            recorder,
+            options.monitor,
+            pods_synced=lambda: pods.has_synced,
+        )
     # Taint writes start from the informer's cached node: one PATCH per node, not a GET and a PATCH.
-    return NodeLifecycleMonitor(nodes, leases, pods, KubeNodeLifecycleApi(api, fence, cache=nodes), recorder,
-                                options.monitor, pods_synced=lambda: pods.has_synced)
+    return NodeLifecycleMonitor(
+        nodes,
+        leases,
+        pods,
+        KubeNodeLifecycleApi(api, fence, cache=nodes),
+        recorder,
+        options.monitor,
+        pods_synced=lambda: pods.has_synced,
+    )
 
 
-def taint_eviction(api: client.ApiClient, fence: WriteFence, informers: SharedInformers, recorder: EventRecorder,
-                   options: ControllerOptions) -> TaintEvictionManager:
-    return TaintEvictionManager(informers.pods, KubeEvictionActions(api, fence), recorder, dry_run=options.dry_run,
-                                workers=options.taint_eviction_workers, namespaces=informers.namespaces,
-                                budgets=options.budgets,
-                                comparison_operators=options.feature_gates[TAINT_TOLERATION_COMPARISON_OPERATORS],
-                                defer_to_out_of_service=OUT_OF_SERVICE in options.controllers)
+def taint_eviction(
+    api: client.ApiClient,
+    fence: WriteFence,
+    informers: SharedInformers,
+    recorder: EventRecorder,
+    options: ControllerOptions,
+) -> TaintEvictionManager:
+    return TaintEvictionManager(
+        informers.pods,
+        KubeEvictionActions(api, fence),
+        recorder,
+        dry_run=options.dry_run,
+        workers=options.taint_eviction_workers,
+        namespaces=informers.namespaces,
+        budgets=options.budgets,
+        comparison_operators=options.feature_gates[TAINT_TOLERATION_COMPARISON_OPERATORS],
+        defer_to_out_of_service=OUT_OF_SERVICE in options.controllers,
+    )
 
 
-def toleration_backfill(api: client.ApiClient, fence: WriteFence, informers: SharedInformers,
-                        recorder: EventRecorder, options: ControllerOptions) -> BackfillController:
-    return BackfillController(informers.pods, informers.namespaces, KubeBackfillApi(api, fence), recorder,
-                              options.backfill, dry_run=options.dry_run)
+def toleration_backfill(
+    api: client.ApiClient,
+    fence: WriteFence,
+    informers: SharedInformers,
+    recorder: EventRecorder,
+    options: ControllerOptions,
+) -> BackfillController:
+    return BackfillController(
+        informers.pods,
+        informers.namespaces,
+        KubeBackfillApi(api, fence),
+        recorder,
+        options.backfill,
+        dry_run=options.dry_run,
+    )
 
 
-def out_of_service(api: client.ApiClient, fence: WriteFence, informers: SharedInformers, recorder: EventRecorder,
-                   options: ControllerOptions) -> OutOfServiceController:
+def out_of_service(
+    api: client.ApiClient,
+    fence: WriteFence,
+    informers: SharedInformers,
+    recorder: EventRecorder,
+    options: ControllerOptions,
+) -> OutOfServiceController:
     # The node Leases only for --auto-fence-after: when each kubelet was last heard.
     leases = informers.leases if options.auto_fence_after is not None else None
-    return OutOfServiceController(informers.nodes, informers.pods, informers.volume_attachments,
-                                  KubeOutOfServiceApi(api, fence), recorder, auto_fence_after=options.auto_fence_after,
-                                  leases=leases, dry_run=options.dry_run)
+    return OutOfServiceController(
+        informers.nodes,
+        informers.pods,
+        informers.volume_attachments,
+        KubeOutOfServiceApi(api, fence),
+        recorder,
+        auto_fence_after=options.auto_fence_after,
+        leases=leases,
+        dry_run=options.dry_run,
+    )
 
 
 def api_connections(options: ControllerOptions) -> int:
@@ -163,8 +216,9 @@ def write_fence(options: ControllerOptions) -> WriteFence:
     leader election, always open. Each refused write is counted by what it was."""
     if not options.leader_elect:
         return WriteFence.without_lease()
-    return WriteFence(options.leader_elect_renew_deadline,
-                      on_refused=lambda action: metrics.FENCED_WRITES.labels(action).inc())
+    return WriteFence(
+        options.leader_elect_renew_deadline, on_refused=lambda action: metrics.FENCED_WRITES.labels(action).inc()
+    )
 
 
 def controller_api_client(options: ControllerOptions) -> client.ApiClient:
@@ -199,13 +253,16 @@ def assemble(api: client.ApiClient, options: ControllerOptions, fence: WriteFenc
     recorders: list[EventRecorder] = []
     components: list[Component] = []
     # (whether it runs, its event source, how it is made), in the order they activate
-    for enabled, source, build in ((NODE_LIFECYCLE in options.controllers, NODE_CONTROLLER_COMPONENT, node_lifecycle),
-                                   (TAINT_EVICTION in options.controllers, TAINT_EVICTION, taint_eviction),
-                                   (options.backfill.enabled, BACKFILL_COMPONENT, toleration_backfill),
-                                   (OUT_OF_SERVICE in options.controllers, OUT_OF_SERVICE_COMPONENT, out_of_service)):
+    for enabled, source, build in (
+        (NODE_LIFECYCLE in options.controllers, NODE_CONTROLLER_COMPONENT, node_lifecycle),
+        (TAINT_EVICTION in options.controllers, TAINT_EVICTION, taint_eviction),
+        (options.backfill.enabled, BACKFILL_COMPONENT, toleration_backfill),
+        (OUT_OF_SERVICE in options.controllers, OUT_OF_SERVICE_COMPONENT, out_of_service),
+    ):
         if enabled:
-            recorder = EventRecorder(api, source, fence,
-                                     on_dropped=lambda reason: metrics.EVENTS_DROPPED.labels(reason).inc())
+            recorder = EventRecorder(
+                api, source, fence, on_dropped=lambda reason: metrics.EVENTS_DROPPED.labels(reason).inc()
+            )
             recorders.append(recorder)
             components.append(build(api, fence, informers, recorder, options))
     for component in components:
@@ -260,8 +317,10 @@ def run(options: ControllerOptions) -> int:
         # The synced caches live as long as the process: keep them out of every full collection
         # (at 5,000 nodes a gen-2 pass over them stalled a monitor pass by up to ~250 ms).
         gc.freeze()
-        log.info("caches synced", extra={"nodes": len(nodes), "pods": len(pods),
-                                         "controllers": ",".join(sorted(options.controllers))})
+        log.info(
+            "caches synced",
+            extra={"nodes": len(nodes), "pods": len(pods), "controllers": ",".join(sorted(options.controllers))},
+        )
 
     try:
         threading.Thread(target=when_all_synced, name="caches-synced", daemon=True).start()
@@ -274,8 +333,9 @@ def run(options: ControllerOptions) -> int:
             stop.wait()
         else:
             config = leader_election_config(options)
-            elector = LeaderElector(config, LeaseClient(api, retry_period=config.retry_period), activate,
-                                    deactivate, fence=fence)
+            elector = LeaderElector(
+                config, LeaseClient(api, retry_period=config.retry_period), activate, deactivate, fence=fence
+            )
             elector.run(stop)  # returns once `stop` is set, after releasing the lease if held
         return 0
     finally:

@@ -116,8 +116,13 @@ class WorkQueue:
             self._add_locked(key)
 
 
-def run_worker(queue: WorkQueue, process: Callable[[str], None], stop: threading.Event, what: str,
-               on_crash: Callable[[], None] | None = None) -> None:
+def run_worker(
+    queue: WorkQueue,
+    process: Callable[[str], None],
+    stop: threading.Event,
+    what: str,
+    on_crash: Callable[[], None] | None = None,
+) -> None:
     """The worker loop of every component: take a key, process it, mark it done.
 
     `process` handles its own API failures (retrying through the queue as it sees fit); an

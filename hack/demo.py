@@ -79,14 +79,18 @@ class Narrator:
         ready: dict[str, Any] = next((c for c in node["status"].get("conditions") or [] if c["type"] == "Ready"), {})
         if ready.get("status") != self.ready:
             if self.ready is not None:
-                say(f"node {self.node}: Ready {self.ready} -> {ready.get('status')} ({ready.get('reason')}: "
-                    f"{ready.get('message')})")
+                say(
+                    f"node {self.node}: Ready {self.ready} -> {ready.get('status')} ({ready.get('reason')}: "
+                    f"{ready.get('message')})"
+                )
                 self.record.event(f"Ready {ready.get('status')}", now)
             self.ready = ready.get("status")
         self.record.ready(ready.get("status"), now)
         self.record.taints(node_taints, now)
-        taints = {f"{t['key']}:{t['effect']}" + (f" (timeAdded {t['timeAdded']})" if t.get("timeAdded") else "")
-                  for t in node_taints}
+        taints = {
+            f"{t['key']}:{t['effect']}" + (f" (timeAdded {t['timeAdded']})" if t.get("timeAdded") else "")
+            for t in node_taints
+        }
         for taint in sorted(taints - self.taints) if not self.quiet else ():
             say(f"node {self.node}: taint added   {taint}")
         for taint in sorted(self.taints - taints):
@@ -105,8 +109,10 @@ class Narrator:
             if before is not None and before[0] == "True" and pod_ready == "False":
                 say(f"pod {name}: marked NotReady (its node is not ready)")
             if before is not None and not before[1] and deleting:
-                reason = next((c.get("reason") for c in pod["status"].get("conditions") or []
-                               if c["type"] == "DisruptionTarget"), None)
+                reason = next(
+                    (c.get("reason") for c in pod["status"].get("conditions") or [] if c["type"] == "DisruptionTarget"),
+                    None,
+                )
                 say(f"pod {name}: EVICTED (DisruptionTarget {reason}; Terminating until the node's kubelet returns)")
             self.pods[name] = (pod_ready, deleting)
         for name in sorted(set(self.pods) - seen):
@@ -130,22 +136,33 @@ def tolerations_text(pod: dict) -> str:
     return ", ".join(parts) or "none"
 
 
-def start_processes(admission: client.AdmissionregistrationV1Api, directory: Path, kubeconfig: Path,
-                    registration: str) -> tuple[WebhookServer, ControllerProcess]:
+def start_processes(
+    admission: client.AdmissionregistrationV1Api, directory: Path, kubeconfig: Path, registration: str
+) -> tuple[WebhookServer, ControllerProcess]:
     """The webhook serving and registered, and the controller (not started yet: the nodes come first),
     as host processes."""
     ca_bundle = make_certs(directory / "webhook-certs")
-    webhook = WebhookServer(directory / "webhook-certs", directory / "webhook.log", workers=2,
-                            kubeconfig=kubeconfig).start()
+    webhook = WebhookServer(
+        directory / "webhook-certs", directory / "webhook.log", workers=2, kubeconfig=kubeconfig
+    ).start()
     say(f"webhook serving over TLS at {webhook.url} (log {directory / 'webhook.log'})")
     with _ignore_missing():
         admission.delete_mutating_webhook_configuration(registration)
-    admission.create_mutating_webhook_configuration(body=mutating_webhook_configuration(  # type: ignore[arg-type]  # a dict body is sent as it is
-        ca_bundle, url=webhook.url, name=registration, failure_policy="Fail"))
-    controller = ControllerProcess(kubeconfig, directory / "controller.log", "--node-monitor-period=1s",
-                                   f"--node-monitor-grace-period={GRACE}s", "--node-eviction-rate=1",
-                                   "--leader-elect-retry-period=1s", "--leader-elect-renew-deadline=4s",
-                                   "--leader-elect-lease-duration=6s")
+    admission.create_mutating_webhook_configuration(
+        body=mutating_webhook_configuration(  # type: ignore[arg-type]  # a dict body is sent as it is
+            ca_bundle, url=webhook.url, name=registration, failure_policy="Fail"
+        )
+    )
+    controller = ControllerProcess(
+        kubeconfig,
+        directory / "controller.log",
+        "--node-monitor-period=1s",
+        f"--node-monitor-grace-period={GRACE}s",
+        "--node-eviction-rate=1",
+        "--leader-elect-retry-period=1s",
+        "--leader-elect-renew-deadline=4s",
+        "--leader-elect-lease-duration=6s",
+    )
     return webhook, controller
 
 
@@ -153,8 +170,10 @@ def deploy(core: client.CoreV1Api, directory: Path) -> None:
     """taintkeeper from its image and manifests, as Deployments on the real nodes (hack/local-cluster.sh deploy)."""
     victim = raw(core.list_node)["items"][-1]["metadata"]["name"]
     core.patch_node(victim, {"metadata": {"labels": {VICTIM_LABEL: "true"}}})
-    say(f"deploying taintkeeper from its own image and manifests, off {victim} (the node that will fail; "
-        "the first run builds the image: minutes)")
+    say(
+        f"deploying taintkeeper from its own image and manifests, off {victim} (the node that will fail; "
+        "the first run builds the image: minutes)"
+    )
     overlay = OLDER_DEPLOYED_OVERLAYS.get(cluster_kubernetes(directory) or "", DEPLOYED_OVERLAY)
     deployed = subprocess.run(["bash", str(SCRIPT), "deploy", str(directory), "--overlay", str(overlay)], text=True)
     if deployed.returncode != 0:
@@ -168,12 +187,22 @@ def main() -> int:
     parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
     parser.add_argument("--dir", type=Path, default=ROOT / ".local" / "demo")
     parser.add_argument("--keep", action="store_true")
-    parser.add_argument("--real-nodes", action="store_true",
-                        help="three real kubelets + containerd (hack/local-cluster.sh up DIR --nodes 3)")
-    parser.add_argument("--deployed", action="store_true",
-                        help="taintkeeper deployed from its image and manifests into the complete local cluster")
-    parser.add_argument("--timeline", type=Path, metavar="FILE.svg",
-                        help="draw the node failure as a timeline picture (installs matplotlib if missing)")
+    parser.add_argument(
+        "--real-nodes",
+        action="store_true",
+        help="three real kubelets + containerd (hack/local-cluster.sh up DIR --nodes 3)",
+    )
+    parser.add_argument(
+        "--deployed",
+        action="store_true",
+        help="taintkeeper deployed from its image and manifests into the complete local cluster",
+    )
+    parser.add_argument(
+        "--timeline",
+        type=Path,
+        metavar="FILE.svg",
+        help="draw the node failure as a timeline picture (installs matplotlib if missing)",
+    )
     args = parser.parse_args()
     if args.timeline is not None and args.timeline.suffix != ".svg":
         parser.error(f"--timeline {args.timeline}: expected a file name ending in .svg")
@@ -190,8 +219,11 @@ def main() -> int:
     say("starting etcd + kube-apiserver on loopback (the first run on a machine builds them: minutes)")
     if args.real_nodes:
         say("and three real nodes: containerd + kubelet each (the first run builds the kubelet: minutes)")
-    up = subprocess.run(["bash", str(SCRIPT), "up", str(directory), *(["--nodes", "3"] if args.real_nodes else [])],
-                        text=True, stdout=subprocess.PIPE)
+    up = subprocess.run(
+        ["bash", str(SCRIPT), "up", str(directory), *(["--nodes", "3"] if args.real_nodes else [])],
+        text=True,
+        stdout=subprocess.PIPE,
+    )
     if up.returncode != 0:
         print("demo: the local control plane did not start (see the messages above)", file=sys.stderr)
         return 1
@@ -210,9 +242,15 @@ def main() -> int:
             webhook, controller = start_processes(admission, directory, kubeconfig, registration)
         with _ignore_missing(409):
             core.create_namespace(body={"metadata": {"name": "taintkeeper-system"}})  # type: ignore[arg-type]  # a dict body is sent as it is
-        annotated = {"metadata": {"name": NAMESPACE, "annotations": {
-            "taintkeeper.io/not-ready-toleration-seconds": str(NAMESPACE_SECONDS),
-            "taintkeeper.io/unreachable-toleration-seconds": str(NAMESPACE_SECONDS)}}}
+        annotated = {
+            "metadata": {
+                "name": NAMESPACE,
+                "annotations": {
+                    "taintkeeper.io/not-ready-toleration-seconds": str(NAMESPACE_SECONDS),
+                    "taintkeeper.io/unreachable-toleration-seconds": str(NAMESPACE_SECONDS),
+                },
+            }
+        }
         try:
             core.create_namespace(body=annotated)  # type: ignore[arg-type]  # a dict body is sent as it is
         except client.ApiException as error:
@@ -221,8 +259,10 @@ def main() -> int:
             core.patch_namespace(NAMESPACE, annotated, _content_type="application/merge-patch+json")
         for leftover in raw(core.list_namespaced_pod, NAMESPACE)["items"]:  # from an earlier run in this --dir
             core.delete_namespaced_pod(leftover["metadata"]["name"], NAMESPACE, grace_period_seconds=0)
-        say(f"namespace {NAMESPACE} annotated: its pods get {NAMESPACE_SECONDS}s default tolerations "
-            "(the cluster-wide default stays 300s)")
+        say(
+            f"namespace {NAMESPACE} annotated: its pods get {NAMESPACE_SECONDS}s default tolerations "
+            "(the cluster-wide default stays 300s)"
+        )
 
         if args.real_nodes:
             from hack.real_nodes.demo_nodes import RealNodes
@@ -241,20 +281,26 @@ def main() -> int:
         victim = nodes[-1] if args.deployed else nodes[0]
         deadline = time.monotonic() + 30
         while time.monotonic() < deadline:  # until the apiserver calls the webhook and its namespace cache has synced
-            probe = raw(core.create_namespaced_pod, NAMESPACE, body={"metadata": {"name": "probe"}, "spec": {
-                "containers": [{"name": "c", "image": "busybox"}]}}, dry_run="All")
+            probe = raw(
+                core.create_namespaced_pod,
+                NAMESPACE,
+                body={"metadata": {"name": "probe"}, "spec": {"containers": [{"name": "c", "image": "busybox"}]}},
+                dry_run="All",
+            )
             if any(t.get("tolerationSeconds") == NAMESPACE_SECONDS for t in probe["spec"].get("tolerations") or []):
                 break
             time.sleep(0.2)
         unreachable = "node.kubernetes.io/unreachable"
-        plans = [("api", None), ("batch", [{"key": unreachable, "operator": "Exists", "effect": "NoExecute",
-                                            "tolerationSeconds": 5}]),
-                 ("cache", [{"key": unreachable, "operator": "Exists", "effect": "NoExecute",
-                             "tolerationSeconds": 0}]),
-                 ("log-agent", [{"operator": "Exists"}])]
+        plans = [
+            ("api", None),
+            ("batch", [{"key": unreachable, "operator": "Exists", "effect": "NoExecute", "tolerationSeconds": 5}]),
+            ("cache", [{"key": unreachable, "operator": "Exists", "effect": "NoExecute", "tolerationSeconds": 0}]),
+            ("log-agent", [{"operator": "Exists"}]),
+        ]
         for name, tolerations in plans:
-            sim.create_pods(victim, 1, namespace=NAMESPACE, tolerations=tolerations, name_prefix=name,
-                            termination_grace_period=2)
+            sim.create_pods(
+                victim, 1, namespace=NAMESPACE, tolerations=tolerations, name_prefix=name, termination_grace_period=2
+            )
         say(f"pods on {victim} (the webhook added the namespace's defaults where a pod had none):")
         for pod in raw(core.list_namespaced_pod, NAMESPACE)["items"]:
             print(f"         {pod['metadata']['name']:<12} tolerations: {tolerations_text(pod)}", flush=True)
@@ -264,31 +310,50 @@ def main() -> int:
         # New nodes get not-ready:NoSchedule from the apiserver (TaintNodesByCondition); the controller
         # lifts it once they are Ready. Start the story from a clean node.
         narrator.watch(15, until=lambda: not narrator.taints)
-        say(f"{victim} crashes: its kubelet " + ("is killed (SIGKILL; its containers keep running)"
-                                                 if args.real_nodes else "stops heartbeating"))
+        say(
+            f"{victim} crashes: its kubelet "
+            + ("is killed (SIGKILL; its containers keep running)" if args.real_nodes else "stops heartbeating")
+        )
         sim.stop_heartbeats(victim)
         narrator.record.event("kubelet stops", time.time())
+
         def evicted() -> int:
             return sum(1 for _, deleting in narrator.pods.values() if deleting)
 
         # Mid-failure, while the namespace-default pod still counts down: the whole cluster's view.
         narrator.watch(grace + 30, until=lambda: evicted() >= 2)
-        status = subprocess.run([sys.executable, "-m", "controller", "status", "--kubeconfig", str(kubeconfig)],
-                                cwd=ROOT, capture_output=True, text=True)
+        status = subprocess.run(
+            [sys.executable, "-m", "controller", "status", "--kubeconfig", str(kubeconfig)],
+            cwd=ROOT,
+            capture_output=True,
+            text=True,
+        )
         say("`kubectl taintkeeper status` (python -m controller status) says:")
         print("\n".join("         " + line for line in (status.stdout or status.stderr).splitlines()), flush=True)
-        narrator.watch(NAMESPACE_SECONDS + 15, until=lambda: evicted() >= 3
-                       and "log-agent" not in {n.rsplit("-", 1)[0] for n, (r, d) in narrator.pods.items() if d})
-        explain = subprocess.run([sys.executable, "-m", "controller", "explain", "--node", victim, "--kubeconfig",
-                                  str(kubeconfig)], cwd=ROOT, capture_output=True, text=True)
+        narrator.watch(
+            NAMESPACE_SECONDS + 15,
+            until=lambda: (
+                evicted() >= 3 and "log-agent" not in {n.rsplit("-", 1)[0] for n, (r, d) in narrator.pods.items() if d}
+            ),
+        )
+        explain = subprocess.run(
+            [sys.executable, "-m", "controller", "explain", "--node", victim, "--kubeconfig", str(kubeconfig)],
+            cwd=ROOT,
+            capture_output=True,
+            text=True,
+        )
         say("`python -m controller explain --node " + victim + "` says:")
         print("\n".join("         " + line for line in explain.stdout.splitlines()), flush=True)
         say(f"{victim} comes back")
         sim.resume_heartbeats(victim)
         narrator.record.event("kubelet back", time.time())
-        narrator.watch(60 if args.real_nodes else 20,
-                       until=lambda: not any(t.startswith(unreachable) for t in narrator.taints)
-                       and not any(d for _, d in narrator.pods.values()))
+        narrator.watch(
+            60 if args.real_nodes else 20,
+            until=lambda: (
+                not any(t.startswith(unreachable) for t in narrator.taints)
+                and not any(d for _, d in narrator.pods.values())
+            ),
+        )
         kept = [name for name, (_, deleting) in narrator.pods.items() if not deleting]
         say(f"the node is healthy again; still running on it: {', '.join(kept) or 'nothing'}")
         if args.timeline is not None:

@@ -61,20 +61,24 @@ def log(message: str) -> None:
 
 
 def _script(*args: str, timeout: float = 120) -> subprocess.CompletedProcess[str]:
-    return subprocess.run(["bash", str(LOCAL_CLUSTER), *args], capture_output=True, text=True, timeout=timeout,
-                          check=False)
+    return subprocess.run(
+        ["bash", str(LOCAL_CLUSTER), *args], capture_output=True, text=True, timeout=timeout, check=False
+    )
 
 
 def cluster_nodes(directory: Path) -> list[dict[str, Any]]:
     """The real nodes of the running cluster in `directory`; DeployError when it has none running."""
     if not (directory / "kubeconfig").is_file() or _script("status", str(directory)).returncode != 0:
-        raise DeployError(f"no running cluster in {directory} (start one: hack/local-cluster.sh up {directory} "
-                          f"--nodes 3)")
+        raise DeployError(
+            f"no running cluster in {directory} (start one: hack/local-cluster.sh up {directory} --nodes 3)"
+        )
     listed = _script("nodes", str(directory))
     nodes = json.loads(listed.stdout) if listed.returncode == 0 else []
     if len(nodes) < MIN_NODES:
-        raise DeployError(f"the cluster in {directory} has {len(nodes)} real node(s); taintkeeper's two replicas "
-                          f"need at least {MIN_NODES} (hack/local-cluster.sh up {directory} --nodes 3)")
+        raise DeployError(
+            f"the cluster in {directory} has {len(nodes)} real node(s); taintkeeper's two replicas "
+            f"need at least {MIN_NODES} (hack/local-cluster.sh up {directory} --nodes 3)"
+        )
     return nodes
 
 
@@ -94,15 +98,23 @@ def import_image(nodes: list[dict[str, Any]], archive: Path, reference: str, dig
     imported = []
     for node in nodes:
         socket = node["containerdSocket"]
-        listed = subprocess.run([ctr, "-a", socket, "-n", "k8s.io", "images", "ls"], capture_output=True, text=True,
-                                timeout=60, check=False)
+        listed = subprocess.run(
+            [ctr, "-a", socket, "-n", "k8s.io", "images", "ls"], capture_output=True, text=True, timeout=60, check=False
+        )
         if any(line.split()[:1] == [reference] and digest in line for line in listed.stdout.splitlines()):
             continue
-        result = subprocess.run([ctr, "-a", socket, "-n", "k8s.io", "images", "import", "--no-unpack=false",
-                                 str(archive)], capture_output=True, text=True, timeout=300, check=False)
+        result = subprocess.run(
+            [ctr, "-a", socket, "-n", "k8s.io", "images", "import", "--no-unpack=false", str(archive)],
+            capture_output=True,
+            text=True,
+            timeout=300,
+            check=False,
+        )
         if result.returncode != 0:
-            raise DeployError(f"could not import {archive} into {node['name']}'s containerd: "
-                              f"{result.stderr.strip().splitlines()[-1:] or result.returncode}")
+            raise DeployError(
+                f"could not import {archive} into {node['name']}'s containerd: "
+                f"{result.stderr.strip().splitlines()[-1:] or result.returncode}"
+            )
         imported.append(node["name"])
     return imported
 
@@ -118,8 +130,9 @@ def kubectl() -> str:
 
 def render(overlay: Path) -> list[dict[str, Any]]:
     """The objects `kubectl kustomize overlay` renders, in its order (namespaces and RBAC first)."""
-    result = subprocess.run([kubectl(), "kustomize", str(overlay)], capture_output=True, text=True, timeout=120,
-                            check=False)
+    result = subprocess.run(
+        [kubectl(), "kustomize", str(overlay)], capture_output=True, text=True, timeout=120, check=False
+    )
     if result.returncode != 0:
         raise DeployError(f"kustomize {overlay} failed: {result.stderr.strip()}")
     return [doc for doc in yaml.safe_load_all(result.stdout) if doc]
@@ -149,16 +162,18 @@ def apply(api: dynamic.DynamicClient, objects: list[dict[str, Any]]) -> list[str
         name, namespace = obj["metadata"]["name"], obj["metadata"].get("namespace")
         what = f"{obj['kind']} {namespace + '/' if namespace else ''}{name}"
         try:
-            api.server_side_apply(resource, body=obj, name=name, namespace=namespace, field_manager=FIELD_MANAGER,
-                                  force_conflicts=True)
+            api.server_side_apply(
+                resource, body=obj, name=name, namespace=namespace, field_manager=FIELD_MANAGER, force_conflicts=True
+            )
         except client.ApiException as error:
             if obj["kind"] != "Job" or error.status != 422:
                 raise DeployError(f"applying {what} failed: {error.status} {error.reason}: {error.body}") from error
             log(f"{what}: its pod template changed and cannot be updated; replacing it")
             api.delete(resource, name=name, namespace=namespace, body={"propagationPolicy": "Foreground"})
             wait_for(functools.partial(_absent, api, resource, name, namespace), 120, f"{what} deleted")
-            api.server_side_apply(resource, body=obj, name=name, namespace=namespace, field_manager=FIELD_MANAGER,
-                                  force_conflicts=True)
+            api.server_side_apply(
+                resource, body=obj, name=name, namespace=namespace, field_manager=FIELD_MANAGER, force_conflicts=True
+            )
         applied.append(what)
     return applied
 
@@ -184,8 +199,9 @@ def _job_done(batch: client.BatchV1Api) -> bool:
     if status is None or spec is None:
         return False  # not reported yet
     if (status.failed or 0) >= (spec.backoff_limit or 6):
-        raise DeployError(f"the certificate Job {NAMESPACE}/{CERTS_JOB} failed: kubectl -n {NAMESPACE} logs "
-                          f"job/{CERTS_JOB}")
+        raise DeployError(
+            f"the certificate Job {NAMESPACE}/{CERTS_JOB} failed: kubectl -n {NAMESPACE} logs job/{CERTS_JOB}"
+        )
     return bool(status.succeeded)
 
 
@@ -201,8 +217,12 @@ def _available(apps: client.AppsV1Api, name: str) -> bool:
         return False  # not reported yet
     wanted = spec.replicas
     current = (status.observed_generation or 0) >= (metadata.generation or 0)
-    return current and (status.updated_replicas or 0) == wanted and (status.available_replicas or 0) == wanted \
+    return (
+        current
+        and (status.updated_replicas or 0) == wanted
+        and (status.available_replicas or 0) == wanted
         and (status.replicas or 0) == wanted
+    )
 
 
 def deploy(directory: Path, overlay: Path, timeout: float) -> None:
@@ -224,8 +244,11 @@ def deploy(directory: Path, overlay: Path, timeout: float) -> None:
         wait_for(lambda: _job_done(batch), timeout, f"the certificate Job {NAMESPACE}/{CERTS_JOB}")
         core = client.CoreV1Api(api_client)
         wait_for(lambda: core.read_namespaced_secret(TLS_SECRET, NAMESPACE), 60, f"the Secret {TLS_SECRET}")
-        wait_for(lambda: _ca_bundle(client.AdmissionregistrationV1Api(api_client)), 60,
-                 f"the caBundle of MutatingWebhookConfiguration {WEBHOOK_CONFIGURATION}")
+        wait_for(
+            lambda: _ca_bundle(client.AdmissionregistrationV1Api(api_client)),
+            60,
+            f"the caBundle of MutatingWebhookConfiguration {WEBHOOK_CONFIGURATION}",
+        )
         log(f"the certificate Job issued Secret {NAMESPACE}/{TLS_SECRET} and the caBundle")
         for name in DEPLOYMENTS:
             wait_for(functools.partial(_available, apps, name), timeout, f"deployment {NAMESPACE}/{name} Available")
@@ -251,8 +274,12 @@ def default_kustomization(directory: Path) -> Path:
 def main(argv: list[str] | None = None) -> int:
     parser = argparse.ArgumentParser(prog="hack/local-cluster.sh deploy", description=__doc__.split("\n\n")[0])
     parser.add_argument("dir", type=Path, help="the cluster's directory (hack/local-cluster.sh up DIR --nodes N)")
-    parser.add_argument("--overlay", type=Path, default=None,
-                        help="the kustomization to apply (default: manifests/; on 1.20, manifests/kube-1.20)")
+    parser.add_argument(
+        "--overlay",
+        type=Path,
+        default=None,
+        help="the kustomization to apply (default: manifests/; on 1.20, manifests/kube-1.20)",
+    )
     parser.add_argument("--timeout", type=float, default=300, help="seconds to wait for each step (default 300)")
     args = parser.parse_args(argv)
     if args.overlay is None:

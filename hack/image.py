@@ -103,8 +103,10 @@ def build(out: Path, recipe: Recipe, tag: str, root: Path = ROOT) -> dict:
     started = time.monotonic()
     missing = [name for name in recipe.build_packages if not _installed(name)]
     if missing:
-        raise BuildError(f"the build stage needs the Debian packages {' '.join(missing)} on this host "
-                         "(hack/local-cluster.sh deps installs them)")
+        raise BuildError(
+            f"the build stage needs the Debian packages {' '.join(missing)} on this host "
+            "(hack/local-cluster.sh deps installs them)"
+        )
     wanted = [name.format(v=recipe.python) for name in DEBIAN_PACKAGES]
     try:
         packages = resolve_debian(wanted)
@@ -140,16 +142,22 @@ def build(out: Path, recipe: Recipe, tag: str, root: Path = ROOT) -> dict:
             versions = [f"{name}={fields['Version']}" for name, fields in sorted(packages.items())]
             return writer, {"libraries": sorted(libraries(writer.entries)), "packages": versions}
 
-        base, base_meta = cached_layer(cache / "layers", base_key(),
-                                       f"Debian bookworm: {' '.join(sorted(packages))}", make_base)
+        base, base_meta = cached_layer(
+            cache / "layers", base_key(), f"Debian bookworm: {' '.join(sorted(packages))}", make_base
+        )
 
         pyproject = tomllib.loads((root / "pyproject.toml").read_text())["project"]
         dependencies = list(pyproject.get("dependencies", []))
         venv_rel = recipe.venv.strip("/")
         site = f"lib/python{recipe.python}/site-packages"
-        deps_key = "venv-" + hashlib.sha256(json.dumps(
-            [builder_hash, python_full, glibc, dependencies, recipe.venv, recipe.compile, recipe.uninstall]
-        ).encode()).hexdigest()[:32]
+        deps_key = (
+            "venv-"
+            + hashlib.sha256(
+                json.dumps(
+                    [builder_hash, python_full, glibc, dependencies, recipe.venv, recipe.compile, recipe.uninstall]
+                ).encode()
+            ).hexdigest()[:32]
+        )
 
         def make_deps() -> tuple[LayerWriter, dict]:
             log(f"installing {len(dependencies)} dependencies from PyPI (cp{recipe.python}, glibc {glibc})")
@@ -172,8 +180,9 @@ def build(out: Path, recipe: Recipe, tag: str, root: Path = ROOT) -> dict:
             installed = sorted(info.name.removesuffix(".dist-info") for info in (tree / site).glob("*.dist-info"))
             return writer, {"needed": needed_by(tree), "installed": installed}
 
-        deps, deps_meta = cached_layer(cache / "layers", deps_key,
-                                       f"{recipe.venv}: {' '.join(dependencies)}", make_deps)
+        deps, deps_meta = cached_layer(
+            cache / "layers", deps_key, f"{recipe.venv}: {' '.join(dependencies)}", make_deps
+        )
         check_needed(set(base_meta["libraries"]), deps_meta["needed"])
 
         log("building taintkeeper's wheel")
@@ -220,12 +229,15 @@ def ensure_image(tag: str = DEFAULT_TAG, *, force: bool = False, root: Path = RO
 
 
 def main() -> int:
-    parser = argparse.ArgumentParser(description=__doc__.splitlines()[0],
-                                     epilog="Prints the archive's path. Import: ctr -n k8s.io images import PATH")
+    parser = argparse.ArgumentParser(
+        description=__doc__.splitlines()[0],
+        epilog="Prints the archive's path. Import: ctr -n k8s.io images import PATH",
+    )
     parser.add_argument("--tag", default=DEFAULT_TAG, help=f"the image's name (default {DEFAULT_TAG})")
     parser.add_argument("--force", action="store_true", help="build again even if the cached archive is current")
-    parser.add_argument("--print-config", action="store_true",
-                        help="print the image config the Containerfile gives, and build nothing")
+    parser.add_argument(
+        "--print-config", action="store_true", help="print the image config the Containerfile gives, and build nothing"
+    )
     args = parser.parse_args()
     try:
         if args.print_config:

@@ -42,11 +42,17 @@ def write_oci_archive(out: Path, recipe: Recipe, layers: list[Layer], tag: str) 
     """An OCI image layout in a tar (`oci-archive`); returns the image config written."""
     config = {
         "created": time.strftime("%Y-%m-%dT%H:%M:%SZ", time.gmtime(EPOCH)),
-        "architecture": ARCHITECTURE, "os": "linux",
+        "architecture": ARCHITECTURE,
+        "os": "linux",
         "config": image_config(recipe),
         "rootfs": {"type": "layers", "diff_ids": [layer.diff_id for layer in layers]},
-        "history": [{"created": time.strftime("%Y-%m-%dT%H:%M:%SZ", time.gmtime(EPOCH)),
-                     "created_by": f"hack/image.py: {layer.comment}"} for layer in layers],
+        "history": [
+            {
+                "created": time.strftime("%Y-%m-%dT%H:%M:%SZ", time.gmtime(EPOCH)),
+                "created_by": f"hack/image.py: {layer.comment}",
+            }
+            for layer in layers
+        ],
     }
     config_bytes = json.dumps(config, sort_keys=True, separators=(",", ":")).encode()
     name = tag if "/" in tag.split(":")[0] else f"docker.io/library/{tag}"
@@ -64,21 +70,40 @@ def write_oci_archive(out: Path, recipe: Recipe, layers: list[Layer], tag: str) 
         layer_descriptors = []
         for layer in layers:
             digest, size = put(layer.path)
-            layer_descriptors.append({"mediaType": "application/vnd.oci.image.layer.v1.tar+gzip",
-                                      "digest": digest, "size": size})
-        manifest = {"schemaVersion": 2, "mediaType": "application/vnd.oci.image.manifest.v1+json",
-                    "config": {"mediaType": "application/vnd.oci.image.config.v1+json",
-                               "digest": config_digest, "size": config_size},
-                    "layers": layer_descriptors}
+            layer_descriptors.append(
+                {"mediaType": "application/vnd.oci.image.layer.v1.tar+gzip", "digest": digest, "size": size}
+            )
+        manifest = {
+            "schemaVersion": 2,
+            "mediaType": "application/vnd.oci.image.manifest.v1+json",
+            "config": {
+                "mediaType": "application/vnd.oci.image.config.v1+json",
+                "digest": config_digest,
+                "size": config_size,
+            },
+            "layers": layer_descriptors,
+        }
         manifest_digest, manifest_size = put(json.dumps(manifest, sort_keys=True, separators=(",", ":")).encode())
-        index = {"schemaVersion": 2, "mediaType": "application/vnd.oci.image.index.v1+json",
-                 "manifests": [{"mediaType": "application/vnd.oci.image.manifest.v1+json",
-                                "digest": manifest_digest, "size": manifest_size,
-                                "platform": {"architecture": ARCHITECTURE, "os": "linux"},
-                                "annotations": {"io.containerd.image.name": name,
-                                                "org.opencontainers.image.ref.name": tag.rpartition(":")[2]}}]}
-        for filename, data in (("oci-layout", b'{"imageLayoutVersion":"1.0.0"}'),
-                               ("index.json", json.dumps(index, sort_keys=True).encode())):
+        index = {
+            "schemaVersion": 2,
+            "mediaType": "application/vnd.oci.image.index.v1+json",
+            "manifests": [
+                {
+                    "mediaType": "application/vnd.oci.image.manifest.v1+json",
+                    "digest": manifest_digest,
+                    "size": manifest_size,
+                    "platform": {"architecture": ARCHITECTURE, "os": "linux"},
+                    "annotations": {
+                        "io.containerd.image.name": name,
+                        "org.opencontainers.image.ref.name": tag.rpartition(":")[2],
+                    },
+                }
+            ],
+        }
+        for filename, data in (
+            ("oci-layout", b'{"imageLayoutVersion":"1.0.0"}'),
+            ("index.json", json.dumps(index, sort_keys=True).encode()),
+        ):
             info = tarfile.TarInfo(filename)
             info.size, info.mtime, info.mode = len(data), EPOCH, 0o644
             archive.addfile(info, io.BytesIO(data))
@@ -96,6 +121,7 @@ class BuiltImage:
 def read_archive(archive: Path) -> BuiltImage:
     """Name, manifest digest and config of an archive this builder wrote."""
     with tarfile.open(archive) as tar:
+
         def blob(digest: str) -> dict:
             handle = tar.extractfile(f"blobs/sha256/{digest.split(':', 1)[1]}")
             assert handle is not None
@@ -112,6 +138,7 @@ def unpack(archive: Path, root: Path) -> BuiltImage:
     """The image's root filesystem, its layers applied in order, written under root (as the runtime would)."""
     built = read_archive(archive)
     with tarfile.open(archive) as tar:
+
         def blob(digest: str):
             handle = tar.extractfile(f"blobs/sha256/{digest.split(':', 1)[1]}")
             assert handle is not None

@@ -31,11 +31,21 @@ DROPPED = re.compile(r"^usr/share/(doc|man|info|locale|lintian|bug|gdb|gcc)(/|$)
 # Debian bookworm's root is merged-/usr: these are symlinks into usr/ and the packages' files go there.
 MERGED = ("bin", "sbin", "lib", "lib64")
 # Mount points and files every container root has (the runtime mounts over them), /tmp world-writable.
-BASE_DIRECTORIES = {"dev": 0o755, "proc": 0o555, "sys": 0o555, "etc": 0o755, "run": 0o755, "root": 0o700,
-                    "tmp": 0o1777, "opt": 0o755, "var": 0o755, "var/tmp": 0o1777}
+BASE_DIRECTORIES = {
+    "dev": 0o755,
+    "proc": 0o555,
+    "sys": 0o555,
+    "etc": 0o755,
+    "run": 0o755,
+    "root": 0o700,
+    "tmp": 0o1777,
+    "opt": 0o755,
+    "var": 0o755,
+    "var/tmp": 0o1777,
+}
 BASE_FILES = {
     "etc/passwd": "root:x:0:0:root:/root:/usr/sbin/nologin\n"
-                  "nobody:x:65534:65534:nobody:/nonexistent:/usr/sbin/nologin\n",
+    "nobody:x:65534:65534:nobody:/nonexistent:/usr/sbin/nologin\n",
     "etc/group": "root:x:0:\nnogroup:x:65534:\n",
     "etc/nsswitch.conf": "passwd: files\ngroup: files\nhosts: files dns\n",
     "etc/hosts": "127.0.0.1\tlocalhost\n::1\tlocalhost ip6-localhost ip6-loopback\n",
@@ -58,8 +68,9 @@ def _stanzas(text: str) -> Iterator[dict[str, str]]:
 
 def _show(names: Iterable[str]) -> dict[str, dict[str, str]]:
     """apt's candidate stanza of each (real, not purely virtual) package among names."""
-    result = subprocess.run(["apt-cache", "show", "--no-all-versions", *sorted(set(names))],
-                            capture_output=True, text=True)
+    result = subprocess.run(
+        ["apt-cache", "show", "--no-all-versions", *sorted(set(names))], capture_output=True, text=True
+    )
     return {fields["Package"]: fields for fields in _stanzas(result.stdout)}
 
 
@@ -74,9 +85,22 @@ def _alternatives(relation: str) -> list[list[str]]:
 
 def _depends_closure(packages: list[str]) -> set[str]:
     """Every package name apt's (over-wide: all alternatives) Depends/Pre-Depends closure reaches: one call."""
-    result = subprocess.run(["apt-cache", "depends", "--recurse", "--no-recommends", "--no-suggests", "--no-conflicts",
-                             "--no-breaks", "--no-replaces", "--no-enhances", *packages],
-                            capture_output=True, text=True)
+    result = subprocess.run(
+        [
+            "apt-cache",
+            "depends",
+            "--recurse",
+            "--no-recommends",
+            "--no-suggests",
+            "--no-conflicts",
+            "--no-breaks",
+            "--no-replaces",
+            "--no-enhances",
+            *packages,
+        ],
+        capture_output=True,
+        text=True,
+    )
     return {line.strip("<>") for line in result.stdout.splitlines() if line and not line[0].isspace()}
 
 
@@ -171,9 +195,13 @@ def _stdlib_bytecode(writer: LayerWriter) -> None:
     run here) and python:X.Y-slim ships: without it every process compiles what it imports, at each
     start (the root is read-only), and holds on to the memory that took (+70 MB for `certs sync`,
     which then outgrew its 128 MiB limit). Unchecked-hash .pyc files, so the fixed mtimes do not matter."""
-    sources = {name: data for name, (info, data) in writer.entries.items()
-               if re.fullmatch(r"usr/lib/python3\.\d+/.+\.py", name) and "/site-packages/" not in name
-               and isinstance(data, bytes)}
+    sources = {
+        name: data
+        for name, (info, data) in writer.entries.items()
+        if re.fullmatch(r"usr/lib/python3\.\d+/.+\.py", name)
+        and "/site-packages/" not in name
+        and isinstance(data, bytes)
+    }
     if not sources:
         return
     with tempfile.TemporaryDirectory(prefix="stdlib-") as scratch_name:
@@ -183,8 +211,23 @@ def _stdlib_bytecode(writer: LayerWriter) -> None:
             (scratch / name).write_bytes(data)
         stdlib = next(iter(sources)).split("/")[:3]  # usr, lib, python3.X
         # Files that are not valid Python 3 (test data, lib2to3 fixtures) are skipped, as py3compile does.
-        subprocess.run([sys.executable, "-m", "compileall", "-q", "-j0", "--invalidation-mode", "unchecked-hash",
-                        "-s", str(scratch), "-p", "/", str(scratch / "/".join(stdlib))], capture_output=True,
-                       check=False)
+        subprocess.run(
+            [
+                sys.executable,
+                "-m",
+                "compileall",
+                "-q",
+                "-j0",
+                "--invalidation-mode",
+                "unchecked-hash",
+                "-s",
+                str(scratch),
+                "-p",
+                "/",
+                str(scratch / "/".join(stdlib)),
+            ],
+            capture_output=True,
+            check=False,
+        )
         for path in sorted(scratch.rglob("*.pyc")):
             writer.add(str(path.relative_to(scratch)), tarfile.REGTYPE, 0o644, path.read_bytes())

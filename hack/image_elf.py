@@ -16,7 +16,7 @@ def elf_needed(data: bytes) -> list[str] | None:
     """DT_NEEDED of a 64-bit little-endian ELF file, None if data is not one."""
     if data[:4] != b"\x7fELF" or data[4] != 2 or data[5] != 1:
         return None
-    shoff, = struct.unpack_from("<Q", data, 0x28)
+    (shoff,) = struct.unpack_from("<Q", data, 0x28)
     shentsize, shnum = struct.unpack_from("<HH", data, 0x3A)
     sections = [struct.unpack_from("<IIQQQQIIQQ", data, shoff + i * shentsize) for i in range(shnum)]
     needed = []
@@ -30,7 +30,7 @@ def elf_needed(data: bytes) -> list[str] | None:
                 break
             if tag == 1:  # DT_NEEDED
                 end = data.index(b"\0", strtab + value)
-                needed.append(data[strtab + value:end].decode())
+                needed.append(data[strtab + value : end].decode())
     return needed
 
 
@@ -55,5 +55,7 @@ def check_needed(provided: set[str], needed: dict[str, list[str]]) -> None:
     missing = {library: users for library, users in needed.items() if library not in provided}
     if missing:
         detail = "; ".join(f"{lib} (needed by {', '.join(users[:3])})" for lib, users in sorted(missing.items()))
-        raise BuildError(f"shared libraries the wheels link to are not in the image: {detail}. "
-                         f"Add their Debian packages to DEBIAN_PACKAGES in hack/image_debian.py")
+        raise BuildError(
+            f"shared libraries the wheels link to are not in the image: {detail}. "
+            f"Add their Debian packages to DEBIAN_PACKAGES in hack/image_debian.py"
+        )

@@ -98,5 +98,6 @@ class LayerWriter:
                                 tar.addfile(info, handle)
                         else:
                             tar.addfile(info, io.BytesIO(data) if data is not None else None)
-        return Layer(out, f"sha256:{compressed.sha.hexdigest()}", f"sha256:{plain.sha.hexdigest()}",
-                     compressed.size, comment)
+        return Layer(
+            out, f"sha256:{compressed.sha.hexdigest()}", f"sha256:{plain.sha.hexdigest()}", compressed.size, comment
+        )

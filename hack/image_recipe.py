@@ -100,8 +100,9 @@ def _exec_form(instruction: Instruction) -> list[str]:
     except json.JSONDecodeError:
         value = None
     if not (isinstance(value, list) and all(isinstance(item, str) for item in value)):
-        raise RecipeError(f"line {instruction.line}: {instruction.op} must be in exec (JSON) form: "
-                          "the image has no /bin/sh")
+        raise RecipeError(
+            f"line {instruction.line}: {instruction.op} must be in exec (JSON) form: the image has no /bin/sh"
+        )
     return value
 
 
@@ -167,32 +168,52 @@ def recipe_from_containerfile(path: Path = CONTAINERFILE) -> Recipe:
             sources.extend(src.rstrip("/").removeprefix("./") for src in srcs)
         elif op == "RUN" and words[:3] == ["python", "-m", "venv"] and len(words) == 4:
             venv = words[3]
-        elif op == "RUN" and venv and words[:2] == [f"{venv}/bin/pip", "install"] and words[-1] == "." \
-                and set(words[2:-1]) <= {"--no-compile"}:
+        elif (
+            op == "RUN"
+            and venv
+            and words[:2] == [f"{venv}/bin/pip", "install"]
+            and words[-1] == "."
+            and set(words[2:-1]) <= {"--no-compile"}
+        ):
             compile_ = "--no-compile" not in words
         elif op == "RUN" and venv and words[:5] == [f"{venv}/bin/python", "-m", "pip", "uninstall", "-y"]:
             uninstall.extend(words[5:])
-        elif op == "RUN" and words[:len(apt_install)] == apt_install and len(words) > len(apt_install) \
-                and all(re.fullmatch(r"[a-z0-9][a-z0-9.+-]*", word) for word in words[len(apt_install):]):
+        elif (
+            op == "RUN"
+            and words[: len(apt_install)] == apt_install
+            and len(words) > len(apt_install)
+            and all(re.fullmatch(r"[a-z0-9][a-z0-9.+-]*", word) for word in words[len(apt_install) :])
+        ):
             # Build tools (a compiler for a dependency published only as an sdist): here they are the
             # host's own, which the same Debian release provides; nothing of them reaches the image.
-            build_packages.extend(words[len(apt_install):])
+            build_packages.extend(words[len(apt_install) :])
         else:
-            raise RecipeError(f"line {instruction.line}: the offline build (hack/image.py) cannot mirror "
-                              f"`{op} {args}` in the build stage; teach it, or change the Containerfile")
+            raise RecipeError(
+                f"line {instruction.line}: the offline build (hack/image.py) cannot mirror "
+                f"`{op} {args}` in the build stage; teach it, or change the Containerfile"
+            )
     if venv is None:
         raise RecipeError("the build stage makes no virtualenv (`RUN python -m venv DIR`)")
 
     env = dict(BASE_ENV)
-    recipe = Recipe(python=python, venv="", sources=sources, compile=compile_, uninstall=uninstall, env=[],
-                    build_packages=build_packages)
+    recipe = Recipe(
+        python=python,
+        venv="",
+        sources=sources,
+        compile=compile_,
+        uninstall=uninstall,
+        env=[],
+        build_packages=build_packages,
+    )
     for instruction in final.instructions:
         op, args = instruction.op, instruction.args
         if op == "COPY":
             flags, srcs, dest = _copy_args(instruction)
             if flags != {"from": build.name} or srcs != [venv] or dest.rstrip("/") != venv:
-                raise RecipeError(f"line {instruction.line}: the final stage may only `COPY --from={build.name} "
-                                  f"{venv} {venv}`, not COPY {args}")
+                raise RecipeError(
+                    f"line {instruction.line}: the final stage may only `COPY --from={build.name} "
+                    f"{venv} {venv}`, not COPY {args}"
+                )
             recipe.venv = venv
         elif op == "ENV":
             env.update(_pairs(instruction, env))
@@ -209,8 +230,10 @@ def recipe_from_containerfile(path: Path = CONTAINERFILE) -> Recipe:
         elif op == "ENTRYPOINT":
             recipe.entrypoint = _exec_form(instruction)
         else:
-            raise RecipeError(f"line {instruction.line}: the offline build (hack/image.py) cannot mirror "
-                              f"`{op} {args}` in the final stage; teach it, or change the Containerfile")
+            raise RecipeError(
+                f"line {instruction.line}: the offline build (hack/image.py) cannot mirror "
+                f"`{op} {args}` in the final stage; teach it, or change the Containerfile"
+            )
     if not recipe.venv:
         raise RecipeError(f"the final stage does not copy the virtualenv {venv}")
     recipe.env = list(env.items())

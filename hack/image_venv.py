@@ -17,8 +17,13 @@ from hack.image_commands import BuildError, run
 def pip(*args: str, cwd: Path | None = None) -> None:
     # pip's own cache beside the layers: the wheels it builds from sdists here are built without debug
     # information (-g0), which keeps the build paths out of them, so they are the same on every build.
-    env = {**os.environ, "PIP_DISABLE_PIP_VERSION_CHECK": "1", "PIP_NO_INPUT": "1",
-           "PIP_CACHE_DIR": str(cache_dir() / "pip"), "CFLAGS": f"{os.environ.get('CFLAGS', '')} -g0".strip()}
+    env = {
+        **os.environ,
+        "PIP_DISABLE_PIP_VERSION_CHECK": "1",
+        "PIP_NO_INPUT": "1",
+        "PIP_CACHE_DIR": str(cache_dir() / "pip"),
+        "CFLAGS": f"{os.environ.get('CFLAGS', '')} -g0".strip(),
+    }
     env.pop("PIP_REQUIRE_VIRTUALENV", None)
     result = subprocess.run([sys.executable, "-m", "pip", *args], capture_output=True, text=True, env=env, cwd=cwd)
     if result.returncode != 0:
@@ -33,9 +38,18 @@ def target_flags(python_full: str, glibc: str) -> list[str]:
     # pip does not widen manylinux_2_N to the older glibc versions it includes: list them all.
     platforms = [f"manylinux_2_{n}_x86_64" for n in range(glibc_minor, 4, -1)]
     platforms += ["manylinux2014_x86_64", "manylinux2010_x86_64", "manylinux1_x86_64", "linux_x86_64"]
-    return ["--only-binary=:all:", *(f"--platform={platform}" for platform in platforms),
-            "--python-version", python_full, "--implementation", "cp", "--abi", f"cp{major}{minor}",
-            "--no-compile", "--no-warn-script-location"]
+    return [
+        "--only-binary=:all:",
+        *(f"--platform={platform}" for platform in platforms),
+        "--python-version",
+        python_full,
+        "--implementation",
+        "cp",
+        "--abi",
+        f"cp{major}{minor}",
+        "--no-compile",
+        "--no-warn-script-location",
+    ]
 
 
 def relocate_scripts(target: Path, venv: str) -> None:
@@ -82,14 +96,38 @@ def bytecode(tree: Path, installed_at: str, compile_: bool) -> None:
     for cache in list(tree.rglob("__pycache__")):
         shutil.rmtree(cache)
     if compile_:
-        run([sys.executable, "-m", "compileall", "-q", "-j0", "--invalidation-mode", "unchecked-hash",
-             "-s", str(tree), "-p", installed_at, "-x", r"/bin/", str(tree)])
+        run(
+            [
+                sys.executable,
+                "-m",
+                "compileall",
+                "-q",
+                "-j0",
+                "--invalidation-mode",
+                "unchecked-hash",
+                "-s",
+                str(tree),
+                "-p",
+                installed_at,
+                "-x",
+                r"/bin/",
+                str(tree),
+            ]
+        )
 
 
 def install(requirements: list[str], target: Path, python_full: str, glibc: str, wheels: Path) -> None:
     """pip install --target, only from the wheels in `wheels`, each checked against the image's interpreter."""
-    pip("install", "--target", str(target), "--no-index", "--find-links", str(wheels),
-        *target_flags(python_full, glibc), *requirements)
+    pip(
+        "install",
+        "--target",
+        str(target),
+        "--no-index",
+        "--find-links",
+        str(wheels),
+        *target_flags(python_full, glibc),
+        *requirements,
+    )
 
 
 def wheels_for(requirements: list[str], wheels: Path, python: str, *, no_deps: bool = False) -> None:
@@ -115,4 +153,5 @@ def venv_skeleton(root: Path, venv: str, python_full: str) -> None:
     (root / "include").mkdir()
     (root / "pyvenv.cfg").write_text(
         f"home = /usr/bin\ninclude-system-site-packages = false\nversion = {python_full}\n"
-        f"executable = /usr/bin/python{version}\ncommand = /usr/bin/python{version} -m venv {venv}\n")
+        f"executable = /usr/bin/python{version}\ncommand = /usr/bin/python{version} -m venv {venv}\n"
+    )

@@ -97,8 +97,14 @@ class IncidentRecorder:
             if name not in self._taints_open:
                 self._taints_open[name] = taint_start(taint, at, at)
 
-    def pod(self, name: str, tolerations: Sequence[Mapping[str, Any]], taints: Iterable[Mapping[str, Any]],
-            deleting: bool, at: float) -> None:
+    def pod(
+        self,
+        name: str,
+        tolerations: Sequence[Mapping[str, Any]],
+        taints: Iterable[Mapping[str, Any]],
+        deleting: bool,
+        at: float,
+    ) -> None:
         """A pod on the node now: its deadline from the node's NoExecute taints, and whether it is going."""
         pod = self._pods.setdefault(name, _OpenPod())
         no_execute = [t for t in taints if t.get("effect") == NO_EXECUTE]
@@ -118,12 +124,14 @@ class IncidentRecorder:
         if self._ready_open is not None:
             ready.append(Span(self._ready_open[0], self._ready_open[1], at))
         taints = self._taints + [Span(name, start, at) for name, start in self._taints_open.items()]
-        pods = [PodBar(name, self.node, pod.start, pod.deadline, pod.deleted)
-                for name, pod in self._pods.items() if pod.start is not None]
+        pods = [
+            PodBar(name, self.node, pod.start, pod.deadline, pod.deleted)
+            for name, pod in self._pods.items()
+            if pod.start is not None
+        ]
         track = NodeTrack(self.node, tuple(ready), tuple(sorted(taints, key=lambda s: s.start)))
         return Incident(self.start, at, (track,), soonest_first(pods), tuple(self._events))
 
 
 def soonest_first(pods: Iterable[PodBar]) -> tuple[PodBar, ...]:
     return tuple(sorted(pods, key=lambda p: (p.deadline is None, p.deadline or 0, p.name)))
-

@@ -28,9 +28,25 @@ def free_port() -> int:
 def make_certs(out_dir: Path, service: str = "taintkeeper-webhook", namespace: str = "taintkeeper-system") -> str:
     """CA + serving pair valid for 127.0.0.1 and the Service names; returns the base64 caBundle."""
     result = subprocess.run(
-        [sys.executable, "-m", "certs", "--service", service, "--namespace", namespace, "--out-dir", str(out_dir),
-         "--ip", "127.0.0.1", "--dns-name", "localhost"],
-        cwd=ROOT, capture_output=True, text=True, check=False,
+        [
+            sys.executable,
+            "-m",
+            "certs",
+            "--service",
+            service,
+            "--namespace",
+            namespace,
+            "--out-dir",
+            str(out_dir),
+            "--ip",
+            "127.0.0.1",
+            "--dns-name",
+            "localhost",
+        ],
+        cwd=ROOT,
+        capture_output=True,
+        text=True,
+        check=False,
     )
     if result.returncode != 0:
         raise RuntimeError(f"certs failed: {result.stderr.strip()}")
@@ -44,17 +60,38 @@ class WebhookServer:
     label); without, its namespace cache is off and the cluster defaults apply everywhere.
     """
 
-    def __init__(self, cert_dir: Path, log_path: Path, *, port: int | None = None, workers: int = 1,
-                 threads: int = 4, extra_args: tuple[str, ...] = (), env: dict[str, str] | None = None,
-                 kubeconfig: Path | None = None) -> None:
+    def __init__(
+        self,
+        cert_dir: Path,
+        log_path: Path,
+        *,
+        port: int | None = None,
+        workers: int = 1,
+        threads: int = 4,
+        extra_args: tuple[str, ...] = (),
+        env: dict[str, str] | None = None,
+        kubeconfig: Path | None = None,
+    ) -> None:
         self.cert_dir = cert_dir
         self.port = port or free_port()
         self.log_path = log_path
         cache_args = ("--kubeconfig", str(kubeconfig)) if kubeconfig is not None else ("--namespace-cache", "false")
         self.args = [
-            sys.executable, "-m", "webhook", "--bind", f"127.0.0.1:{self.port}",
-            "--cert-file", str(cert_dir / "tls.crt"), "--key-file", str(cert_dir / "tls.key"),
-            "--workers", str(workers), "--threads", str(threads), *cache_args, *extra_args,
+            sys.executable,
+            "-m",
+            "webhook",
+            "--bind",
+            f"127.0.0.1:{self.port}",
+            "--cert-file",
+            str(cert_dir / "tls.crt"),
+            "--key-file",
+            str(cert_dir / "tls.key"),
+            "--workers",
+            str(workers),
+            "--threads",
+            str(threads),
+            *cache_args,
+            *extra_args,
         ]
         self.env = {**os.environ, **(env or {})}
         self.process: subprocess.Popen[bytes] | None = None
@@ -68,16 +105,18 @@ class WebhookServer:
 
     def start(self, timeout: float = 30) -> WebhookServer:
         log = self.log_path.open("ab")
-        self.process = subprocess.Popen(self.args, cwd=ROOT, env=self.env, stdout=log, stderr=subprocess.STDOUT,
-                                        start_new_session=True)
+        self.process = subprocess.Popen(
+            self.args, cwd=ROOT, env=self.env, stdout=log, stderr=subprocess.STDOUT, start_new_session=True
+        )
         log.close()
         deadline = time.monotonic() + timeout
         while time.monotonic() < deadline:
             if self.process.poll() is not None:
                 raise RuntimeError(f"webhook exited with {self.process.returncode}; see {self.log_path}")
             try:
-                with urllib.request.urlopen(f"https://127.0.0.1:{self.port}/readyz", context=self.ssl_context(),
-                                            timeout=1) as response:
+                with urllib.request.urlopen(
+                    f"https://127.0.0.1:{self.port}/readyz", context=self.ssl_context(), timeout=1
+                ) as response:
                     if response.status == 200:
                         return self
             except OSError:
@@ -111,15 +150,26 @@ class ControllerProcess:
     def __init__(self, kubeconfig: Path, log_path: Path, *args: str, port: int | None = None) -> None:
         self.port = port or free_port()
         self.log_path = log_path
-        self.args = [sys.executable, "-m", "controller", "--kubeconfig", str(kubeconfig),
-                     "--bind-address", "127.0.0.1", "--port", str(self.port), *args]
+        self.args = [
+            sys.executable,
+            "-m",
+            "controller",
+            "--kubeconfig",
+            str(kubeconfig),
+            "--bind-address",
+            "127.0.0.1",
+            "--port",
+            str(self.port),
+            *args,
+        ]
         self.process: subprocess.Popen[bytes] | None = None
 
     def start(self, timeout: float = 60) -> ControllerProcess:
         """Start and wait until its caches have synced (/readyz answers 200)."""
         with self.log_path.open("ab") as log:
-            self.process = subprocess.Popen(self.args, cwd=ROOT, stdout=log, stderr=subprocess.STDOUT,
-                                            start_new_session=True)
+            self.process = subprocess.Popen(
+                self.args, cwd=ROOT, stdout=log, stderr=subprocess.STDOUT, start_new_session=True
+            )
         deadline = time.monotonic() + timeout
         while time.monotonic() < deadline:
             if self.process.poll() is not None:

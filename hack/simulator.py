@@ -74,8 +74,18 @@ from kube.timestamps import parse_time  # noqa: E402
 from shared.durations import parse_duration as go_duration  # noqa: E402
 
 # What importers take from hack.simulator; the pool's names for tests/unit/hack/test_simulator_pool.py.
-__all__ = ["BULK", "DELETION", "HEARTBEAT", "Simulator", "Stats", "_PriorityPool", "main", "parse_args",
-           "parse_duration", "parse_time"]
+__all__ = [
+    "BULK",
+    "DELETION",
+    "HEARTBEAT",
+    "Simulator",
+    "Stats",
+    "_PriorityPool",
+    "main",
+    "parse_args",
+    "parse_duration",
+    "parse_time",
+]
 
 log = logging.getLogger("simulator")
 
@@ -125,20 +135,47 @@ def parse_args(argv: Sequence[str] | None) -> argparse.Namespace:
     parser.add_argument("--zones", default="", metavar="A,B", help="zones, assigned round-robin (default: none)")
     parser.add_argument("--region", default="sim-region")
     parser.add_argument("--prefix", default="sim", help="nodes are named PREFIX-0, PREFIX-1, ... (default: sim)")
-    parser.add_argument("--lease-period", type=_duration, default=10.0, metavar="DURATION",
-                        help="renew each Lease this often (default: 10s)")
-    parser.add_argument("--status-period", type=_duration, default=60.0, metavar="DURATION",
-                        help="re-post each NodeStatus this often (default: 1m)")
-    parser.add_argument("--pods-per-node", type=_positive_int, default=0, metavar="N",
-                        help="running pods to create on each node (default: 0)")
+    parser.add_argument(
+        "--lease-period",
+        type=_duration,
+        default=10.0,
+        metavar="DURATION",
+        help="renew each Lease this often (default: 10s)",
+    )
+    parser.add_argument(
+        "--status-period",
+        type=_duration,
+        default=60.0,
+        metavar="DURATION",
+        help="re-post each NodeStatus this often (default: 1m)",
+    )
+    parser.add_argument(
+        "--pods-per-node",
+        type=_positive_int,
+        default=0,
+        metavar="N",
+        help="running pods to create on each node (default: 0)",
+    )
     parser.add_argument("--namespace", default="default", help="the pods' namespace (default: default)")
     parser.add_argument("--fail", default="", metavar="NODE,NODE", help="nodes (names or indexes) to fail")
-    parser.add_argument("--fail-after", type=_duration, metavar="SECONDS",
-                        help="stop their heartbeats this long after the nodes are up (default: 0)")
-    parser.add_argument("--recover-after", type=_duration, metavar="SECONDS",
-                        help="resume their heartbeats this long after they failed (default: never)")
-    parser.add_argument("--duration", type=_duration, metavar="SECONDS",
-                        help="run this long, then clean up and exit (default: until SIGINT/SIGTERM)")
+    parser.add_argument(
+        "--fail-after",
+        type=_duration,
+        metavar="SECONDS",
+        help="stop their heartbeats this long after the nodes are up (default: 0)",
+    )
+    parser.add_argument(
+        "--recover-after",
+        type=_duration,
+        metavar="SECONDS",
+        help="resume their heartbeats this long after they failed (default: never)",
+    )
+    parser.add_argument(
+        "--duration",
+        type=_duration,
+        metavar="SECONDS",
+        help="run this long, then clean up and exit (default: until SIGINT/SIGTERM)",
+    )
     parser.add_argument("--keep", action="store_true", help="leave the nodes, leases and pods behind on exit")
     parser.add_argument("--verbose", action="store_true", help="also log every lease renewal and status post")
     args = parser.parse_args(argv)
@@ -169,8 +206,12 @@ def parse_args(argv: Sequence[str] | None) -> argparse.Namespace:
 
 def main(argv: Sequence[str] | None = None) -> int:
     args = parse_args(argv)
-    logging.basicConfig(level=logging.DEBUG if args.verbose else logging.INFO, stream=sys.stdout,
-                        format="%(asctime)s.%(msecs)03d %(message)s", datefmt="%Y-%m-%dT%H:%M:%S")
+    logging.basicConfig(
+        level=logging.DEBUG if args.verbose else logging.INFO,
+        stream=sys.stdout,
+        format="%(asctime)s.%(msecs)03d %(message)s",
+        datefmt="%Y-%m-%dT%H:%M:%S",
+    )
     logging.getLogger("urllib3").setLevel(logging.ERROR)
     try:
         api_client = config.new_client_from_config(config_file=str(args.kubeconfig))
@@ -187,8 +228,9 @@ def main(argv: Sequence[str] | None = None) -> int:
     signal.signal(signal.SIGINT, on_signal)
     signal.signal(signal.SIGTERM, on_signal)
 
-    simulator = Simulator(api_client, lease_period=args.lease_period, status_period=args.status_period,
-                          node_prefix=args.prefix)
+    simulator = Simulator(
+        api_client, lease_period=args.lease_period, status_period=args.status_period, node_prefix=args.prefix
+    )
     try:
         simulator.start()
         nodes = simulator.add_nodes(args.nodes, zones=args.zones or None, region=args.region)
@@ -196,8 +238,13 @@ def main(argv: Sequence[str] | None = None) -> int:
             # One caller thread per node keeps the pool busy; create_pods itself parallelizes only per node.
             with futures.ThreadPoolExecutor(4) as callers:
                 list(callers.map(lambda node: simulator.create_pods(node, args.pods_per_node, args.namespace), nodes))
-        log.info("%d node(s) up (lease every %gs, status every %gs)%s", len(nodes), args.lease_period,
-                 args.status_period, "" if args.duration is None else f"; running for {args.duration:g}s")
+        log.info(
+            "%d node(s) up (lease every %gs, status every %gs)%s",
+            len(nodes),
+            args.lease_period,
+            args.status_period,
+            "" if args.duration is None else f"; running for {args.duration:g}s",
+        )
         _run_timeline(simulator, args, interrupted)
     except KeyboardInterrupt:
         pass
@@ -240,9 +287,15 @@ def _run_timeline(simulator: Simulator, args: argparse.Namespace, interrupted: t
         if now >= next_summary:
             stats = simulator.stats()
             rate = (stats.api_calls - last.api_calls) / (now - last_time)
-            log.info("summary: %d lease renewals, %d status posts, %d pods removed, %d errors; %.1f API calls/s; "
-                     "CPU %.2fs", stats.lease_renewals, stats.status_posts, stats.pods_removed, stats.errors, rate,
-                     stats.cpu_seconds)
+            log.info(
+                "summary: %d lease renewals, %d status posts, %d pods removed, %d errors; %.1f API calls/s; CPU %.2fs",
+                stats.lease_renewals,
+                stats.status_posts,
+                stats.pods_removed,
+                stats.errors,
+                rate,
+                stats.cpu_seconds,
+            )
             last, last_time, next_summary = stats, now, now + summary_every
         wake = min([next_summary, *(t for t, _, _ in events[:1]), *([end] if end is not None else [])])
         interrupted.wait(max(wake - time.monotonic(), 0.01))

@@ -51,10 +51,10 @@ class Simulator(Registration, Pods, PodWatch):
             for node in self._nodes.values():
                 if node.alive:
                     self._schedule_first_beats(node)
-        self._threads = [threading.Thread(target=self._schedule_loop, name=f"{self.node_prefix}-scheduler",
-                                          daemon=True),
-                         threading.Thread(target=self._watch_loop, name=f"{self.node_prefix}-pod-watch",
-                                          daemon=True)]
+        self._threads = [
+            threading.Thread(target=self._schedule_loop, name=f"{self.node_prefix}-scheduler", daemon=True),
+            threading.Thread(target=self._watch_loop, name=f"{self.node_prefix}-pod-watch", daemon=True),
+        ]
         for thread in self._threads:
             thread.start()
         return self
@@ -95,8 +95,13 @@ class Simulator(Registration, Pods, PodWatch):
 
     # ----------------------------------------------------------------------------- nodes
 
-    def add_nodes(self, count: int, zones: list[str] | None = None, region: str = "sim-region",
-                  labels: dict[str, str] | None = None) -> list[str]:
+    def add_nodes(
+        self,
+        count: int,
+        zones: list[str] | None = None,
+        region: str = "sim-region",
+        labels: dict[str, str] | None = None,
+    ) -> list[str]:
         """Register `count` Nodes (zones round-robin), post their Ready status, create their Leases."""
         if count < 0:
             raise ValueError("count must be >= 0")
@@ -107,8 +112,7 @@ class Simulator(Registration, Pods, PodWatch):
             first = self._next_index
             self._next_index += count
         plans = [(first + k, zones[k % len(zones)] if zones else None, (k + 1) / count) for k in range(count)]
-        names = self._parallel(BULK, lambda plan: self._register_node(*plan, region=region, labels=labels or {}),
-                               plans)
+        names = self._parallel(BULK, lambda plan: self._register_node(*plan, region=region, labels=labels or {}), plans)
         log.info("registered %d node(s) %s", len(names), _summarize(names))
         return names
 
@@ -161,8 +165,11 @@ class Simulator(Registration, Pods, PodWatch):
         with self._lock:
             node = self._node(name)
             current = node.conditions.get(type)
-            transition = (current.last_transition if current is not None and current.status == status
-                          else format_time(self.clock()))
+            transition = (
+                current.last_transition
+                if current is not None and current.status == status
+                else format_time(self.clock())
+            )
             node.conditions[type] = _Condition(status, reason, message, transition)
             alive = node.alive
         if alive:
@@ -173,8 +180,11 @@ class Simulator(Registration, Pods, PodWatch):
         """Delete these simulated nodes (all by default) and their Leases. With delete_pods, the
         pods the simulator created on them are deleted with grace 0, as the pod GC would."""
         with self._lock:
-            nodes = ([self._node(name) for name in names] if names
-                     else sorted(self._nodes.values(), key=lambda node: node.index))
+            nodes = (
+                [self._node(name) for name in names]
+                if names
+                else sorted(self._nodes.values(), key=lambda node: node.index)
+            )
             for node in nodes:
                 node.alive = False
             in_flight = self._invalidate(nodes)
@@ -191,17 +201,28 @@ class Simulator(Registration, Pods, PodWatch):
 
     # ----------------------------------------------------------------------------- pods
 
-    def create_pods(self, node: str, count: int = 1, namespace: str = "default",
-                    tolerations: list[Json] | None = None, name_prefix: str | None = None,
-                    labels: dict[str, str] | None = None, termination_grace_period: int | None = None) -> list[str]:
+    def create_pods(
+        self,
+        node: str,
+        count: int = 1,
+        namespace: str = "default",
+        tolerations: list[Json] | None = None,
+        name_prefix: str | None = None,
+        labels: dict[str, str] | None = None,
+        termination_grace_period: int | None = None,
+    ) -> list[str]:
         """Pods bound to `node` with one busybox container, status Running and Ready (as a kubelet
         would post it), named f"{name_prefix or node}-{n}"."""
         with self._lock:
             sim_node = self._node(node)
         prefix = name_prefix or node
-        names = self._parallel(BULK, lambda _: self._create_pod(sim_node, namespace, prefix, tolerations,
-                                                                labels or {}, termination_grace_period),
-                               range(count))
+        names = self._parallel(
+            BULK,
+            lambda _: self._create_pod(
+                sim_node, namespace, prefix, tolerations, labels or {}, termination_grace_period
+            ),
+            range(count),
+        )
         log.info("created %d pod(s) on %s in %s: %s", len(names), node, namespace, _summarize(names))
         return names
 

@@ -28,9 +28,17 @@ class SimulatorBase:
     """The Simulator's state and the calls on it that registration, heartbeats, pods and the pod
     watch all make. The Simulator class (hack/simulator_api.py) is built on it."""
 
-    def __init__(self, api_client: client.ApiClient, *, lease_period: float = 10.0, status_period: float = 60.0,
-                 node_prefix: str = "sim", clock: Callable[[], float] = time.time, workers: int = 6,
-                 request_timeout: float = 10.0) -> None:
+    def __init__(
+        self,
+        api_client: client.ApiClient,
+        *,
+        lease_period: float = 10.0,
+        status_period: float = 60.0,
+        node_prefix: str = "sim",
+        clock: Callable[[], float] = time.time,
+        workers: int = 6,
+        request_timeout: float = 10.0,
+    ) -> None:
         if lease_period <= 0 or status_period <= 0:
             raise ValueError("lease_period and status_period must be positive")
         self.api_client = api_client
@@ -98,14 +106,29 @@ class SimulatorBase:
         futures.wait(submitted)
         return [future.result() for future in submitted]
 
-    def _request(self, method: str, path: str, *, body: Json | None = None, query: list[tuple[str, str]] | None = None,
-                 content_type: str = "application/json", stream: bool = False,
-                 timeout: float | tuple[float, float] | None = None) -> Any:
+    def _request(
+        self,
+        method: str,
+        path: str,
+        *,
+        body: Json | None = None,
+        query: list[tuple[str, str]] | None = None,
+        content_type: str = "application/json",
+        stream: bool = False,
+        timeout: float | tuple[float, float] | None = None,
+    ) -> Any:
         """One API call with raw JSON (kube/request.py says why not the generated methods), counted."""
         with self._lock:
             self._stats.api_calls += 1
-        response = send(self.api_client, method, path, query=query, body=body, content_type=content_type,
-                        timeout=timeout or self.request_timeout)
+        response = send(
+            self.api_client,
+            method,
+            path,
+            query=query,
+            body=body,
+            content_type=content_type,
+            timeout=timeout or self.request_timeout,
+        )
         if stream:
             return response.response
         response.read()

@@ -33,18 +33,31 @@ class Heartbeats(SimulatorBase):
         self._push(now + self.status_period * node.phase, STATUS, node)
 
     def _create_lease(self, node: _Node) -> None:
-        lease = {"apiVersion": "coordination.k8s.io/v1", "kind": "Lease",
-                 "metadata": {"name": node.name, "namespace": LEASE_NAMESPACE, "ownerReferences": [
-                     {"apiVersion": "v1", "kind": "Node", "name": node.name, "uid": node.uid}]},
-                 "spec": {"holderIdentity": node.name, "leaseDurationSeconds": LEASE_DURATION_SECONDS,
-                          "renewTime": format_micro_time(self.clock())}}
+        lease = {
+            "apiVersion": "coordination.k8s.io/v1",
+            "kind": "Lease",
+            "metadata": {
+                "name": node.name,
+                "namespace": LEASE_NAMESPACE,
+                "ownerReferences": [{"apiVersion": "v1", "kind": "Node", "name": node.name, "uid": node.uid}],
+            },
+            "spec": {
+                "holderIdentity": node.name,
+                "leaseDurationSeconds": LEASE_DURATION_SECONDS,
+                "renewTime": format_micro_time(self.clock()),
+            },
+        }
         try:
             self._request("POST", f"/apis/coordination.k8s.io/v1/namespaces/{LEASE_NAMESPACE}/leases", body=lease)
         except ApiException as error:
             if not is_conflict(error):
                 raise
-            self._request("PATCH", _lease_path(node.name), body={"metadata": lease["metadata"], "spec": lease["spec"]},
-                          content_type=MERGE_PATCH)
+            self._request(
+                "PATCH",
+                _lease_path(node.name),
+                body={"metadata": lease["metadata"], "spec": lease["spec"]},
+                content_type=MERGE_PATCH,
+            )
 
     def _beat(self, due: float, kind: str, node: _Node, generation: int) -> None:
         if not self._is_current(node, generation):
@@ -62,8 +75,12 @@ class Heartbeats(SimulatorBase):
     def _renew_lease(self, node: _Node) -> bool:
         try:
             try:
-                self._request("PATCH", _lease_path(node.name), content_type=MERGE_PATCH,
-                              body={"spec": {"renewTime": format_micro_time(self.clock())}})
+                self._request(
+                    "PATCH",
+                    _lease_path(node.name),
+                    content_type=MERGE_PATCH,
+                    body={"spec": {"renewTime": format_micro_time(self.clock())}},
+                )
             except ApiException as error:
                 if not is_not_found(error):
                     raise
@@ -91,24 +108,47 @@ class Heartbeats(SimulatorBase):
         with node.status_lock:
             now = format_time(self.clock())
             with self._lock:
-                conditions = [{"type": kind, "status": condition.status, "reason": condition.reason,
-                               "message": condition.message, "lastHeartbeatTime": now,
-                               "lastTransitionTime": condition.last_transition}
-                              for kind, condition in node.conditions.items()]
+                conditions = [
+                    {
+                        "type": kind,
+                        "status": condition.status,
+                        "reason": condition.reason,
+                        "message": condition.message,
+                        "lastHeartbeatTime": now,
+                        "lastTransitionTime": condition.last_transition,
+                    }
+                    for kind, condition in node.conditions.items()
+                ]
             status: Json = {"conditions": conditions}
             if initial:
                 resources = {"cpu": "4", "memory": "16Gi", "pods": "110", "ephemeral-storage": "100Gi"}
-                status.update(capacity=resources, allocatable=resources,
-                              addresses=[{"type": "InternalIP", "address": node.address},
-                                         {"type": "Hostname", "address": node.name}],
-                              daemonEndpoints={"kubeletEndpoint": {"Port": 10250}},
-                              nodeInfo={"machineID": node.uid.replace("-", ""), "systemUUID": node.uid,
-                                        "bootID": node.uid, "kernelVersion": "5.10.0-sim", "osImage": "simulated",
-                                        "containerRuntimeVersion": "sim://1.0", "kubeletVersion": "v1.20.2-sim",
-                                        "kubeProxyVersion": "v1.20.2-sim", "operatingSystem": "linux",
-                                        "architecture": "amd64"})
-            self._request("PATCH", f"/api/v1/nodes/{quote(node.name)}/status", body={"status": status},
-                          content_type=STRATEGIC_MERGE)
+                status.update(
+                    capacity=resources,
+                    allocatable=resources,
+                    addresses=[
+                        {"type": "InternalIP", "address": node.address},
+                        {"type": "Hostname", "address": node.name},
+                    ],
+                    daemonEndpoints={"kubeletEndpoint": {"Port": 10250}},
+                    nodeInfo={
+                        "machineID": node.uid.replace("-", ""),
+                        "systemUUID": node.uid,
+                        "bootID": node.uid,
+                        "kernelVersion": "5.10.0-sim",
+                        "osImage": "simulated",
+                        "containerRuntimeVersion": "sim://1.0",
+                        "kubeletVersion": "v1.20.2-sim",
+                        "kubeProxyVersion": "v1.20.2-sim",
+                        "operatingSystem": "linux",
+                        "architecture": "amd64",
+                    },
+                )
+            self._request(
+                "PATCH",
+                f"/api/v1/nodes/{quote(node.name)}/status",
+                body={"status": status},
+                content_type=STRATEGIC_MERGE,
+            )
         with self._lock:
             self._stats.status_posts += 1
         log.debug("node %s: status posted", node.name)

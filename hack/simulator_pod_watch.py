@@ -72,8 +72,13 @@ class PodWatch(SimulatorBase):
     def _watch(self, resource_version: str) -> str | None:
         """One watch request until the server ends it; the resourceVersion to go on from, or None
         when it is too old (410 Gone) and a relist is needed."""
-        query = [("fieldSelector", BOUND_PODS), ("watch", "true"), ("resourceVersion", resource_version),
-                 ("allowWatchBookmarks", "true"), ("timeoutSeconds", str(WATCH_SECONDS))]
+        query = [
+            ("fieldSelector", BOUND_PODS),
+            ("watch", "true"),
+            ("resourceVersion", resource_version),
+            ("allowWatchBookmarks", "true"),
+            ("timeoutSeconds", str(WATCH_SECONDS)),
+        ]
         response = self._request("GET", "/api/v1/pods", query=query, stream=True, timeout=(5, WATCH_SECONDS + 15))
         with self._lock:
             self._watch_response = response
@@ -120,9 +125,13 @@ class PodWatch(SimulatorBase):
             existing.deadline = parse_time(deletion) or 0.0  # a second delete may have shortened the grace period
             self._terminating[key] = existing
             return
-        self._terminating[key] = _TerminatingPod(namespace=key[0], name=key[1], uid=metadata["uid"],
-                                                 node=pod["spec"].get("nodeName") or "",
-                                                 deadline=parse_time(deletion) or 0.0)
+        self._terminating[key] = _TerminatingPod(
+            namespace=key[0],
+            name=key[1],
+            uid=metadata["uid"],
+            node=pod["spec"].get("nodeName") or "",
+            deadline=parse_time(deletion) or 0.0,
+        )
 
 
 def _unblock(response: Any) -> None:

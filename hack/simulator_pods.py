@@ -24,10 +24,19 @@ MANAGED_BY = "taintkeeper-simulator"
 class Pods(SimulatorBase):
     """Pod creation and the deletions the scheduler (Simulator._schedule_loop) hands to the pool."""
 
-    def _create_pod(self, node: _Node, namespace: str, prefix: str, tolerations: list[Json] | None,
-                    labels: dict[str, str], termination_grace_period: int | None) -> str:
-        spec: Json = {"nodeName": node.name, "containers": [
-            {"name": "app", "image": "busybox", "command": ["sleep", "1000000"]}]}
+    def _create_pod(
+        self,
+        node: _Node,
+        namespace: str,
+        prefix: str,
+        tolerations: list[Json] | None,
+        labels: dict[str, str],
+        termination_grace_period: int | None,
+    ) -> str:
+        spec: Json = {
+            "nodeName": node.name,
+            "containers": [{"name": "app", "image": "busybox", "command": ["sleep", "1000000"]}],
+        }
         if tolerations is not None:
             spec["tolerations"] = tolerations
         if termination_grace_period is not None:
@@ -37,8 +46,12 @@ class Pods(SimulatorBase):
                 number = self._pod_name_counters.get(prefix, 0)
                 self._pod_name_counters[prefix] = number + 1
             name = f"{prefix}-{number}"
-            body = {"apiVersion": "v1", "kind": "Pod", "spec": spec, "metadata": {
-                "name": name, "namespace": namespace, "labels": {**labels, MANAGED_BY_LABEL: MANAGED_BY}}}
+            body = {
+                "apiVersion": "v1",
+                "kind": "Pod",
+                "spec": spec,
+                "metadata": {"name": name, "namespace": namespace, "labels": {**labels, MANAGED_BY_LABEL: MANAGED_BY}},
+            }
             try:
                 created = self._request("POST", f"/api/v1/namespaces/{quote(namespace)}/pods", body=body)
                 break
@@ -53,18 +66,37 @@ class Pods(SimulatorBase):
             pod_number = self._pod_counter
         # The apiserver resets the status on create; the kubelet's status post makes it Running.
         now = format_time(self.clock())
-        ready = [{"type": kind, "status": "True", "lastTransitionTime": now, "lastProbeTime": None}
-                 for kind in ("Initialized", "Ready", "ContainersReady", "PodScheduled")]
+        ready = [
+            {"type": kind, "status": "True", "lastTransitionTime": now, "lastProbeTime": None}
+            for kind in ("Initialized", "Ready", "ContainersReady", "PodScheduled")
+        ]
         pod_ip = f"10.{(pod_number >> 16) & 255}.{(pod_number >> 8) & 255}.{pod_number & 255}"
-        status = {"phase": "Running", "conditions": ready, "hostIP": node.address, "podIP": pod_ip,
-                  "podIPs": [{"ip": pod_ip}], "startTime": now,
-                  "containerStatuses": [{"name": "app", "ready": True, "started": True, "restartCount": 0,
-                                         "image": "docker.io/library/busybox:latest",
-                                         "imageID": "docker.io/library/busybox@sha256:" + "0" * 64,
-                                         "containerID": f"sim://{created['metadata']['uid']}",
-                                         "state": {"running": {"startedAt": now}}}]}
-        self._request("PATCH", f"/api/v1/namespaces/{quote(namespace)}/pods/{quote(name)}/status",
-                      body={"status": status}, content_type=STRATEGIC_MERGE)
+        status = {
+            "phase": "Running",
+            "conditions": ready,
+            "hostIP": node.address,
+            "podIP": pod_ip,
+            "podIPs": [{"ip": pod_ip}],
+            "startTime": now,
+            "containerStatuses": [
+                {
+                    "name": "app",
+                    "ready": True,
+                    "started": True,
+                    "restartCount": 0,
+                    "image": "docker.io/library/busybox:latest",
+                    "imageID": "docker.io/library/busybox@sha256:" + "0" * 64,
+                    "containerID": f"sim://{created['metadata']['uid']}",
+                    "state": {"running": {"startedAt": now}},
+                }
+            ],
+        }
+        self._request(
+            "PATCH",
+            f"/api/v1/namespaces/{quote(namespace)}/pods/{quote(name)}/status",
+            body={"status": status},
+            content_type=STRATEGIC_MERGE,
+        )
         with self._lock:
             self._stats.pods_created += 1
         return name
@@ -106,8 +138,13 @@ class Pods(SimulatorBase):
                 self._stats.errors += 1
                 pod.retry_after = self.clock() + 1.0
                 pod.claimed = False
-            log.warning("pod %s/%s on %s: deletion failed, retrying: %s", pod.namespace, pod.name, node.name,
-                        describe_error(error))
+            log.warning(
+                "pod %s/%s on %s: deletion failed, retrying: %s",
+                pod.namespace,
+                pod.name,
+                node.name,
+                describe_error(error),
+            )
             return
         with self._lock:
             pod.claimed = False
@@ -116,5 +153,9 @@ class Pods(SimulatorBase):
             if removed:
                 self._stats.pods_removed += 1
         if removed:
-            log.info("pod %s/%s on %s: grace period over, containers stopped, pod deleted", pod.namespace, pod.name,
-                     node.name)
+            log.info(
+                "pod %s/%s on %s: grace period over, containers stopped, pod deleted",
+                pod.namespace,
+                pod.name,
+                node.name,
+            )

@@ -30,9 +30,10 @@ class _PriorityPool:
         self._closing = False
         self._cpu: dict[int, float] = {}
         reserved = workers // 4
-        self._threads = [threading.Thread(target=self._work, args=(number, number < reserved),
-                                          name=f"{name}-{number}", daemon=True)
-                         for number in range(workers)]
+        self._threads = [
+            threading.Thread(target=self._work, args=(number, number < reserved), name=f"{name}-{number}", daemon=True)
+            for number in range(workers)
+        ]
         for thread in self._threads:
             thread.start()
 

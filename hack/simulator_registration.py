@@ -42,28 +42,47 @@ class Registration(Heartbeats):
                 raise
         self._lease_namespace_ready = True
 
-    def _register_node(self, index: int, zone: str | None, phase: float, *, region: str,
-                       labels: dict[str, str]) -> str:
+    def _register_node(self, index: int, zone: str | None, phase: float, *, region: str, labels: dict[str, str]) -> str:
         name = f"{self.node_prefix}-{index}"
         # The beta OS/arch labels too, as a real kubelet sets them: else the controller's label
         # reconciliation would write them, one PATCH per simulated node that real nodes never cost.
-        node_labels = {"kubernetes.io/hostname": name, "kubernetes.io/os": "linux", "kubernetes.io/arch": "amd64",
-                       "beta.kubernetes.io/os": "linux", "beta.kubernetes.io/arch": "amd64",
-                       REGION_LABEL: region, **({ZONE_LABEL: zone} if zone else {}), **labels}
+        node_labels = {
+            "kubernetes.io/hostname": name,
+            "kubernetes.io/os": "linux",
+            "kubernetes.io/arch": "amd64",
+            "beta.kubernetes.io/os": "linux",
+            "beta.kubernetes.io/arch": "amd64",
+            REGION_LABEL: region,
+            **({ZONE_LABEL: zone} if zone else {}),
+            **labels,
+        }
         try:
-            created = self._request("POST", "/api/v1/nodes", body={
-                "apiVersion": "v1", "kind": "Node", "metadata": {"name": name, "labels": node_labels}})
+            created = self._request(
+                "POST",
+                "/api/v1/nodes",
+                body={"apiVersion": "v1", "kind": "Node", "metadata": {"name": name, "labels": node_labels}},
+            )
         except ApiException as error:
             if not is_conflict(error):
                 raise
             # A restarted kubelet finds its Node registered already and takes it over.
-            created = self._request("PATCH", f"/api/v1/nodes/{quote(name)}", body={"metadata": {"labels": node_labels}},
-                                    content_type=STRATEGIC_MERGE)
+            created = self._request(
+                "PATCH",
+                f"/api/v1/nodes/{quote(name)}",
+                body={"metadata": {"labels": node_labels}},
+                content_type=STRATEGIC_MERGE,
+            )
             log.info("node %s existed already: adopted", name)
         now = format_time(self.clock())
         conditions = {kind: _Condition(*healthy, last_transition=now) for kind, healthy in HEALTHY_CONDITIONS.items()}
-        node = _Node(name=name, index=index, uid=created["metadata"]["uid"], labels=node_labels, phase=phase,
-                     conditions=conditions)
+        node = _Node(
+            name=name,
+            index=index,
+            uid=created["metadata"]["uid"],
+            labels=node_labels,
+            phase=phase,
+            conditions=conditions,
+        )
         with self._lock:
             self._nodes[name] = node
         self._post_status(node, initial=True)

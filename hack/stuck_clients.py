@@ -63,8 +63,9 @@ def open_stuck(host: str, port: int, context: ssl.SSLContext, kind: str, timeout
 
 
 @contextlib.contextmanager
-def stuck_connections(host: str, port: int, context: ssl.SSLContext, per_kind: dict[str, int],
-                      timeout: float = 10.0, strict: bool = True) -> Iterator[list[StuckConnection]]:
+def stuck_connections(
+    host: str, port: int, context: ssl.SSLContext, per_kind: dict[str, int], timeout: float = 10.0, strict: bool = True
+) -> Iterator[list[StuckConnection]]:
     """Open `per_kind[kind]` connections of each kind (TLS kinds first); all are closed on exit.
 
     strict: a TLS handshake the server does not complete within `timeout` raises. Else (to measure
@@ -124,10 +125,14 @@ def wait_until_closed(connections: list[StuckConnection], limit: float) -> list[
 def post_review(host: str, port: int, context: ssl.SSLContext, body: bytes, timeout: float) -> tuple[float, int, bytes]:
     """One review on a fresh TLS connection: (seconds from connect to the whole answer, HTTP status, body)."""
     started = time.perf_counter()
-    with socket.create_connection((host, port), timeout=timeout) as raw, \
-            context.wrap_socket(raw, server_hostname=host) as tls:
-        tls.sendall(b"POST /mutate HTTP/1.1\r\nHost: " + host.encode() + b"\r\nContent-Type: application/json\r\n"
-                    b"Content-Length: " + str(len(body)).encode() + b"\r\nConnection: close\r\n\r\n" + body)
+    with (
+        socket.create_connection((host, port), timeout=timeout) as raw,
+        context.wrap_socket(raw, server_hostname=host) as tls,
+    ):
+        tls.sendall(
+            b"POST /mutate HTTP/1.1\r\nHost: " + host.encode() + b"\r\nContent-Type: application/json\r\n"
+            b"Content-Length: " + str(len(body)).encode() + b"\r\nConnection: close\r\n\r\n" + body
+        )
         chunks = []
         while chunk := tls.recv(65536):
             chunks.append(chunk)

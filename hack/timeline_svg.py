@@ -56,14 +56,21 @@ def rows_of(incident: Incident) -> list[Row]:
     """What is drawn, top to bottom, in seconds from the incident's start."""
     origin, rows = incident.start, []
     for node in incident.nodes:
-        rows.append(Row(f"{node.name} Ready", tuple(Bar(s.start - origin, s.end - origin,
-                                                        READY_COLOURS.get(s.label, OTHER), s.label)
-                                                    for s in node.ready)))
+        rows.append(
+            Row(
+                f"{node.name} Ready",
+                tuple(
+                    Bar(s.start - origin, s.end - origin, READY_COLOURS.get(s.label, OTHER), s.label)
+                    for s in node.ready
+                ),
+            )
+        )
         by_label: dict[str, list[Bar]] = {}  # one row per taint, a bar for each time it was held
         for taint in node.taints:
             effect = taint.label.rpartition(":")[2]
-            by_label.setdefault(taint.label, []).append(Bar(taint.start - origin, taint.end - origin,
-                                                            TAINT_COLOURS.get(effect, OTHER)))
+            by_label.setdefault(taint.label, []).append(
+                Bar(taint.start - origin, taint.end - origin, TAINT_COLOURS.get(effect, OTHER))
+            )
         rows.extend(Row(label.removeprefix("node.kubernetes.io/"), tuple(bars)) for label, bars in by_label.items())
         pods = [pod for pod in incident.pods if pod.node == node.name]
         if len(pods) <= NAMED_PODS:
@@ -119,8 +126,14 @@ def draw(incident: Incident, path: Path) -> Path:
         y = top - index
         height = 0.35 if row.packed else 0.6
         for bar in row.bars:
-            axes.barh(y, max(bar.end - bar.start, span / 2000) / scale, left=bar.start / scale, height=height,
-                      color=bar.colour, alpha=0.6 if row.pods else 0.85)
+            axes.barh(
+                y,
+                max(bar.end - bar.start, span / 2000) / scale,
+                left=bar.start / scale,
+                height=height,
+                color=bar.colour,
+                alpha=0.6 if row.pods else 0.85,
+            )
             if bar.text and (bar.end - bar.start) > span / 25:
                 axes.text(bar.start / scale + span / scale / 300, y, bar.text, va="center", fontsize=7, color="white")
         for pod in row.pods:
@@ -130,8 +143,9 @@ def draw(incident: Incident, path: Path) -> Path:
     axes.set_xlim(0, span / scale)
     axes.set_ylim(-0.7, len(rows) + 1.6)
     axes.set_xlabel(unit)
-    axes.set_title("Ready, taints, and each pod from its taint to its deletion (diamond: its deadline; x: deleted)",
-                   fontsize=9)
+    axes.set_title(
+        "Ready, taints, and each pod from its taint to its deletion (diamond: its deadline; x: deleted)", fontsize=9
+    )
     axes.grid(axis="x", alpha=0.3)
     figure.tight_layout()
     path.parent.mkdir(parents=True, exist_ok=True)
@@ -148,12 +162,20 @@ def _mark(axes: Any, pod: PodBar, y: float, incident: Incident, scale: float, la
         axes.plot((pod.deleted - incident.start) / scale, y, marker="x", color="#c62828", markersize=size + 2)
     if not labelled:
         return
-    label = "tolerates forever" if pod.deadline is None else (
-        f"deleted {pod.deleted - pod.deadline:+.1f}s from its deadline" if pod.deleted is not None else "")
+    label = (
+        "tolerates forever"
+        if pod.deadline is None
+        else (f"deleted {pod.deleted - pod.deadline:+.1f}s from its deadline" if pod.deleted is not None else "")
+    )
     if label:
         end = pod.deleted if pod.deleted is not None else incident.end
-        axes.text((end - incident.start) / scale + (incident.end - incident.start) / scale / 250, y, label,
-                  va="center", fontsize=7)
+        axes.text(
+            (end - incident.start) / scale + (incident.end - incident.start) / scale / 250,
+            y,
+            label,
+            va="center",
+            fontsize=7,
+        )
 
 
 def _ticks(axes: Any, incident: Incident, rows: int, scale: float) -> None:

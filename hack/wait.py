@@ -42,8 +42,14 @@ def _describe(last: object) -> str:
     return shown if len(shown) <= _SHOWN else f"{shown[:_SHOWN]}..."
 
 
-def wait_for(condition: Callable[[], T | None], timeout: float, what: str, *, interval: float = 1.0,
-             ignore: type[Exception] | tuple[type[Exception], ...] = ()) -> T:
+def wait_for(
+    condition: Callable[[], T | None],
+    timeout: float,
+    what: str,
+    *,
+    interval: float = 1.0,
+    ignore: type[Exception] | tuple[type[Exception], ...] = (),
+) -> T:
     """Call `condition` every `interval` s until it returns something truthy, and return that.
 
     An exception of a type in `ignore` counts as "not yet" (the apiserver briefly unavailable, the object

@@ -38,8 +38,9 @@ JSON_PATCH = "application/json-patch+json"
 MERGE_PATCH = "application/merge-patch+json"
 
 
-def read_node_json(core: client.CoreV1Api, name: str,
-                   timeout: tuple[float, float] = REQUEST_TIMEOUT) -> dict[str, Any] | None:
+def read_node_json(
+    core: client.CoreV1Api, name: str, timeout: tuple[float, float] = REQUEST_TIMEOUT
+) -> dict[str, Any] | None:
     """The Node as the API has it now, as raw JSON; None when it is gone (404); other errors raise."""
     try:
         response = core.read_node(name, _preload_content=False, _request_timeout=timeout)
@@ -86,8 +87,9 @@ def make_api_client(kubeconfig: str | None, *, component: str, connections: int 
         # Read KUBECONFIG now: the client's own default is frozen when the module is imported.
         fallback = os.environ.get("KUBECONFIG") or str(Path.home() / ".kube" / "config")
         if not _any_file(fallback):
-            raise ClientConfigError(f"not running in a cluster ({describe_error(in_cluster_error)}) and no kubeconfig "
-                                    f"at {fallback}") from in_cluster_error
+            raise ClientConfigError(
+                f"not running in a cluster ({describe_error(in_cluster_error)}) and no kubeconfig at {fallback}"
+            ) from in_cluster_error
         _load_kubeconfig(fallback, configuration)
         return _api_client(configuration, component)
 

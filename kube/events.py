@@ -69,8 +69,16 @@ def expected_rejection(error: BaseException) -> bool:
     return any(isinstance(cause, dict) and cause.get("reason") == "NamespaceTerminating" for cause in causes)
 
 
-def event_body(involved: dict[str, Any], namespace: str, reason: str, message: str, event_type: str,
-               component: str, host: str, now: float) -> dict[str, Any]:
+def event_body(
+    involved: dict[str, Any],
+    namespace: str,
+    reason: str,
+    message: str,
+    event_type: str,
+    component: str,
+    host: str,
+    now: float,
+) -> dict[str, Any]:
     stamp = format_time(now)
     return {
         "metadata": {"name": f"{involved['name']}.{time.time_ns():x}", "namespace": namespace},
@@ -93,8 +101,15 @@ class EventRecorder:
     `on_dropped(reason)` is called for every event dropped unposted: FENCED or QUEUE_FULL (the metric).
     """
 
-    def __init__(self, api_client: client.ApiClient, component: str, fence: WriteFence, *,
-                 on_dropped: Callable[[str], object] = lambda _reason: None, max_queued: int = 10_000) -> None:
+    def __init__(
+        self,
+        api_client: client.ApiClient,
+        component: str,
+        fence: WriteFence,
+        *,
+        on_dropped: Callable[[str], object] = lambda _reason: None,
+        max_queued: int = 10_000,
+    ) -> None:
         self._core = client.CoreV1Api(api_client)
         self.component = component
         self._fence = fence
@@ -112,8 +127,7 @@ class EventRecorder:
         self._enqueue("default", involved, reason, message, event_type)
 
     def _enqueue(self, namespace: str, involved: dict[str, Any], reason: str, message: str, event_type: str) -> None:
-        body = event_body(involved, namespace, reason, message, event_type, self.component, self._host,
-                          time.time())
+        body = event_body(involved, namespace, reason, message, event_type, self.component, self._host, time.time())
         try:
             self._queue.put_nowait((namespace, body))
         except queue.Full:
@@ -137,8 +151,14 @@ class EventRecorder:
             log.info("posting events again; %d dropped while the write fence was closed", self._fenced_drops)
             self._fenced_drops = 0
         try:
-            release(self._core.create_namespaced_event(namespace, body, _preload_content=False,  # type: ignore[arg-type]  # the client sends a dict body as it is (its types want a model)
-                                                       _request_timeout=WORKER_REQUEST_TIMEOUT))
+            release(
+                self._core.create_namespaced_event(
+                    namespace,
+                    body,  # type: ignore[arg-type]  # the client sends a dict body as it is (it wants a model)
+                    _preload_content=False,
+                    _request_timeout=WORKER_REQUEST_TIMEOUT,
+                )
+            )
         except Exception as error:  # best effort, as upstream
             level = logging.DEBUG if expected_rejection(error) else logging.WARNING
             log.log(level, "could not record event %s (%s): %s", body["reason"], body["message"], error)
@@ -147,8 +167,12 @@ class EventRecorder:
         """Count an event the fence refused; warn at the first of a run of them (until one is posted again)."""
         self._on_dropped(FENCED)
         if not self._fenced_drops:
-            log.warning("write fence closed: not posting events until this replica leads again; dropped "
-                        "%s (%s) and any that follow", body["reason"], body["message"])
+            log.warning(
+                "write fence closed: not posting events until this replica leads again; dropped "
+                "%s (%s) and any that follow",
+                body["reason"],
+                body["message"],
+            )
         self._fenced_drops += 1
 
     def start(self, stop: threading.Event) -> threading.Thread:

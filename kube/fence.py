@@ -37,8 +37,13 @@ class WriteFence:
     name for what was refused (a metric label), `target` what it was refused on (for the log).
     """
 
-    def __init__(self, renew_deadline: float, *, monotonic: Callable[[], float] = time.monotonic,
-                 on_refused: Callable[[str], object] = lambda _action: None) -> None:
+    def __init__(
+        self,
+        renew_deadline: float,
+        *,
+        monotonic: Callable[[], float] = time.monotonic,
+        on_refused: Callable[[str], object] = lambda _action: None,
+    ) -> None:
         self.renew_deadline = renew_deadline
         self._monotonic = monotonic
         self._on_refused = on_refused
@@ -85,8 +90,10 @@ class WriteFence:
         renewed_at = self._renewed_at
         if renewed_at is None:
             return "this replica does not hold the lease"
-        return (f"its last lease renewal was {now - renewed_at:.1f}s ago, not within the renew deadline "
-                f"({self.renew_deadline:g}s)")
+        return (
+            f"its last lease renewal was {now - renewed_at:.1f}s ago, not within the renew deadline "
+            f"({self.renew_deadline:g}s)"
+        )
 
     def _refuse(self, action: str, target: str) -> None:
         """Count a refused write; log it, at most one warning per LOG_INTERVAL."""

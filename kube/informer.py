@@ -126,8 +126,6 @@ def iter_lines(chunks: Iterable[bytes]) -> Iterator[bytes]:
         yield bytes(pending)
 
 
-
-
 class Informer(Generic[V]):
     """Keeps a Store of views of one resource in sync with the API on a daemon thread.
 
@@ -264,8 +262,12 @@ class Informer(Generic[V]):
                 if self._stopping.is_set():
                     break
                 self.expired_count += 1
-                log.info("%s: resourceVersion %s expired (%s); re-listing", self.name, self._resource_version,
-                         describe_error(expired))
+                log.info(
+                    "%s: resourceVersion %s expired (%s); re-listing",
+                    self.name,
+                    self._resource_version,
+                    describe_error(expired),
+                )
                 if must_list:  # even the LIST (a stale continue token) expired: do not spin
                     self._sleep(self._backoff.next())
                 must_list = True
@@ -275,9 +277,14 @@ class Informer(Generic[V]):
                 self.error_count += 1
                 self.last_error = describe_error(error)
                 delay = self._backoff.next()
-                log.warning("%s: %s failed (%s); retrying in %.1fs%s", self.name, "list" if must_list else "watch",
-                            self.last_error, delay,
-                            "" if must_list else f" from resourceVersion {self._resource_version}")
+                log.warning(
+                    "%s: %s failed (%s); retrying in %.1fs%s",
+                    self.name,
+                    "list" if must_list else "watch",
+                    self.last_error,
+                    delay,
+                    "" if must_list else f" from resourceVersion {self._resource_version}",
+                )
                 self._sleep(delay)
         log.debug("%s: stopped", self.name)
 
@@ -303,8 +310,11 @@ class Informer(Generic[V]):
                 views.append(view)
 
         while True:
-            kwargs: dict[str, Any] = {"limit": self.page_size, "_preload_content": False,
-                                      "_request_timeout": LIST_REQUEST_TIMEOUT}
+            kwargs: dict[str, Any] = {
+                "limit": self.page_size,
+                "_preload_content": False,
+                "_request_timeout": LIST_REQUEST_TIMEOUT,
+            }
             if continue_token:
                 kwargs["_continue"] = continue_token
             elif from_cache:
@@ -323,14 +333,27 @@ class Informer(Generic[V]):
         self.list_count += 1
         elapsed = self._clock() - started
         if first:
-            log.info("%s: listed %d objects in %d page(s) at resourceVersion %s (%.2fs)", self.name, len(views),
-                     pages, resource_version, elapsed)
+            log.info(
+                "%s: listed %d objects in %d page(s) at resourceVersion %s (%.2fs)",
+                self.name,
+                len(views),
+                pages,
+                resource_version,
+                elapsed,
+            )
         else:
             added = sum(1 for old, _ in changes if old is None)
             removed = sum(1 for _, new in changes if new is None)
-            log.info("%s: re-listed %d objects at resourceVersion %s (%.2fs): %d added, %d changed, %d removed",
-                     self.name, len(views), resource_version, elapsed, added, len(changes) - added - removed,
-                     removed)
+            log.info(
+                "%s: re-listed %d objects at resourceVersion %s (%.2fs): %d added, %d changed, %d removed",
+                self.name,
+                len(views),
+                resource_version,
+                elapsed,
+                added,
+                len(changes) - added - removed,
+                removed,
+            )
         views.clear()  # the store holds them now
         self._dispatch(changes)
         self._synced.set()
@@ -363,9 +386,13 @@ class Informer(Generic[V]):
     def _watch(self) -> int:
         """One WATCH request, read until the stream ends; returns the number of events handled."""
         response = self._call(
-            watch=True, resource_version=self._resource_version, allow_watch_bookmarks=True,
-            timeout_seconds=self.watch_timeout_seconds, _preload_content=False,
-            _request_timeout=(CONNECT_TIMEOUT, self.read_timeout))
+            watch=True,
+            resource_version=self._resource_version,
+            allow_watch_bookmarks=True,
+            timeout_seconds=self.watch_timeout_seconds,
+            _preload_content=False,
+            _request_timeout=(CONNECT_TIMEOUT, self.read_timeout),
+        )
         self.watch_count += 1
         events = 0
         if not self._set_response(response):
@@ -444,8 +471,12 @@ class Informer(Generic[V]):
                     handler(old, new)
                 except Exception:
                     changed = new if new is not None else old
-                    log.exception("%s: handler failed for %s (%s)", self.name, changed.key if changed else "?",
-                                  getattr(handler, "__qualname__", handler))
+                    log.exception(
+                        "%s: handler failed for %s (%s)",
+                        self.name,
+                        changed.key if changed else "?",
+                        getattr(handler, "__qualname__", handler),
+                    )
 
 
 def _interrupt(response: Any) -> None:

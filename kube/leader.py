@@ -74,14 +74,20 @@ class LeaderElectionConfig:
         if not self.identity:
             raise ValueError("the leader election identity must not be empty")
         if min(self.lease_duration, self.renew_deadline, self.retry_period) <= 0:
-            raise ValueError("--leader-elect-lease-duration, --leader-elect-renew-deadline and "
-                             "--leader-elect-retry-period must be greater than zero")
+            raise ValueError(
+                "--leader-elect-lease-duration, --leader-elect-renew-deadline and "
+                "--leader-elect-retry-period must be greater than zero"
+            )
         if self.lease_duration <= self.renew_deadline:
-            raise ValueError(f"--leader-elect-lease-duration ({self.lease_duration:g}s) must be greater than "
-                             f"--leader-elect-renew-deadline ({self.renew_deadline:g}s)")
+            raise ValueError(
+                f"--leader-elect-lease-duration ({self.lease_duration:g}s) must be greater than "
+                f"--leader-elect-renew-deadline ({self.renew_deadline:g}s)"
+            )
         if self.renew_deadline <= 1.2 * self.retry_period:
-            raise ValueError(f"--leader-elect-renew-deadline ({self.renew_deadline:g}s) must be greater than "
-                             f"1.2 x --leader-elect-retry-period ({self.retry_period:g}s)")
+            raise ValueError(
+                f"--leader-elect-renew-deadline ({self.renew_deadline:g}s) must be greater than "
+                f"1.2 x --leader-elect-retry-period ({self.retry_period:g}s)"
+            )
 
     @property
     def lease_duration_seconds(self) -> int:
@@ -146,13 +152,15 @@ class LeaseClient:
         metadata = body["metadata"]
         if not metadata.get("resourceVersion"):
             raise ValueError("replace needs metadata.resourceVersion (optimistic concurrency)")
-        return self._request("PUT", _LEASE_PATH + "/{name}",
-                             {"namespace": metadata["namespace"], "name": metadata["name"]}, body)
+        return self._request(
+            "PUT", _LEASE_PATH + "/{name}", {"namespace": metadata["namespace"], "name": metadata["name"]}, body
+        )
 
     def _request(self, method: str, path: str, path_params: dict[str, str], body: Json | None = None) -> Json:
         try:
-            lease: Json = request_json(self._api_client, method, path, path_params=path_params, body=body,
-                                       timeout=self.request_timeout)
+            lease: Json = request_json(
+                self._api_client, method, path, path_params=path_params, body=body, timeout=self.request_timeout
+            )
         except ApiException as error:
             if is_conflict(error):
                 raise LeaseConflict(str(status_body(error).get("message") or "conflict")) from None
@@ -185,8 +193,10 @@ class LeaderElector:
         fence: WriteFence | None = None,
     ) -> None:
         if fence is not None and fence.renew_deadline != config.renew_deadline:
-            raise ValueError(f"the write fence closes after {fence.renew_deadline:g}s, the lease's renew deadline "
-                             f"is {config.renew_deadline:g}s")
+            raise ValueError(
+                f"the write fence closes after {fence.renew_deadline:g}s, the lease's renew deadline "
+                f"is {config.renew_deadline:g}s"
+            )
         self.fence = fence if fence is not None else WriteFence(config.renew_deadline, monotonic=monotonic)
         self._config = config
         self._client = lease_client
@@ -285,10 +295,18 @@ class LeaderElector:
             logger.warning("could not read lease %s: %s", self._name, describe_error(error))
             return False
         if lease is None:
-            body = {"apiVersion": "coordination.k8s.io/v1", "kind": "Lease",
-                    "metadata": {"name": config.lease_name, "namespace": config.lease_namespace},
-                    "spec": {"holderIdentity": config.identity, "leaseDurationSeconds": config.lease_duration_seconds,
-                             "acquireTime": now, "renewTime": now, "leaseTransitions": 0}}
+            body = {
+                "apiVersion": "coordination.k8s.io/v1",
+                "kind": "Lease",
+                "metadata": {"name": config.lease_name, "namespace": config.lease_namespace},
+                "spec": {
+                    "holderIdentity": config.identity,
+                    "leaseDurationSeconds": config.lease_duration_seconds,
+                    "acquireTime": now,
+                    "renewTime": now,
+                    "leaseTransitions": 0,
+                },
+            }
             return self._write(self._client.create, body, "create")
         self._observe(lease)
         spec = lease.get("spec") or {}
@@ -318,8 +336,13 @@ class LeaderElector:
             return True
         now = micro_time(self._wall_clock())
         body = copy.deepcopy(self._lease)
-        body["spec"] = {**(body.get("spec") or {}), "holderIdentity": "", "leaseDurationSeconds": 1,
-                        "acquireTime": now, "renewTime": now}
+        body["spec"] = {
+            **(body.get("spec") or {}),
+            "holderIdentity": "",
+            "leaseDurationSeconds": 1,
+            "acquireTime": now,
+            "renewTime": now,
+        }
         try:
             self._observe(self._client.replace(body))
         except LeaseConflict:
@@ -366,5 +389,3 @@ class LeaderElector:
             self.fence.close()  # before on_stopped_leading: workers still running write nothing more
         with self._lock:
             self._leading = leading
-
-

@@ -81,7 +81,7 @@ class _ListReader:
         start = 0
         while (cut := self._buffer.find(ITEM_SEPARATOR, max(self._scan_from, start))) >= 0:
             try:
-                item = orjson.loads(self._buffer[start: cut + 1])  # a bytearray slice: one copy
+                item = orjson.loads(self._buffer[start : cut + 1])  # a bytearray slice: one copy
             except orjson.JSONDecodeError:
                 self._scan_from = cut + 1  # the cut was inside an item: look for the next one
                 continue

@@ -38,8 +38,12 @@ def version_served(group: dict[str, Any]) -> str:
 
 def eviction_body(version: str, namespace: str, name: str, uid: str) -> dict[str, Any]:
     """An Eviction of the pod with this uid only: a new pod that took the name is not evicted (409)."""
-    return {"apiVersion": version, "kind": "Eviction", "metadata": {"name": name, "namespace": namespace},
-            "deleteOptions": {"preconditions": {"uid": uid}}}
+    return {
+        "apiVersion": version,
+        "kind": "Eviction",
+        "metadata": {"name": name, "namespace": namespace},
+        "deleteOptions": {"preconditions": {"uid": uid}},
+    }
 
 
 def budgets_path(version: str) -> str:

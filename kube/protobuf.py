@@ -60,8 +60,11 @@ def message_classes(package: str, schema: Mapping[str, Sequence[Field]]) -> dict
     for name, fields in schema.items():
         declared = file.message_type.add(name=name)
         for field in fields:
-            label = (descriptor_pb2.FieldDescriptorProto.LABEL_REPEATED if field.repeated
-                     else descriptor_pb2.FieldDescriptorProto.LABEL_OPTIONAL)
+            label = (
+                descriptor_pb2.FieldDescriptorProto.LABEL_REPEATED
+                if field.repeated
+                else descriptor_pb2.FieldDescriptorProto.LABEL_OPTIONAL
+            )
             added = declared.field.add(name=field.name, number=field.number, label=label)
             if field.type in _SCALARS:
                 added.type = _SCALARS[field.type]
@@ -72,8 +75,7 @@ def message_classes(package: str, schema: Mapping[str, Sequence[Field]]) -> dict
                 raise ValueError(f"{name}.{field.name}: unknown type {field.type!r}")
     pool = descriptor_pool.DescriptorPool()
     pool.Add(file)
-    return {name: message_factory.GetMessageClass(pool.FindMessageTypeByName(f"{package}.{name}"))
-            for name in schema}
+    return {name: message_factory.GetMessageClass(pool.FindMessageTypeByName(f"{package}.{name}")) for name in schema}
 
 
 def is_protobuf(content_type: str | None) -> bool:
@@ -189,7 +191,7 @@ class _Reader:
             return None
         self._offset = start + head + length
         self.position += head + length
-        return bytes(buffer[start + head:self._offset])
+        return bytes(buffer[start + head : self._offset])
 
     def take(self, count: int) -> bytes:
         if not self._available(count):
@@ -197,7 +199,7 @@ class _Reader:
         start = self._offset
         self._offset += count
         self.position += count
-        return bytes(self._buffer[start:self._offset])
+        return bytes(self._buffer[start : self._offset])
 
     def skip(self, wire_type: int) -> None:
         if wire_type == VARINT:
@@ -217,7 +219,7 @@ class _Reader:
             if chunk is None:
                 return False
             if self._offset >= self.COMPACT_AT:
-                del self._buffer[:self._offset]
+                del self._buffer[: self._offset]
                 self._offset = 0
             self._buffer += chunk
         return True

@@ -17,9 +17,14 @@ from kube.request import send
 
 # the generated methods' keyword -> the API's query parameter
 QUERY_PARAMETERS = {
-    "watch": "watch", "resource_version": "resourceVersion", "allow_watch_bookmarks": "allowWatchBookmarks",
-    "timeout_seconds": "timeoutSeconds", "limit": "limit", "_continue": "continue",
-    "label_selector": "labelSelector", "field_selector": "fieldSelector",
+    "watch": "watch",
+    "resource_version": "resourceVersion",
+    "allow_watch_bookmarks": "allowWatchBookmarks",
+    "timeout_seconds": "timeoutSeconds",
+    "limit": "limit",
+    "_continue": "continue",
+    "label_selector": "labelSelector",
+    "field_selector": "fieldSelector",
 }
 DEFAULT_TIMEOUT = (5.0, 60.0)
 

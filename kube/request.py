@@ -30,9 +30,17 @@ def response_json(response: object) -> Any:
     return json.loads(cast(RawResponse, response).data)
 
 
-def send(api_client: client.ApiClient, method: str, path: str, *, timeout: Timeout,
-         path_params: Mapping[str, str] | None = None, query: Sequence[tuple[str, str]] | None = None,
-         body: Any = None, content_type: str = JSON) -> Any:
+def send(
+    api_client: client.ApiClient,
+    method: str,
+    path: str,
+    *,
+    timeout: Timeout,
+    path_params: Mapping[str, str] | None = None,
+    query: Sequence[tuple[str, str]] | None = None,
+    body: Any = None,
+    content_type: str = JSON,
+) -> Any:
     """Send one request and return the client's response unread: its `.response` is the urllib3
     stream (for a watch).
 
@@ -40,8 +48,14 @@ def send(api_client: client.ApiClient, method: str, path: str, *, timeout: Timeo
     tells what it means), so a caller only ever streams a successful answer.
     """
     request = api_client.param_serialize(
-        method=method, resource_path=path, path_params=dict(path_params or {}), query_params=list(query or []),
-        header_params={"Accept": JSON, "Content-Type": content_type}, body=body, auth_settings=["BearerToken"])
+        method=method,
+        resource_path=path,
+        path_params=dict(path_params or {}),
+        query_params=list(query or []),
+        header_params={"Accept": JSON, "Content-Type": content_type},
+        body=body,
+        auth_settings=["BearerToken"],
+    )
     response = api_client.call_api(*request, _request_timeout=timeout)
     if not 200 <= response.status <= 299:
         response.read()
@@ -49,11 +63,27 @@ def send(api_client: client.ApiClient, method: str, path: str, *, timeout: Timeo
     return response
 
 
-def request_json(api_client: client.ApiClient, method: str, path: str, *, timeout: Timeout,
-                 path_params: Mapping[str, str] | None = None, query: Sequence[tuple[str, str]] | None = None,
-                 body: Any = None, content_type: str = JSON) -> Any:
+def request_json(
+    api_client: client.ApiClient,
+    method: str,
+    path: str,
+    *,
+    timeout: Timeout,
+    path_params: Mapping[str, str] | None = None,
+    query: Sequence[tuple[str, str]] | None = None,
+    body: Any = None,
+    content_type: str = JSON,
+) -> Any:
     """Send one request and return its JSON answer ({} for an empty body); raise ApiException if not 2xx."""
-    response = send(api_client, method, path, timeout=timeout, path_params=path_params, query=query, body=body,
-                    content_type=content_type)
+    response = send(
+        api_client,
+        method,
+        path,
+        timeout=timeout,
+        path_params=path_params,
+        query=query,
+        body=body,
+        content_type=content_type,
+    )
     response.read()
     return json.loads(response.data) if response.data else {}

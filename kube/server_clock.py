@@ -17,8 +17,9 @@ SAMPLES = 3
 VERSION_PATH = "/version"  # served to every authenticated user (system:discovery), with a Date header
 
 
-def measure(api_client: client.ApiClient, timeout: Timeout, *, samples: int = SAMPLES,
-            now: Callable[[], float] = time.time) -> ServerClock:
+def measure(
+    api_client: client.ApiClient, timeout: Timeout, *, samples: int = SAMPLES, now: Callable[[], float] = time.time
+) -> ServerClock:
     """The offset's bounds from `samples` requests (None if no Date header could be read) and the
     server's version. Raises on an API failure."""
     found: list[ClockOffset | None] = []

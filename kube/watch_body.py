@@ -39,7 +39,7 @@ class ChunkedBody:
         position = 0
         while not self.done:
             if self._left:
-                taken = buffer[position:position + self._left]
+                taken = buffer[position : position + self._left]
                 payload += taken
                 position += len(taken)
                 self._left -= len(taken)
@@ -49,7 +49,7 @@ class ChunkedBody:
             if self._crlf_due:
                 if len(buffer) - position < 2:
                     break
-                if buffer[position:position + 2] != b"\r\n":
+                if buffer[position : position + 2] != b"\r\n":
                     raise ValueError("a chunk's payload is not followed by CRLF")
                 position += 2
                 self._crlf_due = False
@@ -76,8 +76,12 @@ def batched_body(response: Any, batch_seconds: float, sleep: Callable[[float], o
     cannot be read off the socket (then read it with urllib3). Before a read that would block, waits
     `batch_seconds` with `sleep` (an interruptible wait), unless it is 0."""
     headers = getattr(response, "headers", None)
-    if (headers is None or headers.get("Transfer-Encoding", "").lower() != "chunked" or headers.get("Content-Encoding")
-            or getattr(response, "_decoded_buffer", None)):
+    if (
+        headers is None
+        or headers.get("Transfer-Encoding", "").lower() != "chunked"
+        or headers.get("Content-Encoding")
+        or getattr(response, "_decoded_buffer", None)
+    ):
         return None
     reader = getattr(getattr(response, "_fp", None), "fp", None)  # http.client's buffered reader
     sock = getattr(getattr(reader, "raw", None), "_sock", None)

@@ -20,8 +20,10 @@ def read_budgets(get_json: GetJson, settings: BudgetSettings) -> Budgets:
     """What the report needs to say which budget a pod waits for; an API error other than on the
     budgets themselves raises (as the report's other reads do)."""
     namespaces = get_json("/api/v1/namespaces", [("resourceVersion", "0")]).get("items") or []
-    annotations = {(n.get("metadata") or {}).get("name", ""): (n.get("metadata") or {}).get("annotations") or {}
-                   for n in namespaces}
+    annotations = {
+        (n.get("metadata") or {}).get("name", ""): (n.get("metadata") or {}).get("annotations") or {}
+        for n in namespaces
+    }
     try:
         version = version_served(get_json("/apis/policy", []))
     except Exception as error:

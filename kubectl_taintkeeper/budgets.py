@@ -36,23 +36,39 @@ class Budgets:
     empty_selects_all: bool = True  # policy/v1 (1.21+); policy/v1beta1 selects nothing with {}
 
 
-def budget_note(pod: PodView, labels: Mapping[str, str], decision: EvictionDecision, taints: Sequence[Json],
-                budgets: Budgets, now: float) -> tuple[str, str]:
+def budget_note(
+    pod: PodView,
+    labels: Mapping[str, str],
+    decision: EvictionDecision,
+    taints: Sequence[Json],
+    budgets: Budgets,
+    now: float,
+) -> tuple[str, str]:
     """For a pod whose eviction respects its disruption budget: what it waits for now ("" if nothing),
     and how it will go; ("", "") for a pod that will simply be deleted. Decided as the manager decides."""
     at = decision.at if decision.at is not None else now
     when = max(at, now)
     due = due_taints(pod.tolerations, taints, lambda _taint: now, pod.arrived, when)
-    choice = choose_method([*due, *([decision.taint] if decision.taint else [])], pod.annotation_map,
-                           budgets.namespace_annotations.get(pod.namespace, {}), budgets.settings,
-                           decision.due_since if decision.due_since is not None else at, when)
+    choice = choose_method(
+        [*due, *([decision.taint] if decision.taint else [])],
+        pod.annotation_map,
+        budgets.namespace_annotations.get(pod.namespace, {}),
+        budgets.settings,
+        decision.due_since if decision.due_since is not None else at,
+        when,
+    )
     if choice.method is Method.DELETE:
         return "", ""
     if choice.method is Method.DELETE_AFTER_BUDGET_TIMEOUT:
-        return "", (f"; deleted, not evicted: its disruption budget ceiling "
-                    f"({describe_duration(choice.timeout or 0)}) has passed")
-    ceiling = ("" if choice.timeout is None else
-               f"; deleted anyway at {format_time((decision.due_since or at) + choice.timeout)}")
+        return "", (
+            f"; deleted, not evicted: its disruption budget ceiling "
+            f"({describe_duration(choice.timeout or 0)}) has passed"
+        )
+    ceiling = (
+        ""
+        if choice.timeout is None
+        else f"; deleted anyway at {format_time((decision.due_since or at) + choice.timeout)}"
+    )
     if budgets.budgets is None:
         return "", f"; through the Eviction API (disruption budgets unreadable: {budgets.unreadable}){ceiling}"
     found = selecting_budgets(budgets.budgets, pod.namespace, labels, budgets.empty_selects_all)

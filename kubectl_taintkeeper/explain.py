@@ -31,10 +31,17 @@ def explain(node: Json, pods: list[Json], now: float, budgets: Budgets | None = 
     budgets = budgets or Budgets()
     view = node_view(node)
     ready = view.condition("Ready")
-    lines = [f"node {view.name}: Ready={ready.get('status') if ready else 'none'}; NoExecute taints: "
-             + (", ".join(taint_text(t) + (f" (added {t['timeAdded']})" if t.get("timeAdded") else
-                                           " (no timeAdded: counted from now)")
-                          for t in view.no_execute_taints) or "none")]
+    lines = [
+        f"node {view.name}: Ready={ready.get('status') if ready else 'none'}; NoExecute taints: "
+        + (
+            ", ".join(
+                taint_text(t)
+                + (f" (added {t['timeAdded']})" if t.get("timeAdded") else " (no timeAdded: counted from now)")
+                for t in view.no_execute_taints
+            )
+            or "none"
+        )
+    ]
     labels_of = {pod_view(p).key: dict((p.get("metadata") or {}).get("labels") or {}) for p in pods}
     for pod in sorted((pod_view(p) for p in pods), key=lambda p: p.key):
         if pod.node_name != view.name:
@@ -51,16 +58,23 @@ def explain(node: Json, pods: list[Json], now: float, budgets: Budgets | None = 
             continue
         waiting, how = budget_note(pod, labels_of[pod.key], decision, view.no_execute_taints, budgets, now)
         if decision.reason == UNTOLERATED:
-            lines.append(f"  {pod.key}: {waiting or 'evicted now'}: taint {taint_text(decision.taint or {})} "
-                         f"is not tolerated{how}")
+            lines.append(
+                f"  {pod.key}: {waiting or 'evicted now'}: taint {taint_text(decision.taint or {})} "
+                f"is not tolerated{how}"
+            )
             continue
         assert decision.reason == EXPIRES
-        when = (f"in {describe_duration(decision.at - now)}" if decision.at > now
-                else f"overdue by {describe_duration(now - decision.at)}: due now")
-        lines.append(f"  {pod.key}: {waiting + ' since' if waiting else 'evicted at'} {format_time(decision.at)} "
-                     f"({when}): taint {taint_text(decision.taint or {})} counted from "
-                     f"{format_time(decision.started or now)}, toleration {toleration_text(decision.toleration or {})}"
-                     f"{how}")
+        when = (
+            f"in {describe_duration(decision.at - now)}"
+            if decision.at > now
+            else f"overdue by {describe_duration(now - decision.at)}: due now"
+        )
+        lines.append(
+            f"  {pod.key}: {waiting + ' since' if waiting else 'evicted at'} {format_time(decision.at)} "
+            f"({when}): taint {taint_text(decision.taint or {})} counted from "
+            f"{format_time(decision.started or now)}, toleration {toleration_text(decision.toleration or {})}"
+            f"{how}"
+        )
     if len(lines) == 1:
         lines.append("  (no pods on this node)")
     return lines
@@ -70,15 +84,21 @@ def main(argv: list[str]) -> int:
     parser = argparse.ArgumentParser(prog="python -m controller explain", description=__doc__.splitlines()[0])
     parser.add_argument("--node", required=True)
     parser.add_argument("--kubeconfig", default=None)
-    parser.add_argument("--respect-disruption-budgets-for-taints", default="", metavar="KEY,...",
-                        help="as the controller's flag of that name")
-    parser.add_argument("--disruption-budget-timeout", default="0", metavar="DURATION",
-                        help="as the controller's flag of that name")
+    parser.add_argument(
+        "--respect-disruption-budgets-for-taints",
+        default="",
+        metavar="KEY,...",
+        help="as the controller's flag of that name",
+    )
+    parser.add_argument(
+        "--disruption-budget-timeout", default="0", metavar="DURATION", help="as the controller's flag of that name"
+    )
     args = parser.parse_args(argv)
     try:
         timeout = parse_duration(args.disruption_budget_timeout)
-        settings = BudgetSettings(check_taint_keys(args.respect_disruption_budgets_for_taints.split(",")),
-                                  timeout if timeout > 0 else None)
+        settings = BudgetSettings(
+            check_taint_keys(args.respect_disruption_budgets_for_taints.split(",")), timeout if timeout > 0 else None
+        )
     except ValueError as error:
         print(f"explain: error: {error}", file=sys.stderr)
         return 2
@@ -95,12 +115,19 @@ def main(argv: list[str]) -> int:
         print(f"explain: error: {error}", file=sys.stderr)
         return 2
     try:
-        node = request_json(api, "GET", "/api/v1/nodes/{name}", path_params={"name": args.node},
-                            timeout=REQUEST_TIMEOUT)
-        pods = request_json(api, "GET", "/api/v1/pods", query=[("fieldSelector", f"spec.nodeName={args.node}")],
-                            timeout=LIST_REQUEST_TIMEOUT)
-        budgets = read_budgets(lambda path, query: request_json(api, "GET", path, query=query,
-                                                                timeout=LIST_REQUEST_TIMEOUT), settings)
+        node = request_json(
+            api, "GET", "/api/v1/nodes/{name}", path_params={"name": args.node}, timeout=REQUEST_TIMEOUT
+        )
+        pods = request_json(
+            api,
+            "GET",
+            "/api/v1/pods",
+            query=[("fieldSelector", f"spec.nodeName={args.node}")],
+            timeout=LIST_REQUEST_TIMEOUT,
+        )
+        budgets = read_budgets(
+            lambda path, query: request_json(api, "GET", path, query=query, timeout=LIST_REQUEST_TIMEOUT), settings
+        )
     except Exception as error:
         if status_code(error) is None:
             raise  # not an answer from the API (a connection error): the traceback says more

@@ -66,7 +66,7 @@ VOLUME_ATTACHMENTS_PATH = "/apis/storage.k8s.io/v1/volumeattachments"
 KUBECONFIG_HELP = "kubeconfig file (default: the in-cluster config, else $KUBECONFIG, else ~/.kube/config)"
 DESCRIPTIONS = {
     "fence": "Declare a dead node's machine off (taint node.kubernetes.io/out-of-service): taintkeeper's controller "
-             "then force deletes its pods and detaches its volumes, so StatefulSets start them elsewhere.",
+    "then force deletes its pods and detaches its volumes, so StatefulSets start them elsewhere.",
     "unfence": "Remove the node.kubernetes.io/out-of-service taint and the fencing annotations from a node.",
 }
 
@@ -87,21 +87,31 @@ class FenceRequest:
     yes: bool = False
 
 
-def add_arguments(parser: argparse.ArgumentParser, command: str, kubeconfig_default: Any = None,
-                  kubeconfig_help: str = KUBECONFIG_HELP) -> None:
+def add_arguments(
+    parser: argparse.ArgumentParser,
+    command: str,
+    kubeconfig_default: Any = None,
+    kubeconfig_help: str = KUBECONFIG_HELP,
+) -> None:
     """`command`'s flags. `kubeconfig_default` is argparse.SUPPRESS where an enclosing parser takes --kubeconfig."""
     parser.add_argument("name", metavar="NODE")
     parser.add_argument("--kubeconfig", default=kubeconfig_default, help=kubeconfig_help)
     if command == "fence":
-        parser.add_argument("--min-down", default="5m", metavar="DURATION",
-                            help="refuse unless the node's Ready condition has not been True for at least this long "
-                                 "(a Go duration; default 5m)")
-        parser.add_argument("-y", "--yes", action="store_true",
-                            help="fence without asking (needed when stdin is not a terminal)")
+        parser.add_argument(
+            "--min-down",
+            default="5m",
+            metavar="DURATION",
+            help="refuse unless the node's Ready condition has not been True for at least this long "
+            "(a Go duration; default 5m)",
+        )
+        parser.add_argument(
+            "-y", "--yes", action="store_true", help="fence without asking (needed when stdin is not a terminal)"
+        )
 
 
-def request_from(args: argparse.Namespace, parser: argparse.ArgumentParser, command: str,
-                 kubeconfig: str | None = None) -> FenceRequest:
+def request_from(
+    args: argparse.Namespace, parser: argparse.ArgumentParser, command: str, kubeconfig: str | None = None
+) -> FenceRequest:
     """The request parsed flags ask for; a bad --min-down ends with one line and exit 2. `kubeconfig`
     stands in when --kubeconfig is absent."""
     min_down = DEFAULT_MIN_DOWN
@@ -112,8 +122,13 @@ def request_from(args: argparse.Namespace, parser: argparse.ArgumentParser, comm
             parser.error(f"--min-down: {error}")
         if min_down < 0:
             parser.error("--min-down must not be negative")
-    return FenceRequest(command=command, node=args.name, kubeconfig=getattr(args, "kubeconfig", None) or kubeconfig,
-                        min_down=min_down, yes=bool(getattr(args, "yes", False)))
+    return FenceRequest(
+        command=command,
+        node=args.name,
+        kubeconfig=getattr(args, "kubeconfig", None) or kubeconfig,
+        min_down=min_down,
+        yes=bool(getattr(args, "yes", False)),
+    )
 
 
 def parse_args(command: str, argv: list[str]) -> FenceRequest:
@@ -142,8 +157,9 @@ class ApiCalls:
         return answer
 
     def patch_json(self, path: str, ops: Sequence[dict[str, Any]]) -> Json:
-        answer: Json = request_json(self._api, "PATCH", path, body=list(ops), content_type=JSON_PATCH,
-                                    timeout=REQUEST_TIMEOUT)
+        answer: Json = request_json(
+            self._api, "PATCH", path, body=list(ops), content_type=JSON_PATCH, timeout=REQUEST_TIMEOUT
+        )
         return answer
 
 
@@ -205,13 +221,16 @@ class Terminal:
 # --- fence ---------------------------------------------------------------------------------------------
 
 
-def fence(request: FenceRequest, api: FenceApi, terminal: Terminal, who: str,
-          now: Callable[[], float] = time.time) -> int:
+def fence(
+    request: FenceRequest, api: FenceApi, terminal: Terminal, who: str, now: Callable[[], float] = time.time
+) -> int:
     name, say = request.node, terminal.out
     prefix = "fence: error:"
     if not request.yes and not terminal.stdin.isatty():
-        print(f"{prefix} stdin is not a terminal, so nobody can confirm: pass --yes to fence node {name} without "
-              f"asking", file=terminal.err)
+        print(
+            f"{prefix} stdin is not a terminal, so nobody can confirm: pass --yes to fence node {name} without asking",
+            file=terminal.err,
+        )
         return 2
     try:
         node = read_node(api, name)
@@ -268,8 +287,11 @@ def fence(request: FenceRequest, api: FenceApi, terminal: Terminal, who: str,
 def _fenced(name: str, patch: FencePatch, say: IO[str]) -> int:
     marks = " ".join(f"{key}={value!r}" for key, value in patch.annotations.items())
     print(f"Node {name} fenced: taint {taint_text(patch.taint)}, annotations {marks}.", file=say)
-    print(f"taintkeeper's controller now force deletes its pods and deletes its volume attachments (events on the "
-          f"node and the pods). Once the node is back, unfence it: kubectl taintkeeper unfence {name}", file=say)
+    print(
+        f"taintkeeper's controller now force deletes its pods and deletes its volume attachments (events on the "
+        f"node and the pods). Once the node is back, unfence it: kubectl taintkeeper unfence {name}",
+        file=say,
+    )
     return 0
 
 
@@ -279,10 +301,14 @@ def _fenced(name: str, patch: FencePatch, say: IO[str]) -> int:
 def removed_text(node: Json) -> str:
     """What unfencing removes from the node, as a phrase."""
     taints = [taint_text(t) for t in (node.get("spec") or {}).get("taints") or [] if is_out_of_service(t)]
-    marks = [key for key in (FENCED_BY_ANNOTATION, FENCED_AT_ANNOTATION, CONFIRMED_AT_ANNOTATION)
-             if key in node_annotations(node)]
+    marks = [
+        key
+        for key in (FENCED_BY_ANNOTATION, FENCED_AT_ANNOTATION, CONFIRMED_AT_ANNOTATION)
+        if key in node_annotations(node)
+    ]
     parts = ([f"the taint {', '.join(taints)}"] if taints else []) + (
-        [f"the annotation(s) {', '.join(marks)}"] if marks else [])
+        [f"the annotation(s) {', '.join(marks)}"] if marks else []
+    )
     return " and ".join(parts)
 
 
@@ -300,8 +326,9 @@ def unfence(request: FenceRequest, api: FenceApi, terminal: Terminal) -> int:
             return 1
         ops = unfence_patch(node)
         if not ops:
-            print(f"Node {name} is not fenced (no out-of-service taint, no fencing annotations); nothing to do.",
-                  file=say)
+            print(
+                f"Node {name} is not fenced (no out-of-service taint, no fencing annotations); nothing to do.", file=say
+            )
             return 0
         try:
             api.patch_json(node_path(name), ops)
@@ -313,8 +340,11 @@ def unfence(request: FenceRequest, api: FenceApi, terminal: Terminal) -> int:
         print(f"Node {name} unfenced: removed {removed_text(node)}.", file=say)
         status = (ready_condition(node) or {}).get("status")
         if status != "True":
-            print(f"Node {name} is not Ready ({status or 'no Ready condition'}): its pods are no longer force deleted, "
-                  f"and pods stuck Terminating on it stay so until it is back or fenced again.", file=say)
+            print(
+                f"Node {name} is not Ready ({status or 'no Ready condition'}): its pods are no longer force deleted, "
+                f"and pods stuck Terminating on it stay so until it is back or fenced again.",
+                file=say,
+            )
         return 0
     return 1  # not reached: the last attempt returns
 
@@ -322,8 +352,9 @@ def unfence(request: FenceRequest, api: FenceApi, terminal: Terminal) -> int:
 # --- running -------------------------------------------------------------------------------------------
 
 
-def run(request: FenceRequest, out: IO[str] | None = None, err: IO[str] | None = None,
-        stdin: IO[str] | None = None) -> int:
+def run(
+    request: FenceRequest, out: IO[str] | None = None, err: IO[str] | None = None, stdin: IO[str] | None = None
+) -> int:
     """The command against the cluster of `request.kubeconfig`; the streams default to the process's."""
     terminal = Terminal(out or sys.stdout, err or sys.stderr, stdin or sys.stdin)
     try:

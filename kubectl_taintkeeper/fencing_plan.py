@@ -19,9 +19,11 @@ from kube.timestamps import format_time, parse_time
 
 Json = Mapping[str, Any]  # API JSON
 
-SPLIT_BRAIN = ("Fence only a node that is powered off, cut off from the network, or whose workloads are known to be "
-               "stopped: if its pods still run, a StatefulSet gets a second pod with the same identity writing the "
-               "same volume.")
+SPLIT_BRAIN = (
+    "Fence only a node that is powered off, cut off from the network, or whose workloads are known to be "
+    "stopped: if its pods still run, a StatefulSet gets a second pod with the same identity writing the "
+    "same volume."
+)
 
 
 @dataclass(frozen=True)
@@ -63,8 +65,9 @@ def owner_text(pod: Json) -> str:
     return "no owner (nothing recreates it)"
 
 
-def fence_plan(node: Json, pods: Iterable[Json], attachments: Iterable[Json], now: float,
-               attachments_unreadable: str = "") -> FencePlan:
+def fence_plan(
+    node: Json, pods: Iterable[Json], attachments: Iterable[Json], now: float, attachments_unreadable: str = ""
+) -> FencePlan:
     name = node_name(node)
     taint = fence_taint(now)
     doomed: list[PlannedPod] = []
@@ -79,12 +82,22 @@ def fence_plan(node: Json, pods: Iterable[Json], attachments: Iterable[Json], no
     for raw in attachments:
         attachment = volume_attachment_view(dict(raw))
         if attachment.node_name == name and not attachment.deleting:
-            planned.append(PlannedAttachment(attachment.name, attachment.persistent_volume or "(inline volume)",
-                                             attachment.attacher))
+            planned.append(
+                PlannedAttachment(
+                    attachment.name, attachment.persistent_volume or "(inline volume)", attachment.attacher
+                )
+            )
     ready = ready_condition(node) or {}
-    return FencePlan(name, str(ready.get("status") or "absent"), parse_time(ready.get("lastTransitionTime")), taint,
-                     tuple(sorted(doomed, key=lambda p: p.key)), tuple(sorted(staying, key=lambda p: p.key)),
-                     tuple(sorted(planned, key=lambda a: a.name)), attachments_unreadable)
+    return FencePlan(
+        name,
+        str(ready.get("status") or "absent"),
+        parse_time(ready.get("lastTransitionTime")),
+        taint,
+        tuple(sorted(doomed, key=lambda p: p.key)),
+        tuple(sorted(staying, key=lambda p: p.key)),
+        tuple(sorted(planned, key=lambda a: a.name)),
+        attachments_unreadable,
+    )
 
 
 def _table(rows: Iterable[tuple[str, ...]]) -> list[str]:
@@ -93,31 +106,40 @@ def _table(rows: Iterable[tuple[str, ...]]) -> list[str]:
     if not listed:
         return []
     widths = [max(len(row[i]) for row in listed) for i in range(len(listed[0]))]
-    return ["  " + "  ".join(cell.ljust(width) for cell, width in zip(row, widths, strict=True)).rstrip()
-            for row in listed]
+    return [
+        "  " + "  ".join(cell.ljust(width) for cell, width in zip(row, widths, strict=True)).rstrip() for row in listed
+    ]
 
 
 def render_plan(plan: FencePlan, now: float) -> str:
-    since = (f" since {format_time(plan.down_since)}, {describe_duration(now - plan.down_since)} ago"
-             if plan.down_since is not None else "")
+    since = (
+        f" since {format_time(plan.down_since)}, {describe_duration(now - plan.down_since)} ago"
+        if plan.down_since is not None
+        else ""
+    )
     lines = [f"Node {plan.node} (Ready {plan.ready}{since}) will get the taint {taint_text(plan.taint)}."]
     if plan.ready == "False":
         lines.append("Caution: its kubelet still reports (Ready False, not Unknown): its containers may still run.")
     lines.append("")
     if plan.force_deleted:
-        lines.append(f"taintkeeper's controller will then force delete (grace period 0) {len(plan.force_deleted)} "
-                     f"pod(s); their owners recreate them elsewhere:")
+        lines.append(
+            f"taintkeeper's controller will then force delete (grace period 0) {len(plan.force_deleted)} "
+            f"pod(s); their owners recreate them elsewhere:"
+        )
         lines += _table([("POD", "OWNER", "WHY"), *((p.key, p.owner, p.why) for p in plan.force_deleted)])
     else:
         lines.append("No pod will be force deleted.")
     lines.append("")
     if plan.attachments_unreadable:
-        lines.append(f"The volume attachments could not be read ({plan.attachments_unreadable}); taintkeeper's "
-                     f"controller deletes the node's anyway.")
+        lines.append(
+            f"The volume attachments could not be read ({plan.attachments_unreadable}); taintkeeper's "
+            f"controller deletes the node's anyway."
+        )
     elif plan.attachments:
         lines.append(f"and delete {len(plan.attachments)} volume attachment(s), detaching their volumes from the node:")
-        lines += _table([("VOLUMEATTACHMENT", "VOLUME", "DRIVER"),
-                         *((a.name, a.volume, a.attacher) for a in plan.attachments)])
+        lines += _table(
+            [("VOLUMEATTACHMENT", "VOLUME", "DRIVER"), *((a.name, a.volume, a.attacher) for a in plan.attachments)]
+        )
     else:
         lines.append("No volume attachment will be deleted.")
     if plan.staying:

@@ -54,11 +54,15 @@ def build_parser() -> argparse.ArgumentParser:
     node.add_argument("--kubeconfig", default=argparse.SUPPRESS, help=kubeconfig_help)
     for flag in BUDGET_FLAGS:
         node.add_argument(flag, default=None, help="as the controller's flag of that name")
-    status = commands.add_parser("status", help="zones, the brake, tainted nodes, pending evictions, the leader",
-                                 description=STATUS_DESCRIPTION)
+    status = commands.add_parser(
+        "status", help="zones, the brake, tainted nodes, pending evictions, the leader", description=STATUS_DESCRIPTION
+    )
     add_arguments(status, kubeconfig_default=argparse.SUPPRESS, kubeconfig_help=kubeconfig_help)
-    for name, summary in zip(FENCING_COMMANDS, ("declare a dead node's machine off: its pods are force deleted",
-                                                "remove what fence put on a node"), strict=True):
+    for name, summary in zip(
+        FENCING_COMMANDS,
+        ("declare a dead node's machine off: its pods are force deleted", "remove what fence put on a node"),
+        strict=True,
+    ):
         fencing = commands.add_parser(name, help=summary, description=FENCING_DESCRIPTIONS[name])
         add_fencing_arguments(fencing, name, kubeconfig_default=argparse.SUPPRESS, kubeconfig_help=kubeconfig_help)
     return parser
@@ -76,8 +80,11 @@ def parse_args(argv: list[str], environ: dict[str, str] | None = None) -> Explai
         return request_from(args, parser, kubeconfig)
     if args.command in FENCING_COMMANDS:
         return fencing_request_from(args, parser, args.command, kubeconfig)
-    budget_flags = tuple(f"{flag}={value}" for flag in BUDGET_FLAGS
-                         if (value := getattr(args, flag.lstrip("-").replace("-", "_"))) is not None)
+    budget_flags = tuple(
+        f"{flag}={value}"
+        for flag in BUDGET_FLAGS
+        if (value := getattr(args, flag.lstrip("-").replace("-", "_"))) is not None
+    )
     return ExplainNode(node=args.name, kubeconfig=kubeconfig, budget_flags=budget_flags)
 
 

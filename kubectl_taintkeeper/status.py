@@ -131,16 +131,26 @@ def _rate_and_reason(state: ZoneState, size: int, brake: bool, settings: Monitor
         return settings.node_eviction_rate, "--node-eviction-rate (no node counts: the zone never leaves Initial)"
     if brake:
         return 0.0, "stopped: every zone is fully disrupted"
-    rate = eviction_rate(state, size, eviction_rate=settings.node_eviction_rate,
-                         secondary_eviction_rate=settings.secondary_node_eviction_rate,
-                         large_cluster_threshold=settings.large_cluster_size_threshold)
+    rate = eviction_rate(
+        state,
+        size,
+        eviction_rate=settings.node_eviction_rate,
+        secondary_eviction_rate=settings.secondary_node_eviction_rate,
+        large_cluster_threshold=settings.large_cluster_size_threshold,
+    )
     if state is not ZoneState.PARTIAL_DISRUPTION:
         return rate, "--node-eviction-rate"
     if rate:
-        return rate, f"--secondary-node-eviction-rate: partially disrupted, more than " \
-                     f"{settings.large_cluster_size_threshold} nodes"
-    return rate, f"stopped: partially disrupted, at most {settings.large_cluster_size_threshold} nodes " \
-                 "(--large-cluster-size-threshold)"
+        return (
+            rate,
+            f"--secondary-node-eviction-rate: partially disrupted, more than "
+            f"{settings.large_cluster_size_threshold} nodes",
+        )
+    return (
+        rate,
+        f"stopped: partially disrupted, at most {settings.large_cluster_size_threshold} nodes "
+        "(--large-cluster-size-threshold)",
+    )
 
 
 def zone_statuses(nodes: Sequence[NodeView], settings: MonitorSettings) -> tuple[tuple[ZoneStatus, ...], bool]:
@@ -150,8 +160,11 @@ def zone_statuses(nodes: Sequence[NodeView], settings: MonitorSettings) -> tuple
         members.setdefault(node.zone, []).append(node)
     computed: dict[str, tuple[int, int, ZoneState]] = {}
     for zone, zone_nodes in members.items():
-        counted = [n.ready_condition.get("status") if n.ready_condition else None
-                   for n in zone_nodes if not n.excluded_from_disruption]
+        counted = [
+            n.ready_condition.get("status") if n.ready_condition else None
+            for n in zone_nodes
+            if not n.excluded_from_disruption
+        ]
         if counted:
             computed[zone] = compute_zone_state(counted, settings.unhealthy_zone_threshold)
     brake = bool(computed) and all(state is ZoneState.FULL_DISRUPTION for _, _, state in computed.values())
@@ -159,10 +172,18 @@ def zone_statuses(nodes: Sequence[NodeView], settings: MonitorSettings) -> tuple
     for zone, zone_nodes in members.items():
         ready, not_ready, state = computed.get(zone, (0, 0, ZoneState.INITIAL))
         rate, reason = _rate_and_reason(state, ready + not_ready, brake, settings)
-        zones.append(ZoneStatus(
-            zone=zone_label(zone), state=state, nodes=tuple(sorted(n.name for n in zone_nodes)),
-            excluded=tuple(sorted(n.name for n in zone_nodes if n.excluded_from_disruption)),
-            size=ready + not_ready, not_ready=not_ready, rate=rate, rate_reason=reason))
+        zones.append(
+            ZoneStatus(
+                zone=zone_label(zone),
+                state=state,
+                nodes=tuple(sorted(n.name for n in zone_nodes)),
+                excluded=tuple(sorted(n.name for n in zone_nodes if n.excluded_from_disruption)),
+                size=ready + not_ready,
+                not_ready=not_ready,
+                rate=rate,
+                rate_reason=reason,
+            )
+        )
     return tuple(sorted(zones, key=lambda z: z.zone)), brake
 
 
@@ -186,8 +207,14 @@ def _taint_age(node: NodeView, taint: Mapping[str, Any], now: float) -> TaintAge
         if condition is not None:
             since = parse_time(condition.get("lastTransitionTime"))
             source = f"{condition.get('type')}.lastTransitionTime" if since is not None else None
-    return TaintAge(taint=taint_text(taint), key=str(taint.get("key") or ""), effect=str(taint.get("effect") or ""),
-                    since=since, since_source=source, age=None if since is None else max(0.0, now - since))
+    return TaintAge(
+        taint=taint_text(taint),
+        key=str(taint.get("key") or ""),
+        effect=str(taint.get("effect") or ""),
+        since=since,
+        since_source=source,
+        age=None if since is None else max(0.0, now - since),
+    )
 
 
 def tainted_nodes(nodes: Iterable[NodeView], now: float) -> tuple[TaintedNode, ...]:
@@ -199,9 +226,14 @@ def tainted_nodes(nodes: Iterable[NodeView], now: float) -> tuple[TaintedNode, .
         ours += managed_no_schedule_taints(node.taints)
         if ours:
             ready = node.ready_condition
-            found.append(TaintedNode(name=node.name, zone=zone_label(node.zone),
-                                     ready=None if ready is None else str(ready.get("status")),
-                                     taints=tuple(_taint_age(node, t, now) for t in ours)))
+            found.append(
+                TaintedNode(
+                    name=node.name,
+                    zone=zone_label(node.zone),
+                    ready=None if ready is None else str(ready.get("status")),
+                    taints=tuple(_taint_age(node, t, now) for t in ours),
+                )
+            )
     return tuple(sorted(found, key=lambda n: n.name))
 
 
@@ -212,8 +244,9 @@ def _counted_from_now(taint: Mapping[str, Any], now: float) -> bool:
     return added is None or added > now
 
 
-def pending_evictions(nodes: Iterable[NodeView], pods: Iterable[Json], now: float,
-                      budgets: Budgets | None = None) -> tuple[PendingEviction, ...]:
+def pending_evictions(
+    nodes: Iterable[NodeView], pods: Iterable[Json], now: float, budgets: Budgets | None = None
+) -> tuple[PendingEviction, ...]:
     """Every pod the taint eviction manager will delete, soonest first: on a node with a NoExecute
     taint (anyone's, as the manager evicts for any), not terminating, not tolerating it forever; and
     for one that respects its disruption budget, the budget it waits for."""
@@ -230,12 +263,19 @@ def pending_evictions(nodes: Iterable[NodeView], pods: Iterable[Json], now: floa
             continue
         labels = dict((raw.get("metadata") or {}).get("labels") or {})
         waiting, _how = budget_note(pod, labels, decision, node.no_execute_taints, budgets, now)
-        pending.append(PendingEviction(
-            namespace=pod.namespace, pod=pod.name, node=node.name, taint=taint_text(decision.taint),
-            toleration=None if decision.toleration is None else toleration_text(decision.toleration),
-            deadline=decision.at, seconds_left=decision.at - now,
-            counted_from_now=_counted_from_now(decision.taint, now),
-            waiting_for=waiting.removeprefix("waiting for ") or None))
+        pending.append(
+            PendingEviction(
+                namespace=pod.namespace,
+                pod=pod.name,
+                node=node.name,
+                taint=taint_text(decision.taint),
+                toleration=None if decision.toleration is None else toleration_text(decision.toleration),
+                deadline=decision.at,
+                seconds_left=decision.at - now,
+                counted_from_now=_counted_from_now(decision.taint, now),
+                waiting_for=waiting.removeprefix("waiting for ") or None,
+            )
+        )
     return tuple(sorted(pending, key=lambda p: (p.deadline, p.namespace, p.pod)))
 
 
@@ -282,19 +322,40 @@ def leader_status(lease_name: str, lease: Reading[Json], last_pass: Reading[floa
     else:
         when = last_pass.value
     return LeaderStatus(
-        lease=lease_name, lease_found=lease.value is not None, holder=holder,
+        lease=lease_name,
+        lease_found=lease.value is not None,
+        holder=holder,
         pod=None if holder is None else leader_pod(holder),
-        renewed=renewed, renewed_ago=None if renewed is None else now - renewed, lease_duration=duration,
-        expired=expired, lease_error=lease.error, last_pass=when, last_pass_ago=None if when is None else now - when,
-        last_pass_error=why_not)
+        renewed=renewed,
+        renewed_ago=None if renewed is None else now - renewed,
+        lease_duration=duration,
+        expired=expired,
+        lease_error=lease.error,
+        last_pass=when,
+        last_pass_ago=None if when is None else now - when,
+        last_pass_error=why_not,
+    )
 
 
-def cluster_status(nodes: Iterable[Json], pods: Iterable[Json], lease_name: str, lease: Reading[Json],
-                   last_pass: Reading[float], settings: MonitorSettings, now: float,
-                   budgets: Budgets | None = None) -> ClusterStatus:
+def cluster_status(
+    nodes: Iterable[Json],
+    pods: Iterable[Json],
+    lease_name: str,
+    lease: Reading[Json],
+    last_pass: Reading[float],
+    settings: MonitorSettings,
+    now: float,
+    budgets: Budgets | None = None,
+) -> ClusterStatus:
     """Everything `taintkeeper status` prints, from the API's JSON (nodes, pods) and what the leader said."""
     views = [node_view(dict(node)) for node in nodes]
     zones, brake = zone_statuses(views, settings)
-    return ClusterStatus(now=now, settings=settings, zones=zones, brake=brake, nodes=tainted_nodes(views, now),
-                         pending=pending_evictions(views, pods, now, budgets),
-                         leader=leader_status(lease_name, lease, last_pass, now))
+    return ClusterStatus(
+        now=now,
+        settings=settings,
+        zones=zones,
+        brake=brake,
+        nodes=tainted_nodes(views, now),
+        pending=pending_evictions(views, pods, now, budgets),
+        leader=leader_status(lease_name, lease, last_pass, now),
+    )

@@ -44,12 +44,18 @@ from kubectl_taintkeeper.status_render import render_text, status_json
 Json = dict[str, Any]
 
 PROG = "python -m controller status"
-DESCRIPTION = "taintkeeper's view of the cluster, live: zones and their rates, the brake, tainted nodes, pending " \
-              "evictions, the leader."
+DESCRIPTION = (
+    "taintkeeper's view of the cluster, live: zones and their rates, the brake, tainted nodes, pending "
+    "evictions, the leader."
+)
 INTERVAL = 1.0  # seconds between frames of --watch
 # The four flags whose values set the zones' rates, as the controller spells them.
-RATE_FLAGS = ("node_eviction_rate", "secondary_node_eviction_rate", "large_cluster_size_threshold",
-              "unhealthy_zone_threshold")
+RATE_FLAGS = (
+    "node_eviction_rate",
+    "secondary_node_eviction_rate",
+    "large_cluster_size_threshold",
+    "unhealthy_zone_threshold",
+)
 BUDGET_FLAGS = ("respect_disruption_budgets_for_taints", "disruption_budget_timeout")
 # ANSI: cursor home, erase to the end of the line, erase below, clear the screen.
 HOME, ERASE_LINE, ERASE_BELOW, CLEAR = "\x1b[H", "\x1b[K", "\x1b[J", "\x1b[2J"
@@ -76,9 +82,11 @@ class StatusRequest:
     budgets: BudgetSettings = field(default_factory=BudgetSettings)  # the controller's disruption-budget flags
 
 
-def add_arguments(parser: argparse.ArgumentParser, kubeconfig_default: Any = None,
-                  kubeconfig_help: str = "kubeconfig file (default: the in-cluster config, else $KUBECONFIG, else "
-                                         "~/.kube/config)") -> None:
+def add_arguments(
+    parser: argparse.ArgumentParser,
+    kubeconfig_default: Any = None,
+    kubeconfig_help: str = "kubeconfig file (default: the in-cluster config, else $KUBECONFIG, else ~/.kube/config)",
+) -> None:
     """The status flags; defaults are the controller's own (controller/options.py). `kubeconfig_default`
     is argparse.SUPPRESS where an enclosing parser already takes --kubeconfig."""
     defaults = controller_flags()
@@ -86,22 +94,44 @@ def add_arguments(parser: argparse.ArgumentParser, kubeconfig_default: Any = Non
     parser.add_argument("-n", "--namespace", help="only the pods of this namespace (default: all)")
     parser.add_argument("-l", "--selector", help="only the pods matching this label selector, e.g. app=web")
     parser.add_argument("-o", "--output", choices=("text", "json"), default="text", help="text (default) or json")
-    parser.add_argument("-w", "--watch", action="store_true",
-                        help=f"redraw every {INTERVAL:g}s until Ctrl-C (piped: one frame per interval)")
-    parser.add_argument("--lease-namespace", default=defaults.get_default("leader_elect_resource_namespace"),
-                        help="namespace of the controller's Lease and pods (default %(default)s)")
-    parser.add_argument("--lease-name", default=defaults.get_default("leader_elect_resource_name"),
-                        help="name of the controller's Lease (default %(default)s)")
-    parser.add_argument("--metrics-port", type=_port, default=defaults.get_default("port"),
-                        help="the controller's --port, where it serves /metrics (default %(default)s)")
+    parser.add_argument(
+        "-w",
+        "--watch",
+        action="store_true",
+        help=f"redraw every {INTERVAL:g}s until Ctrl-C (piped: one frame per interval)",
+    )
+    parser.add_argument(
+        "--lease-namespace",
+        default=defaults.get_default("leader_elect_resource_namespace"),
+        help="namespace of the controller's Lease and pods (default %(default)s)",
+    )
+    parser.add_argument(
+        "--lease-name",
+        default=defaults.get_default("leader_elect_resource_name"),
+        help="name of the controller's Lease (default %(default)s)",
+    )
+    parser.add_argument(
+        "--metrics-port",
+        type=_port,
+        default=defaults.get_default("port"),
+        help="the controller's --port, where it serves /metrics (default %(default)s)",
+    )
     for flag in RATE_FLAGS:
         option = "--" + flag.replace("_", "-")
-        parser.add_argument(option, default=defaults.get_default(flag), metavar="VALUE",
-                            help=f"the controller's {option}, for the zones' rates (default %(default)s)")
+        parser.add_argument(
+            option,
+            default=defaults.get_default(flag),
+            metavar="VALUE",
+            help=f"the controller's {option}, for the zones' rates (default %(default)s)",
+        )
     for flag in BUDGET_FLAGS:
         option = "--" + flag.replace("_", "-")
-        parser.add_argument(option, default=defaults.get_default(flag), metavar="VALUE",
-                            help=f"the controller's {option}, for what evictions wait for (default %(default)r)")
+        parser.add_argument(
+            option,
+            default=defaults.get_default(flag),
+            metavar="VALUE",
+            help=f"the controller's {option}, for what evictions wait for (default %(default)r)",
+        )
 
 
 def _port(text: str) -> int:
@@ -116,8 +146,9 @@ def build_parser() -> argparse.ArgumentParser:
     return parser
 
 
-def request_from(args: argparse.Namespace, parser: argparse.ArgumentParser,
-                 kubeconfig: str | None = None) -> StatusRequest:
+def request_from(
+    args: argparse.Namespace, parser: argparse.ArgumentParser, kubeconfig: str | None = None
+) -> StatusRequest:
     """The request parsed flags ask for; bad rate flags end with one line and exit 2, checked by the
     controller's own rules. `kubeconfig` stands in when --kubeconfig is absent."""
     flags = [f"--{flag.replace('_', '-')}={getattr(args, flag)}" for flag in (*RATE_FLAGS, *BUDGET_FLAGS)]
@@ -125,10 +156,18 @@ def request_from(args: argparse.Namespace, parser: argparse.ArgumentParser,
         options = parse_options(flags)
     except OptionsError as error:
         parser.error(str(error))
-    return StatusRequest(kubeconfig=getattr(args, "kubeconfig", None) or kubeconfig, namespace=args.namespace or None,
-                         selector=args.selector or None, output=args.output, watch=args.watch,
-                         lease_namespace=args.lease_namespace, lease_name=args.lease_name,
-                         metrics_port=args.metrics_port, settings=options.monitor, budgets=options.budgets)
+    return StatusRequest(
+        kubeconfig=getattr(args, "kubeconfig", None) or kubeconfig,
+        namespace=args.namespace or None,
+        selector=args.selector or None,
+        output=args.output,
+        watch=args.watch,
+        lease_namespace=args.lease_namespace,
+        lease_name=args.lease_name,
+        metrics_port=args.metrics_port,
+        settings=options.monitor,
+        budgets=options.budgets,
+    )
 
 
 def parse_args(argv: list[str]) -> StatusRequest:
@@ -213,8 +252,16 @@ def read_status(reads: ClusterReads, request: StatusRequest, now: Callable[[], f
         budgets = read_budgets(reads.get_json, request.budgets)
     lease = _read_lease(reads, request)
     last_pass = _read_last_pass(reads, request, lease)
-    return cluster_status(nodes, pods, f"{request.lease_namespace}/{request.lease_name}", lease, last_pass,
-                          request.settings, now(), budgets)
+    return cluster_status(
+        nodes,
+        pods,
+        f"{request.lease_namespace}/{request.lease_name}",
+        lease,
+        last_pass,
+        request.settings,
+        now(),
+        budgets,
+    )
 
 
 # --- the output --------------------------------------------------------------------------------------
@@ -233,9 +280,16 @@ def use_colour(stream: IO[str], environ: dict[str, str] | None = None) -> bool:
     return stream.isatty() and not environ.get("NO_COLOR")
 
 
-def watch(draw: Callable[[], str | None], out: IO[str], tty: bool, *, separator: str = "\n\n",
-          interval: float = INTERVAL, sleep: Callable[[float], None] | None = None,
-          monotonic: Callable[[], float] | None = None) -> int:
+def watch(
+    draw: Callable[[], str | None],
+    out: IO[str],
+    tty: bool,
+    *,
+    separator: str = "\n\n",
+    interval: float = INTERVAL,
+    sleep: Callable[[float], None] | None = None,
+    monotonic: Callable[[], float] | None = None,
+) -> int:
     """Redraw until Ctrl-C (exit 0): in place on a terminal, else each frame after the last, `separator`
     between them. A frame that `draw` gives as None is skipped. `sleep` and `monotonic` default to
     the time module's, looked up at the call."""

@@ -23,8 +23,12 @@ YELLOW = "33"
 CYAN = "36"
 DIM = "2"
 
-STATE_STYLES = {ZoneState.NORMAL: GREEN, ZoneState.INITIAL: CYAN, ZoneState.PARTIAL_DISRUPTION: YELLOW,
-                ZoneState.FULL_DISRUPTION: RED}
+STATE_STYLES = {
+    ZoneState.NORMAL: GREEN,
+    ZoneState.INITIAL: CYAN,
+    ZoneState.PARTIAL_DISRUPTION: YELLOW,
+    ZoneState.FULL_DISRUPTION: RED,
+}
 SOON = 60.0  # seconds: a pending eviction this close is shown in yellow
 NAMES_SHOWN = 8  # a zone's node names shown in text; JSON has them all
 
@@ -60,30 +64,47 @@ def _names(names: tuple[str, ...]) -> str:
 
 def _zone_lines(status: ClusterStatus, colour: bool) -> list[str]:
     settings = status.settings
-    lines = [_heading("ZONES", colour) + f"  (--node-eviction-rate {settings.node_eviction_rate:g}, "
-             f"--secondary-node-eviction-rate {settings.secondary_node_eviction_rate:g}, "
-             f"--large-cluster-size-threshold {settings.large_cluster_size_threshold}, "
-             f"--unhealthy-zone-threshold {settings.unhealthy_zone_threshold:g})"]
+    lines = [
+        _heading("ZONES", colour) + f"  (--node-eviction-rate {settings.node_eviction_rate:g}, "
+        f"--secondary-node-eviction-rate {settings.secondary_node_eviction_rate:g}, "
+        f"--large-cluster-size-threshold {settings.large_cluster_size_threshold}, "
+        f"--unhealthy-zone-threshold {settings.unhealthy_zone_threshold:g})"
+    ]
     if not status.zones:
         return [*lines, "  no nodes"]
     rows: list[list[Cell]] = [[("ZONE", DIM), ("STATE", DIM), ("NODES", DIM), ("NOT READY", DIM), ("RATE", DIM)]]
     for zone in status.zones:
         counted = f"{zone.size}" + (f" (+{len(zone.excluded)} excluded)" if zone.excluded else "")
-        rows.append([(_zone_name(zone.zone), ""), (zone.state.value, STATE_STYLES[zone.state]), (counted, ""),
-                     (str(zone.not_ready), YELLOW if zone.not_ready else ""),
-                     (f"{zone.rate:g} nodes/s: {zone.rate_reason}", RED if zone.rate == 0 else "")])
+        rows.append(
+            [
+                (_zone_name(zone.zone), ""),
+                (zone.state.value, STATE_STYLES[zone.state]),
+                (counted, ""),
+                (str(zone.not_ready), YELLOW if zone.not_ready else ""),
+                (f"{zone.rate:g} nodes/s: {zone.rate_reason}", RED if zone.rate == 0 else ""),
+            ]
+        )
     lines += _table(rows, colour)
-    lines += [f"  {_zone_name(zone.zone)} nodes: {_names(zone.nodes)}" + (
-        f"; excluded from disruption checks: {_names(zone.excluded)}" if zone.excluded else "")
-        for zone in status.zones]
+    lines += [
+        f"  {_zone_name(zone.zone)} nodes: {_names(zone.nodes)}"
+        + (f"; excluded from disruption checks: {_names(zone.excluded)}" if zone.excluded else "")
+        for zone in status.zones
+    ]
     return lines
 
 
 def _brake_line(status: ClusterStatus, colour: bool) -> str:
     if status.brake:
-        return _heading("BRAKE", colour) + "  " + paint(
-            "ON: every zone is fully disrupted; nothing is tainted NoExecute (the controller removes the not-ready "
-            "and unreachable NoExecute taints) until a zone recovers", RED + ";" + BOLD, colour)
+        return (
+            _heading("BRAKE", colour)
+            + "  "
+            + paint(
+                "ON: every zone is fully disrupted; nothing is tainted NoExecute (the controller removes the not-ready "
+                "and unreachable NoExecute taints) until a zone recovers",
+                RED + ";" + BOLD,
+                colour,
+            )
+        )
     return _heading("BRAKE", colour) + "  " + paint("off", GREEN, colour) + " (a zone is not fully disrupted)"
 
 
@@ -101,10 +122,15 @@ def _node_lines(nodes: tuple[TaintedNode, ...], colour: bool) -> list[str]:
         return [*lines, "  none"]
     for node in nodes:
         ready = f"Ready={node.ready}" if node.ready is not None else "no Ready condition"
-        lines.append(f"  {node.name}  zone {_zone_name(node.zone)}  "
-                     + paint(ready, GREEN if node.ready == "True" else RED, colour))
-        lines += _table([[(t.taint, RED if t.effect == "NoExecute" else YELLOW), (_age(t), "")]
-                         for t in node.taints], colour, indent="      ")
+        lines.append(
+            f"  {node.name}  zone {_zone_name(node.zone)}  "
+            + paint(ready, GREEN if node.ready == "True" else RED, colour)
+        )
+        lines += _table(
+            [[(t.taint, RED if t.effect == "NoExecute" else YELLOW), (_age(t), "")] for t in node.taints],
+            colour,
+            indent="      ",
+        )
     return lines
 
 
@@ -129,8 +155,10 @@ def _pending_lines(pending: tuple[PendingEviction, ...], colour: bool) -> list[s
     if not pending:
         return [*lines, "  none"]
     rows: list[list[Cell]] = [[("DEADLINE", DIM), ("LEFT", DIM), ("POD", DIM), ("NODE", DIM), ("WHY", DIM)]]
-    rows += [[(format_time(p.deadline), ""), _time_left(p), (f"{p.namespace}/{p.pod}", ""), (p.node, ""),
-              (_why(p), "")] for p in pending]
+    rows += [
+        [(format_time(p.deadline), ""), _time_left(p), (f"{p.namespace}/{p.pod}", ""), (p.node, ""), (_why(p), "")]
+        for p in pending
+    ]
     return lines + _table(rows, colour)
 
 
@@ -139,13 +167,21 @@ def _leader_lines(leader: LeaderStatus, colour: bool) -> list[str]:
     if leader.lease_error is not None:
         first = heading + paint(f"unknown: cannot read the Lease {leader.lease}: {leader.lease_error}", YELLOW, colour)
     elif leader.holder is None:
-        first = heading + paint("none", RED, colour) + f" (the Lease {leader.lease} " + (
-            "has no holder)" if leader.lease_found else "does not exist)")
+        first = (
+            heading
+            + paint("none", RED, colour)
+            + f" (the Lease {leader.lease} "
+            + ("has no holder)" if leader.lease_found else "does not exist)")
+        )
     else:
-        renewed = f"renewed {describe_duration(leader.renewed_ago)} ago" if leader.renewed_ago is not None \
+        renewed = (
+            f"renewed {describe_duration(leader.renewed_ago)} ago"
+            if leader.renewed_ago is not None
             else "never renewed"
-        expired = paint(f"; expired: not renewed within its {leader.lease_duration}s", RED, colour) \
-            if leader.expired else ""
+        )
+        expired = (
+            paint(f"; expired: not renewed within its {leader.lease_duration}s", RED, colour) if leader.expired else ""
+        )
         first = heading + f"{leader.pod} (Lease {leader.lease} held by {leader.holder}, {renewed}{expired})"
     if leader.last_pass_ago is not None:
         second = f"  last monitor pass {describe_duration(leader.last_pass_ago)} ago"
@@ -174,35 +210,70 @@ def _optional_seconds(seconds: float | None) -> int | None:
 
 
 def _zone_json(zone: ZoneStatus) -> dict[str, Any]:
-    return {"zone": zone.zone, "state": zone.state.value, "nodes": list(zone.nodes), "excluded": list(zone.excluded),
-            "size": zone.size, "notReady": zone.not_ready, "evictionRate": zone.rate,
-            "evictionRateReason": zone.rate_reason}
+    return {
+        "zone": zone.zone,
+        "state": zone.state.value,
+        "nodes": list(zone.nodes),
+        "excluded": list(zone.excluded),
+        "size": zone.size,
+        "notReady": zone.not_ready,
+        "evictionRate": zone.rate,
+        "evictionRateReason": zone.rate_reason,
+    }
 
 
 def _node_json(node: TaintedNode) -> dict[str, Any]:
-    return {"name": node.name, "zone": node.zone, "ready": node.ready,
-            "taints": [{"key": t.key, "effect": t.effect, "since": _optional_time(t.since),
-                        "sinceSource": t.since_source, "ageSeconds": _optional_seconds(t.age)} for t in node.taints]}
+    return {
+        "name": node.name,
+        "zone": node.zone,
+        "ready": node.ready,
+        "taints": [
+            {
+                "key": t.key,
+                "effect": t.effect,
+                "since": _optional_time(t.since),
+                "sinceSource": t.since_source,
+                "ageSeconds": _optional_seconds(t.age),
+            }
+            for t in node.taints
+        ],
+    }
 
 
 def _leader_json(leader: LeaderStatus) -> dict[str, Any]:
-    return {"lease": leader.lease, "holder": leader.holder, "pod": leader.pod,
-            "renewTime": _optional_time(leader.renewed),
-            "renewedSecondsAgo": _optional_seconds(leader.renewed_ago), "leaseDurationSeconds": leader.lease_duration,
-            "expired": leader.expired, "error": leader.lease_error,
-            "lastMonitorPass": _optional_time(leader.last_pass),
-            "lastMonitorPassSecondsAgo": _optional_seconds(leader.last_pass_ago),
-            "lastMonitorPassError": leader.last_pass_error}
+    return {
+        "lease": leader.lease,
+        "holder": leader.holder,
+        "pod": leader.pod,
+        "renewTime": _optional_time(leader.renewed),
+        "renewedSecondsAgo": _optional_seconds(leader.renewed_ago),
+        "leaseDurationSeconds": leader.lease_duration,
+        "expired": leader.expired,
+        "error": leader.lease_error,
+        "lastMonitorPass": _optional_time(leader.last_pass),
+        "lastMonitorPassSecondsAgo": _optional_seconds(leader.last_pass_ago),
+        "lastMonitorPassError": leader.last_pass_error,
+    }
 
 
 def _pending_json(pending: PendingEviction) -> dict[str, Any]:
-    return {"namespace": pending.namespace, "pod": pending.pod, "node": pending.node, "taint": pending.taint,
-            "deadline": format_time(pending.deadline), "secondsLeft": round(pending.seconds_left),
-            "waitingFor": pending.waiting_for}
+    return {
+        "namespace": pending.namespace,
+        "pod": pending.pod,
+        "node": pending.node,
+        "taint": pending.taint,
+        "deadline": format_time(pending.deadline),
+        "secondsLeft": round(pending.seconds_left),
+        "waitingFor": pending.waiting_for,
+    }
 
 
 def status_json(status: ClusterStatus) -> dict[str, Any]:
     """The machine-readable form (`-o json`); see the module docstring for what is a contract."""
-    return {"zones": [_zone_json(z) for z in status.zones], "brake": status.brake,
-            "nodes": [_node_json(n) for n in status.nodes], "leader": _leader_json(status.leader),
-            "pendingEvictions": [_pending_json(p) for p in status.pending]}
+    return {
+        "zones": [_zone_json(z) for z in status.zones],
+        "brake": status.brake,
+        "nodes": [_node_json(n) for n in status.nodes],
+        "leader": _leader_json(status.leader),
+        "pendingEvictions": [_pending_json(p) for p in status.pending],
+    }

@@ -89,11 +89,12 @@ def _whole_seconds(text: object) -> int | None:
 
 def _shown(text: object) -> str:
     value = str(text)
-    return value if len(value) <= _SHOWN_CHARS else value[:_SHOWN_CHARS - 3] + "..."
+    return value if len(value) <= _SHOWN_CHARS else value[: _SHOWN_CHARS - 3] + "..."
 
 
-def namespace_seconds(annotations: Mapping[str, str] | None, cluster: DefaultSeconds) -> tuple[DefaultSeconds,
-                                                                                               list[str]]:
+def namespace_seconds(
+    annotations: Mapping[str, str] | None, cluster: DefaultSeconds
+) -> tuple[DefaultSeconds, list[str]]:
     """The seconds for pods in a namespace: its annotations override the cluster-wide values.
 
     An annotation that is not a whole number from 0 to 2^63-1 is ignored, with a warning that says so.
@@ -102,15 +103,19 @@ def namespace_seconds(annotations: Mapping[str, str] | None, cluster: DefaultSec
     annotations = annotations or {}
     warnings: list[str] = []
     values = {"not_ready": cluster.not_ready, "unreachable": cluster.unreachable}
-    for field_name, annotation in (("not_ready", NOT_READY_SECONDS_ANNOTATION),
-                                   ("unreachable", UNREACHABLE_SECONDS_ANNOTATION)):
+    for field_name, annotation in (
+        ("not_ready", NOT_READY_SECONDS_ANNOTATION),
+        ("unreachable", UNREACHABLE_SECONDS_ANNOTATION),
+    ):
         if annotation not in annotations:
             continue
         parsed = _whole_seconds(annotations[annotation])
         if parsed is None:
-            warnings.append(f"namespace annotation {annotation}={_shown(annotations[annotation])!r} is not a whole "
-                            f"number >= 0 (at most {MAX_TOLERATION_SECONDS}); using the cluster default "
-                            f"{values[field_name]}")
+            warnings.append(
+                f"namespace annotation {annotation}={_shown(annotations[annotation])!r} is not a whole "
+                f"number >= 0 (at most {MAX_TOLERATION_SECONDS}); using the cluster default "
+                f"{values[field_name]}"
+            )
         else:
             values[field_name] = parsed
     return DefaultSeconds(**values), warnings
@@ -139,14 +144,21 @@ def is_builtin_default(toleration: Toleration, builtin_seconds: int = BUILTIN_DE
     documented price of --replace-builtin-defaults.
     """
     seconds = toleration.get("tolerationSeconds")
-    return (toleration.get("key") in (NOT_READY, UNREACHABLE) and toleration.get("operator") == "Exists"
-            and not toleration.get("value") and toleration.get("effect") == NO_EXECUTE
-            and type(seconds) is int and seconds == builtin_seconds)  # not a bool, nor 300.0
+    return (
+        toleration.get("key") in (NOT_READY, UNREACHABLE)
+        and toleration.get("operator") == "Exists"
+        and not toleration.get("value")
+        and toleration.get("effect") == NO_EXECUTE
+        and type(seconds) is int
+        and seconds == builtin_seconds
+    )  # not a bool, nor 300.0
 
 
-def builtin_default_replacements(tolerations: Sequence[Toleration], seconds: DefaultSeconds,
-                                 builtin_seconds: int = BUILTIN_DEFAULT_TOLERATION_SECONDS,
-                                 ) -> list[SecondsReplacement]:
+def builtin_default_replacements(
+    tolerations: Sequence[Toleration],
+    seconds: DefaultSeconds,
+    builtin_seconds: int = BUILTIN_DEFAULT_TOLERATION_SECONDS,
+) -> list[SecondsReplacement]:
     """The built-in plugin's tolerations whose seconds are not `seconds` (taintkeeper's), in list order.
 
     Every other toleration is left alone, and so is a built-in one that already has our seconds.

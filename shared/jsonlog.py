@@ -80,8 +80,9 @@ class JsonFormatter(logging.Formatter):
             entry["exception"] = self.formatException(record.exc_info)
         return json_text(entry)
 
-    def format_fields(self, created: float, msecs: float, levelname: str, name: str, message: str,
-                      extras: Fields) -> str:
+    def format_fields(
+        self, created: float, msecs: float, levelname: str, name: str, message: str, extras: Fields
+    ) -> str:
         """`format` of a record with these fields, extras, and neither exception nor stack."""
         return json_text(self._entry(created, levelname, name, message, extras))
 
@@ -104,7 +105,7 @@ class JsonFormatter(logging.Formatter):
         second = int(whole) + (microseconds == 1_000_000)
         cached, prefix = self._second  # one tuple: threads read a consistent pair
         if second != cached:
-            prefix = datetime.fromtimestamp(second, UTC).isoformat(timespec="milliseconds")[:-len("000+00:00")]
+            prefix = datetime.fromtimestamp(second, UTC).isoformat(timespec="milliseconds")[: -len("000+00:00")]
             self._second = (second, prefix)
         return f"{prefix}{microseconds % 1_000_000 // 1000:03d}+00:00"
 
@@ -150,8 +151,9 @@ class PlainFormatter(logging.Formatter):
                 line = line + ("" if line.endswith("\n") else "\n") + block
         return _with_extras(line, extra_fields(record))
 
-    def format_fields(self, created: float, msecs: float, levelname: str, name: str, message: str,
-                      extras: Fields) -> str:
+    def format_fields(
+        self, created: float, msecs: float, levelname: str, name: str, message: str, extras: Fields
+    ) -> str:
         """`format` of a record with these fields, extras, and neither exception nor stack."""
         return _with_extras(f"{self._time_text(created, msecs)} {levelname} {name}: {message}", extras)
 
@@ -244,8 +246,15 @@ def _sole_holding_handler(logger: logging.Logger, level: int) -> LineHandler | N
     return handler if node is root else None
 
 
-def hold_line(logger: logging.Logger, level: int, created: float, msecs: float, message: str,
-              args: tuple[object, ...], extra: Mapping[str, object]) -> bool:
+def hold_line(
+    logger: logging.Logger,
+    level: int,
+    created: float,
+    msecs: float,
+    message: str,
+    args: tuple[object, ...],
+    extra: Mapping[str, object],
+) -> bool:
     """Hold the line that `logger.handle(record)` would hold for a record of these fields, without
     making the record: making it and passing it through logging's handling was most of a held line's
     cost. The caller has checked that `level` is enabled and `extra` as Logger.makeRecord does; the
@@ -261,8 +270,9 @@ def hold_line(logger: logging.Logger, level: int, created: float, msecs: float, 
         return False
     try:
         text = str(message) % args if args else str(message)  # LogRecord.getMessage
-        line = formatter.format_fields(created, msecs, logging.getLevelName(level), logger.name, text,
-                                       public_fields(extra))
+        line = formatter.format_fields(
+            created, msecs, logging.getLevelName(level), logger.name, text, public_fields(extra)
+        )
     except Exception:  # the record fails the same way on logging's path, which reports it (Handler.handleError)
         return False
     return handler.hold_line(line)

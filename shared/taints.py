@@ -76,8 +76,9 @@ def ready_status(node: Node) -> str | None:
     return None
 
 
-def desired_no_schedule_taints(conditions: Iterable[Mapping[str, object]],
-                               unschedulable: bool = False) -> list[dict[str, str]]:
+def desired_no_schedule_taints(
+    conditions: Iterable[Mapping[str, object]], unschedulable: bool = False
+) -> list[dict[str, str]]:
     """The NoSchedule taints a node's conditions and `spec.unschedulable` call for.
 
     A node without a Ready condition gets no not-ready/unreachable NoSchedule taint here, as

@@ -19,9 +19,11 @@ SCRIPT = Path(__file__).resolve().parents[1] / "hack" / "local-cluster.sh"
 
 # `make test` and CI run on small shared machines whose speed varies several-fold within minutes:
 # the same number of examples, but no wall-clock health checks or deadlines that a slow moment trips.
-settings.register_profile("ci", deadline=None, suppress_health_check=[HealthCheck.too_slow,
-                                                                       HealthCheck.data_too_large,
-                                                                       HealthCheck.large_base_example])
+settings.register_profile(
+    "ci",
+    deadline=None,
+    suppress_health_check=[HealthCheck.too_slow, HealthCheck.data_too_large, HealthCheck.large_base_example],
+)
 settings.register_profile("dev")
 settings.load_profile(os.environ.get("HYPOTHESIS_PROFILE", "ci"))
 
@@ -37,8 +39,9 @@ def install_host_prerequisites(level: str) -> None:
     if level not in _installed:
         args = [level] if level else []
         result = subprocess.run(["bash", str(SCRIPT), "deps", *args], capture_output=True, text=True, timeout=3600)
-        _installed[level] = None if result.returncode == 0 else (
-            f"hack/local-cluster.sh deps {level} failed:\n{result.stderr[-4000:]}")
+        _installed[level] = (
+            None if result.returncode == 0 else (f"hack/local-cluster.sh deps {level} failed:\n{result.stderr[-4000:]}")
+        )
     failure = _installed[level]
     if failure:
         pytest.fail(failure, pytrace=False)
@@ -61,6 +64,7 @@ def build_image() -> Any:
 def pytest_collection_finish(session: pytest.Session) -> None:
     """Install what the selected tests need, and build the image, before the first of them starts:
     outside every test's timeout (the first build on a machine takes minutes), in any test order."""
+
     def wanted_by_some(fixture: str) -> bool:
         return any(fixture in getattr(item, "fixturenames", ()) for item in session.items)
 

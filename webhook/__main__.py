@@ -33,7 +33,10 @@ def parse_args(argv: list[str]) -> dict[str, str]:
     for setting in (*APP_SETTINGS, *SERVING_SETTINGS):
         bare = {"nargs": "?", "const": "true"} if setting in BOOLEAN_SETTINGS else {}
         parser.add_argument(
-            setting.flag, dest=setting.env, metavar="VALUE", **bare,  # type: ignore[arg-type]
+            setting.flag,
+            dest=setting.env,
+            metavar="VALUE",
+            **bare,  # type: ignore[arg-type]
             help=f"{setting.help} (env {setting.env}, default {setting.default})",
         )
     given = vars(parser.parse_args(argv))

@@ -86,9 +86,7 @@ def _admission_request(review: object) -> tuple[object, dict[str, object], str]:
     body = _require_object(review, "the body")
     api_version = body.get("apiVersion")
     if api_version not in SUPPORTED_API_VERSIONS:
-        raise MalformedReview(
-            f"apiVersion must be one of {', '.join(SUPPORTED_API_VERSIONS)}, got {api_version!r}"
-        )
+        raise MalformedReview(f"apiVersion must be one of {', '.join(SUPPORTED_API_VERSIONS)}, got {api_version!r}")
     if body.get("kind") != "AdmissionReview":
         raise MalformedReview(f"kind must be AdmissionReview, got {body.get('kind')!r}")
     request = _require_object(body.get("request"), "request")
@@ -128,8 +126,9 @@ def _pod_name(request: dict[str, object], metadata: dict[str, object]) -> str:
     return str(name or "")
 
 
-def _patch_for(spec: dict[str, object], added: list[dict[str, object]],
-               replacements: list[SecondsReplacement]) -> list[dict[str, object]]:
+def _patch_for(
+    spec: dict[str, object], added: list[dict[str, object]], replacements: list[SecondsReplacement]
+) -> list[dict[str, object]]:
     """The JSONPatch operations replacing the seconds of `replacements`, then appending `added` to
     spec.tolerations (creating the list when absent or null).
 
@@ -143,8 +142,10 @@ def _patch_for(spec: dict[str, object], added: list[dict[str, object]],
     operations: list[dict[str, object]] = []
     for replacement in replacements:
         path = f"/spec/tolerations/{replacement.index}/tolerationSeconds"
-        operations += [{"op": "test", "path": path, "value": replacement.old_seconds},
-                       {"op": "replace", "path": path, "value": replacement.new_seconds}]
+        operations += [
+            {"op": "test", "path": path, "value": replacement.old_seconds},
+            {"op": "replace", "path": path, "value": replacement.new_seconds},
+        ]
     existing = spec.get("tolerations")
     if existing is None:
         if added:
@@ -152,8 +153,10 @@ def _patch_for(spec: dict[str, object], added: list[dict[str, object]],
             operations.append({"op": operation, "path": "/spec/tolerations", "value": added})
         return operations
     start = len(existing)  # type: ignore[arg-type]
-    operations += [{"op": "add", "path": f"/spec/tolerations/{start + i}", "value": toleration}
-                   for i, toleration in enumerate(added)]
+    operations += [
+        {"op": "add", "path": f"/spec/tolerations/{start + i}", "value": toleration}
+        for i, toleration in enumerate(added)
+    ]
     return operations
 
 
@@ -169,8 +172,12 @@ ADDITIONS_KEPT = 128  # distinct additions remembered (a few per seconds configu
 _additions: dict[tuple[object, ...], Addition] = {}
 
 
-def _addition(spec: dict[str, object], tolerations: list[dict[str, object]] | None, not_ready_seconds: int,
-              unreachable_seconds: int) -> Addition:
+def _addition(
+    spec: dict[str, object],
+    tolerations: list[dict[str, object]] | None,
+    not_ready_seconds: int,
+    unreachable_seconds: int,
+) -> Addition:
     """The patch appending the default tolerations that spec's `tolerations` miss, and their keys.
 
     Making and encoding it was about half of a review, for one of a few patches: it is remembered by
@@ -180,12 +187,16 @@ def _addition(spec: dict[str, object], tolerations: list[dict[str, object]] | No
     ints (True and 1.0 equal 1 as keys, not in JSON) are never remembered.
     """
     if type(not_ready_seconds) is not int or type(unreachable_seconds) is not int:
-        return _fresh_addition(spec, missing_default_tolerations(tolerations or [], not_ready_seconds,
-                                                                 unreachable_seconds))
+        return _fresh_addition(
+            spec, missing_default_tolerations(tolerations or [], not_ready_seconds, unreachable_seconds)
+        )
     added = None  # made only when the addition is not remembered
     if tolerations is None:
-        key: tuple[object, ...] = ("null" if "tolerations" in spec else "absent", not_ready_seconds,
-                                   unreachable_seconds)
+        key: tuple[object, ...] = (
+            "null" if "tolerations" in spec else "absent",
+            not_ready_seconds,
+            unreachable_seconds,
+        )
     else:
         added = missing_default_tolerations(tolerations, not_ready_seconds, unreachable_seconds)
         if not added:
@@ -216,9 +227,20 @@ def _no_namespace_facts(namespace: str) -> None:
     return None
 
 
-def _answer(api_version: object, uid: str, outcome: str, operation: str, namespace: str, pod: str = "", *,
-            reason: str = "", patch: str | None = None, warnings: tuple[str, ...] = (),
-            added: list[str] | None = None, replaced: list[str] | None = None) -> Verdict:
+def _answer(
+    api_version: object,
+    uid: str,
+    outcome: str,
+    operation: str,
+    namespace: str,
+    pod: str = "",
+    *,
+    reason: str = "",
+    patch: str | None = None,
+    warnings: tuple[str, ...] = (),
+    added: list[str] | None = None,
+    replaced: list[str] | None = None,
+) -> Verdict:
     """The verdict allowing the pod, with `patch` (encoded) if any, and `warnings` for its creator."""
     response: dict[str, object] = {"uid": uid, "allowed": True}
     if patch is not None:
@@ -226,16 +248,28 @@ def _answer(api_version: object, uid: str, outcome: str, operation: str, namespa
         response["patch"] = patch
     if warnings:
         response["warnings"] = list(warnings)
-    return Verdict(response={"apiVersion": api_version, "kind": "AdmissionReview", "response": response},
-                   outcome=outcome, uid=uid, operation=operation, namespace=namespace, pod=pod,
-                   added=[] if added is None else added, replaced=[] if replaced is None else replaced,
-                   warnings=list(warnings), reason=reason)
+    return Verdict(
+        response={"apiVersion": api_version, "kind": "AdmissionReview", "response": response},
+        outcome=outcome,
+        uid=uid,
+        operation=operation,
+        namespace=namespace,
+        pod=pod,
+        added=[] if added is None else added,
+        replaced=[] if replaced is None else replaced,
+        warnings=list(warnings),
+        reason=reason,
+    )
 
 
-def review_pod(review: object, not_ready_seconds: int = DEFAULT_TOLERATION_SECONDS,
-               unreachable_seconds: int = DEFAULT_TOLERATION_SECONDS, *,
-               namespace_defaults: NamespaceLookup = _no_namespace_facts,
-               replace_builtin_seconds: int | None = None) -> Verdict:
+def review_pod(
+    review: object,
+    not_ready_seconds: int = DEFAULT_TOLERATION_SECONDS,
+    unreachable_seconds: int = DEFAULT_TOLERATION_SECONDS,
+    *,
+    namespace_defaults: NamespaceLookup = _no_namespace_facts,
+    replace_builtin_seconds: int | None = None,
+) -> Verdict:
     """Decide one AdmissionReview; raises MalformedReview for anything not well formed.
 
     The two seconds are the cluster defaults; `namespace_defaults` may override them per namespace.
@@ -258,14 +292,22 @@ def review_pod(review: object, not_ready_seconds: int = DEFAULT_TOLERATION_SECON
     name = _pod_name(request, metadata)
     labels = metadata.get("labels")
     if skips(labels if isinstance(labels, dict) else None):
-        return _answer(api_version, uid, SKIPPED, operation, namespace, name,
-                       reason="the pod is labelled taintkeeper.io/skip=true")
+        return _answer(
+            api_version, uid, SKIPPED, operation, namespace, name, reason="the pod is labelled taintkeeper.io/skip=true"
+        )
     known = namespace_defaults(namespace)
     warnings: tuple[str, ...] = ()
     if known is not None:
         if known.skipped:
-            return _answer(api_version, uid, SKIPPED, operation, namespace, name,
-                           reason="the namespace is labelled taintkeeper.io/skip=true")
+            return _answer(
+                api_version,
+                uid,
+                SKIPPED,
+                operation,
+                namespace,
+                name,
+                reason="the namespace is labelled taintkeeper.io/skip=true",
+            )
         not_ready_seconds, unreachable_seconds = known.seconds.not_ready, known.seconds.unreachable
         warnings = known.warnings
     if replace_builtin_seconds is not None and operation == "CREATE":  # UPDATEs keep every existing toleration
@@ -273,12 +315,22 @@ def review_pod(review: object, not_ready_seconds: int = DEFAULT_TOLERATION_SECON
         replacements = builtin_default_replacements(tolerations or [], ours, replace_builtin_seconds)
         if replacements:
             added = missing_default_tolerations(tolerations or [], not_ready_seconds, unreachable_seconds)
-            return _answer(api_version, uid, REPLACED, operation, namespace, name,
-                           patch=_encoded(_patch_for(spec, added, replacements)), warnings=warnings,
-                           added=[str(t["key"]) for t in added], replaced=[r.key for r in replacements])
+            return _answer(
+                api_version,
+                uid,
+                REPLACED,
+                operation,
+                namespace,
+                name,
+                patch=_encoded(_patch_for(spec, added, replacements)),
+                warnings=warnings,
+                added=[str(t["key"]) for t in added],
+                replaced=[r.key for r in replacements],
+            )
     addition = _addition(spec, tolerations, not_ready_seconds, unreachable_seconds)
     if addition is None:
         return _answer(api_version, uid, UNCHANGED, operation, namespace, name)
     patch, added_keys = addition
-    return _answer(api_version, uid, PATCHED, operation, namespace, name, patch=patch, warnings=warnings,
-                   added=list(added_keys))
+    return _answer(
+        api_version, uid, PATCHED, operation, namespace, name, patch=patch, warnings=warnings, added=list(added_keys)
+    )

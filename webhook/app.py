@@ -54,8 +54,14 @@ def _json_response_made_directly(data: bytes, status: int) -> Response:
     headers = Headers()
     headers._list = [("Content-Type", JSON), ("Content-Length", str(len(data)))]  # Response.__init__'s order
     response = Response.__new__(Response)
-    response.__dict__.update(headers=headers, _status=status_line, _status_code=status, direct_passthrough=False,
-                             _on_close=[], response=[data])
+    response.__dict__.update(
+        headers=headers,
+        _status=status_line,
+        _status_code=status,
+        direct_passthrough=False,
+        _on_close=[],
+        response=[data],
+    )
     return response
 
 
@@ -63,13 +69,19 @@ def _same_response(made: Response, expected: Response) -> bool:
     """The same class, attributes and header list (Headers' own == ignores order and case)."""
     mine, theirs = dict(vars(made)), dict(vars(expected))
     headers, expected_headers = mine.pop("headers"), theirs.pop("headers")
-    return (type(made) is type(expected) and type(headers) is type(expected_headers)
-            and vars(headers) == vars(expected_headers) and mine == theirs)
+    return (
+        type(made) is type(expected)
+        and type(headers) is type(expected_headers)
+        and vars(headers) == vars(expected_headers)
+        and mine == theirs
+    )
 
 
 _MADE_DIRECTLY_AS_WERKZEUG_DOES = all(
     _same_response(_json_response_made_directly(data, status), Response(data, status=status, content_type=JSON))
-    for status in _STATUS_LINES for data in (b"", b'{"error":"x"}'))
+    for status in _STATUS_LINES
+    for data in (b"", b'{"error":"x"}')
+)
 
 
 class _Children(dict[str, Any]):
@@ -138,8 +150,11 @@ def create_app(settings: WebhookSettings | None = None, namespace_cache: Namespa
 
     cap = settings.max_request_bytes
     # Each labelled series still appears on its first use, as with labels() on every review.
-    reviews, added_total, replaced_total = (_Children(metrics.REVIEWS), _Children(metrics.TOLERATIONS_ADDED),
-                                            _Children(metrics.TOLERATIONS_REPLACED))
+    reviews, added_total, replaced_total = (
+        _Children(metrics.REVIEWS),
+        _Children(metrics.TOLERATIONS_ADDED),
+        _Children(metrics.TOLERATIONS_REPLACED),
+    )
 
     def refused(created: float, message: str, remote: str | None) -> None:
         bookkeeping.count(reviews[metrics.BAD_REQUEST])
@@ -154,17 +169,36 @@ def create_app(settings: WebhookSettings | None = None, namespace_cache: Namespa
         bookkeeping.observe(metrics.REVIEW_DURATION, duration)
         facts = {"uid": verdict.uid, "operation": verdict.operation, "namespace": verdict.namespace, "pod": verdict.pod}
         if verdict.warnings:
-            log_at(log, created, logging.WARNING, "ignored namespace annotation: %s", "; ".join(verdict.warnings),
-                   extra=facts)
+            log_at(
+                log,
+                created,
+                logging.WARNING,
+                "ignored namespace annotation: %s",
+                "; ".join(verdict.warnings),
+                extra=facts,
+            )
         if verdict.outcome == REPLACED:
-            log_at(log, created, logging.INFO, "replaced the built-in default tolerationSeconds of %s%s",
-                   ",".join(verdict.replaced),
-                   f"; added default tolerations {','.join(verdict.added)}" if verdict.added else "", extra=facts)
+            log_at(
+                log,
+                created,
+                logging.INFO,
+                "replaced the built-in default tolerationSeconds of %s%s",
+                ",".join(verdict.replaced),
+                f"; added default tolerations {','.join(verdict.added)}" if verdict.added else "",
+                extra=facts,
+            )
         elif verdict.outcome == PATCHED:
             log_at(log, created, logging.INFO, "added default tolerations %s", ",".join(verdict.added), extra=facts)
         else:
-            log_at(log, created, logging.DEBUG, "admitted without a patch (%s%s)", verdict.outcome,
-                   f": {verdict.reason}" if verdict.reason else "", extra=facts)
+            log_at(
+                log,
+                created,
+                logging.DEBUG,
+                "admitted without a patch (%s%s)",
+                verdict.outcome,
+                f": {verdict.reason}" if verdict.reason else "",
+                extra=facts,
+            )
 
     def bad_request(current: Request, message: str) -> Response:
         bookkeeping.submit(refused, time.time(), message, current.remote_addr)
@@ -179,8 +213,13 @@ def create_app(settings: WebhookSettings | None = None, namespace_cache: Namespa
             return bad_request(current, body)
         cache.ensure_started()  # a no-op but for the first review of a process that has not started it
         try:
-            verdict = review_pod(codec.loads(body), not_ready_seconds, unreachable_seconds,
-                                 namespace_defaults=cache.lookup, replace_builtin_seconds=replace_builtin_seconds)
+            verdict = review_pod(
+                codec.loads(body),
+                not_ready_seconds,
+                unreachable_seconds,
+                namespace_defaults=cache.lookup,
+                replace_builtin_seconds=replace_builtin_seconds,
+            )
         except (ValueError, RecursionError) as error:  # JSONDecodeError and MalformedReview are ValueErrors
             reason = str(error) if isinstance(error, MalformedReview) else "the body is not valid JSON"
             return bad_request(current, reason)

@@ -157,12 +157,20 @@ def _record_template() -> tuple[dict[str, Any], float]:
 
 
 _RESERVED_NAMES = frozenset(vars(logging.LogRecord("", logging.INFO, "(unknown file)", 0, "", (), None))) | {
-    "message", "asctime"}  # what Logger.makeRecord refuses in `extra`
+    "message",
+    "asctime",
+}  # what Logger.makeRecord refuses in `extra`
 _NO_EXTRA: Mapping[str, object] = {}
 
 
-def log_at(logger: logging.Logger, created: float, level: int, message: str, *args: object,
-           extra: Mapping[str, object] | None = None) -> None:
+def log_at(
+    logger: logging.Logger,
+    created: float,
+    level: int,
+    message: str,
+    *args: object,
+    extra: Mapping[str, object] | None = None,
+) -> None:
     """`logger.log(level, message, *args, extra=extra)` as if called at `created` (a time.time()).
 
     While the root's LineHandler holds a batch and nothing else would see the record, no record is
@@ -190,8 +198,14 @@ def _refuse_reserved_names(extra: Mapping[str, object]) -> None:
             raise KeyError(f"Attempt to overwrite {key!r} in LogRecord")
 
 
-def _log_made_record(logger: logging.Logger, created: float, level: int, message: str, args: tuple[object, ...],
-                     extra: Mapping[str, object] | None) -> None:
+def _log_made_record(
+    logger: logging.Logger,
+    created: float,
+    level: int,
+    message: str,
+    args: tuple[object, ...],
+    extra: Mapping[str, object] | None,
+) -> None:
     """log_at through `logger.makeRecord` (a custom LogRecord factory), the record then moved to `created`."""
     record = logger.makeRecord(logger.name, level, "(unknown file)", 0, message, args, None, extra=extra)
     record.relativeCreated -= (record.created - created) * 1000
@@ -200,8 +214,15 @@ def _log_made_record(logger: logging.Logger, created: float, level: int, message
     logger.handle(record)
 
 
-def _record(logger: logging.Logger, created: float, msecs: float, level: int, message: str, args: tuple[object, ...],
-            extra: Mapping[str, object]) -> logging.LogRecord:
+def _record(
+    logger: logging.Logger,
+    created: float,
+    msecs: float,
+    level: int,
+    message: str,
+    args: tuple[object, ...],
+    extra: Mapping[str, object],
+) -> logging.LogRecord:
     """The record `logger.makeRecord` would make (`extra` already checked), from this thread's template."""
     template, relative_base = _record_template()
     record = logging.LogRecord.__new__(logging.LogRecord)

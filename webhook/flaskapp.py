@@ -53,14 +53,30 @@ class WebhookFlask(Flask):
 
     def create_url_adapter(self, request: Any) -> MapAdapter | None:
         config = self.config
-        if (request is None or config["TRUSTED_HOSTS"] is not None or request.trusted_hosts is not None
-                or config["SERVER_NAME"] is not None or self.url_map.host_matching or self.subdomain_matching):
+        if (
+            request is None
+            or config["TRUSTED_HOSTS"] is not None
+            or request.trusted_hosts is not None
+            or config["SERVER_NAME"] is not None
+            or self.url_map.host_matching
+            or self.subdomain_matching
+        ):
             return super().create_url_adapter(request)
         environ = request.environ
         get = environ.get
-        key = (get("HTTP_HOST"), get("SERVER_NAME"), get("SERVER_PORT"), environ["wsgi.url_scheme"],
-               get("HTTP_CONNECTION"), get("HTTP_UPGRADE"), get("SCRIPT_NAME"), get("PATH_INFO"),
-               get("QUERY_STRING"), environ["REQUEST_METHOD"], self.url_map.default_subdomain)
+        key = (
+            get("HTTP_HOST"),
+            get("SERVER_NAME"),
+            get("SERVER_PORT"),
+            environ["wsgi.url_scheme"],
+            get("HTTP_CONNECTION"),
+            get("HTTP_UPGRADE"),
+            get("SCRIPT_NAME"),
+            get("PATH_INFO"),
+            get("QUERY_STRING"),
+            environ["REQUEST_METHOD"],
+            self.url_map.default_subdomain,
+        )
         known = self._url_adapters.get(key)
         if known is None:
             adapter = super().create_url_adapter(request)

@@ -65,7 +65,7 @@ def _shown(value: object) -> str:
     """An annotation value as parsed: long values (never a valid number) are cut, so a warning stays short."""
     text = value if isinstance(value, str) else str(value)
     if len(text) > MAX_SHOWN_CHARS and len(text.strip()) > MAX_SHOWN_CHARS:
-        return text.strip()[:MAX_SHOWN_CHARS - 3] + "..."
+        return text.strip()[: MAX_SHOWN_CHARS - 3] + "..."
     return text
 
 
@@ -105,8 +105,10 @@ def client_source(settings: WebhookSettings) -> tuple[Callable[[], Any] | None, 
     if not settings.namespace_cache:
         return None, f"{NAMESPACE_CACHE.flag}=false"
     if settings.kubeconfig:
-        return (functools.partial(make_api_client, settings.kubeconfig, component=WEBHOOK),
-                f"kubeconfig {settings.kubeconfig}")
+        return (
+            functools.partial(make_api_client, settings.kubeconfig, component=WEBHOOK),
+            f"kubeconfig {settings.kubeconfig}",
+        )
     if in_cluster_available():
         return functools.partial(make_in_cluster_client, component=WEBHOOK), "the in-cluster config"
     return None, f"no {KUBECONFIG.flag} given and not running in a cluster"
@@ -119,8 +121,13 @@ class NamespaceCache:
     that serves, when the cache starts. None: no cache, `lookup` always answers None.
     """
 
-    def __init__(self, cluster: DefaultSeconds, connect: Callable[[], Callable[..., Any]] | None,
-                 source: str = "", **informer_options: Any) -> None:
+    def __init__(
+        self,
+        cluster: DefaultSeconds,
+        connect: Callable[[], Callable[..., Any]] | None,
+        source: str = "",
+        **informer_options: Any,
+    ) -> None:
         self.cluster = cluster
         self.source = source
         self._connect = connect
@@ -170,16 +177,24 @@ class NamespaceCache:
             try:
                 list_call = self._connect()
             except Exception as error:  # a broken config must not break admission: no cache, cluster defaults
-                log.error("namespace cache off: cannot build the API client from %s (%s); the cluster defaults "
-                          "apply to every namespace", self.source, " ".join(str(error).split()))
+                log.error(
+                    "namespace cache off: cannot build the API client from %s (%s); the cluster defaults "
+                    "apply to every namespace",
+                    self.source,
+                    " ".join(str(error).split()),
+                )
                 return
             informer: Informer[NamespaceView] = Informer(
-                "namespaces", list_call, functools.partial(namespace_view, cluster=self.cluster),
-                **self._informer_options)
+                "namespaces",
+                list_call,
+                functools.partial(namespace_view, cluster=self.cluster),
+                **self._informer_options,
+            )
             informer.start()
             self._informer = informer
-            threading.Thread(target=self._report_sync, args=(informer,), name="namespace-cache-synced",
-                             daemon=True).start()
+            threading.Thread(
+                target=self._report_sync, args=(informer,), name="namespace-cache-synced", daemon=True
+            ).start()
 
     def _report_sync(self, informer: Informer[NamespaceView]) -> None:
         while not informer.wait_for_sync(timeout=1.0):

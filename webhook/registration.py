@@ -51,18 +51,27 @@ def mutating_webhook_configuration(
         "apiVersion": "admissionregistration.k8s.io/v1",
         "kind": "MutatingWebhookConfiguration",
         "metadata": {"name": name},
-        "webhooks": [{
-            "name": WEBHOOK_NAME,
-            "clientConfig": client_config,
-            "rules": [{"apiGroups": [""], "apiVersions": ["v1"], "operations": ["CREATE", "UPDATE"],
-                       "resources": ["pods"], "scope": "Namespaced"}],
-            "admissionReviewVersions": ["v1"],
-            "sideEffects": "None",
-            "failurePolicy": failure_policy,
-            "matchPolicy": "Equivalent",
-            "reinvocationPolicy": "IfNeeded",
-            "timeoutSeconds": timeout_seconds,
-            "namespaceSelector": selector,
-            "objectSelector": {"matchExpressions": [skip]},
-        }],
+        "webhooks": [
+            {
+                "name": WEBHOOK_NAME,
+                "clientConfig": client_config,
+                "rules": [
+                    {
+                        "apiGroups": [""],
+                        "apiVersions": ["v1"],
+                        "operations": ["CREATE", "UPDATE"],
+                        "resources": ["pods"],
+                        "scope": "Namespaced",
+                    }
+                ],
+                "admissionReviewVersions": ["v1"],
+                "sideEffects": "None",
+                "failurePolicy": failure_policy,
+                "matchPolicy": "Equivalent",
+                "reinvocationPolicy": "IfNeeded",
+                "timeoutSeconds": timeout_seconds,
+                "namespaceSelector": selector,
+                "objectSelector": {"matchExpressions": [skip]},
+            }
+        ],
     }

@@ -35,63 +35,112 @@ class Setting:
 
 
 NOT_READY_SECONDS = Setting(
-    "--default-not-ready-toleration-seconds", "TAINTKEEPER_DEFAULT_NOT_READY_TOLERATION_SECONDS",
+    "--default-not-ready-toleration-seconds",
+    "TAINTKEEPER_DEFAULT_NOT_READY_TOLERATION_SECONDS",
     str(DEFAULT_TOLERATION_SECONDS),
     "tolerationSeconds of the node.kubernetes.io/not-ready:NoExecute toleration added to pods",
 )
 UNREACHABLE_SECONDS = Setting(
-    "--default-unreachable-toleration-seconds", "TAINTKEEPER_DEFAULT_UNREACHABLE_TOLERATION_SECONDS",
+    "--default-unreachable-toleration-seconds",
+    "TAINTKEEPER_DEFAULT_UNREACHABLE_TOLERATION_SECONDS",
     str(DEFAULT_TOLERATION_SECONDS),
     "tolerationSeconds of the node.kubernetes.io/unreachable:NoExecute toleration added to pods",
 )
 MAX_REQUEST_BYTES = Setting(
-    "--max-request-bytes", "TAINTKEEPER_MAX_REQUEST_BYTES", str(DEFAULT_MAX_REQUEST_BYTES),
+    "--max-request-bytes",
+    "TAINTKEEPER_MAX_REQUEST_BYTES",
+    str(DEFAULT_MAX_REQUEST_BYTES),
     "larger AdmissionReview bodies are refused with HTTP 400",
 )
 LOG_FORMAT = Setting("--log-format", "TAINTKEEPER_LOG_FORMAT", "plain", "plain or json")
 LOG_LEVEL = Setting("--log-level", "TAINTKEEPER_LOG_LEVEL", "INFO", "DEBUG, INFO, WARNING or ERROR")
 BIND = Setting("--bind", "TAINTKEEPER_BIND", "0.0.0.0:8443", "HOST:PORT to serve HTTPS on")
-CERT_FILE = Setting("--cert-file", "TAINTKEEPER_CERT_FILE", "/etc/taintkeeper/tls/tls.crt",
-                    "PEM serving certificate (re-read for new connections, so rotation needs no restart)")
+CERT_FILE = Setting(
+    "--cert-file",
+    "TAINTKEEPER_CERT_FILE",
+    "/etc/taintkeeper/tls/tls.crt",
+    "PEM serving certificate (re-read for new connections, so rotation needs no restart)",
+)
 KEY_FILE = Setting("--key-file", "TAINTKEEPER_KEY_FILE", "/etc/taintkeeper/tls/tls.key", "PEM private key")
 WORKERS = Setting("--workers", "TAINTKEEPER_WORKERS", "2", "gunicorn worker processes")
 WORKER_CLASS = Setting(
-    "--worker-class", "TAINTKEEPER_WORKER_CLASS", "gevent",
+    "--worker-class",
+    "TAINTKEEPER_WORKER_CLASS",
+    "gevent",
     "gevent (a greenlet per connection, every client's time bounded) or gthread (a thread per connection "
     "being served: as many stuck clients as threads stop the webhook)",
 )
 THREADS = Setting("--threads", "TAINTKEEPER_THREADS", "8", "threads per worker (gthread only)")
 REQUEST_TIMEOUT = Setting(
-    "--request-timeout", "TAINTKEEPER_REQUEST_TIMEOUT", "10",
+    "--request-timeout",
+    "TAINTKEEPER_REQUEST_TIMEOUT",
+    "10",
     "seconds a connection has for its TLS handshake and first request, and each later request from its "
     "first byte, to arrive in full and be answered; slower connections are closed (gevent only)",
 )
-KEEPALIVE_TIMEOUT = Setting("--keepalive-timeout", "TAINTKEEPER_KEEPALIVE_TIMEOUT", "75",
-                            "seconds an idle keep-alive connection stays open between two requests")
-MAX_CONNECTIONS = Setting("--max-connections", "TAINTKEEPER_MAX_CONNECTIONS", "500",
-                          "open connections per worker; a worker that has this many accepts no more until one closes")
-KUBECONFIG = Setting("--kubeconfig", "TAINTKEEPER_KUBECONFIG", "",
-                     "kubeconfig for the namespace cache; empty: the in-cluster config if running in a pod, "
-                     "else no cache")
-NAMESPACE_CACHE = Setting("--namespace-cache", "TAINTKEEPER_NAMESPACE_CACHE", "true",
-                          "true or false: watch namespaces for per-namespace seconds and the skip label")
+KEEPALIVE_TIMEOUT = Setting(
+    "--keepalive-timeout",
+    "TAINTKEEPER_KEEPALIVE_TIMEOUT",
+    "75",
+    "seconds an idle keep-alive connection stays open between two requests",
+)
+MAX_CONNECTIONS = Setting(
+    "--max-connections",
+    "TAINTKEEPER_MAX_CONNECTIONS",
+    "500",
+    "open connections per worker; a worker that has this many accepts no more until one closes",
+)
+KUBECONFIG = Setting(
+    "--kubeconfig",
+    "TAINTKEEPER_KUBECONFIG",
+    "",
+    "kubeconfig for the namespace cache; empty: the in-cluster config if running in a pod, else no cache",
+)
+NAMESPACE_CACHE = Setting(
+    "--namespace-cache",
+    "TAINTKEEPER_NAMESPACE_CACHE",
+    "true",
+    "true or false: watch namespaces for per-namespace seconds and the skip label",
+)
 REPLACE_BUILTIN_DEFAULTS = Setting(
-    "--replace-builtin-defaults", "TAINTKEEPER_REPLACE_BUILTIN_DEFAULTS", "false",
+    "--replace-builtin-defaults",
+    "TAINTKEEPER_REPLACE_BUILTIN_DEFAULTS",
+    "false",
     "true or false: on pod CREATE, give taintkeeper's seconds to tolerations that are exactly the built-in "
     "DefaultTolerationSeconds plugin's (for clusters where it cannot be disabled)",
 )
 BUILTIN_DEFAULT_SECONDS = Setting(
-    "--builtin-default-seconds", "TAINTKEEPER_BUILTIN_DEFAULT_SECONDS", str(BUILTIN_DEFAULT_TOLERATION_SECONDS),
+    "--builtin-default-seconds",
+    "TAINTKEEPER_BUILTIN_DEFAULT_SECONDS",
+    str(BUILTIN_DEFAULT_TOLERATION_SECONDS),
     "tolerationSeconds the built-in plugin adds (kube-apiserver's --default-*-toleration-seconds); "
     "used by --replace-builtin-defaults",
 )
 
-APP_SETTINGS = (NOT_READY_SECONDS, UNREACHABLE_SECONDS, MAX_REQUEST_BYTES, LOG_FORMAT, LOG_LEVEL, KUBECONFIG,
-                NAMESPACE_CACHE, REPLACE_BUILTIN_DEFAULTS, BUILTIN_DEFAULT_SECONDS)
+APP_SETTINGS = (
+    NOT_READY_SECONDS,
+    UNREACHABLE_SECONDS,
+    MAX_REQUEST_BYTES,
+    LOG_FORMAT,
+    LOG_LEVEL,
+    KUBECONFIG,
+    NAMESPACE_CACHE,
+    REPLACE_BUILTIN_DEFAULTS,
+    BUILTIN_DEFAULT_SECONDS,
+)
 # Booleans may be given bare (`--replace-builtin-defaults` means true), as kube-apiserver's flags can.
 BOOLEAN_SETTINGS = (NAMESPACE_CACHE, REPLACE_BUILTIN_DEFAULTS)
-SERVING_SETTINGS = (BIND, CERT_FILE, KEY_FILE, WORKERS, WORKER_CLASS, THREADS, REQUEST_TIMEOUT, KEEPALIVE_TIMEOUT,
-                    MAX_CONNECTIONS)
+SERVING_SETTINGS = (
+    BIND,
+    CERT_FILE,
+    KEY_FILE,
+    WORKERS,
+    WORKER_CLASS,
+    THREADS,
+    REQUEST_TIMEOUT,
+    KEEPALIVE_TIMEOUT,
+    MAX_CONNECTIONS,
+)
 WORKER_CLASSES = ("gevent", "gthread")
 
 
@@ -242,4 +291,3 @@ def patch_for_gevent(serving: ServingSettings) -> None:
     from gevent import monkey
 
     monkey.patch_all(os=False, signal=False, subprocess=False)
-

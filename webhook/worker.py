@@ -202,8 +202,7 @@ class WebhookWorker(GeventWorker):
         servers = []
         for listener in self.sockets:
             listener.setblocking(1)
-            server = StreamServer(listener, handle=partial(self.handle, listener),
-                                  spawn=Pool(self.worker_connections))
+            server = StreamServer(listener, handle=partial(self.handle, listener), spawn=Pool(self.worker_connections))
             server.start()
             servers.append(server)
 
@@ -248,8 +247,9 @@ class WebhookWorker(GeventWorker):
         except Timeout as timeout:
             if timeout is not deadline:
                 raise
-            self.log.debug("closed a connection from %s: its handshake or request took over %gs", addr,
-                           self.request_timeout)
+            self.log.debug(
+                "closed a connection from %s: its handshake or request took over %gs", addr, self.request_timeout
+            )
         except (http.errors.NoMoreData, StopIteration) as error:
             self.log.debug("closing connection: %s", error or type(error).__name__)
         except ssl.SSLError as error:

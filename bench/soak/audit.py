@@ -23,10 +23,34 @@ FAILED_OPEN = "failed-open.mutation.webhook.admission.k8s.io/"
 _KEPT_STAGES = frozenset({"ResponseComplete", "Panic"})
 # Object section -> the fields kept ("" is the object itself). Status objects carry a string `status`.
 SLIM_FIELDS: dict[str, frozenset[str]] = {
-    "": frozenset({"kind", "apiVersion", "metadata", "spec", "status", "target", "preconditions", "deleteOptions",
-                   "gracePeriodSeconds", "involvedObject", "regarding", "reason"}),
-    "metadata": frozenset({"name", "namespace", "uid", "resourceVersion", "creationTimestamp", "deletionTimestamp",
-                           "labels", "ownerReferences"}),
+    "": frozenset(
+        {
+            "kind",
+            "apiVersion",
+            "metadata",
+            "spec",
+            "status",
+            "target",
+            "preconditions",
+            "deleteOptions",
+            "gracePeriodSeconds",
+            "involvedObject",
+            "regarding",
+            "reason",
+        }
+    ),
+    "metadata": frozenset(
+        {
+            "name",
+            "namespace",
+            "uid",
+            "resourceVersion",
+            "creationTimestamp",
+            "deletionTimestamp",
+            "labels",
+            "ownerReferences",
+        }
+    ),
     "spec": frozenset({"nodeName", "tolerations", "taints", "unschedulable", "holderIdentity"}),
     "status": frozenset({"phase", "conditions", "containerStatuses"}),
     "deleteOptions": frozenset({"preconditions", "gracePeriodSeconds"}),
@@ -75,7 +99,7 @@ def parse_timestamp(value: str) -> float:
     head, dot, rest = text.partition(".")
     if dot:  # fromisoformat takes at most six fractional digits; nanoseconds add nothing here
         digits = len(rest) - len(rest.lstrip("0123456789"))
-        text = f"{head}.{rest[:min(digits, 6)].ljust(6, '0')}{rest[digits:]}"
+        text = f"{head}.{rest[: min(digits, 6)].ljust(6, '0')}{rest[digits:]}"
     moment = datetime.fromisoformat(text)
     if moment.tzinfo is None:
         moment = moment.replace(tzinfo=UTC)

@@ -73,14 +73,25 @@ def judge_run(audit_log: Path, fault_log: Path, config: SoakConfig) -> Judged:
 
 def parse_args(argv: Sequence[str] | None) -> argparse.Namespace:
     parser = argparse.ArgumentParser(prog="python -m bench.soak.check", description=(__doc__ or "").splitlines()[0])
-    parser.add_argument("--audit", type=Path, required=True,
-                        help="kube-apiserver's audit log; its rotated backups beside it (audit-*.log) are read too")
+    parser.add_argument(
+        "--audit",
+        type=Path,
+        required=True,
+        help="kube-apiserver's audit log; its rotated backups beside it (audit-*.log) are read too",
+    )
     parser.add_argument("--faults", type=Path, required=True, help="the driver's fault log (JSON lines)")
-    parser.add_argument("--builtin", action="store_true",
-                        help="judge kube-controller-manager's node controller and DefaultTolerationSeconds instead")
-    parser.add_argument("--workload-namespace", action="append", dest="namespaces", metavar="NS",
-                        help="a namespace of the driver's pods (repeatable; default: "
-                             f"{' '.join(DEFAULT_WORKLOAD_NAMESPACES)})")
+    parser.add_argument(
+        "--builtin",
+        action="store_true",
+        help="judge kube-controller-manager's node controller and DefaultTolerationSeconds instead",
+    )
+    parser.add_argument(
+        "--workload-namespace",
+        action="append",
+        dest="namespaces",
+        metavar="NS",
+        help=f"a namespace of the driver's pods (repeatable; default: {' '.join(DEFAULT_WORKLOAD_NAMESPACES)})",
+    )
     parser.add_argument("--since", type=float, default=None, metavar="EPOCH", help="count violations from then on")
     parser.add_argument("--until", type=float, default=None, metavar="EPOCH", help="count violations until then")
     return parser.parse_args(argv)
@@ -88,8 +99,12 @@ def parse_args(argv: Sequence[str] | None) -> argparse.Namespace:
 
 def main(argv: Sequence[str] | None = None) -> int:
     args = parse_args(argv)
-    config = soak_config(builtin=args.builtin, since=args.since, until=args.until,
-                         workload_namespaces=tuple(args.namespaces or DEFAULT_WORKLOAD_NAMESPACES))
+    config = soak_config(
+        builtin=args.builtin,
+        since=args.since,
+        until=args.until,
+        workload_namespaces=tuple(args.namespaces or DEFAULT_WORKLOAD_NAMESPACES),
+    )
     if not args.faults.exists():
         print(f"check: error: no fault log at {args.faults}", file=sys.stderr)
         return 2

@@ -45,8 +45,15 @@ class LocalCluster:
         return _run(["bash", str(LOCAL_CLUSTER), *args], timeout=timeout)
 
     def up(self, nodes: int, *, builtin: bool, audit: bool = True) -> None:
-        self.script("up", str(self.directory), "--nodes", str(nodes), *(["--audit"] if audit else []),
-                    *(["--builtin-node-lifecycle"] if builtin else []), timeout=1800)
+        self.script(
+            "up",
+            str(self.directory),
+            "--nodes",
+            str(nodes),
+            *(["--audit"] if audit else []),
+            *(["--builtin-node-lifecycle"] if builtin else []),
+            timeout=1800,
+        )
 
     def deploy(self) -> None:
         self.script("deploy", str(self.directory), timeout=1800)
@@ -83,8 +90,11 @@ class LocalCluster:
 
     def start_apiserver(self, *, default_toleration_seconds: bool = False) -> None:
         """Only kube-apiserver again; with `default_toleration_seconds`, this once with the built-in plugin on."""
-        self.script("start-apiserver", str(self.directory),
-                    *(["--default-toleration-seconds"] if default_toleration_seconds else []))
+        self.script(
+            "start-apiserver",
+            str(self.directory),
+            *(["--default-toleration-seconds"] if default_toleration_seconds else []),
+        )
 
     def restart_etcd(self) -> None:
         self.script("restart-etcd", str(self.directory))
@@ -110,5 +120,7 @@ class LocalCluster:
 
     def kill_container(self, node: str, container_id: str) -> None:
         socket = self.nodes()[node]["containerdSocket"]
-        _run(["ctr", "-a", socket, "-n", "k8s.io", "tasks", "kill", "-s", "SIGKILL",
-              container_id.split("://", 1)[-1]], timeout=30)
+        _run(
+            ["ctr", "-a", socket, "-n", "k8s.io", "tasks", "kill", "-s", "SIGKILL", container_id.split("://", 1)[-1]],
+            timeout=30,
+        )

@@ -90,17 +90,24 @@ class SoakConfig:
 
 
 def taintkeeper_config(workload_namespaces: tuple[str, ...] = DEFAULT_WORKLOAD_NAMESPACES) -> SoakConfig:
-    return SoakConfig(controller_users=frozenset({TAINTKEEPER_CONTROLLER_USER}),
-                      workload_namespaces=frozenset(workload_namespaces))
+    return SoakConfig(
+        controller_users=frozenset({TAINTKEEPER_CONTROLLER_USER}), workload_namespaces=frozenset(workload_namespaces)
+    )
 
 
 def builtin_config(workload_namespaces: tuple[str, ...] = DEFAULT_WORKLOAD_NAMESPACES) -> SoakConfig:
     """kube-controller-manager as the oracle: one process, leader-elected as a real one runs (its Lease
     is not judged: with one replica, I4 and I10 are n/a), and the DefaultTolerationSeconds admission
     plugin instead of a webhook. Judged by upstream's own promises (`upstream`)."""
-    return SoakConfig(controller_users=frozenset({BUILTIN_CONTROLLER_USER, BUILTIN_POD_GC_USER}), upstream=True,
-                      workload_namespaces=frozenset(workload_namespaces), lease=None, webhook=None,
-                      controller_pods=("kube-system", "kube-controller-manager-"), replicas_are_pods=False)
+    return SoakConfig(
+        controller_users=frozenset({BUILTIN_CONTROLLER_USER, BUILTIN_POD_GC_USER}),
+        upstream=True,
+        workload_namespaces=frozenset(workload_namespaces),
+        lease=None,
+        webhook=None,
+        controller_pods=("kube-system", "kube-controller-manager-"),
+        replicas_are_pods=False,
+    )
 
 
 def replica_of_agent(user_agent: str) -> str:
@@ -115,8 +122,13 @@ def replica_of_holder(holder_identity: str) -> str:
     return name if separator else holder_identity
 
 
-def soak_config(*, builtin: bool = False, since: float | None = None, until: float | None = None,
-                workload_namespaces: tuple[str, ...] = DEFAULT_WORKLOAD_NAMESPACES) -> SoakConfig:
+def soak_config(
+    *,
+    builtin: bool = False,
+    since: float | None = None,
+    until: float | None = None,
+    workload_namespaces: tuple[str, ...] = DEFAULT_WORKLOAD_NAMESPACES,
+) -> SoakConfig:
     """The configuration bench/chaos.py judges a run with: taintkeeper's, or the oracle's."""
     config = builtin_config(workload_namespaces) if builtin else taintkeeper_config(workload_namespaces)
     return replace(config, since=since, until=until)

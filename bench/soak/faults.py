@@ -56,8 +56,17 @@ class Fault:
         return self.start <= end and start <= self.until
 
     def to_json(self) -> str:
-        return json.dumps({"id": self.id, "kind": self.kind, "target": self.target, "start": self.start,
-                           "end": self.end, "detail": self.detail}, sort_keys=True)
+        return json.dumps(
+            {
+                "id": self.id,
+                "kind": self.kind,
+                "target": self.target,
+                "start": self.start,
+                "end": self.end,
+                "detail": self.detail,
+            },
+            sort_keys=True,
+        )
 
 
 def append_fault(path: Path, fault: Fault) -> None:
@@ -88,8 +97,14 @@ def parse_fault(line: str) -> Fault:
     if not isinstance(target, str) or not isinstance(detail, dict):
         raise FaultLogError(f"fault {fault_id}: target must be a string and detail an object")
     end = raw.get("end")
-    return Fault(fault_id, kind, target, _number(raw.get("start"), f"fault {fault_id}: start"),
-                 None if end is None else _number(end, f"fault {fault_id}: end"), detail)
+    return Fault(
+        fault_id,
+        kind,
+        target,
+        _number(raw.get("start"), f"fault {fault_id}: start"),
+        None if end is None else _number(end, f"fault {fault_id}: end"),
+        detail,
+    )
 
 
 def parse_faults(lines: Iterable[str]) -> list[Fault]:

@@ -48,8 +48,16 @@ FENCED_AT_ONCE = 0.25  # the share of power-offs fenced at once, while the node 
 
 # kind -> weight in the draw
 CATALOGUE: dict[str, int] = {
-    "kubelet-kill": 3, "manual-taint": 4, "kubelet-pause": 2, "leader-kill": 1, "leader-pause": 1,
-    "webhook-delete": 1, "apiserver-stop": 1, "etcd-restart": 1, "zone-relabel": 1, "power-off": 1,
+    "kubelet-kill": 3,
+    "manual-taint": 4,
+    "kubelet-pause": 2,
+    "leader-kill": 1,
+    "leader-pause": 1,
+    "webhook-delete": 1,
+    "apiserver-stop": 1,
+    "etcd-restart": 1,
+    "zone-relabel": 1,
+    "power-off": 1,
     "etcd-pause": 1,  # last, and its hold drawn apart: a seed drawn without it (--without) replays as before
 }
 WEBHOOK_FAULTS = {"webhook-delete"}  # nothing to fault without taintkeeper's webhook (the oracle)
@@ -84,8 +92,11 @@ class Injector:
         self._node_names = sorted(self.cluster.nodes())
 
     def catalogue(self) -> dict[str, int]:
-        return {kind: weight for kind, weight in CATALOGUE.items()
-                if not (self.builtin and kind in WEBHOOK_FAULTS) and kind not in self.without}
+        return {
+            kind: weight
+            for kind, weight in CATALOGUE.items()
+            if not (self.builtin and kind in WEBHOOK_FAULTS) and kind not in self.without
+        }
 
     def run(self, stop: threading.Event, faults_per_minute: float) -> None:
         """Draw faults as a Poisson process until `stop`; then let every running fault end."""
@@ -102,11 +113,16 @@ class Injector:
             free = [node for node in self._node_names if not self._resources(kind, node) & self._busy]
         target = self.rng.choice(free or self._node_names)
         # The random values a fault uses are drawn here, on the one drawing thread, so a seed replays them.
-        hold = {"kubelet-kill": self.rng.uniform(10, 120), "kubelet-pause": self.rng.uniform(10, 90),
-                "power-off": self.rng.uniform(10, 60),
-                "manual-taint": self.rng.uniform(5, 60), "leader-pause": LEASE_DURATION + self.rng.uniform(3, 15),
-                "apiserver-stop": self.rng.uniform(5, 20), "zone-relabel": self.rng.uniform(20, 90),
-                "leader-kill": self.rng.uniform(1, 10)}.get(kind, 0.0)
+        hold = {
+            "kubelet-kill": self.rng.uniform(10, 120),
+            "kubelet-pause": self.rng.uniform(10, 90),
+            "power-off": self.rng.uniform(10, 60),
+            "manual-taint": self.rng.uniform(5, 60),
+            "leader-pause": LEASE_DURATION + self.rng.uniform(3, 15),
+            "apiserver-stop": self.rng.uniform(5, 20),
+            "zone-relabel": self.rng.uniform(20, 90),
+            "leader-kill": self.rng.uniform(1, 10),
+        }.get(kind, 0.0)
         if kind == "etcd-pause":  # past the renew deadline: the leader's calls hang and it steps down, briefly
             hold = RENEW_DEADLINE + self.rng.uniform(0.5, 2.0)
         pick = self.rng.random()
@@ -118,8 +134,12 @@ class Injector:
                 return
             self._busy |= resources
             fault_id = next(self._ids)
-        thread = threading.Thread(target=self._run_fault, args=(fault_id, kind, target, hold, pick, resources, stop),
-                                  name=f"fault-{fault_id}", daemon=True)
+        thread = threading.Thread(
+            target=self._run_fault,
+            args=(fault_id, kind, target, hold, pick, resources, stop),
+            name=f"fault-{fault_id}",
+            daemon=True,
+        )
         self._threads.append(thread)
         thread.start()
 
@@ -133,8 +153,16 @@ class Injector:
             return {"leader"}
         return {f"{kind}:{target}"}
 
-    def _run_fault(self, fault_id: int, kind: str, target: str, hold: float, pick: float, resources: set[str],
-                   stop: threading.Event) -> None:
+    def _run_fault(
+        self,
+        fault_id: int,
+        kind: str,
+        target: str,
+        hold: float,
+        pick: float,
+        resources: set[str],
+        stop: threading.Event,
+    ) -> None:
         begun: list[Fault] = []
 
         def begin(what: str, start: float, detail: dict[str, Any]) -> None:
@@ -149,8 +177,9 @@ class Injector:
             target, start, detail = action(target, hold, pick, stop, begin)
             ended = True
             end = time.time()
-            append_fault(self.fault_log, Fault(id=fault_id, kind=kind, target=target, start=start, end=end,
-                                               detail=detail))
+            append_fault(
+                self.fault_log, Fault(id=fault_id, kind=kind, target=target, start=start, end=end, detail=detail)
+            )
             log.info("fault %d %s on %s: %.1fs", fault_id, kind, target, end - start)
         except Exception as error:  # the API or the cluster refused (or the apiserver is down on purpose)
             log.info("fault %s on %s %s: %s", kind, target, "did not end" if begun else "not injected", _line(error))
@@ -189,8 +218,12 @@ class Injector:
                 pass
             if not stop.is_set():
                 fenced = time.time()
-                taint = {"key": OUT_OF_SERVICE, "value": "nodeshutdown", "effect": "NoExecute",
-                         "timeAdded": format_time(fenced)}
+                taint = {
+                    "key": OUT_OF_SERVICE,
+                    "value": "nodeshutdown",
+                    "effect": "NoExecute",
+                    "timeAdded": format_time(fenced),
+                }
                 # through another fault (the apiserver down), as an operator would try again
                 self._retry(lambda: self._edit_taints(node, lambda taints: [*_without(taints, OUT_OF_SERVICE), taint]))
                 detail["fenced"] = fenced
@@ -293,15 +326,18 @@ class Injector:
             self._retry(self.cluster.start_controller_manager)
 
     def _webhook_delete(self, _node: str, _hold: float, pick: float, _stop: threading.Event, begin: Begin) -> Outcome:
-        pods = self._get(f"/api/v1/namespaces/{CONTROLLER_NAMESPACE}/pods",
-                         query=[("labelSelector", "app.kubernetes.io/component=webhook")])["items"]
+        pods = self._get(
+            f"/api/v1/namespaces/{CONTROLLER_NAMESPACE}/pods",
+            query=[("labelSelector", "app.kubernetes.io/component=webhook")],
+        )["items"]
         live = sorted(p["metadata"]["name"] for p in pods if not p["metadata"].get("deletionTimestamp"))
         if not live:
             raise FaultNotStarted("no webhook pod to delete")
         name = live[int(pick * len(live))]
         start = time.time()
-        request_json(self.api_client, "DELETE", f"/api/v1/namespaces/{CONTROLLER_NAMESPACE}/pods/{name}",
-                     timeout=CALL_TIMEOUT)
+        request_json(
+            self.api_client, "DELETE", f"/api/v1/namespaces/{CONTROLLER_NAMESPACE}/pods/{name}", timeout=CALL_TIMEOUT
+        )
         begin(name, start, {})
         return name, start, {}
 
@@ -384,12 +420,23 @@ class Injector:
         for _ in range(20):
             raw = self._get(f"/api/v1/nodes/{node}")
             taints = list((raw.get("spec") or {}).get("taints") or [])
-            patch = [{"op": "test", "path": "/metadata/resourceVersion", "value": raw["metadata"]["resourceVersion"]},
-                     {"op": "add" if "taints" not in (raw.get("spec") or {}) else "replace", "path": "/spec/taints",
-                      "value": edit(taints)}]
+            patch = [
+                {"op": "test", "path": "/metadata/resourceVersion", "value": raw["metadata"]["resourceVersion"]},
+                {
+                    "op": "add" if "taints" not in (raw.get("spec") or {}) else "replace",
+                    "path": "/spec/taints",
+                    "value": edit(taints),
+                },
+            ]
             try:
-                request_json(self.api_client, "PATCH", f"/api/v1/nodes/{node}", body=patch,
-                             content_type="application/json-patch+json", timeout=CALL_TIMEOUT)
+                request_json(
+                    self.api_client,
+                    "PATCH",
+                    f"/api/v1/nodes/{node}",
+                    body=patch,
+                    content_type="application/json-patch+json",
+                    timeout=CALL_TIMEOUT,
+                )
                 return
             except ApiException as error:
                 if error.status not in (409, 422):
@@ -398,8 +445,14 @@ class Injector:
 
     def _set_labels(self, node: str, labels: dict[str, str | None]) -> None:
         """A merge of labels; None removes one."""
-        request_json(self.api_client, "PATCH", f"/api/v1/nodes/{node}", body={"metadata": {"labels": labels}},
-                     content_type="application/strategic-merge-patch+json", timeout=CALL_TIMEOUT)
+        request_json(
+            self.api_client,
+            "PATCH",
+            f"/api/v1/nodes/{node}",
+            body={"metadata": {"labels": labels}},
+            content_type="application/strategic-merge-patch+json",
+            timeout=CALL_TIMEOUT,
+        )
 
     def _get(self, path: str, query: list[tuple[str, str]] | None = None) -> dict[str, Any]:
         answer: dict[str, Any] = request_json(self.api_client, "GET", path, query=query, timeout=CALL_TIMEOUT)

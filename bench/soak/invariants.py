@@ -102,13 +102,18 @@ class Context:
         # A stretch with no leader excuses lateness only in its parts the faults account for (I10 judges
         # the rest): a deadline falling past the hand-over bound, or while the replicas were simply not
         # there, is judged as if a leader had been.
-        self.outages: list[Outage] = [*outages(faults, timeline.lease_writes, config.lease is not None,
-                                               self.leadership.bound), *self.leadership.excused()]
+        self.outages: list[Outage] = [
+            *outages(faults, timeline.lease_writes, config.lease is not None, self.leadership.bound),
+            *self.leadership.excused(),
+        ]
         # When each leader's term began: the holder changed, or it wrote again after a stretch without a leader.
         renew_deadline = config.slack.renew_deadline
-        self.terms = [write.write.completed for previous, write in itertools.pairwise(timeline.lease_writes)
-                      if write.holder and (write.holder != previous.holder
-                                           or write.write.received - previous.write.received > renew_deadline)]
+        self.terms = [
+            write.write.completed
+            for previous, write in itertools.pairwise(timeline.lease_writes)
+            if write.holder
+            and (write.holder != previous.holder or write.write.received - previous.write.received > renew_deadline)
+        ]
         self.since = -math.inf if config.since is None else config.since
         self.until = timeline.end if config.until is None else min(timeline.end, config.until)
         # A deadline whose allowance runs past the log's last record cannot be judged: it is reported as
@@ -145,7 +150,8 @@ class Context:
         history = self.timeline.nodes.get(node)
         return history is not None and any(
             state.ready != "True" and any(taint.get("key") == OUT_OF_SERVICE for taint in state.taints)
-            for state in history.states_between(moment - self.slack.early, moment))
+            for state in history.states_between(moment - self.slack.early, moment)
+        )
 
     def node_taints_around(self, pod: PodHistory, moment: float) -> list[list[HeldTaint]]:
         """The NoExecute taints of each state of the pod's node a reader could have seen within the
@@ -167,18 +173,33 @@ def never_early(ctx: Context) -> list[Violation]:
             tolerations = pod.tolerations_at(removal.write.completed)
             states = ctx.node_taints_around(pod, moment)
             floor = pod.bound_at if pod.bound_at is not None else -math.inf
-            dues = [max(held.episode_start, floor) + grace_seconds(tolerations, held.taint)
-                    for state in states for held in state]
+            dues = [
+                max(held.episode_start, floor) + grace_seconds(tolerations, held.taint)
+                for state in states
+                for held in state
+            ]
             due = min(dues, default=math.inf)
             if due == math.inf:
                 where = f"on {pod.node}" if pod.node else "on no node"
-                found.append(ctx.violation("I1", moment, pod.label,
-                                           f"deleted by {removal.write.replica} with no cause: {where}, no NoExecute "
-                                           "taint it does not tolerate forever"))
+                found.append(
+                    ctx.violation(
+                        "I1",
+                        moment,
+                        pod.label,
+                        f"deleted by {removal.write.replica} with no cause: {where}, no NoExecute "
+                        "taint it does not tolerate forever",
+                    )
+                )
             elif moment < due - ctx.slack.early:
-                found.append(ctx.violation("I1", moment, pod.label,
-                                           f"deleted by {removal.write.replica} {due - moment:.1f}s before its "
-                                           f"deadline {clock(due)} on {pod.node}"))
+                found.append(
+                    ctx.violation(
+                        "I1",
+                        moment,
+                        pod.label,
+                        f"deleted by {removal.write.replica} {due - moment:.1f}s before its "
+                        f"deadline {clock(due)} on {pod.node}",
+                    )
+                )
     return found
 
 
@@ -205,8 +226,12 @@ def _carried_start(history: NodeHistory, pod: PodHistory, episode: TaintEpisode)
     key = episode.taint.get("key")
     if key not in LIFECYCLE_KEYS:
         return episode.start
-    held = [h for state in history.held_between(episode.shown, episode.shown) for h in state
-            if taint_id(h.taint) == taint_id(episode.taint)]
+    held = [
+        h
+        for state in history.held_between(episode.shown, episode.shown)
+        for h in state
+        if taint_id(h.taint) == taint_id(episode.taint)
+    ]
     lifecycle_start = min((h.episode_start for h in held), default=episode.start)
     if lifecycle_start >= episode.start:
         return episode.start
@@ -241,26 +266,61 @@ def never_late(ctx: Context) -> tuple[list[Violation], list[EvictionCheck]]:
         limit = resume_time(due, ctx.outages, ctx.slack.late) + ctx.slack.late
         deletion = pod.first_controller_removal()
         if _waiting_for_budget(ctx, pod, taint, due, limit):
-            checked.append(EvictionCheck(pod.label, taint_start - ATTRIBUTION_LEAD, due, pod.node, taint_start, due,
-                                         deletion.write.received if deletion else None))
+            checked.append(
+                EvictionCheck(
+                    pod.label,
+                    taint_start - ATTRIBUTION_LEAD,
+                    due,
+                    pod.node,
+                    taint_start,
+                    due,
+                    deletion.write.received if deletion else None,
+                )
+            )
             found += _budget_wait_judged(ctx, pod, taint, due, min(lifted, gone))
             continue
         if deletion is not None and deletion.write.received <= limit:
-            checked.append(EvictionCheck(pod.label, taint_start - ATTRIBUTION_LEAD, deletion.write.received,
-                                         pod.node, taint_start, due, deletion.write.received))
+            checked.append(
+                EvictionCheck(
+                    pod.label,
+                    taint_start - ATTRIBUTION_LEAD,
+                    deletion.write.received,
+                    pod.node,
+                    taint_start,
+                    due,
+                    deletion.write.received,
+                )
+            )
             continue
         if termination and not termination[1] and termination[0] < limit:
             continue
         if not ctx.judgeable(pod.label, taint_start, due, limit):
             continue
-        checked.append(EvictionCheck(pod.label, taint_start - ATTRIBUTION_LEAD, due, pod.node, taint_start, due,
-                                     deletion.write.received if deletion else None))
+        checked.append(
+            EvictionCheck(
+                pod.label,
+                taint_start - ATTRIBUTION_LEAD,
+                due,
+                pod.node,
+                taint_start,
+                due,
+                deletion.write.received if deletion else None,
+            )
+        )
         key = taint.get("key")
-        late = (f"deleted by the controller {deletion.write.received - due:.1f}s after"
-                if deletion else "never deleted by the controller since")
-        found.append(ctx.violation("I2", due, pod.label,
-                                   f"on {pod.node} under {key}: {late} its deadline {clock(due)} "
-                                   f"(allowed until {clock(limit)})"))
+        late = (
+            f"deleted by the controller {deletion.write.received - due:.1f}s after"
+            if deletion
+            else "never deleted by the controller since"
+        )
+        found.append(
+            ctx.violation(
+                "I2",
+                due,
+                pod.label,
+                f"on {pod.node} under {key}: {late} its deadline {clock(due)} (allowed until {clock(limit)})",
+            )
+        )
     return found, checked
 
 
@@ -269,8 +329,10 @@ def _waiting_for_budget(ctx: Context, pod: PodHistory, taint: Taint, due: float,
     and the controller asked for its Eviction by the limit and the budget refused (429)."""
     if pod.namespace not in ctx.config.budgeted_namespaces or taint.get("key") in NEVER_BUDGETED:
         return False
-    return any(removal.eviction and removal.code == 429 and due - ctx.slack.early <= removal.write.received <= limit
-               for removal in pod.controller_removals())
+    return any(
+        removal.eviction and removal.code == 429 and due - ctx.slack.early <= removal.write.received <= limit
+        for removal in pod.controller_removals()
+    )
 
 
 def _budget_wait_judged(ctx: Context, pod: PodHistory, taint: Taint, due: float, wait_ends: float) -> list[Violation]:
@@ -280,20 +342,34 @@ def _budget_wait_judged(ctx: Context, pod: PodHistory, taint: Taint, due: float,
     missed = _budget_ask_missed(ctx, pod, due, wait_ends)
     if missed is not None:
         asked, allowed = missed
-        found.append(ctx.violation("I2", asked, pod.label,
-                                   f"on {pod.node} under {taint.get('key')}: its budget refused its Eviction "
-                                   f"at {clock(asked)} and it was not asked again by {clock(allowed)}"))
+        found.append(
+            ctx.violation(
+                "I2",
+                asked,
+                pod.label,
+                f"on {pod.node} under {taint.get('key')}: its budget refused its Eviction "
+                f"at {clock(asked)} and it was not asked again by {clock(allowed)}",
+            )
+        )
     timeout = ctx.config.budget_timeouts.get(pod.namespace)
     if timeout is None:
         return found
     ceiling = resume_time(due + timeout, ctx.outages, ctx.slack.late) + ctx.slack.late
-    removed = any(removal.succeeded and due - ctx.slack.early <= removal.write.received <= ceiling
-                  for removal in pod.controller_removals())
+    removed = any(
+        removal.succeeded and due - ctx.slack.early <= removal.write.received <= ceiling
+        for removal in pod.controller_removals()
+    )
     if removed or wait_ends <= ceiling or not ctx.judgeable(pod.label, due, due + timeout, ceiling):
         return found
-    found.append(ctx.violation("I2", due + timeout, pod.label,
-                               f"on {pod.node} under {taint.get('key')}: its budget timeout ({timeout:g}s) ran out "
-                               f"at {clock(due + timeout)} and it was not deleted by {clock(ceiling)}"))
+    found.append(
+        ctx.violation(
+            "I2",
+            due + timeout,
+            pod.label,
+            f"on {pod.node} under {taint.get('key')}: its budget timeout ({timeout:g}s) ran out "
+            f"at {clock(due + timeout)} and it was not deleted by {clock(ceiling)}",
+        )
+    )
     return found
 
 
@@ -303,8 +379,11 @@ def _budget_ask_missed(ctx: Context, pod: PodHistory, due: float, wait_ends: flo
     outage's end if one falls in between. The first refused ask not followed up in time, and by when it
     should have been; None if the controller kept asking until the pod went, the taint was lifted (or the
     pod left by other hands: `wait_ends`) or the window ended."""
-    asks = [removal for removal in pod.controller_removals()
-            if (removal.eviction or removal.succeeded) and removal.write.received >= due - ctx.slack.early]
+    asks = [
+        removal
+        for removal in pod.controller_removals()
+        if (removal.eviction or removal.succeeded) and removal.write.received >= due - ctx.slack.early
+    ]
     for ask, following in zip(asks, [*asks[1:], None], strict=True):
         if ask.succeeded:
             return None
@@ -348,10 +427,16 @@ def dead_nodes_tainted(ctx: Context) -> list[Violation]:
         history = ctx.timeline.nodes.get(fault.target)
         states = history.held_between(fault.start, limit) if history else []
         if not any(held.taint.get("key") in LIFECYCLE_KEYS for state in states for held in state):
-            found.append(ctx.violation("I2", due, f"node {fault.target}",
-                                       f"kubelet stopped (fault {fault.id}); no not-ready or unreachable NoExecute "
-                                       f"taint by {clock(limit)}, {limit - beats[index]:.1f}s after its last "
-                                       "heartbeat"))
+            found.append(
+                ctx.violation(
+                    "I2",
+                    due,
+                    f"node {fault.target}",
+                    f"kubelet stopped (fault {fault.id}); no not-ready or unreachable NoExecute "
+                    f"taint by {clock(limit)}, {limit - beats[index]:.1f}s after its last "
+                    "heartbeat",
+                )
+            )
     return found
 
 
@@ -370,10 +455,16 @@ def deleted_twice(ctx: Context) -> list[Violation]:
             if ctx.config.upstream and again.write.username == first.write.username:
                 continue  # upstream re-deletes by design (each taint change), a no-op on a terminating pod
             if again.write.received > first.write.received and again is not first:
-                found.append(ctx.violation("I3", again.write.received, pod.label,
-                                           f"deleted again by {again.write.replica} (answer {again.code}) "
-                                           f"{again.write.received - first.write.received:.1f}s after "
-                                           f"{first.write.replica}'s deletion"))
+                found.append(
+                    ctx.violation(
+                        "I3",
+                        again.write.received,
+                        pod.label,
+                        f"deleted again by {again.write.replica} (answer {again.code}) "
+                        f"{again.write.received - first.write.received:.1f}s after "
+                        f"{first.write.replica}'s deletion",
+                    )
+                )
     return found
 
 
@@ -418,21 +509,39 @@ def _node_races(ctx: Context, history: NodeHistory) -> list[Violation]:
         if write.by_controller and not changes:
             last = last_controller_change
             if last and last.replica != write.replica and write.received - last.time < window:
-                found.append(ctx.violation("I3", write.received, f"node {history.name}",
-                                           f"{write.replica} wrote a change-less {write.verb} "
-                                           f"{write.received - last.time:.1f}s after {last.replica} changed the node"))
+                found.append(
+                    ctx.violation(
+                        "I3",
+                        write.received,
+                        f"node {history.name}",
+                        f"{write.replica} wrote a change-less {write.verb} "
+                        f"{write.received - last.time:.1f}s after {last.replica} changed the node",
+                    )
+                )
         elif write.by_controller:
             swap = _is_swap(changes)
             for key, (old, new) in changes.items():
                 previous = last_change.get(key)
-                if (previous is None or not previous.by_controller or previous.replica == write.replica
-                        or write.received - previous.time >= window or outside_condition_change > previous.time
-                        or (swap and key[1:] in LIFECYCLE_IDS) or (previous.before, previous.after) != (new, old)):
+                if (
+                    previous is None
+                    or not previous.by_controller
+                    or previous.replica == write.replica
+                    or write.received - previous.time >= window
+                    or outside_condition_change > previous.time
+                    or (swap and key[1:] in LIFECYCLE_IDS)
+                    or (previous.before, previous.after) != (new, old)
+                ):
                     continue
-                found.append(ctx.violation("I3", write.received, f"node {history.name}",
-                                           f"{write.replica} reverted {':'.join(key[1:])} {old}->{new} "
-                                           f"{write.received - previous.time:.1f}s after {previous.replica} "
-                                           f"made it {new}->{old}"))
+                found.append(
+                    ctx.violation(
+                        "I3",
+                        write.received,
+                        f"node {history.name}",
+                        f"{write.replica} reverted {':'.join(key[1:])} {old}->{new} "
+                        f"{write.received - previous.time:.1f}s after {previous.replica} "
+                        f"made it {new}->{old}",
+                    )
+                )
                 break
         for key, (old, new) in changes.items():
             last_change[key] = _Change(after.time, write.by_controller, write.replica, old, new)
@@ -483,9 +592,15 @@ def one_actor(ctx: Context) -> list[Violation]:
         holder = lease.holder if lease else ""
         target = "/".join(part for part in (record.resource, record.subresource) if part)
         if replica_of_holder(holder) != replica or not holder:
-            found.append(ctx.violation("I4", record.received, f"replica {replica}",
-                                       f"{record.verb} {target} {record.namespace}/{record.name} while the Lease "
-                                       f"named {holder or 'no holder'}"))
+            found.append(
+                ctx.violation(
+                    "I4",
+                    record.received,
+                    f"replica {replica}",
+                    f"{record.verb} {target} {record.namespace}/{record.name} while the Lease "
+                    f"named {holder or 'no holder'}",
+                )
+            )
             continue
         # The fence: a replica writes only within the renew deadline of its own last renewal (the audit log
         # sees the renewal's PUT, later than the attempt the replica counts from: 1 s for the difference).
@@ -493,9 +608,15 @@ def one_actor(ctx: Context) -> list[Violation]:
         index = bisect.bisect_right(renewed, record.received) - 1
         age = record.received - renewed[index] if index >= 0 else math.inf
         if age > ctx.slack.renew_deadline + ctx.slack.early:
-            found.append(ctx.violation("I4", record.received, f"replica {replica}",
-                                       f"{record.verb} {target} {record.namespace}/{record.name} {age:.1f}s after "
-                                       f"its last lease renewal (renew deadline {ctx.slack.renew_deadline:g}s)"))
+            found.append(
+                ctx.violation(
+                    "I4",
+                    record.received,
+                    f"replica {replica}",
+                    f"{record.verb} {target} {record.namespace}/{record.name} {age:.1f}s after "
+                    f"its last lease renewal (renew deadline {ctx.slack.renew_deadline:g}s)",
+                )
+            )
     return found
 
 
@@ -509,13 +630,18 @@ def healthy_stays_healthy(ctx: Context) -> list[Violation]:
             write = after.write
             if not write.by_controller:
                 continue
-            added = sorted(key for key, effect in after.taint_ids - before.taint_ids
-                           if (key, effect) in LIFECYCLE_IDS)
+            added = sorted(key for key, effect in after.taint_ids - before.taint_ids if (key, effect) in LIFECYCLE_IDS)
             unknown = after.ready == "Unknown" and before.ready != "Unknown"
             if (added or unknown) and ctx.healthy(history.name, write.received):
                 what = ", ".join([*(["Ready=Unknown"] if unknown else []), *(f"{key}:NoExecute" for key in added)])
-                found.append(ctx.violation("I5", write.received, f"node {history.name}",
-                                           f"{write.replica} set {what} on a node heartbeating with no kubelet fault"))
+                found.append(
+                    ctx.violation(
+                        "I5",
+                        write.received,
+                        f"node {history.name}",
+                        f"{write.replica} set {what} on a node heartbeating with no kubelet fault",
+                    )
+                )
     for pod in ctx.timeline.pods.values():
         for removal in pod.controller_removals():
             moment = removal.write.received
@@ -523,9 +649,15 @@ def healthy_stays_healthy(ctx: Context) -> list[Violation]:
                 continue
             states = ctx.node_taints_around(pod, moment)
             if not any(taint_id(held.taint) not in LIFECYCLE_IDS for state in states for held in state):
-                found.append(ctx.violation("I5", moment, pod.label,
-                                           f"deleted by {removal.write.replica} from healthy node {pod.node}, "
-                                           "which held no NoExecute taint but the lifecycle ones"))
+                found.append(
+                    ctx.violation(
+                        "I5",
+                        moment,
+                        pod.label,
+                        f"deleted by {removal.write.replica} from healthy node {pod.node}, "
+                        "which held no NoExecute taint but the lifecycle ones",
+                    )
+                )
     return found
 
 
@@ -576,8 +708,13 @@ def _ready_webhook_pods(ctx: Context, moment: float) -> list[str]:
 def _backfilled_by(ctx: Context, pod: PodHistory, limit: float) -> bool:
     for state in pod.current:
         write = state.write
-        if (state.time <= limit and write.by_controller and write.verb in ("update", "patch")
-                and not write.subresource and has_default_tolerations(state.tolerations)):
+        if (
+            state.time <= limit
+            and write.by_controller
+            and write.verb in ("update", "patch")
+            and not write.subresource
+            and has_default_tolerations(state.tolerations)
+        ):
             return True
     termination = pod.termination()
     return termination is not None and termination[0] <= limit
@@ -592,8 +729,11 @@ def admission(ctx: Context) -> list[Violation]:
             continue
         subject = f"pod {record.namespace}/{record.name or '(generated)'}"
         if record.code >= 400 and WEBHOOK_FAILURE.search(record.message):
-            found.append(ctx.violation("I6", record.received, subject,
-                                       f"creation refused ({record.code}): {record.message[:160]}"))
+            found.append(
+                ctx.violation(
+                    "I6", record.received, subject, f"creation refused ({record.code}): {record.message[:160]}"
+                )
+            )
             continue
         obj = record.response_object or {}
         metadata = obj.get("metadata") or {}
@@ -606,25 +746,41 @@ def admission(ctx: Context) -> list[Violation]:
         if has_default_tolerations((obj.get("spec") or {}).get("tolerations") or []):
             continue
         if ctx.config.webhook is None:
-            found.append(ctx.violation("I6", record.received, pod.label,
-                                       "created without the default tolerations (built-in DefaultTolerationSeconds)"))
+            found.append(
+                ctx.violation(
+                    "I6",
+                    record.received,
+                    pod.label,
+                    "created without the default tolerations (built-in DefaultTolerationSeconds)",
+                )
+            )
             continue
         # The apiserver says (1.37+) that the call failed and was ignored: no webhook pod could be reached
         # (one on a powered-off node still in the endpoints, say), whatever the pods' Ready says: the
         # backfill's turn. Without it (1.20) the callable pods are inferred from their states.
         ready = [] if record.failed_open else _ready_webhook_pods(ctx, record.received)
         if ready:
-            found.append(ctx.violation("I6", record.received, pod.label,
-                                       f"admitted without the default tolerations while webhook pod {ready[0]} "
-                                       "was Ready"))
+            found.append(
+                ctx.violation(
+                    "I6",
+                    record.received,
+                    pod.label,
+                    f"admitted without the default tolerations while webhook pod {ready[0]} was Ready",
+                )
+            )
             continue
         backfill = ctx.slack.backfill
         limit = resume_time(record.completed, ctx.outages, backfill) + backfill
         if _backfilled_by(ctx, pod, limit) or not ctx.judgeable(pod.label, record.received, record.completed, limit):
             continue
-        found.append(ctx.violation("I6", record.received, pod.label,
-                                   f"admitted without the default tolerations (no webhook pod Ready) and not "
-                                   f"backfilled by {clock(limit)}"))
+        found.append(
+            ctx.violation(
+                "I6",
+                record.received,
+                pod.label,
+                f"admitted without the default tolerations (no webhook pod Ready) and not backfilled by {clock(limit)}",
+            )
+        )
     return found
 
 
@@ -647,9 +803,15 @@ def nothing_lost(ctx: Context) -> tuple[list[Violation], int | None]:
                     continue  # the kubelet's back-off after the soak's own kill, not a crash loop
                 if reason == "CrashLoopBackOff" and not crashed:
                     crashed = True
-                    found.append(ctx.violation("I7", state.time, pod.label,
-                                               f"container {status.get('name')} in CrashLoopBackOff after "
-                                               f"{status.get('restartCount', 0)} restarts"))
+                    found.append(
+                        ctx.violation(
+                            "I7",
+                            state.time,
+                            pod.label,
+                            f"container {status.get('name')} in CrashLoopBackOff after "
+                            f"{status.get('restartCount', 0)} restarts",
+                        )
+                    )
     return found, most
 
 
@@ -665,12 +827,20 @@ def some_replica_leads(ctx: Context) -> list[Violation]:
             continue
         past = sum(end - start for start, end in stretch.beyond_bound)
         until = "the log's end" if stretch.still_open else clock(stretch.end)
-        around = tuple(fault.id for fault in ctx.faults
-                       if fault.intersects(stretch.start - ctx.slack.lease_duration, stretch.end))
-        found.append(Violation("I10", stretch.beyond_bound[0][0], "the controller Lease",
-                               f"no replica led from {clock(stretch.start)} to {until} ({stretch.seconds:.1f}s); "
-                               f"{past:.1f}s of it while a replica ran and the apiserver answered, past the "
-                               f"{ctx.leadership.bound:g}s a hand-over takes", around))
+        around = tuple(
+            fault.id for fault in ctx.faults if fault.intersects(stretch.start - ctx.slack.lease_duration, stretch.end)
+        )
+        found.append(
+            Violation(
+                "I10",
+                stretch.beyond_bound[0][0],
+                "the controller Lease",
+                f"no replica led from {clock(stretch.start)} to {until} ({stretch.seconds:.1f}s); "
+                f"{past:.1f}s of it while a replica ran and the apiserver answered, past the "
+                f"{ctx.leadership.bound:g}s a hand-over takes",
+                around,
+            )
+        )
     return found
 
 
@@ -702,10 +872,16 @@ def budgets_respected(ctx: Context) -> list[Violation]:
             timeout = ctx.config.budget_timeouts.get(pod.namespace)
             if due and timeout is not None and all(deadlines[key] + timeout <= moment + ctx.slack.early for key in due):
                 continue  # the budget timeout ran out: a DELETE, as upstream's
-            found.append(ctx.violation("I8", moment, pod.label,
-                                       f"deleted by {removal.write.replica} on {pod.node} under "
-                                       f"{', '.join(sorted(due)) or 'no due taint'} with a DELETE: it respects its "
-                                       "disruption budget, so only an Eviction may remove it"))
+            found.append(
+                ctx.violation(
+                    "I8",
+                    moment,
+                    pod.label,
+                    f"deleted by {removal.write.replica} on {pod.node} under "
+                    f"{', '.join(sorted(due)) or 'no due taint'} with a DELETE: it respects its "
+                    "disruption budget, so only an Eviction may remove it",
+                )
+            )
     return found
 
 
@@ -722,17 +898,30 @@ def force_only_when_fenced(ctx: Context) -> list[Violation]:
                 continue
             moment = removal.write.received
             if not ctx.fenced(pod.node, moment):
-                found.append(ctx.violation("I9", moment, pod.label,
-                                           f"force-deleted by {removal.write.replica} on {pod.node}, which did not "
-                                           "carry the out-of-service taint while not Ready"))
+                found.append(
+                    ctx.violation(
+                        "I9",
+                        moment,
+                        pod.label,
+                        f"force-deleted by {removal.write.replica} on {pod.node}, which did not "
+                        "carry the out-of-service taint while not Ready",
+                    )
+                )
                 continue
             terminating = any(r.succeeded and r.write.received < moment for r in pod.removals) or any(
-                state.deletion_timestamp is not None and state.time <= moment for state in pod.current)
+                state.deletion_timestamp is not None and state.time <= moment for state in pod.current
+            )
             fence = {"key": OUT_OF_SERVICE, "effect": NO_EXECUTE}
             if not terminating and any(tolerates(toleration, fence) for toleration in pod.tolerations_at(moment)):
-                found.append(ctx.violation("I9", moment, pod.label,
-                                           f"force-deleted by {removal.write.replica} on {pod.node}, though it "
-                                           "tolerates the out-of-service taint and was not terminating"))
+                found.append(
+                    ctx.violation(
+                        "I9",
+                        moment,
+                        pod.label,
+                        f"force-deleted by {removal.write.replica} on {pod.node}, though it "
+                        "tolerates the out-of-service taint and was not terminating",
+                    )
+                )
     return found
 
 
@@ -740,12 +929,26 @@ def check_all(ctx: Context) -> Findings:
     late, checked = never_late(ctx)
     lost, most = nothing_lost(ctx)
     late += dead_nodes_tainted(ctx)
-    violations = [*never_early(ctx), *late, *never_twice(ctx), *one_actor(ctx), *healthy_stays_healthy(ctx),
-                  *admission(ctx), *lost, *budgets_respected(ctx), *force_only_when_fenced(ctx),
-                  *some_replica_leads(ctx)]
+    violations = [
+        *never_early(ctx),
+        *late,
+        *never_twice(ctx),
+        *one_actor(ctx),
+        *healthy_stays_healthy(ctx),
+        *admission(ctx),
+        *lost,
+        *budgets_respected(ctx),
+        *force_only_when_fenced(ctx),
+        *some_replica_leads(ctx),
+    ]
     violations = sorted((v for v in violations if ctx.in_window(v.time)), key=lambda v: (v.time, v.invariant))
     beside = [v for v in violations if v.invariant in ctx.config.not_applicable]
     violations = [v for v in violations if v.invariant not in ctx.config.not_applicable]
-    return Findings(violations, [check for check in checked if ctx.in_window(check.window_end)], most,
-                    [stretch for stretch in ctx.leadership.stretches if ctx.in_window(stretch.start)],
-                    sorted((u for u in ctx.unjudged if ctx.in_window(u.began)), key=lambda u: u.limit), beside)
+    return Findings(
+        violations,
+        [check for check in checked if ctx.in_window(check.window_end)],
+        most,
+        [stretch for stretch in ctx.leadership.stretches if ctx.in_window(stretch.start)],
+        sorted((u for u in ctx.unjudged if ctx.in_window(u.began)), key=lambda u: u.limit),
+        beside,
+    )

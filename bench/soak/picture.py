@@ -13,8 +13,10 @@ def incident_of(judged: Judged) -> Incident:
     timeline = judged.timeline
     start, end = timeline.start, timeline.end
     nodes = tuple(_track(history, start, end) for _, history in sorted(timeline.nodes.items()))
-    pods = soonest_first(PodBar(check.subject, check.node, check.taint_start, check.deadline, check.deleted)
-                         for check in judged.findings.evictions)
+    pods = soonest_first(
+        PodBar(check.subject, check.node, check.taint_start, check.deadline, check.deleted)
+        for check in judged.findings.evictions
+    )
     events = tuple(Tick(fault.start, f"{fault.kind} {fault.target}") for fault in judged.faults)
     return Incident(start, end, nodes, pods, events)
 

@@ -26,8 +26,9 @@ class Outage:
     end: float  # infinite when the log never shows the recovery
 
 
-def outages(faults: Sequence[Fault], lease_writes: Sequence[LeaseWrite], lease_configured: bool,
-            handover_bound: float) -> list[Outage]:
+def outages(
+    faults: Sequence[Fault], lease_writes: Sequence[LeaseWrite], lease_configured: bool, handover_bound: float
+) -> list[Outage]:
     """The disruptive faults' windows, each up to its recovery. A leader fault's lasts until the Lease is
     written again, at most `handover_bound`: past it, the stretch without a leader is judged by what it
     was (bench/soak/leadership.py), not excused by the fault that began it. Without a Lease to watch
@@ -41,8 +42,10 @@ def outages(faults: Sequence[Fault], lease_writes: Sequence[LeaseWrite], lease_c
             # it leads again once its Lease expired and was taken, within the same bound.
             result.append(Outage(fault.id, fault.start, fault.until + handover_bound))
         elif fault.kind in LEADER_KINDS:
-            acquired = next((lease.write.completed for lease in lease_writes
-                             if lease.write.received > fault.start + _LEASE_SETTLE), math.inf)
+            acquired = next(
+                (lease.write.completed for lease in lease_writes if lease.write.received > fault.start + _LEASE_SETTLE),
+                math.inf,
+            )
             result.append(Outage(fault.id, fault.start, min(acquired, fault.start + handover_bound)))
     return result
 

@@ -59,18 +59,40 @@ def summarize(findings: Findings, faults: Sequence[Fault], config: SoakConfig, r
     for kind in kinds:
         of_kind = [fault for fault in faults if fault.kind == kind]
         ids = {fault.id for fault in of_kind}
-        evictions = sum(1 for check in findings.evictions
-                        if any(fault.intersects(check.window_start, check.window_end) for fault in of_kind))
-        rows.append(FaultRow(kind, len(of_kind), len(ids & overlap), evictions,
-                             _counts([v for v in findings.violations if ids & set(v.faults)])))
-    unattributed = sum(1 for check in findings.evictions
-                       if not any(fault.intersects(check.window_start, check.window_end) for fault in faults))
+        evictions = sum(
+            1
+            for check in findings.evictions
+            if any(fault.intersects(check.window_start, check.window_end) for fault in of_kind)
+        )
+        rows.append(
+            FaultRow(
+                kind,
+                len(of_kind),
+                len(ids & overlap),
+                evictions,
+                _counts([v for v in findings.violations if ids & set(v.faults)]),
+            )
+        )
+    unattributed = sum(
+        1
+        for check in findings.evictions
+        if not any(fault.intersects(check.window_start, check.window_end) for fault in faults)
+    )
     rows.append(FaultRow(NO_FAULT, 0, 0, unattributed, _counts([v for v in findings.violations if not v.faults])))
     total = FaultRow("total", len(faults), len(overlap), len(findings.evictions), _counts(findings.violations))
-    return SoakReport(findings.violations, len(findings.evictions), rows, total, config.lease is not None,
-                      findings.max_controller_restarts, records,
-                      leaderless=tuple(findings.leaderless), unjudged=tuple(findings.unjudged),
-                      not_applicable=config.not_applicable, beside=tuple(findings.beside))
+    return SoakReport(
+        findings.violations,
+        len(findings.evictions),
+        rows,
+        total,
+        config.lease is not None,
+        findings.max_controller_restarts,
+        records,
+        leaderless=tuple(findings.leaderless),
+        unjudged=tuple(findings.unjudged),
+        not_applicable=config.not_applicable,
+        beside=tuple(findings.beside),
+    )
 
 
 def iso(moment: float) -> str:
@@ -85,15 +107,22 @@ def _table(report: SoakReport) -> list[str]:
         counts = [f"{row.violations.get(invariant, 0):,}" for invariant in INVARIANTS]
         for invariant in report.not_applicable:
             counts[INVARIANTS.index(invariant)] = "n/a"
-        return [row.kind, f"{row.injected:,}" if named else "-", f"{row.overlapping:,}" if named else "-",
-                f"{row.evictions:,}", *counts]
+        return [
+            row.kind,
+            f"{row.injected:,}" if named else "-",
+            f"{row.overlapping:,}" if named else "-",
+            f"{row.evictions:,}",
+            *counts,
+        ]
 
     body = [cells(row) for row in [*report.rows, report.total]]
     widths = [max(len(line[column]) for line in [header, *body]) for column in range(len(header))]
 
     def line(values: list[str]) -> str:
-        padded = [value.ljust(width) if column == 0 else value.rjust(width)
-                  for column, (value, width) in enumerate(zip(values, widths, strict=True))]
+        padded = [
+            value.ljust(width) if column == 0 else value.rjust(width)
+            for column, (value, width) in enumerate(zip(values, widths, strict=True))
+        ]
         return "| " + " | ".join(padded) + " |"
 
     rule = "|" + "|".join("-" * (width + 1) + (":" if column else "-") for column, width in enumerate(widths)) + "|"
@@ -102,31 +131,43 @@ def _table(report: SoakReport) -> list[str]:
 
 def summary_line(report: SoakReport) -> str:
     total = report.total
-    head = (f"{total.injected:,} faults ({total.overlapping:,} overlapping), "
-            f"{report.evictions_checked:,} evictions checked, {len(report.violations):,} violations")
+    head = (
+        f"{total.injected:,} faults ({total.overlapping:,} overlapping), "
+        f"{report.evictions_checked:,} evictions checked, {len(report.violations):,} violations"
+    )
     if report.passed:
         return f"{head}: PASS"
-    per = ", ".join([*(f"{invariant} {count:,}" for invariant, count in total.violations.items() if count),
-                     *([f"{len(report.unjudged):,} deadlines unjudged"] if report.unjudged else [])])
+    per = ", ".join(
+        [
+            *(f"{invariant} {count:,}" for invariant, count in total.violations.items() if count),
+            *([f"{len(report.unjudged):,} deadlines unjudged"] if report.unjudged else []),
+        ]
+    )
     return f"{head} ({per}): FAIL"
 
 
 def beside_line(report: SoakReport) -> str:
     """The promises only taintkeeper makes, counted for the built-ins beside their verdict."""
-    counts = ", ".join(f"{invariant} {sum(1 for v in report.beside if v.invariant == invariant):,}"
-                       for invariant in INVARIANTS if invariant in report.not_applicable - {"I4", "I10"})
+    counts = ", ".join(
+        f"{invariant} {sum(1 for v in report.beside if v.invariant == invariant):,}"
+        for invariant in INVARIANTS
+        if invariant in report.not_applicable - {"I4", "I10"}
+    )
     return f"not applicable to upstream, reported beside the verdict: {counts}"
 
 
 def unjudged_line(unjudged: Unjudged) -> str:
-    return (f"unjudged {iso(unjudged.due)} {unjudged.subject}: the log ended before {iso(unjudged.limit)}, "
-            "when its allowance ran out")
+    return (
+        f"unjudged {iso(unjudged.due)} {unjudged.subject}: the log ended before {iso(unjudged.limit)}, "
+        "when its allowance ran out"
+    )
 
 
 def violation_line(violation: Violation) -> str:
     faults = ", ".join(str(fault) for fault in violation.faults) or "none"
-    return (f"{violation.invariant} {iso(violation.time)} {violation.subject}: {violation.explanation} "
-            f"[faults: {faults}]")
+    return (
+        f"{violation.invariant} {iso(violation.time)} {violation.subject}: {violation.explanation} [faults: {faults}]"
+    )
 
 
 def leaderless_line(stretches: Sequence[Stretch]) -> str:
@@ -143,18 +184,36 @@ def leaderless_line(stretches: Sequence[Stretch]) -> str:
     unexplained = sum(length(stretch.unexplained_absence) for stretch in stretches)
     beyond = sum(length(stretch.beyond_bound) for stretch in stretches)
     still_open = " (the last still open when the log ended)" if stretches[-1].still_open else ""
-    return (f"no leader {len(stretches):,} times, {part(total)} in all, longest {part(longest.seconds)}{still_open}: "
-            f"apiserver down {part(sum(stretch.apiserver_down for stretch in stretches))}, no replica able to lead "
-            f"{part(absent)} ({part(unexplained)} of it no fault's doing), a replica taking over "
-            f"{part(sum(stretch.within_bound for stretch in stretches))}, past the hand-over bound {part(beyond)}")
+    return (
+        f"no leader {len(stretches):,} times, {part(total)} in all, longest {part(longest.seconds)}{still_open}: "
+        f"apiserver down {part(sum(stretch.apiserver_down for stretch in stretches))}, no replica able to lead "
+        f"{part(absent)} ({part(unexplained)} of it no fault's doing), a replica taking over "
+        f"{part(sum(stretch.within_bound for stretch in stretches))}, past the hand-over bound {part(beyond)}"
+    )
 
 
 def render(report: SoakReport) -> str:
     restarts = "-" if report.max_controller_restarts is None else f"{report.max_controller_restarts:,}"
-    notes = (f"audit: {report.records:,} records, {report.unreadable_lines:,} unreadable lines skipped; "
-             f"controller restarts: max {restarts}")
-    lines = [notes, *([leaderless_line(report.leaderless)] if report.one_actor_checked else []),
-             *([beside_line(report)] if report.not_applicable - {"I4", "I10"} else [])]
-    return "\n".join([*lines, "", *_table(report), "", summary_line(report),
-                      *(violation_line(violation) for violation in report.violations),
-                      *(unjudged_line(unjudged) for unjudged in report.unjudged)]) + "\n"
+    notes = (
+        f"audit: {report.records:,} records, {report.unreadable_lines:,} unreadable lines skipped; "
+        f"controller restarts: max {restarts}"
+    )
+    lines = [
+        notes,
+        *([leaderless_line(report.leaderless)] if report.one_actor_checked else []),
+        *([beside_line(report)] if report.not_applicable - {"I4", "I10"} else []),
+    ]
+    return (
+        "\n".join(
+            [
+                *lines,
+                "",
+                *_table(report),
+                "",
+                summary_line(report),
+                *(violation_line(violation) for violation in report.violations),
+                *(unjudged_line(unjudged) for unjudged in report.unjudged),
+            ]
+        )
+        + "\n"
+    )

@@ -60,8 +60,15 @@ class Write:
 
 
 def _write(record: AuditRecord, config: SoakConfig) -> Write:
-    return Write(record.received, record.completed, record.username, replica_of_agent(record.user_agent),
-                 config.is_controller(record.username), record.verb, record.subresource)
+    return Write(
+        record.received,
+        record.completed,
+        record.username,
+        replica_of_agent(record.user_agent),
+        config.is_controller(record.username),
+        record.verb,
+        record.subresource,
+    )
 
 
 class _State(Protocol):
@@ -115,8 +122,14 @@ class NodeState:
 def node_state(obj: JsonObject, write: Write) -> NodeState:
     spec, status, metadata = obj.get("spec") or {}, obj.get("status") or {}, obj.get("metadata") or {}
     conditions = {str(c.get("type")): str(c.get("status")) for c in status.get("conditions") or []}
-    return NodeState(_resource_version(obj), write.completed, write, tuple(spec.get("taints") or []),
-                     conditions, dict(metadata.get("labels") or {}))
+    return NodeState(
+        _resource_version(obj),
+        write.completed,
+        write,
+        tuple(spec.get("taints") or []),
+        conditions,
+        dict(metadata.get("labels") or {}),
+    )
 
 
 @dataclass(frozen=True, slots=True)
@@ -161,18 +174,27 @@ class NodeHistory:
             for identity, taint in present.items():
                 if identity not in open_episodes:
                     added = _time(taint.get("timeAdded"))
-                    open_episodes[identity] = TaintEpisode(taint, state.time if added is None else added,
-                                                           state.time, None)
+                    open_episodes[identity] = TaintEpisode(
+                        taint, state.time if added is None else added, state.time, None
+                    )
             lifecycle = [open_episodes[taint_id(t)].start for t in present.values() if is_lifecycle_taint(t)]
             # A not-ready <-> unreachable swap keeps the episode: only a state with neither ends it.
             if not lifecycle:
                 lifecycle_start = None
             elif lifecycle_start is None:
                 lifecycle_start = min(lifecycle)
-            self._held.append([
-                HeldTaint(taint, lifecycle_start if is_lifecycle_taint(taint) and lifecycle_start is not None
-                          else open_episodes[identity].start)
-                for identity, taint in present.items() if taint.get("effect") == NO_EXECUTE])
+            self._held.append(
+                [
+                    HeldTaint(
+                        taint,
+                        lifecycle_start
+                        if is_lifecycle_taint(taint) and lifecycle_start is not None
+                        else open_episodes[identity].start,
+                    )
+                    for identity, taint in present.items()
+                    if taint.get("effect") == NO_EXECUTE
+                ]
+            )
         self.episodes.extend(open_episodes.values())
         self.episodes.sort(key=lambda episode: episode.shown)
 
@@ -226,10 +248,18 @@ class PodState:
 def pod_state(obj: JsonObject, write: Write) -> PodState:
     spec, status, metadata = obj.get("spec") or {}, obj.get("status") or {}, obj.get("metadata") or {}
     ready = next((str(c.get("status")) for c in status.get("conditions") or [] if c.get("type") == "Ready"), None)
-    return PodState(_resource_version(obj), write.completed, write, str(spec.get("nodeName") or ""),
-                    tuple(spec.get("tolerations") or []), dict(metadata.get("labels") or {}),
-                    _time(metadata.get("deletionTimestamp")), tuple(metadata.get("ownerReferences") or []),
-                    tuple(status.get("containerStatuses") or []), ready)
+    return PodState(
+        _resource_version(obj),
+        write.completed,
+        write,
+        str(spec.get("nodeName") or ""),
+        tuple(spec.get("tolerations") or []),
+        dict(metadata.get("labels") or {}),
+        _time(metadata.get("deletionTimestamp")),
+        tuple(metadata.get("ownerReferences") or []),
+        tuple(status.get("containerStatuses") or []),
+        ready,
+    )
 
 
 @dataclass(frozen=True, slots=True)
@@ -305,8 +335,9 @@ class PodHistory:
     def termination(self) -> tuple[float, bool] | None:
         """When the pod began terminating and whether the controller did it: its first successful
         removal, or the first state showing a deletionTimestamp, whichever came first."""
-        candidates = [(removal.write.received, removal.write.by_controller)
-                      for removal in self.removals if removal.succeeded]
+        candidates = [
+            (removal.write.received, removal.write.by_controller) for removal in self.removals if removal.succeeded
+        ]
         marked = next((state for state in self.current if state.deletion_timestamp is not None), None)
         if marked is not None:
             candidates.append((marked.time, marked.write.by_controller))
@@ -353,8 +384,14 @@ class Timeline:
     def endpoints_published(self, namespace: str, prefix: str, since: float) -> float | None:
         """When an EndpointSlice of that name prefix was first written at or after `since`."""
         start = bisect.bisect_left(self.endpoint_slice_writes, (since, "", ""))
-        return next((completed for completed, slice_namespace, name in self.endpoint_slice_writes[start:]
-                     if slice_namespace == namespace and name.startswith(prefix)), None)
+        return next(
+            (
+                completed
+                for completed, slice_namespace, name in self.endpoint_slice_writes[start:]
+                if slice_namespace == namespace and name.startswith(prefix)
+            ),
+            None,
+        )
 
     def heartbeat_between(self, node: str, start: float, end: float) -> bool:
         beats = self.heartbeats.get(node, [])
@@ -461,8 +498,12 @@ def build_timeline(records: Sequence[AuditRecord], config: SoakConfig) -> Timeli
         if record.succeeded and record.is_write:
             endpoint_slice_writes.append((record.completed, record.namespace, record.name))
 
-    handlers.update(nodes=on_node, leases=on_lease, endpointslices=on_endpoint_slice,
-                    pods=lambda record: _add_pod_record(pods, record, config))
+    handlers.update(
+        nodes=on_node,
+        leases=on_lease,
+        endpointslices=on_endpoint_slice,
+        pods=lambda record: _add_pod_record(pods, record, config),
+    )
     for record in records:
         handler = handlers.get(record.resource)
         if handler is not None:

@@ -47,8 +47,10 @@ def grace_seconds(tolerations: Sequence[Toleration], taint: Taint) -> float:
 def already_tolerates(tolerations: Iterable[Toleration], key: str) -> bool:
     """The admission rule (DefaultTolerationSeconds): some toleration with this key or an empty key,
     and effect NoExecute or empty; operator, value and seconds do not matter."""
-    return any((toleration.get("key") or "") in ("", key) and (toleration.get("effect") or "") in ("", NO_EXECUTE)
-               for toleration in tolerations)
+    return any(
+        (toleration.get("key") or "") in ("", key) and (toleration.get("effect") or "") in ("", NO_EXECUTE)
+        for toleration in tolerations
+    )
 
 
 def has_default_tolerations(tolerations: Iterable[Toleration]) -> bool:

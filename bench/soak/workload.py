@@ -52,17 +52,23 @@ STATEFULSET = "chaos-db"
 BUDGETED = "chaos-api"  # in BUDGETED_NAMESPACE, with a PodDisruptionBudget of minAvailable REPLICAS - 1
 REPLICAS = 3
 NAMESPACE_ANNOTATIONS = {
-    ANNOTATED_NAMESPACE: {"taintkeeper.io/not-ready-toleration-seconds": str(ANNOTATED_SECONDS),
-                          "taintkeeper.io/unreachable-toleration-seconds": str(ANNOTATED_SECONDS)},
-    BUDGETED_NAMESPACE: {"taintkeeper.io/eviction": "respect-disruption-budget",
-                         "taintkeeper.io/disruption-budget-timeout": f"{BUDGET_TIMEOUT_SECONDS}s"},
+    ANNOTATED_NAMESPACE: {
+        "taintkeeper.io/not-ready-toleration-seconds": str(ANNOTATED_SECONDS),
+        "taintkeeper.io/unreachable-toleration-seconds": str(ANNOTATED_SECONDS),
+    },
+    BUDGETED_NAMESPACE: {
+        "taintkeeper.io/eviction": "respect-disruption-budget",
+        "taintkeeper.io/disruption-budget-timeout": f"{BUDGET_TIMEOUT_SECONDS}s",
+    },
 }
 CALL_TIMEOUT = (3, 10)
 
 
 def _timed(seconds: int) -> list[dict[str, Any]]:
-    return [{"key": key, "operator": "Exists", "effect": "NoExecute", "tolerationSeconds": seconds}
-            for key in (NOT_READY, UNREACHABLE, CHAOS_TAINT)]
+    return [
+        {"key": key, "operator": "Exists", "effect": "NoExecute", "tolerationSeconds": seconds}
+        for key in (NOT_READY, UNREACHABLE, CHAOS_TAINT)
+    ]
 
 
 def pod_body(kind: str, name: str) -> dict[str, Any]:
@@ -75,8 +81,11 @@ def pod_body(kind: str, name: str) -> dict[str, Any]:
         tolerations = [{"operator": "Exists"}]
     elif kind == "optout":
         labels[SKIP_LABEL] = "true"
-    spec: dict[str, Any] = {"containers": [{"name": "pause", "image": IMAGE, "imagePullPolicy": "Never"}],
-                            "terminationGracePeriodSeconds": 1, "automountServiceAccountToken": False}
+    spec: dict[str, Any] = {
+        "containers": [{"name": "pause", "image": IMAGE, "imagePullPolicy": "Never"}],
+        "terminationGracePeriodSeconds": 1,
+        "automountServiceAccountToken": False,
+    }
     if tolerations:
         spec["tolerations"] = tolerations
     return {"apiVersion": "v1", "kind": "Pod", "metadata": {"name": name, "labels": labels}, "spec": spec}
@@ -106,30 +115,51 @@ class Workload:
     def install(self) -> None:
         """The namespaces, the Deployment and the StatefulSet (with its headless Service)."""
         for name in NAMESPACES:
-            self._create("/api/v1/namespaces", {"metadata": {"name": name,
-                                                              "annotations": NAMESPACE_ANNOTATIONS.get(name, {})}})
+            self._create(
+                "/api/v1/namespaces", {"metadata": {"name": name, "annotations": NAMESPACE_ANNOTATIONS.get(name, {})}}
+            )
         selector = {"app.kubernetes.io/name": DEPLOYMENT}
         template = _template("default", selector)
-        self._create(f"/apis/apps/v1/namespaces/{NAMESPACE}/deployments", {
-            "metadata": {"name": DEPLOYMENT},
-            "spec": {"replicas": REPLICAS, "selector": {"matchLabels": selector}, "template": template}})
+        self._create(
+            f"/apis/apps/v1/namespaces/{NAMESPACE}/deployments",
+            {
+                "metadata": {"name": DEPLOYMENT},
+                "spec": {"replicas": REPLICAS, "selector": {"matchLabels": selector}, "template": template},
+            },
+        )
         db = {"app.kubernetes.io/name": STATEFULSET}
-        self._create(f"/api/v1/namespaces/{NAMESPACE}/services", {
-            "metadata": {"name": STATEFULSET}, "spec": {"clusterIP": "None", "selector": db}})
+        self._create(
+            f"/api/v1/namespaces/{NAMESPACE}/services",
+            {"metadata": {"name": STATEFULSET}, "spec": {"clusterIP": "None", "selector": db}},
+        )
         template = _template("tol20", db)
-        self._create(f"/apis/apps/v1/namespaces/{NAMESPACE}/statefulsets", {
-            "metadata": {"name": STATEFULSET},
-            "spec": {"replicas": REPLICAS, "serviceName": STATEFULSET, "podManagementPolicy": "Parallel",
-                     "selector": {"matchLabels": db}, "template": template}})
+        self._create(
+            f"/apis/apps/v1/namespaces/{NAMESPACE}/statefulsets",
+            {
+                "metadata": {"name": STATEFULSET},
+                "spec": {
+                    "replicas": REPLICAS,
+                    "serviceName": STATEFULSET,
+                    "podManagementPolicy": "Parallel",
+                    "selector": {"matchLabels": db},
+                    "template": template,
+                },
+            },
+        )
         api = {"app.kubernetes.io/name": BUDGETED}
-        self._create(f"/apis/apps/v1/namespaces/{BUDGETED_NAMESPACE}/deployments", {
-            "metadata": {"name": BUDGETED},
-            "spec": {"replicas": REPLICAS, "selector": {"matchLabels": api}, "template": _template("tol5", api)}})
+        self._create(
+            f"/apis/apps/v1/namespaces/{BUDGETED_NAMESPACE}/deployments",
+            {
+                "metadata": {"name": BUDGETED},
+                "spec": {"replicas": REPLICAS, "selector": {"matchLabels": api}, "template": _template("tol5", api)},
+            },
+        )
         # policy/v1 from 1.21 on, policy/v1beta1 on 1.20: the version the server serves
         policy = served_policy_version(self.api_client, CALL_TIMEOUT)
-        self._create(budgets_path(policy).format(namespace=BUDGETED_NAMESPACE), {
-            "metadata": {"name": BUDGETED},
-            "spec": {"minAvailable": REPLICAS - 1, "selector": {"matchLabels": api}}})
+        self._create(
+            budgets_path(policy).format(namespace=BUDGETED_NAMESPACE),
+            {"metadata": {"name": BUDGETED}, "spec": {"minAvailable": REPLICAS - 1, "selector": {"matchLabels": api}}},
+        )
 
     def _create(self, path: str, body: dict[str, Any]) -> None:
         try:
@@ -164,10 +194,18 @@ class Workload:
     def _live_bare_pods(self) -> set[tuple[str, str]]:
         live: set[tuple[str, str]] = set()
         for namespace in NAMESPACES:
-            pods = request_json(self.api_client, "GET", f"/api/v1/namespaces/{namespace}/pods",
-                                query=[("labelSelector", "app.kubernetes.io/part-of=chaos")], timeout=CALL_TIMEOUT)
-            live |= {(namespace, pod["metadata"]["name"]) for pod in pods["items"]
-                     if not pod["metadata"].get("ownerReferences") and not pod["metadata"].get("deletionTimestamp")}
+            pods = request_json(
+                self.api_client,
+                "GET",
+                f"/api/v1/namespaces/{namespace}/pods",
+                query=[("labelSelector", "app.kubernetes.io/part-of=chaos")],
+                timeout=CALL_TIMEOUT,
+            )
+            live |= {
+                (namespace, pod["metadata"]["name"])
+                for pod in pods["items"]
+                if not pod["metadata"].get("ownerReferences") and not pod["metadata"].get("deletionTimestamp")
+            }
         return live
 
     def _create_pod(self, now: float) -> None:
@@ -175,8 +213,13 @@ class Workload:
         self.created += 1
         name = f"{kind}-{self.created}-{self.rng.randrange(16**6):06x}"
         namespace = namespace_of(kind)
-        request_json(self.api_client, "POST", f"/api/v1/namespaces/{namespace}/pods", body=pod_body(kind, name),
-                     timeout=CALL_TIMEOUT)
+        request_json(
+            self.api_client,
+            "POST",
+            f"/api/v1/namespaces/{namespace}/pods",
+            body=pod_body(kind, name),
+            timeout=CALL_TIMEOUT,
+        )
         self._expiry[(namespace, name)] = now + self.rng.uniform(*self.lifetime)
 
     def _delete(self, namespace: str, name: str) -> None:

@@ -34,8 +34,9 @@ class KubeBackfillApi:
 
     def read_pod(self, namespace: str, name: str) -> dict[str, Any] | None:
         try:
-            response = self._core.read_namespaced_pod(name, namespace, _preload_content=False,
-                                                      _request_timeout=WORKER_REQUEST_TIMEOUT)
+            response = self._core.read_namespaced_pod(
+                name, namespace, _preload_content=False, _request_timeout=WORKER_REQUEST_TIMEOUT
+            )
         except ApiException as error:
             if is_not_found(error):
                 return None
@@ -46,9 +47,16 @@ class KubeBackfillApi:
     def patch_pod(self, namespace: str, name: str, ops: Sequence[Mapping[str, Any]]) -> bool:
         self._fence.require(TOLERATIONS_ACTION, f"pod {namespace}/{name}")
         try:
-            release(self._core.patch_namespaced_pod(name, namespace, [dict(op) for op in ops],
-                                                    _content_type=JSON_PATCH, _preload_content=False,
-                                                    _request_timeout=WORKER_REQUEST_TIMEOUT))
+            release(
+                self._core.patch_namespaced_pod(
+                    name,
+                    namespace,
+                    [dict(op) for op in ops],
+                    _content_type=JSON_PATCH,
+                    _preload_content=False,
+                    _request_timeout=WORKER_REQUEST_TIMEOUT,
+                )
+            )
         except ApiException as error:
             if is_not_found(error):
                 log.info("pod already gone", extra={"pod": f"{namespace}/{name}"})

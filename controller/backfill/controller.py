@@ -46,6 +46,7 @@ if TYPE_CHECKING:
 
 log = logging.getLogger("taintkeeper.backfill")
 
+
 class Conflict(Exception):
     """The pod changed since it was read (409, or 422 from a failed `test` op): re-read and retry."""
 
@@ -61,9 +62,18 @@ class BackfillApi(Protocol):
 
 
 class BackfillController:
-    def __init__(self, pods: StoreReader[PodView], namespaces: StoreReader[NamespaceView], api: BackfillApi,
-                 events: EventSink, settings: BackfillSettings, *, clock: Clock | None = None,
-                 queue: WorkQueue | None = None, dry_run: bool = False) -> None:
+    def __init__(
+        self,
+        pods: StoreReader[PodView],
+        namespaces: StoreReader[NamespaceView],
+        api: BackfillApi,
+        events: EventSink,
+        settings: BackfillSettings,
+        *,
+        clock: Clock | None = None,
+        queue: WorkQueue | None = None,
+        dry_run: bool = False,
+    ) -> None:
         self._pods = pods
         self._namespaces = namespaces
         self._api = api
@@ -122,8 +132,9 @@ class BackfillController:
                 self.queue.add(pod.key)
 
     def decide(self, pod: PodView) -> BackfillDecision:
-        return decide_backfill(pod, self._namespaces.get(pod.namespace), self.settings.cluster_seconds,
-                               self.settings.excluded_namespaces)
+        return decide_backfill(
+            pod, self._namespaces.get(pod.namespace), self.settings.cluster_seconds, self.settings.excluded_namespaces
+        )
 
     # --- working -------------------------------------------------------------------------------------
 
@@ -209,9 +220,12 @@ class BackfillController:
 
     def start(self, stop: threading.Event) -> None:
         """One worker: the rate limit, not parallelism, bounds the throughput."""
-        threading.Thread(target=run_worker, args=(self.queue, lambda key: self.process(key, stop), stop,
-                                                  "backfill", metrics.BACKFILL_FAILURES.inc),
-                         name="backfill-worker", daemon=True).start()
+        threading.Thread(
+            target=run_worker,
+            args=(self.queue, lambda key: self.process(key, stop), stop, "backfill", metrics.BACKFILL_FAILURES.inc),
+            name="backfill-worker",
+            daemon=True,
+        ).start()
 
     def stop(self) -> None:
         self.queue.shut_down()

@@ -61,8 +61,9 @@ class BackfillPatch:
     decision: BackfillDecision
 
 
-def decide_backfill(pod: PodView, namespace: NamespaceView | None, cluster: DefaultSeconds,
-                    excluded: Collection[str]) -> BackfillDecision:
+def decide_backfill(
+    pod: PodView, namespace: NamespaceView | None, cluster: DefaultSeconds, excluded: Collection[str]
+) -> BackfillDecision:
     """Which default tolerations `pod` should be given, and why (not)."""
     if pod.terminating:
         return BackfillDecision(TERMINATING)
@@ -99,13 +100,16 @@ def json_patch(pod: Json, tolerations: Sequence[Mapping[str, Any]]) -> list[dict
     if existing is None:
         ops.append({"op": "add", "path": "/spec/tolerations", "value": [dict(t) for t in tolerations]})
     else:
-        ops += [{"op": "add", "path": f"/spec/tolerations/{len(existing) + i}", "value": dict(t)}
-                for i, t in enumerate(tolerations)]
+        ops += [
+            {"op": "add", "path": f"/spec/tolerations/{len(existing) + i}", "value": dict(t)}
+            for i, t in enumerate(tolerations)
+        ]
     return ops
 
 
-def backfill_patch(pod: Json, namespace: NamespaceView | None, cluster: DefaultSeconds,
-                   excluded: Collection[str]) -> BackfillPatch | None:
+def backfill_patch(
+    pod: Json, namespace: NamespaceView | None, cluster: DefaultSeconds, excluded: Collection[str]
+) -> BackfillPatch | None:
     """The patch for the raw pod `pod`, or None when it needs none (`decide_backfill` says why)."""
     decision = decide_backfill(pod_view(pod), namespace, cluster, excluded)
     if not decision.needed:

@@ -66,8 +66,13 @@ class TaintWrite(NamedTuple):
 
 
 class KubeNodeLifecycleApi:
-    def __init__(self, api_client: client.ApiClient, fence: WriteFence,
-                 sleep: Callable[[float], object] = time.sleep, cache: StoreReader[NodeView] | None = None) -> None:
+    def __init__(
+        self,
+        api_client: client.ApiClient,
+        fence: WriteFence,
+        sleep: Callable[[float], object] = time.sleep,
+        cache: StoreReader[NodeView] | None = None,
+    ) -> None:
         self._core = client.CoreV1Api(api_client)
         self._fence = fence
         self._sleep = sleep
@@ -79,8 +84,13 @@ class KubeNodeLifecycleApi:
 
     def read_lease_renew_time(self, node_name: str) -> str | None:
         try:
-            lease = request_json(self._core.api_client, "GET", NODE_LEASE_PATH, path_params={"name": node_name},
-                                 timeout=WORKER_REQUEST_TIMEOUT)
+            lease = request_json(
+                self._core.api_client,
+                "GET",
+                NODE_LEASE_PATH,
+                path_params={"name": node_name},
+                timeout=WORKER_REQUEST_TIMEOUT,
+            )
         except ApiException as error:
             if is_not_found(error):
                 return None
@@ -101,11 +111,23 @@ class KubeNodeLifecycleApi:
                 if not self._fence.permits(TAINTS_ACTION, f"node {node_name}"):
                     return False
                 body = {"metadata": {"resourceVersion": write.resource_version}, "spec": {"taints": write.taints}}
-                release(self._core.patch_node(node_name, body, _content_type=STRATEGIC_MERGE,
-                                              _preload_content=False, _request_timeout=WORKER_REQUEST_TIMEOUT))
-                log.info("updated taints", extra={"node": node_name,
-                                                   "added": [f"{t['key']}:{t['effect']}" for t in add],
-                                                   "removed": [f"{t['key']}:{t['effect']}" for t in remove]})
+                release(
+                    self._core.patch_node(
+                        node_name,
+                        body,
+                        _content_type=STRATEGIC_MERGE,
+                        _preload_content=False,
+                        _request_timeout=WORKER_REQUEST_TIMEOUT,
+                    )
+                )
+                log.info(
+                    "updated taints",
+                    extra={
+                        "node": node_name,
+                        "added": [f"{t['key']}:{t['effect']}" for t in add],
+                        "removed": [f"{t['key']}:{t['effect']}" for t in remove],
+                    },
+                )
                 return True
             except ApiException as error:
                 if is_not_found(error):
@@ -120,8 +142,9 @@ class KubeNodeLifecycleApi:
                 return False
         return False
 
-    def _taint_write(self, node_name: str, cached: NodeView | None, add: Sequence[Taint],
-                     remove: Sequence[Taint]) -> TaintWrite | None:
+    def _taint_write(
+        self, node_name: str, cached: NodeView | None, add: Sequence[Taint], remove: Sequence[Taint]
+    ) -> TaintWrite | None:
         """The taint list to write and the resourceVersion it was computed from; None when the node
         already has it, or is gone. A cached view is trusted to write against (a stale one costs a
         409), not to skip a write: the caller may know it is behind (a taint written this pass that
@@ -142,8 +165,15 @@ class KubeNodeLifecycleApi:
             return False
         body = {"metadata": {"resourceVersion": node.resource_version}, "status": {"conditions": list(conditions)}}
         try:
-            release(self._core.patch_node_status(node.name, body, _content_type=STRATEGIC_MERGE,
-                                                 _preload_content=False, _request_timeout=WORKER_REQUEST_TIMEOUT))
+            release(
+                self._core.patch_node_status(
+                    node.name,
+                    body,
+                    _content_type=STRATEGIC_MERGE,
+                    _preload_content=False,
+                    _request_timeout=WORKER_REQUEST_TIMEOUT,
+                )
+            )
         except ApiException as error:
             if is_conflict(error):
                 log.info("node %s changed since it was read; its health is judged again next pass", node.name)
@@ -153,8 +183,9 @@ class KubeNodeLifecycleApi:
         except Exception as error:
             log.warning("could not update status of node %s: %s", node.name, error)
             return False
-        log.info("node conditions set to Unknown", extra={"node": node.name,
-                                                          "conditions": [c["type"] for c in conditions]})
+        log.info(
+            "node conditions set to Unknown", extra={"node": node.name, "conditions": [c["type"] for c in conditions]}
+        )
         return True
 
     def set_labels(self, node: NodeView, labels: Mapping[str, str]) -> bool:
@@ -164,8 +195,15 @@ class KubeNodeLifecycleApi:
             return False
         body = {"metadata": {"resourceVersion": node.resource_version, "labels": dict(labels)}}
         try:
-            release(self._core.patch_node(node.name, body, _content_type=STRATEGIC_MERGE, _preload_content=False,
-                                          _request_timeout=WORKER_REQUEST_TIMEOUT))
+            release(
+                self._core.patch_node(
+                    node.name,
+                    body,
+                    _content_type=STRATEGIC_MERGE,
+                    _preload_content=False,
+                    _request_timeout=WORKER_REQUEST_TIMEOUT,
+                )
+            )
         except ApiException as error:
             if is_not_found(error):
                 return True  # the node is gone: nothing to label
@@ -182,13 +220,23 @@ class KubeNodeLifecycleApi:
 
     def mark_pod_not_ready(self, pod: PodView) -> None:
         self._fence.require(POD_NOT_READY_ACTION, f"pod {pod.key}")
-        body = {"metadata": {"uid": pod.uid},
-                "status": {"conditions": [{"type": "Ready", "status": "False",
-                                           "lastTransitionTime": format_time(time.time())}]}}
+        body = {
+            "metadata": {"uid": pod.uid},
+            "status": {
+                "conditions": [{"type": "Ready", "status": "False", "lastTransitionTime": format_time(time.time())}]
+            },
+        }
         try:
-            release(self._core.patch_namespaced_pod_status(pod.name, pod.namespace, body,
-                                                           _content_type=STRATEGIC_MERGE, _preload_content=False,
-                                                           _request_timeout=WORKER_REQUEST_TIMEOUT))
+            release(
+                self._core.patch_namespaced_pod_status(
+                    pod.name,
+                    pod.namespace,
+                    body,
+                    _content_type=STRATEGIC_MERGE,
+                    _preload_content=False,
+                    _request_timeout=WORKER_REQUEST_TIMEOUT,
+                )
+            )
         except ApiException as error:
             if is_not_found(error) or is_conflict(error):
                 return  # gone, or replaced by another pod with the same name
@@ -266,8 +314,9 @@ class DryRunNodeLifecycleApi(OverlaidStore[NodeView]):
     controller (a managed cluster), this observes without fighting it.
     """
 
-    def __init__(self, real: KubeNodeLifecycleApi, nodes: StoreReader[NodeView],
-                 pods: DryRunPods | None = None) -> None:
+    def __init__(
+        self, real: KubeNodeLifecycleApi, nodes: StoreReader[NodeView], pods: DryRunPods | None = None
+    ) -> None:
         super().__init__(nodes)
         self._real = real
         self._nodes = nodes
@@ -304,9 +353,14 @@ class DryRunNodeLifecycleApi(OverlaidStore[NodeView]):
         no_execute = tuple(t for t in taints if t.get("effect") == NO_EXECUTE)
         with self._lock:
             self._would_be[node_name] = replace(node, taints=taints, no_execute_taints=no_execute)
-        log.info("dry run: would update taints", extra={"node": node_name,
-                                                        "added": [f"{t['key']}:{t['effect']}" for t in add],
-                                                        "removed": [f"{t['key']}:{t['effect']}" for t in remove]})
+        log.info(
+            "dry run: would update taints",
+            extra={
+                "node": node_name,
+                "added": [f"{t['key']}:{t['effect']}" for t in add],
+                "removed": [f"{t['key']}:{t['effect']}" for t in remove],
+            },
+        )
         return True
 
     def post_conditions(self, node: NodeView, conditions: Sequence[dict[str, Any]]) -> bool:
@@ -314,8 +368,10 @@ class DryRunNodeLifecycleApi(OverlaidStore[NodeView]):
         by_type = {c["type"]: c for c in current.conditions} | {c["type"]: dict(c) for c in conditions}
         with self._lock:
             self._would_be[node.name] = replace(current, conditions=tuple(by_type.values()))
-        log.info("dry run: would set node conditions to Unknown",
-                 extra={"node": node.name, "conditions": [c["type"] for c in conditions]})
+        log.info(
+            "dry run: would set node conditions to Unknown",
+            extra={"node": node.name, "conditions": [c["type"] for c in conditions]},
+        )
         return True
 
     def set_labels(self, node: NodeView, labels: Mapping[str, str]) -> bool:

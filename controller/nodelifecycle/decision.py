@@ -79,8 +79,9 @@ def taint_name(taint: Taint) -> str:
     return str(taint["key"]).rsplit("/", 1)[-1]
 
 
-def updated_taints(current: Sequence[Taint], add: Sequence[Taint], remove: Sequence[Taint],
-                   now: float) -> list[dict[str, Any]]:
+def updated_taints(
+    current: Sequence[Taint], add: Sequence[Taint], remove: Sequence[Taint], now: float
+) -> list[dict[str, Any]]:
     """`current` without `remove` (by key+effect) plus `add` where missing; new NoExecute taints get timeAdded."""
     removed = {taint_identity(t) for t in remove}
     result = [dict(t) for t in current if taint_identity(t) not in removed]
@@ -96,8 +97,9 @@ def updated_taints(current: Sequence[Taint], add: Sequence[Taint], remove: Seque
     return result
 
 
-def taints_to_write(current: Sequence[Taint], add: Sequence[Taint], remove: Sequence[Taint],
-                    now: float) -> list[dict[str, Any]] | None:
+def taints_to_write(
+    current: Sequence[Taint], add: Sequence[Taint], remove: Sequence[Taint], now: float
+) -> list[dict[str, Any]] | None:
     """The taint list a write of `add` and `remove` makes from `current` (updated_taints); None when
     `current` already is that list (the same taints by key+effect, in order): nothing to write."""
     wanted = updated_taints(current, add, remove, now)
@@ -109,16 +111,23 @@ def taints_to_write(current: Sequence[Taint], add: Sequence[Taint], remove: Sequ
 def no_schedule_inputs(node: NodeView) -> tuple[Any, ...]:
     """What the NoSchedule taint and label sync reads of a node. A Node update that leaves these the
     same (a status post with a fresh heartbeat, every minute per node) has nothing for it to do."""
-    return (node.taints, node.unschedulable, node.labels,
-            tuple((condition.get("type"), condition.get("status")) for condition in node.conditions))
+    return (
+        node.taints,
+        node.unschedulable,
+        node.labels,
+        tuple((condition.get("type"), condition.get("status")) for condition in node.conditions),
+    )
 
 
 def labels_to_reconcile(labels: Mapping[str, str]) -> dict[str, str]:
     """The beta OS/arch labels to set, each to its GA label's value, where missing or different
     (upstream reconcileNodeLabels); empty when there is nothing to write. A node without a GA
     label has nothing to copy: its beta label is left as it is."""
-    return {beta: labels[ga] for ga, beta in BETA_LABEL_OF_GA_LABEL.items()
-            if ga in labels and labels.get(beta) != labels[ga]}
+    return {
+        beta: labels[ga]
+        for ga, beta in BETA_LABEL_OF_GA_LABEL.items()
+        if ga in labels and labels.get(beta) != labels[ga]
+    }
 
 
 def not_ready_marking_budget(zone_size: int) -> int:

@@ -10,9 +10,11 @@ from controller.zones import ZoneState, zone_label
 ZONE_HEALTH = Gauge("node_collector_zone_health", "Percentage of healthy nodes per zone.", ["zone"])
 ZONE_SIZE = Gauge("node_collector_zone_size", "Number of nodes per zone (excluded nodes not counted).", ["zone"])
 UNHEALTHY_NODES = Gauge("node_collector_unhealthy_nodes_in_zone", "Number of not-Ready nodes per zone.", ["zone"])
-ZONE_EVICTIONS = Counter("node_collector_evictions_total",
-                         "NoExecute not-ready/unreachable taints written by the node lifecycle monitor, per zone.",
-                         ["zone"])
+ZONE_EVICTIONS = Counter(
+    "node_collector_evictions_total",
+    "NoExecute not-ready/unreachable taints written by the node lifecycle monitor, per zone.",
+    ["zone"],
+)
 UPDATE_NODE_HEALTH_DURATION = Histogram(
     "node_collector_update_node_health_duration_seconds",
     "Duration in seconds for the node lifecycle monitor to update the health of a single node.",

@@ -142,10 +142,21 @@ class TermEnded(Exception):
 
 
 class NodeLifecycleMonitor:
-    def __init__(self, nodes: StoreReader[NodeView], leases: StoreReader[LeaseView], pods: StoreReader[PodView],
-                 api: NodeLifecycleApi, events: EventSink, settings: MonitorSettings, *, clock: Clock | None = None,
-                 no_schedule_queue: WorkQueue | None = None, pod_queue: WorkQueue | None = None,
-                 sleep: Callable[[float], None] = time.sleep, pods_synced: Callable[[], bool] = lambda: True) -> None:
+    def __init__(
+        self,
+        nodes: StoreReader[NodeView],
+        leases: StoreReader[LeaseView],
+        pods: StoreReader[PodView],
+        api: NodeLifecycleApi,
+        events: EventSink,
+        settings: MonitorSettings,
+        *,
+        clock: Clock | None = None,
+        no_schedule_queue: WorkQueue | None = None,
+        pod_queue: WorkQueue | None = None,
+        sleep: Callable[[float], None] = time.sleep,
+        pods_synced: Callable[[], bool] = lambda: True,
+    ) -> None:
         self._nodes = nodes
         self._leases = leases
         self._pods = pods
@@ -220,8 +231,9 @@ class NodeLifecycleMonitor:
         node = self._nodes.get(name)
         if node is None or not self._active:
             return True
-        to_add, to_remove = taint_diff(managed_no_schedule_taints(node.taints),
-                                       desired_no_schedule_taints(node.conditions, node.unschedulable))
+        to_add, to_remove = taint_diff(
+            managed_no_schedule_taints(node.taints), desired_no_schedule_taints(node.conditions, node.unschedulable)
+        )
         if not to_add and not to_remove:
             return True
         return self._api.swap_taints(name, to_add, to_remove)
@@ -344,8 +356,9 @@ class NodeLifecycleMonitor:
             self._pods_to_mark.discard(name)
             for queue in self.zone_queues.values():  # a deleted node must not stay in a queue's name set
                 queue.remove(name)
-            self._events.node_event(name, gone.uid, "RemovingNode", f"Node {name} event: Removing Node {name} from "
-                                                                   "Controller")
+            self._events.node_event(
+                name, gone.uid, "RemovingNode", f"Node {name} event: Removing Node {name} from Controller"
+            )
         zone_statuses: dict[str, list[str | None]] = {}
         zone_sizes: dict[str, int] = {}
         tainted = {NO_EXECUTE: 0, NO_SCHEDULE: 0}
@@ -387,8 +400,9 @@ class NodeLifecycleMonitor:
     def _register(self, node: NodeView) -> None:
         self._check_term()
         self._known[node.name] = node
-        self._events.node_event(node.name, node.uid, "RegisteredNode",
-                                f"Node {node.name} event: Registered Node {node.name} in Controller")
+        self._events.node_event(
+            node.name, node.uid, "RegisteredNode", f"Node {node.name} event: Registered Node {node.name} in Controller"
+        )
 
     def _ensure_zone(self, zone: str, now: float) -> None:
         """Upstream addPodEvictorForNewZone: a zone without a state starts Initial, tainting at the normal rate.
@@ -427,13 +441,20 @@ class NodeLifecycleMonitor:
             # Only the Lease was renewed: a full check would move the probe to now and change nothing else.
             if renew_time is None or not self.health.lease_renewed(node.name, renew_time, now):
                 return None
-            quiet = self._quiet[node.name] = quiet._replace(renew_time=renew_time,
-                                                             deadline=now + self.health.grace_period)
+            quiet = self._quiet[node.name] = quiet._replace(
+                renew_time=renew_time, deadline=now + self.health.grace_period
+            )
         return quiet
 
-    def _monitor_node(self, node: NodeView, renew_time: str | None, now: float,
-                      zone_statuses: dict[str, list[str | None]], zone_sizes: dict[str, int], first_sight: bool
-                      ) -> None:
+    def _monitor_node(
+        self,
+        node: NodeView,
+        renew_time: str | None,
+        now: float,
+        zone_statuses: dict[str, list[str | None]],
+        zone_sizes: dict[str, int],
+        first_sight: bool,
+    ) -> None:
         self._quiet.pop(node.name, None)
         verdict = self.health.update(node, renew_time, now, self._first_heard(node, now))
         if verdict.conditions_to_post and self._lease_cache_behind(node.name, renew_time):
@@ -444,8 +465,11 @@ class NodeLifecycleMonitor:
             if self._api.post_conditions(node, verdict.conditions_to_post):
                 break
             if attempt >= NODE_HEALTH_UPDATE_RETRY:
-                log.warning("could not set the conditions of node %s to Unknown after %d attempts; next pass",
-                            node.name, attempt)
+                log.warning(
+                    "could not set the conditions of node %s to Unknown after %d attempts; next pass",
+                    node.name,
+                    attempt,
+                )
                 return
             attempt += 1
             self._sleep(RETRY_SLEEP)
@@ -474,16 +498,27 @@ class NodeLifecycleMonitor:
         if status == "True":
             self._pods_to_mark.discard(node.name)
             health = self.health.get(node.name)
-            if (not node.no_execute_taints and node.ready_condition is not None and health is not None
-                    and node.name not in self._posted_ready and self._known.get(node.name) is node):
+            if (
+                not node.no_execute_taints
+                and node.ready_condition is not None
+                and health is not None
+                and node.name not in self._posted_ready
+                and self._known.get(node.name) is node
+            ):
                 # The probe only moves on a full check (or forward, for every node, leaving master
                 # disruption): a deadline saved now is never later than the node's real one.
-                self._quiet[node.name] = QuietNode(node, renew_time, health.probe_timestamp + self.health.grace_period,
-                                                   zone, bool(managed_no_schedule_taints(node.taints)))
+                self._quiet[node.name] = QuietNode(
+                    node,
+                    renew_time,
+                    health.probe_timestamp + self.health.grace_period,
+                    zone,
+                    bool(managed_no_schedule_taints(node.taints)),
+                )
         elif verdict.observed_ready.get("status") == "True":  # this pass moved it from True: upstream's one event
             self._check_term()
-            self._events.node_event(node.name, node.uid, "NodeNotReady",
-                                    f"Node {node.name} status is now: NodeNotReady")
+            self._events.node_event(
+                node.name, node.uid, "NodeNotReady", f"Node {node.name} status is now: NodeNotReady"
+            )
             self._pods_to_mark.add(node.name)
         elif first_sight or not self.settings.mark_pods_not_ready_on_transition_only:
             # Not ready, whoever made it so: its pods still Ready are marked (_mark_pods_not_ready). With the
@@ -510,13 +545,17 @@ class NodeLifecycleMonitor:
         if offset is None:
             log.warning("the apiserver's clock could not be read: nodes first seen are judged from now")
         elif not clock.dates_every_change:
-            log.info("the apiserver (%s) dates a Lease's managedFields only when the fields owned change, not at "
-                     "each renewal (before 1.25, kubernetes#110058): nodes first seen are judged from now",
-                     clock.git_version or "of an unknown version")
+            log.info(
+                "the apiserver (%s) dates a Lease's managedFields only when the fields owned change, not at "
+                "each renewal (before 1.25, kubernetes#110058): nodes first seen are judged from now",
+                clock.git_version or "of an unknown version",
+            )
             return None
         else:
-            log.info("the apiserver's clock measured", extra={"offset_low": round(offset.low, 3),
-                                                              "offset_high": round(offset.high, 3)})
+            log.info(
+                "the apiserver's clock measured",
+                extra={"offset_low": round(offset.low, 3), "offset_high": round(offset.high, 3)},
+            )
         return offset
 
     def _lease_cache_behind(self, name: str, cached_renew_time: str | None) -> bool:
@@ -531,8 +570,10 @@ class NodeLifecycleMonitor:
             return True
         if live is None or live == (cached_renew_time or None):
             return False
-        log.info("the Lease cache is behind: not marking the node Unknown this pass",
-                 extra={"node": name, "cached_renew_time": cached_renew_time, "live_renew_time": live})
+        log.info(
+            "the Lease cache is behind: not marking the node Unknown this pass",
+            extra={"node": name, "cached_renew_time": cached_renew_time, "live_renew_time": live},
+        )
         metrics.LEASE_CACHE_BEHIND.inc()
         return True
 
@@ -545,8 +586,9 @@ class NodeLifecycleMonitor:
                 self._no_execute_written.add(node.name)
                 self._check_term()
                 if not self._api.swap_taints(node.name, [add], [remove]):
-                    log.warning("could not swap %s for %s on node %s; next pass", taint_name(remove), taint_name(add),
-                                node.name)
+                    log.warning(
+                        "could not swap %s for %s on node %s; next pass", taint_name(remove), taint_name(add), node.name
+                    )
             else:
                 self._mark_for_tainting(queue, node, add, now)
         elif status == "True":
@@ -560,8 +602,11 @@ class NodeLifecycleMonitor:
         queue.add(node.name, node.uid, now)
 
     def _mark_reachable(self, node: NodeView, queue: RateLimitedTimedQueue | None, braking: bool = False) -> None:
-        present = [t for t in (NOT_READY_NO_EXECUTE, UNREACHABLE_NO_EXECUTE) if has_taint(node, t)
-                   ] if node.no_execute_taints else []  # the common case: a healthy node without any
+        present = (
+            [t for t in (NOT_READY_NO_EXECUTE, UNREACHABLE_NO_EXECUTE) if has_taint(node, t)]
+            if node.no_execute_taints
+            else []
+        )  # the common case: a healthy node without any
         # The view may be older than the node: swapped this pass, or tainted by the tainting pass
         # before the informer delivered it. Braking, remove both from any node not known healthy
         # (swap_taints reads the node live and writes nothing when neither is there).
@@ -600,8 +645,11 @@ class NodeLifecycleMonitor:
     def _pods_still_ready(self, node: NodeView) -> list[PodView]:
         """The node's pods whose Ready condition is not False (upstream MarkPodsNotReady flips only a Ready
         condition the pod has): one index lookup, no API call."""
-        return [pod for pod in self._pods.by_index(node.name)
-                if pod.node_name == node.name and pod.ready not in (None, "False")]
+        return [
+            pod
+            for pod in self._pods.by_index(node.name)
+            if pod.node_name == node.name and pod.ready not in (None, "False")
+        ]
 
     def _mark_node_pods_not_ready(self, pods: Sequence[PodView]) -> bool:
         """Upstream MarkPodsNotReady; True when every pod given is marked (else retried next pass)."""
@@ -655,8 +703,10 @@ class NodeLifecycleMonitor:
                 self._brake_zone(zone, now)
             return
         if all_are_fully:
-            log.warning("every zone is fully disrupted: entering master disruption mode; no NoExecute tainting "
-                        "and no NoExecute not-ready/unreachable taints until a zone recovers")
+            log.warning(
+                "every zone is fully disrupted: entering master disruption mode; no NoExecute tainting "
+                "and no NoExecute not-ready/unreachable taints until a zone recovers"
+            )
             for zone in list(self.zone_states):
                 self._brake_zone(zone, now)
             return
@@ -690,9 +740,16 @@ class NodeLifecycleMonitor:
         if queue is None:
             return
         settings = self.settings
-        queue.swap_limiter(eviction_rate(state, size, eviction_rate=settings.node_eviction_rate,
-                                         secondary_eviction_rate=settings.secondary_node_eviction_rate,
-                                         large_cluster_threshold=settings.large_cluster_size_threshold), now)
+        queue.swap_limiter(
+            eviction_rate(
+                state,
+                size,
+                eviction_rate=settings.node_eviction_rate,
+                secondary_eviction_rate=settings.secondary_node_eviction_rate,
+                large_cluster_threshold=settings.large_cluster_size_threshold,
+            ),
+            now,
+        )
 
     # --- the NoExecute tainting pass ---------------------------------------------------------------
 
@@ -783,16 +840,27 @@ class NodeLifecycleMonitor:
         """The monitor loop, the NoSchedule tainting (and label) workers and the pod marking workers."""
         self.last_pass_completed = self.last_progress = time.monotonic()
         threads = [threading.Thread(target=self.run, args=(stop,), name="node-lifecycle", daemon=True)]
-        threads += [threading.Thread(target=run_worker, args=(self.no_schedule_queue, self._process_node_key, stop,
-                                                            "NoSchedule tainting and labels"), name=f"no-schedule-{i}",
-                                     daemon=True) for i in range(NO_SCHEDULE_WORKERS)]
-        threads += [threading.Thread(target=run_worker, args=(self.pod_queue, self._process_pod_key, stop,
-                                                            "pod NotReady marking"), name=f"node-pods-{i}",
-                                     daemon=True) for i in range(POD_WORKERS)]
+        threads += [
+            threading.Thread(
+                target=run_worker,
+                args=(self.no_schedule_queue, self._process_node_key, stop, "NoSchedule tainting and labels"),
+                name=f"no-schedule-{i}",
+                daemon=True,
+            )
+            for i in range(NO_SCHEDULE_WORKERS)
+        ]
+        threads += [
+            threading.Thread(
+                target=run_worker,
+                args=(self.pod_queue, self._process_pod_key, stop, "pod NotReady marking"),
+                name=f"node-pods-{i}",
+                daemon=True,
+            )
+            for i in range(POD_WORKERS)
+        ]
         for thread in threads:
             thread.start()
 
     def stop(self) -> None:
         self.no_schedule_queue.shut_down()
         self.pod_queue.shut_down()
-

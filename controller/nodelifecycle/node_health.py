@@ -38,8 +38,9 @@ MESSAGE_NEVER_UPDATED = "Kubelet never posted node status."
 MAX_OFFSET_UNCERTAINTY = 3.0
 
 
-def first_heard(now: float, stamps: Iterable[str], offset: ClockOffset | None,
-                max_uncertainty: float = MAX_OFFSET_UNCERTAINTY) -> float | None:
+def first_heard(
+    now: float, stamps: Iterable[str], offset: ClockOffset | None, max_uncertainty: float = MAX_OFFSET_UNCERTAINTY
+) -> float | None:
     """When a node first seen was last heard, by our clock, as late as it may have been: the latest of the
     apiserver's stamps on its Lease and its status (whole seconds: the second may have run to its end),
     less the least offset. Never later than `now` (upstream's first look); None when it cannot be dated:
@@ -101,8 +102,9 @@ class HealthTracker:
         if health is not None:
             health.ready_transition_timestamp = now
 
-    def update(self, node: NodeView, lease_renew_time: str | None, now: float,
-               heard: float | None = None) -> HealthVerdict:
+    def update(
+        self, node: NodeView, lease_renew_time: str | None, now: float, heard: float | None = None
+    ) -> HealthVerdict:
         """Record what the node shows now and decide whether its conditions have gone stale. `heard`: when a
         node first seen was last heard (`first_heard`); None judges it from now, as upstream."""
         created = node.created if node.created is not None else now
@@ -110,8 +112,12 @@ class HealthTracker:
         current_ready = node.condition("Ready")
         if current_ready is None:
             # Never posted: judge it against the startup grace, counting from its creation.
-            observed_ready = {"type": "Ready", "status": "Unknown", "lastHeartbeatTime": format_time(created),
-                              "lastTransitionTime": format_time(created)}
+            observed_ready = {
+                "type": "Ready",
+                "status": "Unknown",
+                "lastHeartbeatTime": format_time(created),
+                "lastTransitionTime": format_time(created),
+            }
             grace = self.startup_grace_period
             health = saved if saved is not None else NodeHealth(created, created, None, None)
             health.ready = None
@@ -122,15 +128,20 @@ class HealthTracker:
             if saved is None or saved_ready is None:
                 # First sight (or the controller restarted with the node already there): its Lease as seen
                 # now is the heartbeat `heard` dates, not a new one.
-                health = NodeHealth(now if heard is None else heard, now, current_ready,
-                                    saved.lease_renew_time if saved else None)
+                health = NodeHealth(
+                    now if heard is None else heard, now, current_ready, saved.lease_renew_time if saved else None
+                )
                 if saved is None and heard is not None and lease_renew_time:
                     health.lease_renew_time = parse_time(lease_renew_time)
                     health.lease_renew_raw = lease_renew_time
             elif saved_ready.get("lastHeartbeatTime") != current_ready.get("lastHeartbeatTime"):
                 transitioned = saved_ready.get("lastTransitionTime") != current_ready.get("lastTransitionTime")
-                health = NodeHealth(now, now if transitioned else saved.ready_transition_timestamp, current_ready,
-                                    saved.lease_renew_time)
+                health = NodeHealth(
+                    now,
+                    now if transitioned else saved.ready_transition_timestamp,
+                    current_ready,
+                    saved.lease_renew_time,
+                )
             else:
                 health = saved  # nothing new from the kubelet's status
                 health.ready = current_ready
@@ -173,10 +184,24 @@ class HealthTracker:
         for condition_type in STALE_CONDITION_TYPES:
             condition = node.condition(condition_type)
             if condition is None:
-                changed.append({"type": condition_type, "status": "Unknown", "reason": REASON_NEVER_UPDATED,
-                                "message": MESSAGE_NEVER_UPDATED, "lastHeartbeatTime": format_time(created),
-                                "lastTransitionTime": format_time(now)})
+                changed.append(
+                    {
+                        "type": condition_type,
+                        "status": "Unknown",
+                        "reason": REASON_NEVER_UPDATED,
+                        "message": MESSAGE_NEVER_UPDATED,
+                        "lastHeartbeatTime": format_time(created),
+                        "lastTransitionTime": format_time(now),
+                    }
+                )
             elif condition.get("status") != "Unknown":
-                changed.append({**condition, "status": "Unknown", "reason": REASON_UNKNOWN,
-                                "message": MESSAGE_UNKNOWN, "lastTransitionTime": format_time(now)})
+                changed.append(
+                    {
+                        **condition,
+                        "status": "Unknown",
+                        "reason": REASON_UNKNOWN,
+                        "message": MESSAGE_UNKNOWN,
+                        "lastTransitionTime": format_time(now),
+                    }
+                )
         return changed

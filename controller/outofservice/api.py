@@ -47,9 +47,15 @@ class KubeOutOfServiceApi:
         self._fence.require(FORCE_DELETION_ACTION, f"pod {pod.key}")
         body = {"gracePeriodSeconds": 0, "preconditions": {"uid": pod.uid}}
         try:
-            release(self._core.delete_namespaced_pod(
-                pod.name, pod.namespace, body=body,  # type: ignore[arg-type]  # the client sends a dict body as it is
-                _preload_content=False, _request_timeout=WORKER_REQUEST_TIMEOUT))
+            release(
+                self._core.delete_namespaced_pod(
+                    pod.name,
+                    pod.namespace,
+                    body=body,  # type: ignore[arg-type]  # the client sends a dict body as it is
+                    _preload_content=False,
+                    _request_timeout=WORKER_REQUEST_TIMEOUT,
+                )
+            )
         except ApiException as error:
             if is_not_found(error) or is_conflict(error):
                 log.info("pod already gone or replaced", extra={"pod": pod.key})
@@ -61,9 +67,14 @@ class KubeOutOfServiceApi:
         """True if this call deleted it (its driver detaches the volume, then lets it go); False if gone."""
         self._fence.require(DETACH_ACTION, f"volumeattachment {attachment.name}")
         try:
-            release(self._storage.delete_volume_attachment(
-                attachment.name, body={"preconditions": {"uid": attachment.uid}},  # type: ignore[arg-type]
-                _preload_content=False, _request_timeout=WORKER_REQUEST_TIMEOUT))
+            release(
+                self._storage.delete_volume_attachment(
+                    attachment.name,
+                    body={"preconditions": {"uid": attachment.uid}},  # type: ignore[arg-type]
+                    _preload_content=False,
+                    _request_timeout=WORKER_REQUEST_TIMEOUT,
+                )
+            )
         except ApiException as error:
             if is_not_found(error) or is_conflict(error):
                 log.info("volume attachment already gone or replaced", extra={"volumeattachment": attachment.name})
@@ -75,8 +86,15 @@ class KubeOutOfServiceApi:
         """Apply the fencing JSON patch; False if the node is gone; Conflict if it changed since it was read."""
         self._fence.require(FENCING_ACTION, f"node {name}")
         try:
-            release(self._core.patch_node(name, [dict(op) for op in ops], _content_type=JSON_PATCH,
-                                          _preload_content=False, _request_timeout=WORKER_REQUEST_TIMEOUT))
+            release(
+                self._core.patch_node(
+                    name,
+                    [dict(op) for op in ops],
+                    _content_type=JSON_PATCH,
+                    _preload_content=False,
+                    _request_timeout=WORKER_REQUEST_TIMEOUT,
+                )
+            )
         except ApiException as error:
             if is_not_found(error):
                 return False

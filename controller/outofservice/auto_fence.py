@@ -62,8 +62,14 @@ def unreachable_since(ready: Mapping[str, Any] | None, taints: Sequence[Taint]) 
     return parse_time(ready.get("lastTransitionTime"))
 
 
-def decide_auto_fence(ready: Mapping[str, Any] | None, taints: Sequence[Taint], annotations: Mapping[str, str],
-                      after: float, now: float, lease_renewed: float | None = None) -> AutoFenceDecision:
+def decide_auto_fence(
+    ready: Mapping[str, Any] | None,
+    taints: Sequence[Taint],
+    annotations: Mapping[str, str],
+    after: float,
+    now: float,
+    lease_renewed: float | None = None,
+) -> AutoFenceDecision:
     """Whether to fence the node now. `ready` is its Ready condition, `annotations` its annotations,
     `lease_renewed` when its kubelet last renewed its Lease (None: no Lease)."""
     if ready is None or ready.get("status") != "Unknown":
@@ -74,8 +80,9 @@ def decide_auto_fence(ready: Mapping[str, Any] | None, taints: Sequence[Taint], 
     if since is None:
         return AutoFenceDecision(False, NO_TRANSITION_TIME)
     if now - since < after:
-        return AutoFenceDecision(False, TOO_SOON, recheck_at=since + after,
-                                 detail=f"unreachable since {format_time(since)}")
+        return AutoFenceDecision(
+            False, TOO_SOON, recheck_at=since + after, detail=f"unreachable since {format_time(since)}"
+        )
     unreachable = f"unreachable since {format_time(since)} ({describe_duration(now - since)})"
     raw = annotations.get(CONFIRMED_AT_ANNOTATION)
     if raw is None:

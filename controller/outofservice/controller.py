@@ -98,10 +98,20 @@ class OutOfServiceApi(Protocol):
 
 
 class OutOfServiceController:
-    def __init__(self, nodes: StoreReader[NodeView], pods: StoreReader[PodView],
-                 attachments: StoreReader[VolumeAttachmentView], api: OutOfServiceApi, events: EventSink, *,
-                 auto_fence_after: float | None = None, leases: StoreReader[LeaseView] | None = None,
-                 clock: Clock | None = None, queue: WorkQueue | None = None, dry_run: bool = False) -> None:
+    def __init__(
+        self,
+        nodes: StoreReader[NodeView],
+        pods: StoreReader[PodView],
+        attachments: StoreReader[VolumeAttachmentView],
+        api: OutOfServiceApi,
+        events: EventSink,
+        *,
+        auto_fence_after: float | None = None,
+        leases: StoreReader[LeaseView] | None = None,
+        clock: Clock | None = None,
+        queue: WorkQueue | None = None,
+        dry_run: bool = False,
+    ) -> None:
         self._nodes = nodes
         self._pods = pods
         self._attachments = attachments
@@ -241,8 +251,13 @@ class OutOfServiceController:
                 return "in service"
             return self._auto_fence(node, self.auto_fence_after)
         with self._lock:
-            work = work_for(node, self._pods.by_index(name), self._attachments.by_index(name), self._deleted_pods,
-                            self._deleted_attachments)
+            work = work_for(
+                node,
+                self._pods.by_index(name),
+                self._attachments.by_index(name),
+                self._deleted_pods,
+                self._deleted_attachments,
+            )
         if not work:
             self.queue.forget(name)
             return "nothing to do"
@@ -262,8 +277,9 @@ class OutOfServiceController:
             for pod, reason in work.pods:
                 log.info("dry run: would force delete pod", extra={"pod": pod.key, "node": name, "reason": reason})
             for attachment in work.attachments:
-                log.info("dry run: would delete volume attachment",
-                         extra={"volumeattachment": attachment.name, "node": name})
+                log.info(
+                    "dry run: would delete volume attachment", extra={"volumeattachment": attachment.name, "node": name}
+                )
             self.queue.forget(name)
             return "dry-run"
         deleted_pods = deleted_attachments = 0
@@ -313,16 +329,20 @@ class OutOfServiceController:
             if deleted:
                 deleted_attachments += 1
                 metrics.VOLUME_ATTACHMENTS_DELETED.inc()
-                log.info("deleted volume attachment", extra={"volumeattachment": attachment.name, "node": name,
-                                                             "volume": attachment.persistent_volume})
+                log.info(
+                    "deleted volume attachment",
+                    extra={"volumeattachment": attachment.name, "node": name, "volume": attachment.persistent_volume},
+                )
         if deleted_pods or deleted_attachments:
             self._events.node_event(name, node.uid, NODE_REASON, node_message(name, deleted_pods, deleted_attachments))
         if failures:
             return self._retry(name, "; ".join(failures))
         self.queue.forget(name)
         if not self._still_out_of_service(name):
-            log.info("node back in service during a pass: its other pods are left alone",
-                     extra={"node": name, "deleted": deleted_pods})
+            log.info(
+                "node back in service during a pass: its other pods are left alone",
+                extra={"node": name, "deleted": deleted_pods},
+            )
             return "not out of service"
         return "deleted"
 
@@ -355,8 +375,14 @@ class OutOfServiceController:
         ready = ready_condition(live)
         taints = (live.get("spec") or {}).get("taints") or []
         lease = self._leases.get(name) if self._leases is not None else None
-        decision = decide_auto_fence(ready, taints, node_annotations(live), after, now,
-                                     parse_time(lease.renew_time) if lease is not None else None)
+        decision = decide_auto_fence(
+            ready,
+            taints,
+            node_annotations(live),
+            after,
+            now,
+            parse_time(lease.renew_time) if lease is not None else None,
+        )
         if decision.recheck_at is not None:
             self.queue.add_after(name, max(0.0, decision.recheck_at - now))
         if not decision.fence:
@@ -391,8 +417,13 @@ class OutOfServiceController:
             if self._auto_fence_said.get(name) == reason:
                 return
             self._auto_fence_said[name] = reason
-        log.info("not fencing unreachable node %s: %s%s", name, reason, f" ({detail})" if detail else "",
-                 extra={"node": name})
+        log.info(
+            "not fencing unreachable node %s: %s%s",
+            name,
+            reason,
+            f" ({detail})" if detail else "",
+            extra={"node": name},
+        )
 
     def _retry(self, name: str, why: str) -> str:
         delay = self.queue.add_rate_limited(name)
@@ -412,9 +443,12 @@ class OutOfServiceController:
 
     def start(self, stop: threading.Event) -> None:
         """One worker: a dead node's pods are few, and each deletion is one request."""
-        threading.Thread(target=run_worker, args=(self.queue, self.process, stop, "out-of-service pass",
-                                                  metrics.FAILURES.inc),
-                         name="out-of-service-worker", daemon=True).start()
+        threading.Thread(
+            target=run_worker,
+            args=(self.queue, self.process, stop, "out-of-service pass", metrics.FAILURES.inc),
+            name="out-of-service-worker",
+            daemon=True,
+        ).start()
 
     def stop(self) -> None:
         self.queue.shut_down()

@@ -94,8 +94,13 @@ class Work:
         return bool(self.pods or self.attachments)
 
 
-def work_for(node: NodeView, pods: Iterable[PodView], attachments: Iterable[VolumeAttachmentView],
-             done_pods: Mapping[str, str], done_attachments: Mapping[str, str]) -> Work:
+def work_for(
+    node: NodeView,
+    pods: Iterable[PodView],
+    attachments: Iterable[VolumeAttachmentView],
+    done_pods: Mapping[str, str],
+    done_attachments: Mapping[str, str],
+) -> Work:
     """What is left to delete on `node`; nothing unless it is out of service. `done_*` (key -> uid)
     are what this controller deleted already: a pod held by a finalizer, or an attachment held by its
     driver's, is not deleted twice, while a new object with the same name is."""
@@ -108,21 +113,27 @@ def work_for(node: NodeView, pods: Iterable[PodView], attachments: Iterable[Volu
         reason = out_of_service_claim(node, pod)
         if reason is not None:
             doomed.append((pod, reason))
-    detach = tuple(a for a in attachments
-                   if a.node_name == node.name and not a.deleting and done_attachments.get(a.key) != a.uid)
+    detach = tuple(
+        a for a in attachments if a.node_name == node.name and not a.deleting and done_attachments.get(a.key) != a.uid
+    )
     return Work(tuple(doomed), detach)
 
 
 def pod_message(pod: PodView, node: str, taint: Taint, reason: str) -> str:
-    return (f"Force deleting Pod {pod.key}: node {node} is out of service ({taint_text(taint)}) and not ready, "
-            f"and {reason}")
+    return (
+        f"Force deleting Pod {pod.key}: node {node} is out of service ({taint_text(taint)}) and not ready, and {reason}"
+    )
 
 
 def node_message(node: str, pods: int, attachments: int) -> str:
-    return (f"Node {node} is out of service and not ready: force deleted {pods} pod(s), deleted {attachments} "
-            f"volume attachment(s)")
+    return (
+        f"Node {node} is out of service and not ready: force deleted {pods} pod(s), deleted {attachments} "
+        f"volume attachment(s)"
+    )
 
 
 def ready_message(node: str) -> str:
-    return (f"Node {node} is Ready but still has the {OUT_OF_SERVICE} taint: nothing more is force deleted; "
-            f"remove the taint (kubectl taintkeeper unfence {node})")
+    return (
+        f"Node {node} is Ready but still has the {OUT_OF_SERVICE} taint: nothing more is force deleted; "
+        f"remove the taint (kubectl taintkeeper unfence {node})"
+    )

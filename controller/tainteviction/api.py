@@ -68,9 +68,15 @@ class KubeEvictionActions:
         try:
             self._mark(pod, target)
             self._fence.require(DELETION_ACTION, target)  # the patch may have taken its whole timeout
-            release(self._core.delete_namespaced_pod(
-                pod.name, pod.namespace, body={"preconditions": {"uid": pod.uid}},  # type: ignore[arg-type]  # the client sends a dict body as it is (its types want a model)
-                _preload_content=False, _request_timeout=WORKER_REQUEST_TIMEOUT))
+            release(
+                self._core.delete_namespaced_pod(
+                    pod.name,
+                    pod.namespace,
+                    body={"preconditions": {"uid": pod.uid}},  # type: ignore[arg-type]  # the client sends a dict body as it is (its types want a model)
+                    _preload_content=False,
+                    _request_timeout=WORKER_REQUEST_TIMEOUT,
+                )
+            )
         except ApiException as error:
             if is_not_found(error):
                 log.info("pod already gone", extra={"pod": pod.key})
@@ -88,9 +94,14 @@ class KubeEvictionActions:
             self._policy_version = served_policy_version(self._api, WORKER_REQUEST_TIMEOUT)
         self._fence.require(EVICTION_ACTION, target)
         try:
-            request_json(self._api, "POST", EVICTION_PATH, path_params={"namespace": pod.namespace, "name": pod.name},
-                         body=eviction_body(self._policy_version, pod.namespace, pod.name, pod.uid),
-                         timeout=WORKER_REQUEST_TIMEOUT)
+            request_json(
+                self._api,
+                "POST",
+                EVICTION_PATH,
+                path_params={"namespace": pod.namespace, "name": pod.name},
+                body=eviction_body(self._policy_version, pod.namespace, pod.name, pod.uid),
+                timeout=WORKER_REQUEST_TIMEOUT,
+            )
         except ApiException as error:
             if is_not_found(error) or is_conflict(error):
                 log.info("pod already gone or replaced; not evicting it", extra={"pod": pod.key})
@@ -110,6 +121,13 @@ class KubeEvictionActions:
 
     def _mark(self, pod: PodView, target: str) -> None:
         self._fence.require(DISRUPTION_TARGET_ACTION, target)
-        release(self._core.patch_namespaced_pod_status(
-            pod.name, pod.namespace, disruption_target_patch(pod.uid, time.time(), pod.generation),
-            _content_type=STRATEGIC_MERGE, _preload_content=False, _request_timeout=WORKER_REQUEST_TIMEOUT))
+        release(
+            self._core.patch_namespaced_pod_status(
+                pod.name,
+                pod.namespace,
+                disruption_target_patch(pod.uid, time.time(), pod.generation),
+                _content_type=STRATEGIC_MERGE,
+                _preload_content=False,
+                _request_timeout=WORKER_REQUEST_TIMEOUT,
+            )
+        )

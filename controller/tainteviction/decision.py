@@ -69,8 +69,14 @@ def taint_start(taint: Taint, first_seen: float, now: float) -> float:
     return added
 
 
-def taint_deadline(tolerations: Sequence[Toleration], taint: Taint, first_seen: Callable[[Taint], float],
-                   pod_arrived: float | None, now: float, comparison_operators: bool = False) -> EvictionDecision:
+def taint_deadline(
+    tolerations: Sequence[Toleration],
+    taint: Taint,
+    first_seen: Callable[[Taint], float],
+    pod_arrived: float | None,
+    now: float,
+    comparison_operators: bool = False,
+) -> EvictionDecision:
     """When `taint` alone calls for the pod's deletion (`at` None: never)."""
     started = taint_start(taint, first_seen(taint), now)
     if pod_arrived is not None and pod_arrived > started:
@@ -112,15 +118,24 @@ def decide_eviction(
     return EvictionDecision(at=None, reason=FOREVER if any_taint else NO_TAINTS)
 
 
-def due_taints(tolerations: Sequence[Toleration], taints: Iterable[Taint], first_seen: Callable[[Taint], float],
-               pod_arrived: float | None, now: float) -> list[Taint]:
+def due_taints(
+    tolerations: Sequence[Toleration],
+    taints: Iterable[Taint],
+    first_seen: Callable[[Taint], float],
+    pod_arrived: float | None,
+    now: float,
+) -> list[Taint]:
     """Every taint whose deadline for this pod has come: what a deletion now acts on."""
-    return [taint for taint in taints
-            if (at := taint_deadline(tolerations, taint, first_seen, pod_arrived, now).at) is not None and at <= now]
+    return [
+        taint
+        for taint in taints
+        if (at := taint_deadline(tolerations, taint, first_seen, pod_arrived, now).at) is not None and at <= now
+    ]
 
 
-def carry_swap_start(decision: EvictionDecision, pending_taint: Taint | None,
-                     pending_started: float | None) -> EvictionDecision:
+def carry_swap_start(
+    decision: EvictionDecision, pending_taint: Taint | None, pending_started: float | None
+) -> EvictionDecision:
     """Keep the start of a pending eviction across a not-ready <-> unreachable swap.
 
     `pending_taint` and `pending_started` describe the pod's eviction that was counting down before
@@ -129,9 +144,16 @@ def carry_swap_start(decision: EvictionDecision, pending_taint: Taint | None,
     the eviction; the very same taint (same timeAdded) keeps a start carried so once. Anything else,
     a new taint of the same key after a recovery included, keeps the new decision as it is.
     """
-    if (decision.at is None or decision.taint is None or decision.started is None or pending_taint is None
-            or pending_started is None or pending_started >= decision.started
-            or not is_node_failure_taint(decision.taint) or not is_node_failure_taint(pending_taint)):
+    if (
+        decision.at is None
+        or decision.taint is None
+        or decision.started is None
+        or pending_taint is None
+        or pending_started is None
+        or pending_started >= decision.started
+        or not is_node_failure_taint(decision.taint)
+        or not is_node_failure_taint(pending_taint)
+    ):
         return decision
     if taint_identity(decision.taint) == taint_identity(pending_taint) and decision.taint != pending_taint:
         return decision

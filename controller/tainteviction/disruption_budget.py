@@ -50,26 +50,32 @@ def check_taint_keys(keys: Iterable[str]) -> frozenset[str]:
     chosen = frozenset(key.strip() for key in keys if key.strip())
     refused = sorted(chosen & NEVER_BUDGETED_TAINT_KEYS)
     if refused:
-        raise ValueError(f"{', '.join(refused)} cannot respect disruption budgets: a pod on a failed or out-of-service "
-                         f"node is already cut off, and its budget would hold the eviction until the node is back")
+        raise ValueError(
+            f"{', '.join(refused)} cannot respect disruption budgets: a pod on a failed or out-of-service "
+            f"node is already cut off, and its budget would hold the eviction until the node is back"
+        )
     return chosen
 
 
 def opted_in(pod_annotations: Annotations, namespace_annotations: Annotations) -> bool:
-    return RESPECT_DISRUPTION_BUDGET in (pod_annotations.get(EVICTION_ANNOTATION),
-                                         namespace_annotations.get(EVICTION_ANNOTATION))
+    return RESPECT_DISRUPTION_BUDGET in (
+        pod_annotations.get(EVICTION_ANNOTATION),
+        namespace_annotations.get(EVICTION_ANNOTATION),
+    )
 
 
 def respects_budget(due: Iterable[Taint], pod_opted_in: bool, settings: BudgetSettings) -> bool:
     """True if every taint the eviction acts on may wait for a budget: none is a node-failure taint,
     and each is opted in (by the pod or namespace annotation, or its key in the flag)."""
     keys = [str(taint.get("key") or "") for taint in due]
-    return bool(keys) and all(key not in NEVER_BUDGETED_TAINT_KEYS and (pod_opted_in or key in settings.taint_keys)
-                              for key in keys)
+    return bool(keys) and all(
+        key not in NEVER_BUDGETED_TAINT_KEYS and (pod_opted_in or key in settings.taint_keys) for key in keys
+    )
 
 
-def budget_timeout(pod_annotations: Annotations, namespace_annotations: Annotations,
-                   default: float | None) -> tuple[float | None, str | None]:
+def budget_timeout(
+    pod_annotations: Annotations, namespace_annotations: Annotations, default: float | None
+) -> tuple[float | None, str | None]:
     """The ceiling in seconds (None: none) and, for an annotation that is not a duration, why it was
     ignored: the pod's annotation, else the namespace's, else `default`."""
     for where, found in (("pod", pod_annotations), ("namespace", namespace_annotations)):
@@ -105,8 +111,14 @@ class Choice:
     problem: str | None = None
 
 
-def choose_method(due: Iterable[Taint], pod_annotations: Annotations, namespace_annotations: Annotations,
-                  settings: BudgetSettings, due_since: float, now: float) -> Choice:
+def choose_method(
+    due: Iterable[Taint],
+    pod_annotations: Annotations,
+    namespace_annotations: Annotations,
+    settings: BudgetSettings,
+    due_since: float,
+    now: float,
+) -> Choice:
     """For a pod due since `due_since` because of the taints `due`: delete it, or evict it through its budget."""
     if not respects_budget(due, opted_in(pod_annotations, namespace_annotations), settings):
         return Choice(Method.DELETE)
@@ -118,16 +130,20 @@ def refusal_reason(status: Mapping[str, Any]) -> str | None:
     """Why an Eviction answered 429 was refused, if a disruption budget refused it (a Status whose
     causes name a DisruptionBudget); None for any other 429 (the apiserver's own throttling)."""
     causes = (status.get("details") or {}).get("causes") or []
-    budget = [str(cause.get("message") or "") for cause in causes if cause.get("reason") == "DisruptionBudget"
-              or cause.get("type") == "DisruptionBudget"]
+    budget = [
+        str(cause.get("message") or "")
+        for cause in causes
+        if cause.get("reason") == "DisruptionBudget" or cause.get("type") == "DisruptionBudget"
+    ]
     if budget:
         return "; ".join(message for message in budget if message) or str(status.get("message") or "")
     message = str(status.get("message") or "")
     return message if "disruption budget" in message else None
 
 
-def selecting_budgets(budgets: Iterable[Mapping[str, Any]], namespace: str, labels: Mapping[str, str],
-                      empty_selects_all: bool) -> list[Mapping[str, Any]]:
+def selecting_budgets(
+    budgets: Iterable[Mapping[str, Any]], namespace: str, labels: Mapping[str, str], empty_selects_all: bool
+) -> list[Mapping[str, Any]]:
     """The PodDisruptionBudgets (API JSON, any namespaces) that cover a pod. A budget without a
     selector covers nothing; an empty one covers every pod of its namespace in policy/v1
     (`empty_selects_all`), and none in policy/v1beta1 (the two versions differ there)."""

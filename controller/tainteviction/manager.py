@@ -76,11 +76,21 @@ class ScheduledEviction:
 
 
 class TaintEvictionManager:
-    def __init__(self, pods: StoreReader[PodView], actions: EvictionActions, events: EventSink, *,
-                 clock: Clock | None = None, dry_run: bool = False, queue: WorkQueue | None = None,
-                 workers: int = DEFAULT_WORKERS, namespaces: StoreReader[NamespaceView] | None = None,
-                 budgets: BudgetSettings | None = None, comparison_operators: bool = False,
-                 defer_to_out_of_service: bool = False) -> None:
+    def __init__(
+        self,
+        pods: StoreReader[PodView],
+        actions: EvictionActions,
+        events: EventSink,
+        *,
+        clock: Clock | None = None,
+        dry_run: bool = False,
+        queue: WorkQueue | None = None,
+        workers: int = DEFAULT_WORKERS,
+        namespaces: StoreReader[NamespaceView] | None = None,
+        budgets: BudgetSettings | None = None,
+        comparison_operators: bool = False,
+        defer_to_out_of_service: bool = False,
+    ) -> None:
         self._pods = pods
         # The out-of-service handling runs in this process: the pods it force deletes are its alone
         # (out_of_service_claim). Without it (--controllers=-out-of-service) every due pod is deleted
@@ -177,8 +187,14 @@ class TaintEvictionManager:
     def decide(self, pod: PodView, taints: Sequence[Taint], now: float) -> EvictionDecision:
         """The decision for `pod` under `taints`, using this manager's first-seen times and the
         start of the pod's pending eviction (kept across a not-ready <-> unreachable swap)."""
-        decision = decide_eviction(pod.tolerations, taints, self._first_seen_on(pod.node_name, now), pod.arrived, now,
-                                   self._comparison_operators)
+        decision = decide_eviction(
+            pod.tolerations,
+            taints,
+            self._first_seen_on(pod.node_name, now),
+            pod.arrived,
+            now,
+            self._comparison_operators,
+        )
         pending = self._scheduled.get(pod.key)
         if pending is None or pending.uid != pod.uid:
             return decision
@@ -199,8 +215,14 @@ class TaintEvictionManager:
         if decision.taint is not None:
             due.append(decision.taint)
         namespace = self._namespaces.get(pod.namespace) if self._namespaces is not None else None
-        return choose_method(due, pod.annotation_map, namespace.annotation_map if namespace is not None else {},
-                             self._budgets, decision.due_since if decision.due_since is not None else now, now)
+        return choose_method(
+            due,
+            pod.annotation_map,
+            namespace.annotation_map if namespace is not None else {},
+            self._budgets,
+            decision.due_since if decision.due_since is not None else now,
+            now,
+        )
 
     def scheduled_at(self, key: str) -> float | None:
         with self._lock:
@@ -227,8 +249,7 @@ class TaintEvictionManager:
         entry = self._scheduled.get(key)
         if entry is not None and entry.uid == pod.uid and entry.at == decision.at and entry.taint == decision.taint:
             return
-        self._scheduled[key] = ScheduledEviction(pod.uid, pod.node_name, decision.at, decision.taint,
-                                                 decision.started)
+        self._scheduled[key] = ScheduledEviction(pod.uid, pod.node_name, decision.at, decision.taint, decision.started)
         self._timers.schedule(key, decision.at)
         metrics.PENDING_EVICTIONS.set(len(self._scheduled))
         self._timer_wakeup.notify_all()
@@ -332,8 +353,11 @@ class TaintEvictionManager:
         if first_attempt:
             self._events.pod_event(pod, EVENT_REASON, f"Marking for deletion Pod {key}")
         if self._dry_run:
-            log.info("dry run: would %s pod", "evict" if method is Method.EVICT else "delete",
-                     extra={"pod": key, "node": pod.node_name, "reason": decision.reason})
+            log.info(
+                "dry run: would %s pod",
+                "evict" if method is Method.EVICT else "delete",
+                extra={"pod": key, "node": pod.node_name, "reason": decision.reason},
+            )
             self._finish(key, entry)
             return
         if method is Method.EVICT:
@@ -341,9 +365,13 @@ class TaintEvictionManager:
             return
         if method is Method.DELETE_AFTER_BUDGET_TIMEOUT and (timed_out or first_attempt):
             metrics.BUDGET_TIMEOUTS.inc()
-            self._events.pod_event(pod, BUDGET_TIMEOUT_REASON,
-                                   f"Disruption budget did not allow the eviction within {choice.timeout or 0:g}s "
-                                   f"of its deadline; deleting Pod {key}", "Warning")
+            self._events.pod_event(
+                pod,
+                BUDGET_TIMEOUT_REASON,
+                f"Disruption budget did not allow the eviction within {choice.timeout or 0:g}s "
+                f"of its deadline; deleting Pod {key}",
+                "Warning",
+            )
         try:
             self._actions.evict(pod)
         except Exception as error:
@@ -398,13 +426,20 @@ class TaintEvictionManager:
             metrics.WAITING_FOR_BUDGET.set(len(self._waiting))
         timeout = choice.timeout
         if first_refusal:
-            until = (f" until {format_time(deadline + timeout)}, then deleting it" if timeout is not None
-                     else " until the budget allows it")
+            until = (
+                f" until {format_time(deadline + timeout)}, then deleting it"
+                if timeout is not None
+                else " until the budget allows it"
+            )
             also = f" (ignored: {choice.problem})" if choice.problem else ""
-            self._events.pod_event(pod, WAITING_REASON, f"Eviction of Pod {key} refused: {refused}; retrying{until}"
-                                   f"{also}", "Warning")
-        delay = BUDGET_RETRY_SECONDS if timeout is None else min(BUDGET_RETRY_SECONDS,
-                                                                  deadline + timeout - self._clock.now())
+            self._events.pod_event(
+                pod, WAITING_REASON, f"Eviction of Pod {key} refused: {refused}; retrying{until}{also}", "Warning"
+            )
+        delay = (
+            BUDGET_RETRY_SECONDS
+            if timeout is None
+            else min(BUDGET_RETRY_SECONDS, deadline + timeout - self._clock.now())
+        )
         self.queue.add_after(key, delay)
         log.info("eviction of %s refused by its disruption budget (%s); retrying in %.1fs", key, refused, delay)
 
@@ -438,9 +473,15 @@ class TaintEvictionManager:
     def start(self, stop: threading.Event) -> None:
         """The timer loop and the deletion workers."""
         threads = [threading.Thread(target=self.run_timers, args=(stop,), name="eviction-timers", daemon=True)]
-        threads += [threading.Thread(target=run_worker, args=(self.queue, self.process, stop, "eviction"),
-                                    name=f"eviction-worker-{i}", daemon=True)
-                    for i in range(self._workers)]
+        threads += [
+            threading.Thread(
+                target=run_worker,
+                args=(self.queue, self.process, stop, "eviction"),
+                name=f"eviction-worker-{i}",
+                daemon=True,
+            )
+            for i in range(self._workers)
+        ]
         for thread in threads:
             thread.start()
 
@@ -449,4 +490,3 @@ class TaintEvictionManager:
 
     def stuck(self) -> str | None:
         return None  # the timer loop only sleeps and queues: nothing in it can hang on the API
-

@@ -58,15 +58,15 @@ def decimal_integer(text: Any) -> int | None:
     return value if INT64_MIN <= value <= INT64_MAX else None
 
 
-def first_toleration_for_taint(tolerations: Iterable[Toleration], taint: Taint,
-                               comparison_operators: bool = False) -> Toleration | None:
+def first_toleration_for_taint(
+    tolerations: Iterable[Toleration], taint: Taint, comparison_operators: bool = False
+) -> Toleration | None:
     """The toleration that decides how long `taint` is tolerated: the pod's first that tolerates it.
 
     Upstream `GetMatchingTolerations` takes this one and ignores later ones, so
     `[unreachable Exists (forever), Exists NoExecute 60s]` tolerates `unreachable` forever.
     """
-    return next((toleration for toleration in tolerations if tolerates(toleration, taint, comparison_operators)),
-                None)
+    return next((toleration for toleration in tolerations if tolerates(toleration, taint, comparison_operators)), None)
 
 
 @dataclass(frozen=True)

@@ -40,8 +40,11 @@ class RealNodes:
         namespace is created."""
         deadline = time.monotonic() + 60
         while True:
-            active = [ns.metadata.name for ns in self.core.list_namespace().items
-                      if ns.metadata and ns.metadata.name and ns.status and ns.status.phase == "Active"]
+            active = [
+                ns.metadata.name
+                for ns in self.core.list_namespace().items
+                if ns.metadata and ns.metadata.name and ns.status and ns.status.phase == "Active"
+            ]
             pending = [name for name in active if not self._has_token(name)]
             if not pending:
                 return self
@@ -64,14 +67,24 @@ class RealNodes:
             raise RuntimeError(f"{len(names)} real nodes are up, {count} wanted")
         return names[:count]
 
-    def create_pods(self, node: str, count: int, *, namespace: str, tolerations: list[dict] | None = None,
-                    name_prefix: str = "pod", termination_grace_period: int = 2) -> list[str]:
+    def create_pods(
+        self,
+        node: str,
+        count: int,
+        *,
+        namespace: str,
+        tolerations: list[dict] | None = None,
+        name_prefix: str = "pod",
+        termination_grace_period: int = 2,
+    ) -> list[str]:
         image = next(n["busyboxImage"] for n in self.nodes() if n["name"] == node)
         names = []
         for index in range(count):
-            spec: dict = {"nodeName": node, "terminationGracePeriodSeconds": termination_grace_period,
-                          "containers": [{"name": "c", "image": image, "imagePullPolicy": "Never",
-                                          "command": ["sleep", "3600"]}]}
+            spec: dict = {
+                "nodeName": node,
+                "terminationGracePeriodSeconds": termination_grace_period,
+                "containers": [{"name": "c", "image": image, "imagePullPolicy": "Never", "command": ["sleep", "3600"]}],
+            }
             if tolerations is not None:
                 spec["tolerations"] = tolerations
             name = f"{name_prefix}-{index}"

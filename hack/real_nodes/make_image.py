@@ -66,9 +66,15 @@ def main() -> None:
     layer_tar = layer(files, args.busybox)
     diff_id = "sha256:" + hashlib.sha256(layer_tar).hexdigest()
     image_config = {
-        "architecture": "amd64", "os": "linux", "created": "1970-01-01T00:00:00Z",
-        "config": {"Entrypoint": args.entrypoint or None, "Cmd": args.cmd or None,
-                   "Env": ["PATH=/usr/local/sbin:/usr/local/bin:/usr/sbin:/usr/bin:/sbin:/bin"], "WorkingDir": "/"},
+        "architecture": "amd64",
+        "os": "linux",
+        "created": "1970-01-01T00:00:00Z",
+        "config": {
+            "Entrypoint": args.entrypoint or None,
+            "Cmd": args.cmd or None,
+            "Env": ["PATH=/usr/local/sbin:/usr/local/bin:/usr/sbin:/usr/bin:/sbin:/bin"],
+            "WorkingDir": "/",
+        },
         "rootfs": {"type": "layers", "diff_ids": [diff_id]},
         "history": [{"created": "1970-01-01T00:00:00Z", "created_by": "hack/real_nodes/make_image.py"}],
     }

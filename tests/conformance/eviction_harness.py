@@ -48,10 +48,10 @@ Json = dict[str, Any]
 
 # --- API objects, as raw JSON ------------------------------------------------------------------------
 
+
 def upstream_taint(index: int, added: float = START) -> Json:
     """Upstream's `createNoExecuteTaint(index)`: key testTaint<i>, value test<i>, NoExecute, added now."""
-    return {"key": f"testTaint{index}", "value": f"test{index}", "effect": "NoExecute",
-            "timeAdded": format_time(added)}
+    return {"key": f"testTaint{index}", "value": f"test{index}", "effect": "NoExecute", "timeAdded": format_time(added)}
 
 
 def upstream_toleration(index: int, seconds: int | None) -> Json:
@@ -63,17 +63,34 @@ def upstream_toleration(index: int, seconds: int | None) -> Json:
     return toleration
 
 
-def make_pod(name: str, node: str = "", tolerations: Iterable[Json] = (), *, namespace: str = NAMESPACE,
-             uid: str | None = None, created: float = LONG_AGO, bound: float | None = None,
-             terminating: bool = False) -> Json:
+def make_pod(
+    name: str,
+    node: str = "",
+    tolerations: Iterable[Json] = (),
+    *,
+    namespace: str = NAMESPACE,
+    uid: str | None = None,
+    created: float = LONG_AGO,
+    bound: float | None = None,
+    terminating: bool = False,
+) -> Json:
     """A pod as the API returns it. A pod with a node carries the scheduler's PodScheduled condition,
     whose lastTransitionTime is when it was bound (`bound`, default: when it was created)."""
     conditions: list[Json] = [{"type": "Ready", "status": "True"}]
     if node:
-        conditions.append({"type": "PodScheduled", "status": "True",
-                           "lastTransitionTime": format_time(created if bound is None else bound)})
-    metadata: Json = {"namespace": namespace, "name": name, "uid": uid or f"uid-{namespace}-{name}",
-                      "creationTimestamp": format_time(created)}
+        conditions.append(
+            {
+                "type": "PodScheduled",
+                "status": "True",
+                "lastTransitionTime": format_time(created if bound is None else bound),
+            }
+        )
+    metadata: Json = {
+        "namespace": namespace,
+        "name": name,
+        "uid": uid or f"uid-{namespace}-{name}",
+        "creationTimestamp": format_time(created),
+    }
     if terminating:
         metadata["deletionTimestamp"] = format_time(START)
     spec: Json = {"containers": [{"name": "c", "image": "registry.k8s.io/pause:3.9"}]}
@@ -82,16 +99,24 @@ def make_pod(name: str, node: str = "", tolerations: Iterable[Json] = (), *, nam
     tolerations = list(tolerations)
     if tolerations:
         spec["tolerations"] = tolerations
-    return {"apiVersion": "v1", "kind": "Pod", "metadata": metadata, "spec": spec,
-            "status": {"phase": "Running", "conditions": conditions}}
+    return {
+        "apiVersion": "v1",
+        "kind": "Pod",
+        "metadata": metadata,
+        "spec": spec,
+        "status": {"phase": "Running", "conditions": conditions},
+    }
 
 
 def make_node(name: str = "node1", taints: Iterable[Json] = ()) -> Json:
     taints = list(taints)
-    node: Json = {"apiVersion": "v1", "kind": "Node",
-                  "metadata": {"name": name, "uid": f"uid-{name}", "creationTimestamp": format_time(LONG_AGO)},
-                  "spec": {},
-                  "status": {"conditions": [{"type": "Ready", "status": "True"}]}}
+    node: Json = {
+        "apiVersion": "v1",
+        "kind": "Node",
+        "metadata": {"name": name, "uid": f"uid-{name}", "creationTimestamp": format_time(LONG_AGO)},
+        "spec": {},
+        "status": {"conditions": [{"type": "Ready", "status": "True"}]},
+    }
     if taints:
         node["spec"]["taints"] = taints
     return node
@@ -102,6 +127,7 @@ def pod_key(name: str, namespace: str = NAMESPACE) -> str:
 
 
 # --- the manager's surroundings --------------------------------------------------------------------------
+
 
 @dataclass
 class ApiCall:
@@ -145,8 +171,9 @@ class RecordingCore:
         self.calls.append(ApiCall("patch-status", f"{namespace}/{name}", self._now(), uid, body))
         return http_response(b"{}")
 
-    def delete_namespaced_pod(self, name: str, namespace: str, body: Json | None = None,
-                              **_: Any) -> urllib3.HTTPResponse:
+    def delete_namespaced_pod(
+        self, name: str, namespace: str, body: Json | None = None, **_: Any
+    ) -> urllib3.HTTPResponse:
         self._hooks()
         uid = str(((body or {}).get("preconditions") or {}).get("uid") or "")
         self.calls.append(ApiCall("delete", f"{namespace}/{name}", self._now(), uid, body))
@@ -165,8 +192,9 @@ class Cluster:
         self.actions._core = self.core  # type: ignore[assignment]  # duck-typed: the methods it calls
         self.actions._fence = WriteFence.without_lease()  # upstream's tables have no lease
         self.events = events if events is not None else RecordingEvents()
-        self.manager = TaintEvictionManager(self.store, self.actions, self.events, clock=self.clock,
-                                            queue=WorkQueue(self.clock))
+        self.manager = TaintEvictionManager(
+            self.store, self.actions, self.events, clock=self.clock, queue=WorkQueue(self.clock)
+        )
         self.manager.activate()
         self._nodes: dict[str, Json] = {}
 

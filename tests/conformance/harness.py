@@ -73,16 +73,28 @@ def zone_labels(region: str, zone: str) -> dict[str, str]:
 
 
 def condition(condition_type: str, status: str, heartbeat: float, transition: float) -> Json:
-    return {"type": condition_type, "status": status, "lastHeartbeatTime": format_time(heartbeat),
-            "lastTransitionTime": format_time(transition)}
+    return {
+        "type": condition_type,
+        "status": status,
+        "lastHeartbeatTime": format_time(heartbeat),
+        "lastTransitionTime": format_time(transition),
+    }
 
 
 def ready(status: str, heartbeat: float, transition: float) -> Json:
     return condition(READY, status, heartbeat, transition)
 
 
-def node_json(name: str, *, created: float, conditions: Iterable[Json] = (), labels: dict[str, str] | None = None,
-              uid: str | None = None, taints: Iterable[Json] = (), unschedulable: bool = False) -> Json:
+def node_json(
+    name: str,
+    *,
+    created: float,
+    conditions: Iterable[Json] = (),
+    labels: dict[str, str] | None = None,
+    uid: str | None = None,
+    taints: Iterable[Json] = (),
+    unschedulable: bool = False,
+) -> Json:
     spec: Json = {}
     if taints:
         spec["taints"] = [dict(t) for t in taints]
@@ -91,8 +103,12 @@ def node_json(name: str, *, created: float, conditions: Iterable[Json] = (), lab
     return {
         "apiVersion": "v1",
         "kind": "Node",
-        "metadata": {"name": name, "uid": uid or f"uid-{name}", "creationTimestamp": format_time(created),
-                     "labels": dict(labels or {})},
+        "metadata": {
+            "name": name,
+            "uid": uid or f"uid-{name}",
+            "creationTimestamp": format_time(created),
+            "labels": dict(labels or {}),
+        },
         "spec": spec,
         "status": {"conditions": [dict(c) for c in conditions]},
     }
@@ -112,8 +128,10 @@ def pod_json(name: str, node: str, *, namespace: str = "default", ready_status: 
 
 def lease_json(node: str, renew: float) -> Json:
     """Upstream createNodeLease: the node's Lease in kube-node-lease, renewed at `renew`."""
-    return {"metadata": {"name": node, "namespace": "kube-node-lease"},
-            "spec": {"holderIdentity": node, "renewTime": format_micro_time(renew)}}
+    return {
+        "metadata": {"name": node, "namespace": "kube-node-lease"},
+        "spec": {"holderIdentity": node, "renewTime": format_micro_time(renew)},
+    }
 
 
 @dataclass(frozen=True)
@@ -219,12 +237,15 @@ class _Api:
         cluster.writes.append(Write("status", node.name, posted))
         return True
 
-    def swap_taints(self, node_name: str, add: Sequence[Mapping[str, Any]],
-                    remove: Sequence[Mapping[str, Any]]) -> bool:
+    def swap_taints(
+        self, node_name: str, add: Sequence[Mapping[str, Any]], remove: Sequence[Mapping[str, Any]]
+    ) -> bool:
         cluster = self._cluster
         raw = cluster.nodes.get(node_name)
-        detail = (tuple(sorted(f"{t['key']}:{t['effect']}" for t in add)),
-                  tuple(sorted(f"{t['key']}:{t['effect']}" for t in remove)))
+        detail = (
+            tuple(sorted(f"{t['key']}:{t['effect']}" for t in add)),
+            tuple(sorted(f"{t['key']}:{t['effect']}" for t in remove)),
+        )
         if raw is None or cluster.fail_taint_writes > 0:
             if raw is not None:
                 cluster.fail_taint_writes -= 1
@@ -418,8 +439,11 @@ class Cluster:
     # -- what to look at ------------------------------------------------------------------------------------
 
     def taints(self, name: str, effect: str | None = None) -> builtins.list[tuple[str, str]]:
-        return sorted((t["key"], t["effect"]) for t in self.nodes[name]["spec"].get("taints") or []
-                      if effect is None or t.get("effect") == effect)
+        return sorted(
+            (t["key"], t["effect"])
+            for t in self.nodes[name]["spec"].get("taints") or []
+            if effect is None or t.get("effect") == effect
+        )
 
     def no_execute_keys(self, name: str) -> builtins.list[str]:
         return [key for key, _ in self.taints(name, NO_EXECUTE)]

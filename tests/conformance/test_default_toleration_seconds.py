@@ -38,8 +38,13 @@ def default(key: str, seconds: int = SECONDS) -> dict:
     return {"key": key, "operator": "Exists", "effect": "NoExecute", "tolerationSeconds": seconds}
 
 
-FOO_BAR_NOSCHEDULE_700 = {"key": "foo", "operator": "Equal", "value": "bar", "effect": "NoSchedule",
-                          "tolerationSeconds": 700}
+FOO_BAR_NOSCHEDULE_700 = {
+    "key": "foo",
+    "operator": "Equal",
+    "value": "bar",
+    "effect": "NoSchedule",
+    "tolerationSeconds": 700,
+}
 UNREACHABLE_ANY_EFFECT_700 = {"key": UNREACHABLE, "operator": "Exists", "tolerationSeconds": 700}
 WILDCARD_700 = {"operator": "Exists", "tolerationSeconds": 700}
 
@@ -80,35 +85,54 @@ def admitted_tolerations(body: dict) -> tuple[list[dict] | None, dict]:
 
 # --- TestForgivenessAdmission ----------------------------------------------------------------------------
 
-@pytest.mark.parametrize(("requested", "expected"), [
-    pytest.param(None, [default(NOT_READY), default(UNREACHABLE)],
-                 id="pod has no tolerations, expect add tolerations for `not-ready:NoExecute` and "
-                    "`unreachable:NoExecute`"),
-    pytest.param([FOO_BAR_NOSCHEDULE_700], [FOO_BAR_NOSCHEDULE_700, default(NOT_READY), default(UNREACHABLE)],
-                 id="pod has tolerations, but none is for taint `not-ready:NoExecute` or `unreachable:NoExecute`, "
-                    "expect add tolerations for `not-ready:NoExecute` and `unreachable:NoExecute`"),
-    pytest.param([default(NOT_READY, 700)], [default(NOT_READY, 700), default(UNREACHABLE)],
-                 id="pod specified a toleration for taint `not-ready:NoExecute`, expect add toleration for "
-                    "`unreachable:NoExecute`"),
-    pytest.param([default(UNREACHABLE, 700)], [default(UNREACHABLE, 700), default(NOT_READY)],
-                 id="pod specified a toleration for taint `unreachable:NoExecute`, expect add toleration for "
-                    "`not-ready:NoExecute`"),
-    pytest.param([default(NOT_READY, 700), default(UNREACHABLE, 700)],
-                 [default(NOT_READY, 700), default(UNREACHABLE, 700)],
-                 id="pod specified tolerations for both `not-ready:NoExecute` and `unreachable:NoExecute`, expect "
-                    "no change"),
-    pytest.param([UNREACHABLE_ANY_EFFECT_700], [UNREACHABLE_ANY_EFFECT_700, default(NOT_READY)],
-                 id="pod specified toleration for taint `unreachable`, expect add toleration for "
-                    "`not-ready:NoExecute`"),
-    pytest.param([WILDCARD_700], [WILDCARD_700],
-                 id="pod has wildcard toleration for all kind of taints, expect no change"),
-])
+
+@pytest.mark.parametrize(
+    ("requested", "expected"),
+    [
+        pytest.param(
+            None,
+            [default(NOT_READY), default(UNREACHABLE)],
+            id="pod has no tolerations, expect add tolerations for `not-ready:NoExecute` and `unreachable:NoExecute`",
+        ),
+        pytest.param(
+            [FOO_BAR_NOSCHEDULE_700],
+            [FOO_BAR_NOSCHEDULE_700, default(NOT_READY), default(UNREACHABLE)],
+            id="pod has tolerations, but none is for taint `not-ready:NoExecute` or `unreachable:NoExecute`, "
+            "expect add tolerations for `not-ready:NoExecute` and `unreachable:NoExecute`",
+        ),
+        pytest.param(
+            [default(NOT_READY, 700)],
+            [default(NOT_READY, 700), default(UNREACHABLE)],
+            id="pod specified a toleration for taint `not-ready:NoExecute`, expect add toleration for "
+            "`unreachable:NoExecute`",
+        ),
+        pytest.param(
+            [default(UNREACHABLE, 700)],
+            [default(UNREACHABLE, 700), default(NOT_READY)],
+            id="pod specified a toleration for taint `unreachable:NoExecute`, expect add toleration for "
+            "`not-ready:NoExecute`",
+        ),
+        pytest.param(
+            [default(NOT_READY, 700), default(UNREACHABLE, 700)],
+            [default(NOT_READY, 700), default(UNREACHABLE, 700)],
+            id="pod specified tolerations for both `not-ready:NoExecute` and `unreachable:NoExecute`, expect no change",
+        ),
+        pytest.param(
+            [UNREACHABLE_ANY_EFFECT_700],
+            [UNREACHABLE_ANY_EFFECT_700, default(NOT_READY)],
+            id="pod specified toleration for taint `unreachable`, expect add toleration for `not-ready:NoExecute`",
+        ),
+        pytest.param(
+            [WILDCARD_700], [WILDCARD_700], id="pod has wildcard toleration for all kind of taints, expect no change"
+        ),
+    ],
+)
 @pytest.mark.parametrize("operation", ["CREATE", "UPDATE"])
 def test_forgiveness_admission(requested, expected, operation):
     tolerations, response = admitted_tolerations(admission_review(requested, operation))
     assert tolerations == expected
     assert ("patch" in response) is (expected != (requested or []))
-    assert missing_default_tolerations(requested or []) == expected[len(requested or []):]
+    assert missing_default_tolerations(requested or []) == expected[len(requested or []) :]
     # upstream's reinvocation testing: admitting the admitted pod again changes nothing
     again, response = admitted_tolerations(admission_review(tolerations, operation))
     assert again == expected
@@ -119,12 +143,16 @@ def test_forgiveness_admission(requested, expected, operation):
 # Upstream asks the plugin which operations it handles; here: does a pod lacking the defaults get them
 # under that operation (the same pod object each time, so only the operation differs)?
 
-@pytest.mark.parametrize(("operation", "handles"), [
-    pytest.param("UPDATE", True, id="Update"),
-    pytest.param("CREATE", True, id="Create"),
-    pytest.param("DELETE", False, id="Delete"),
-    pytest.param("CONNECT", False, id="Connect"),
-])
+
+@pytest.mark.parametrize(
+    ("operation", "handles"),
+    [
+        pytest.param("UPDATE", True, id="Update"),
+        pytest.param("CREATE", True, id="Create"),
+        pytest.param("DELETE", False, id="Delete"),
+        pytest.param("CONNECT", False, id="Connect"),
+    ],
+)
 def test_handles(operation, handles):
     tolerations, response = admitted_tolerations(admission_review(None, operation))
     assert ("patch" in response) is handles

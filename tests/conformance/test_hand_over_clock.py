@@ -55,22 +55,34 @@ def node0_heartbeats(cluster: Cluster, moment: float, knows: Knowledge) -> None:
     """node0's kubelet renews its Lease (and the apiserver stamps it) at `moment`."""
     lease = lease_json("node0", moment)
     if knows.lease_stamped:
-        lease["metadata"]["managedFields"] = [{"manager": "kubelet", "operation": "Update",
-                                               "time": stamp(moment, knows.skew)}]
+        lease["metadata"]["managedFields"] = [
+            {"manager": "kubelet", "operation": "Update", "time": stamp(moment, knows.skew)}
+        ]
     cluster.put_lease(lease)
 
 
 def two_nodes(cluster: Cluster, knows: Knowledge) -> None:
     """node0, which will fall silent, and a healthy node in another zone (one dead node alone would be a
     fully disrupted cluster, never tainted)."""
-    node = node_json("node0", created=T0 - 3600, conditions=[ready("True", T0 - 40.0, T0 - 3600)],
-                     labels=zone_labels("region1", "zone-a"))
+    node = node_json(
+        "node0",
+        created=T0 - 3600,
+        conditions=[ready("True", T0 - 40.0, T0 - 3600)],
+        labels=zone_labels("region1", "zone-a"),
+    )
     if knows.status_stamped:
-        node["metadata"]["managedFields"] = [{"manager": "kubelet", "operation": "Update", "subresource": "status",
-                                              "time": stamp(T0 - 40.0, knows.skew)}]
+        node["metadata"]["managedFields"] = [
+            {"manager": "kubelet", "operation": "Update", "subresource": "status", "time": stamp(T0 - 40.0, knows.skew)}
+        ]
     cluster.put_node(node)
-    cluster.put_node(node_json("node1", created=T0 - 3600, conditions=[ready("True", T0 - 40.0, T0 - 3600)],
-                               labels=zone_labels("region1", "zone-b")))
+    cluster.put_node(
+        node_json(
+            "node1",
+            created=T0 - 3600,
+            conditions=[ready("True", T0 - 40.0, T0 - 3600)],
+            labels=zone_labels("region1", "zone-b"),
+        )
+    )
 
 
 def heartbeat(cluster: Cluster, moment: float) -> None:
@@ -108,28 +120,43 @@ def tainted_at(knows: Knowledge) -> float:
 UPSTREAMS = GRACE + 40.0 + PERIOD  # the new leader's first look + the grace, at the next pass: 95 s
 
 CASES = [
-    ("a hand-over 40 s into a node's silence: tainted at its grace, dated by the apiserver",
-     Knowledge(), GRACE + PERIOD),
-    ("the controller's clock 30 s ahead of the apiserver's: still not before the grace",
-     Knowledge(skew=-30.0), GRACE + PERIOD),
-    ("the controller's clock 30 s behind the apiserver's: the grace as well",
-     Knowledge(skew=30.0), GRACE + PERIOD),
-    ("the offset known only within 2.5 s: taken as late as it may be, the grace still",
-     Knowledge(measured=(-2.0, 0.5)), GRACE + PERIOD),
+    (
+        "a hand-over 40 s into a node's silence: tainted at its grace, dated by the apiserver",
+        Knowledge(),
+        GRACE + PERIOD,
+    ),
+    (
+        "the controller's clock 30 s ahead of the apiserver's: still not before the grace",
+        Knowledge(skew=-30.0),
+        GRACE + PERIOD,
+    ),
+    ("the controller's clock 30 s behind the apiserver's: the grace as well", Knowledge(skew=30.0), GRACE + PERIOD),
+    (
+        "the offset known only within 2.5 s: taken as late as it may be, the grace still",
+        Knowledge(measured=(-2.0, 0.5)),
+        GRACE + PERIOD,
+    ),
     ("the apiserver's clock could not be measured: upstream's first look", Knowledge(measured=None), UPSTREAMS),
     ("the offset known no better than 5 s: upstream's first look", Knowledge(measured=(-4.0, 1.0)), UPSTREAMS),
     ("a Lease without the apiserver's stamp: upstream's first look", Knowledge(lease_stamped=False), UPSTREAMS),
-    ("a status without the apiserver's stamp (it may be the later heartbeat): upstream's first look",
-     Knowledge(status_stamped=False), UPSTREAMS),
-    ("an apiserver before 1.25 (a renewal does not re-date the Lease's stamp): upstream's first look",
-     Knowledge(server_version="v1.24.17"), UPSTREAMS),
+    (
+        "a status without the apiserver's stamp (it may be the later heartbeat): upstream's first look",
+        Knowledge(status_stamped=False),
+        UPSTREAMS,
+    ),
+    (
+        "an apiserver before 1.25 (a renewal does not re-date the Lease's stamp): upstream's first look",
+        Knowledge(server_version="v1.24.17"),
+        UPSTREAMS,
+    ),
     ("an apiserver whose version cannot be read: upstream's first look", Knowledge(server_version=""), UPSTREAMS),
 ]
 
 
 @pytest.mark.parametrize(("knows", "expected"), [c[1:] for c in CASES], ids=[c[0] for c in CASES])
-def test_a_new_leader_taints_a_silent_node_at_its_grace_counted_from_its_last_heartbeat(knows: Knowledge,
-                                                                                        expected: float):
+def test_a_new_leader_taints_a_silent_node_at_its_grace_counted_from_its_last_heartbeat(
+    knows: Knowledge, expected: float
+):
     assert tainted_at(knows) == expected
 
 

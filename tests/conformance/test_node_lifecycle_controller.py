@@ -50,8 +50,10 @@ from tests.conformance.harness import (
     zone_labels,
 )
 
-README_SPREAD = ("Marking pods NotReady is spread out in a disrupted zone (k8s #77864): at most 10 % of a disrupted "
-                 "zone's nodes per monitor pass; when every zone is fully disrupted, none are")
+README_SPREAD = (
+    "Marking pods NotReady is spread out in a disrupted zone (k8s #77864): at most 10 % of a disrupted "
+    "zone's nodes per monitor pass; when every zone is fully disrupted, none are"
+)
 
 # (pytest node id, docs/architecture.md entry) of every row that asserts taintkeeper's documented behaviour
 # instead of upstream's.
@@ -87,15 +89,20 @@ def unknown(condition_type: str, why: tuple[str, str], heartbeat: float, transit
 
 def never_posted(created: float, now: float) -> list[dict]:
     """The four conditions written for a node that never posted status (heartbeat = creation)."""
-    return [unknown(t, NEVER_UPDATED, created, now) for t in ("Ready", "MemoryPressure", "DiskPressure",
-                                                              "PIDPressure")]
+    return [unknown(t, NEVER_UPDATED, created, now) for t in ("Ready", "MemoryPressure", "DiskPressure", "PIDPressure")]
 
 
 def add_healthy_elsewhere(cluster: Cluster) -> None:
     """One Ready node in a zone of its own: the cluster is then never wholly down (no all-zones brake)."""
     now = cluster.clock.now()
-    cluster.put_node(node_json(HEALTHY_ELSEWHERE, created=Y2012, labels=zone_labels("region9", "zone9"),
-                               conditions=[ready("True", now, Y2012)]))
+    cluster.put_node(
+        node_json(
+            HEALTHY_ELSEWHERE,
+            created=Y2012,
+            labels=zone_labels("region9", "zone9"),
+            conditions=[ready("True", now, Y2012)],
+        )
+    )
 
 
 def heartbeat_elsewhere(cluster: Cluster) -> None:
@@ -107,6 +114,7 @@ def heartbeat_elsewhere(cluster: Cluster) -> None:
 # =====================================================================================================================
 # TestMonitorNodeHealth: zone states after a first pass and after an hour with new statuses.
 # =====================================================================================================================
+
 
 def _zone_node(name: str, region_zone: tuple[str, str] | None, status: str | None, extra: dict | None = None) -> dict:
     labels = {**(zone_labels(*region_zone) if region_zone else {}), **(extra or {})}
@@ -121,40 +129,70 @@ Z2 = ("region1", "zone2")
 R2Z2 = ("region2", "zone2")
 
 MONITOR_NODE_HEALTH_ROWS = [
-    pytest.param([_zone_node("node0", None, "True")], [_HEALTHY_LATER], {"": NORMAL}, {"": NORMAL},
-                 id="No Disruption: Node created recently without failure domain labels (happens only at cluster "
-                    "startup)"),
-    pytest.param([_zone_node("node0", Z1, "Unknown"), _zone_node("node1", Z2, "Unknown")],
-                 [_UNHEALTHY_LATER, _HEALTHY_LATER],
-                 {zone_id(*Z1): FULL, zone_id(*Z2): FULL}, {zone_id(*Z1): FULL, zone_id(*Z2): NORMAL},
-                 id="No Disruption: Initially both zones down, one comes back"),
-    pytest.param([_zone_node(f"node{i}", Z1, None) for i in range(4)],
-                 [_UNHEALTHY_LATER, _UNHEALTHY_LATER, _UNHEALTHY_LATER, _HEALTHY_LATER],
-                 {zone_id(*Z1): FULL}, {zone_id(*Z1): PARTIAL},
-                 id="Partial Disruption: Nodes created recently without status conditions (happens only at cluster "
-                    "startup)"),
-    pytest.param([_zone_node(f"node{i}", Z1, s) for i, s in enumerate(["Unknown", "Unknown", "True", "True", "True"])],
-                 [_UNHEALTHY_LATER, _UNHEALTHY_LATER, _UNHEALTHY_LATER, _HEALTHY_LATER, _HEALTHY_LATER],
-                 {zone_id(*Z1): NORMAL}, {zone_id(*Z1): PARTIAL},
-                 id="Partial Disruption: one Node failed leading to the number of healthy Nodes to exceed the "
-                    "configured threshold"),
-    pytest.param([_zone_node(f"node{i}", Z1, s) for i, s in enumerate(["Unknown", "Unknown", "True"])],
-                 [_UNHEALTHY_LATER, _UNHEALTHY_LATER, _UNHEALTHY_LATER],
-                 {zone_id(*Z1): NORMAL}, {zone_id(*Z1): FULL},
-                 id="Full Disruption: the zone has less than 2 Nodes down, the last healthy Node has failed"),
-    pytest.param([_zone_node("node0", Z1, "Unknown"), _zone_node("node1", Z2, "True")],
-                 [_UNHEALTHY_LATER, _HEALTHY_LATER],
-                 {zone_id(*Z1): FULL, zone_id(*Z2): NORMAL}, {zone_id(*Z1): FULL, zone_id(*Z2): NORMAL},
-                 id="Full Disruption: all the Nodes in one zone are down"),
-    pytest.param([_zone_node("node0", Z1, "Unknown"), _zone_node("node1", R2Z2, "Unknown")],
-                 [_UNHEALTHY_LATER, _UNHEALTHY_LATER],
-                 {zone_id(*Z1): FULL, zone_id(*R2Z2): FULL}, {zone_id(*Z1): FULL, zone_id(*R2Z2): FULL},
-                 id="Full Disruption: all the Nodes in both the zones are down"),
-    pytest.param([_zone_node("node0", Z1, "True")], [[]], {zone_id(*Z1): NORMAL}, {zone_id(*Z1): FULL},
-                 id="Full Disruption: Ready condition removed from the Node"),
-    pytest.param([_zone_node("node0", Z1, "Unknown"), _zone_node("node-master", Z1, "True", {EXCLUDE_DISRUPTION: ""})],
-                 [_UNHEALTHY_LATER, _HEALTHY_LATER], {zone_id(*Z1): FULL}, {zone_id(*Z1): FULL},
-                 id="Full Disruption: the only available Node has the node.kubernetes.io/exclude-disruption label"),
+    pytest.param(
+        [_zone_node("node0", None, "True")],
+        [_HEALTHY_LATER],
+        {"": NORMAL},
+        {"": NORMAL},
+        id="No Disruption: Node created recently without failure domain labels (happens only at cluster startup)",
+    ),
+    pytest.param(
+        [_zone_node("node0", Z1, "Unknown"), _zone_node("node1", Z2, "Unknown")],
+        [_UNHEALTHY_LATER, _HEALTHY_LATER],
+        {zone_id(*Z1): FULL, zone_id(*Z2): FULL},
+        {zone_id(*Z1): FULL, zone_id(*Z2): NORMAL},
+        id="No Disruption: Initially both zones down, one comes back",
+    ),
+    pytest.param(
+        [_zone_node(f"node{i}", Z1, None) for i in range(4)],
+        [_UNHEALTHY_LATER, _UNHEALTHY_LATER, _UNHEALTHY_LATER, _HEALTHY_LATER],
+        {zone_id(*Z1): FULL},
+        {zone_id(*Z1): PARTIAL},
+        id="Partial Disruption: Nodes created recently without status conditions (happens only at cluster startup)",
+    ),
+    pytest.param(
+        [_zone_node(f"node{i}", Z1, s) for i, s in enumerate(["Unknown", "Unknown", "True", "True", "True"])],
+        [_UNHEALTHY_LATER, _UNHEALTHY_LATER, _UNHEALTHY_LATER, _HEALTHY_LATER, _HEALTHY_LATER],
+        {zone_id(*Z1): NORMAL},
+        {zone_id(*Z1): PARTIAL},
+        id="Partial Disruption: one Node failed leading to the number of healthy Nodes to exceed the "
+        "configured threshold",
+    ),
+    pytest.param(
+        [_zone_node(f"node{i}", Z1, s) for i, s in enumerate(["Unknown", "Unknown", "True"])],
+        [_UNHEALTHY_LATER, _UNHEALTHY_LATER, _UNHEALTHY_LATER],
+        {zone_id(*Z1): NORMAL},
+        {zone_id(*Z1): FULL},
+        id="Full Disruption: the zone has less than 2 Nodes down, the last healthy Node has failed",
+    ),
+    pytest.param(
+        [_zone_node("node0", Z1, "Unknown"), _zone_node("node1", Z2, "True")],
+        [_UNHEALTHY_LATER, _HEALTHY_LATER],
+        {zone_id(*Z1): FULL, zone_id(*Z2): NORMAL},
+        {zone_id(*Z1): FULL, zone_id(*Z2): NORMAL},
+        id="Full Disruption: all the Nodes in one zone are down",
+    ),
+    pytest.param(
+        [_zone_node("node0", Z1, "Unknown"), _zone_node("node1", R2Z2, "Unknown")],
+        [_UNHEALTHY_LATER, _UNHEALTHY_LATER],
+        {zone_id(*Z1): FULL, zone_id(*R2Z2): FULL},
+        {zone_id(*Z1): FULL, zone_id(*R2Z2): FULL},
+        id="Full Disruption: all the Nodes in both the zones are down",
+    ),
+    pytest.param(
+        [_zone_node("node0", Z1, "True")],
+        [[]],
+        {zone_id(*Z1): NORMAL},
+        {zone_id(*Z1): FULL},
+        id="Full Disruption: Ready condition removed from the Node",
+    ),
+    pytest.param(
+        [_zone_node("node0", Z1, "Unknown"), _zone_node("node-master", Z1, "True", {EXCLUDE_DISRUPTION: ""})],
+        [_UNHEALTHY_LATER, _HEALTHY_LATER],
+        {zone_id(*Z1): FULL},
+        {zone_id(*Z1): FULL},
+        id="Full Disruption: the only available Node has the node.kubernetes.io/exclude-disruption label",
+    ),
 ]
 
 
@@ -187,44 +225,74 @@ def test_monitor_node_health(nodes, later_statuses, initial, following):
 # which is how the 1.32 file (TestMonitorNodeHealth, last row) states the same scenario.
 # =====================================================================================================================
 
+
 def _old_node(name: str, region_zone: tuple[str, str], status: str, extra: dict | None = None) -> dict:
-    return node_json(name, created=Y2012, labels={**zone_labels(*region_zone), **(extra or {})},
-                     conditions=[ready(status, NOW_2015, NOW_2015)])
+    return node_json(
+        name,
+        created=Y2012,
+        labels={**zone_labels(*region_zone), **(extra or {})},
+        conditions=[ready(status, NOW_2015, NOW_2015)],
+    )
 
 
 _DISRUPTION_HEALTHY_LATER = [ready("True", NOW_2015 + HOUR, NOW_2015)]
 _DISRUPTION_UNHEALTHY_LATER = [ready("Unknown", NOW_2015, NOW_2015)]
 
 EVICT_PODS_WITH_DISRUPTION_ROWS = [
-    pytest.param([_old_node("node0", Z1, "Unknown"), _old_node("node1", Z1, "Unknown")],
-                 [_DISRUPTION_UNHEALTHY_LATER, _DISRUPTION_UNHEALTHY_LATER],
-                 {zone_id(*Z1): FULL}, {zone_id(*Z1): FULL}, False,
-                 id="Network Disruption: Only zone is down - eviction shouldn't take place."),
-    pytest.param([_old_node("node0", Z1, "Unknown"), _old_node("node1", R2Z2, "Unknown")],
-                 [_DISRUPTION_UNHEALTHY_LATER, _DISRUPTION_UNHEALTHY_LATER],
-                 {zone_id(*Z1): FULL, zone_id(*R2Z2): FULL}, {zone_id(*Z1): FULL, zone_id(*R2Z2): FULL}, False,
-                 id="Network Disruption: Both zones down - eviction shouldn't take place."),
-    pytest.param([_old_node("node0", Z1, "Unknown"), _old_node("node1", Z2, "True")],
-                 [_DISRUPTION_UNHEALTHY_LATER, _DISRUPTION_HEALTHY_LATER],
-                 {zone_id(*Z1): FULL, zone_id(*Z2): NORMAL}, {zone_id(*Z1): FULL, zone_id(*Z2): NORMAL}, True,
-                 id="Network Disruption: One zone is down - eviction should take place."),
-    pytest.param([_old_node("node0", Z1, "Unknown"), _old_node("node-master", Z1, "True", {EXCLUDE_DISRUPTION: ""})],
-                 [_DISRUPTION_UNHEALTHY_LATER, _DISRUPTION_HEALTHY_LATER],
-                 {zone_id(*Z1): FULL}, {zone_id(*Z1): FULL}, False,
-                 id="NetworkDisruption: eviction should stop, only -master Node is healthy"),
-    pytest.param([_old_node("node0", Z1, "Unknown"), _old_node("node1", Z2, "Unknown")],
-                 [_DISRUPTION_UNHEALTHY_LATER, _DISRUPTION_HEALTHY_LATER],
-                 {zone_id(*Z1): FULL, zone_id(*Z2): FULL}, {zone_id(*Z1): FULL, zone_id(*Z2): NORMAL}, True,
-                 id="Initially both zones down, one comes back - eviction should take place"),
-    pytest.param([_old_node(f"node{i}", Z1, s) for i, s in enumerate(["Unknown"] * 3 + ["True"] * 2)],
-                 [_DISRUPTION_UNHEALTHY_LATER] * 3 + [_DISRUPTION_HEALTHY_LATER] * 2,
-                 {zone_id(*Z1): PARTIAL}, {zone_id(*Z1): PARTIAL}, True,
-                 id="Zone is partially disrupted - eviction should take place."),
+    pytest.param(
+        [_old_node("node0", Z1, "Unknown"), _old_node("node1", Z1, "Unknown")],
+        [_DISRUPTION_UNHEALTHY_LATER, _DISRUPTION_UNHEALTHY_LATER],
+        {zone_id(*Z1): FULL},
+        {zone_id(*Z1): FULL},
+        False,
+        id="Network Disruption: Only zone is down - eviction shouldn't take place.",
+    ),
+    pytest.param(
+        [_old_node("node0", Z1, "Unknown"), _old_node("node1", R2Z2, "Unknown")],
+        [_DISRUPTION_UNHEALTHY_LATER, _DISRUPTION_UNHEALTHY_LATER],
+        {zone_id(*Z1): FULL, zone_id(*R2Z2): FULL},
+        {zone_id(*Z1): FULL, zone_id(*R2Z2): FULL},
+        False,
+        id="Network Disruption: Both zones down - eviction shouldn't take place.",
+    ),
+    pytest.param(
+        [_old_node("node0", Z1, "Unknown"), _old_node("node1", Z2, "True")],
+        [_DISRUPTION_UNHEALTHY_LATER, _DISRUPTION_HEALTHY_LATER],
+        {zone_id(*Z1): FULL, zone_id(*Z2): NORMAL},
+        {zone_id(*Z1): FULL, zone_id(*Z2): NORMAL},
+        True,
+        id="Network Disruption: One zone is down - eviction should take place.",
+    ),
+    pytest.param(
+        [_old_node("node0", Z1, "Unknown"), _old_node("node-master", Z1, "True", {EXCLUDE_DISRUPTION: ""})],
+        [_DISRUPTION_UNHEALTHY_LATER, _DISRUPTION_HEALTHY_LATER],
+        {zone_id(*Z1): FULL},
+        {zone_id(*Z1): FULL},
+        False,
+        id="NetworkDisruption: eviction should stop, only -master Node is healthy",
+    ),
+    pytest.param(
+        [_old_node("node0", Z1, "Unknown"), _old_node("node1", Z2, "Unknown")],
+        [_DISRUPTION_UNHEALTHY_LATER, _DISRUPTION_HEALTHY_LATER],
+        {zone_id(*Z1): FULL, zone_id(*Z2): FULL},
+        {zone_id(*Z1): FULL, zone_id(*Z2): NORMAL},
+        True,
+        id="Initially both zones down, one comes back - eviction should take place",
+    ),
+    pytest.param(
+        [_old_node(f"node{i}", Z1, s) for i, s in enumerate(["Unknown"] * 3 + ["True"] * 2)],
+        [_DISRUPTION_UNHEALTHY_LATER] * 3 + [_DISRUPTION_HEALTHY_LATER] * 2,
+        {zone_id(*Z1): PARTIAL},
+        {zone_id(*Z1): PARTIAL},
+        True,
+        id="Zone is partially disrupted - eviction should take place.",
+    ),
 ]
 
 
-@pytest.mark.parametrize(("nodes", "later_statuses", "initial", "following", "evicted"),
-                         EVICT_PODS_WITH_DISRUPTION_ROWS)
+@pytest.mark.parametrize(
+    ("nodes", "later_statuses", "initial", "following", "evicted"), EVICT_PODS_WITH_DISRUPTION_ROWS
+)
 def test_monitor_node_health_evict_pods_with_disruption(nodes, later_statuses, initial, following, evicted):
     cluster = Cluster(NOW_2015, replace(UPSTREAM_TEST_SETTINGS, large_cluster_size_threshold=0))
     for raw in nodes:
@@ -258,25 +326,40 @@ def test_monitor_node_health_evict_pods_with_disruption(nodes, later_statuses, i
 # =====================================================================================================================
 
 POD_STATUS_CHANGE_ROWS = [
-    pytest.param(False, id="Node created long time ago, node controller posted Unknown for a long period of time, the "
-                           "pod status must include reason for termination."),
+    pytest.param(
+        False,
+        id="Node created long time ago, node controller posted Unknown for a long period of time, the "
+        "pod status must include reason for termination.",
+    ),
     # Upstream's monitor leaves pod0 alone here, but its processPod marks it on the pod informer's first sync;
     # taintkeeper marks the pods of a node first seen not ready from the monitor instead: the same end state.
-    deliberate("test_pod_status_change",
-               "Node created long time ago, node controller posted Unknown for a long period of time, the pod "
-               "status must include reason for termination. [the only other pod update: marked NotReady]",
-               "Pods on a node that is already not ready when the controller first sees", True),
+    deliberate(
+        "test_pod_status_change",
+        "Node created long time ago, node controller posted Unknown for a long period of time, the pod "
+        "status must include reason for termination. [the only other pod update: marked NotReady]",
+        "Pods on a node that is already not ready when the controller first sees",
+        True,
+    ),
 ]
 
 
 @pytest.mark.parametrize("only_the_eviction_path_touches_pods", POD_STATUS_CHANGE_ROWS)
 def test_pod_status_change(only_the_eviction_path_touches_pods):
     cluster = Cluster(NOW_2015)
-    cluster.put_node(node_json("node0", created=Y2012, labels=zone_labels(*Z1),
-                               conditions=[ready("Unknown", NOW_2015, NOW_2015)]))
-    cluster.put_node(node_json("node1", created=Y2012, labels={"failure-domain.beta.kubernetes.io/region": "region1",
-                                                               "failure-domain.beta.kubernetes.io/zone": "zone1"},
-                               conditions=[ready("True", NOW_2015, NOW_2015)]))
+    cluster.put_node(
+        node_json("node0", created=Y2012, labels=zone_labels(*Z1), conditions=[ready("Unknown", NOW_2015, NOW_2015)])
+    )
+    cluster.put_node(
+        node_json(
+            "node1",
+            created=Y2012,
+            labels={
+                "failure-domain.beta.kubernetes.io/region": "region1",
+                "failure-domain.beta.kubernetes.io/zone": "zone1",
+            },
+            conditions=[ready("True", NOW_2015, NOW_2015)],
+        )
+    )
     cluster.put_pod(pod_json("pod0", "node0"))
     cluster.monitor_pass()
 
@@ -301,32 +384,71 @@ def test_pod_status_change(only_the_eviction_path_touches_pods):
 _READY_AT_NOON = [ready("True", NOW_2015, NOW_2015)]
 
 UPDATE_STATUS = "test_monitor_node_health_update_status"
-_UPDATE_STATUS_STALE_ID = ("Node created long time ago, with status updated by kubelet exceeds grace period. Expect "
-                           "Unknown status posted from node controller.")
-_UPDATE_STATUS_STALE_WRITTEN = [unknown("Ready", STOPPED, NOW_2015, NOW_2015 + HOUR),
-                                *[unknown(t, NEVER_UPDATED, Y2012, NOW_2015 + HOUR)
-                                  for t in ("MemoryPressure", "DiskPressure", "PIDPressure")]]
+_UPDATE_STATUS_STALE_ID = (
+    "Node created long time ago, with status updated by kubelet exceeds grace period. Expect "
+    "Unknown status posted from node controller."
+)
+_UPDATE_STATUS_STALE_WRITTEN = [
+    unknown("Ready", STOPPED, NOW_2015, NOW_2015 + HOUR),
+    *[unknown(t, NEVER_UPDATED, Y2012, NOW_2015 + HOUR) for t in ("MemoryPressure", "DiskPressure", "PIDPressure")],
+]
 
 UPDATE_STATUS_ROWS = [
-    pytest.param(node_json("node0", created=Y2012), 0.0, None, never_posted(Y2012, NOW_2015), False, False,
-                 id="Node created long time ago, without status: Expect Unknown status posted from node controller."),
-    pytest.param(node_json("node0", created=NOW_2015), 0.0, None, None, False, False,
-                 id="Node created recently, without status. Expect no action from node controller (within startup "
-                    "grace period)."),
-    deliberate(UPDATE_STATUS, _UPDATE_STATUS_STALE_ID, README_SPREAD,
-               node_json("node0", created=Y2012, conditions=_READY_AT_NOON), HOUR, _READY_AT_NOON,
-               _UPDATE_STATUS_STALE_WRITTEN, False, False),  # upstream: pod marked; here the only zone is down
-    pytest.param(node_json("node0", created=Y2012, conditions=_READY_AT_NOON), HOUR, _READY_AT_NOON,
-                 _UPDATE_STATUS_STALE_WRITTEN, True, True, id=_UPDATE_STATUS_STALE_ID + COMPANION),
-    pytest.param(node_json("node0", created=Y2012, conditions=[ready("True", NOW_2015, NOW_2015)]), 0.0, None, None,
-                 False, False,
-                 id="Node created long time ago, with status updated recently. Expect no action from node controller "
-                    "(within monitor grace period)."),
+    pytest.param(
+        node_json("node0", created=Y2012),
+        0.0,
+        None,
+        never_posted(Y2012, NOW_2015),
+        False,
+        False,
+        id="Node created long time ago, without status: Expect Unknown status posted from node controller.",
+    ),
+    pytest.param(
+        node_json("node0", created=NOW_2015),
+        0.0,
+        None,
+        None,
+        False,
+        False,
+        id="Node created recently, without status. Expect no action from node controller (within startup "
+        "grace period).",
+    ),
+    deliberate(
+        UPDATE_STATUS,
+        _UPDATE_STATUS_STALE_ID,
+        README_SPREAD,
+        node_json("node0", created=Y2012, conditions=_READY_AT_NOON),
+        HOUR,
+        _READY_AT_NOON,
+        _UPDATE_STATUS_STALE_WRITTEN,
+        False,
+        False,
+    ),  # upstream: pod marked; here the only zone is down
+    pytest.param(
+        node_json("node0", created=Y2012, conditions=_READY_AT_NOON),
+        HOUR,
+        _READY_AT_NOON,
+        _UPDATE_STATUS_STALE_WRITTEN,
+        True,
+        True,
+        id=_UPDATE_STATUS_STALE_ID + COMPANION,
+    ),
+    pytest.param(
+        node_json("node0", created=Y2012, conditions=[ready("True", NOW_2015, NOW_2015)]),
+        0.0,
+        None,
+        None,
+        False,
+        False,
+        id="Node created long time ago, with status updated recently. Expect no action from node controller "
+        "(within monitor grace period).",
+    ),
 ]
 
 
-def node0_with_pod0_over_two_passes(node: dict, time_to_pass: float, later_conditions: list,
-                                    healthy_elsewhere: bool) -> Cluster:
+def node0_with_pod0_over_two_passes(
+    node: dict, time_to_pass: float, later_conditions: list, healthy_elsewhere: bool
+) -> Cluster:
     """Upstream's two-step table shape: node0 and pod0 seen once; after `time_to_pass` (if any), node0
     reports `later_conditions` and a second pass runs."""
     cluster = Cluster(NOW_2015)
@@ -343,10 +465,12 @@ def node0_with_pod0_over_two_passes(node: dict, time_to_pass: float, later_condi
     return cluster
 
 
-@pytest.mark.parametrize(("node", "time_to_pass", "later_conditions", "written", "pod_marked", "healthy_elsewhere"),
-                         UPDATE_STATUS_ROWS)
-def test_monitor_node_health_update_status(node, time_to_pass, later_conditions, written, pod_marked,
-                                           healthy_elsewhere):
+@pytest.mark.parametrize(
+    ("node", "time_to_pass", "later_conditions", "written", "pod_marked", "healthy_elsewhere"), UPDATE_STATUS_ROWS
+)
+def test_monitor_node_health_update_status(
+    node, time_to_pass, later_conditions, written, pod_marked, healthy_elsewhere
+):
     cluster = node0_with_pod0_over_two_passes(node, time_to_pass, later_conditions, healthy_elsewhere)
 
     writes = cluster.status_writes("node0")
@@ -364,45 +488,151 @@ def test_monitor_node_health_update_status(node, time_to_pass, later_conditions,
 # =====================================================================================================================
 
 WITH_LEASE = "test_monitor_node_health_update_node_and_pod_status_with_lease"
-_LEASE_STALE_ID = ("Node created long time ago, with status updated by kubelet exceeds grace period. Node lease is "
-                   "also expired.")
+_LEASE_STALE_ID = (
+    "Node created long time ago, with status updated by kubelet exceeds grace period. Node lease is also expired."
+)
 _READY_AND_DISK = [ready("True", NOW_2015, NOW_2015), condition("DiskPressure", "False", NOW_2015, NOW_2015)]
-_READY_AND_DISK_LATER = [ready("True", NOW_2015 + HOUR, NOW_2015),
-                         condition("DiskPressure", "False", NOW_2015 + HOUR, NOW_2015)]
-_LEASE_STALE_WRITTEN = [unknown("Ready", STOPPED, NOW_2015, NOW_2015 + HOUR),
-                        *[unknown(t, NEVER_UPDATED, Y2012, NOW_2015 + HOUR)
-                          for t in ("MemoryPressure", "DiskPressure", "PIDPressure")]]
+_READY_AND_DISK_LATER = [
+    ready("True", NOW_2015 + HOUR, NOW_2015),
+    condition("DiskPressure", "False", NOW_2015 + HOUR, NOW_2015),
+]
+_LEASE_STALE_WRITTEN = [
+    unknown("Ready", STOPPED, NOW_2015, NOW_2015 + HOUR),
+    *[unknown(t, NEVER_UPDATED, Y2012, NOW_2015 + HOUR) for t in ("MemoryPressure", "DiskPressure", "PIDPressure")],
+]
 
 # (created, conditions, lease renew, time to pass, later conditions, later lease renew, written, pod marked, +healthy)
 WITH_LEASE_ROWS = [
-    pytest.param(NOW_2015, [], None, 0.0, None, None, None, False, False,
-                 id="Node created recently, without status. Node lease is missing."),
-    pytest.param(NOW_2015, [], NOW_2015, 0.0, None, None, None, False, False,
-                 id="Node created recently, without status. Node lease is renewed recently."),
-    pytest.param(Y2012, [], None, 0.0, None, None, never_posted(Y2012, NOW_2015), False, False,
-                 id="Node created long time ago, without status. Node lease is missing."),
-    pytest.param(Y2012, [], NOW_2015, HOUR, [], NOW_2015 + HOUR, None, False, False,
-                 id="Node created long time ago, without status. Node lease is renewed recently."),
-    pytest.param(Y2012, [], NOW_2015, HOUR, [], NOW_2015, never_posted(Y2012, NOW_2015 + HOUR), False, False,
-                 id="Node created long time ago, without status. Node lease is expired."),
-    pytest.param(Y2012, _READY_AND_DISK, NOW_2015, HOUR, _READY_AND_DISK, NOW_2015 + HOUR, None, False, False,
-                 id="Node created long time ago, with status updated by kubelet exceeds grace period. Node lease is "
-                    "renewed."),
-    pytest.param(Y2012, _READY_AND_DISK, NOW_2015, HOUR, _READY_AND_DISK_LATER, NOW_2015, None, False, False,
-                 id="Node created long time ago, with status updated by kubelet recently. Node lease is expired."),
-    deliberate(WITH_LEASE, _LEASE_STALE_ID, README_SPREAD,
-               Y2012, [ready("True", NOW_2015, NOW_2015)], NOW_2015, HOUR, [ready("True", NOW_2015, NOW_2015)],
-               NOW_2015, _LEASE_STALE_WRITTEN, False, False),  # upstream: pod marked; here the only zone is down
-    pytest.param(Y2012, [ready("True", NOW_2015, NOW_2015)], NOW_2015, HOUR, [ready("True", NOW_2015, NOW_2015)],
-                 NOW_2015, _LEASE_STALE_WRITTEN, True, True, id=_LEASE_STALE_ID + COMPANION),
+    pytest.param(
+        NOW_2015,
+        [],
+        None,
+        0.0,
+        None,
+        None,
+        None,
+        False,
+        False,
+        id="Node created recently, without status. Node lease is missing.",
+    ),
+    pytest.param(
+        NOW_2015,
+        [],
+        NOW_2015,
+        0.0,
+        None,
+        None,
+        None,
+        False,
+        False,
+        id="Node created recently, without status. Node lease is renewed recently.",
+    ),
+    pytest.param(
+        Y2012,
+        [],
+        None,
+        0.0,
+        None,
+        None,
+        never_posted(Y2012, NOW_2015),
+        False,
+        False,
+        id="Node created long time ago, without status. Node lease is missing.",
+    ),
+    pytest.param(
+        Y2012,
+        [],
+        NOW_2015,
+        HOUR,
+        [],
+        NOW_2015 + HOUR,
+        None,
+        False,
+        False,
+        id="Node created long time ago, without status. Node lease is renewed recently.",
+    ),
+    pytest.param(
+        Y2012,
+        [],
+        NOW_2015,
+        HOUR,
+        [],
+        NOW_2015,
+        never_posted(Y2012, NOW_2015 + HOUR),
+        False,
+        False,
+        id="Node created long time ago, without status. Node lease is expired.",
+    ),
+    pytest.param(
+        Y2012,
+        _READY_AND_DISK,
+        NOW_2015,
+        HOUR,
+        _READY_AND_DISK,
+        NOW_2015 + HOUR,
+        None,
+        False,
+        False,
+        id="Node created long time ago, with status updated by kubelet exceeds grace period. Node lease is renewed.",
+    ),
+    pytest.param(
+        Y2012,
+        _READY_AND_DISK,
+        NOW_2015,
+        HOUR,
+        _READY_AND_DISK_LATER,
+        NOW_2015,
+        None,
+        False,
+        False,
+        id="Node created long time ago, with status updated by kubelet recently. Node lease is expired.",
+    ),
+    deliberate(
+        WITH_LEASE,
+        _LEASE_STALE_ID,
+        README_SPREAD,
+        Y2012,
+        [ready("True", NOW_2015, NOW_2015)],
+        NOW_2015,
+        HOUR,
+        [ready("True", NOW_2015, NOW_2015)],
+        NOW_2015,
+        _LEASE_STALE_WRITTEN,
+        False,
+        False,
+    ),  # upstream: pod marked; here the only zone is down
+    pytest.param(
+        Y2012,
+        [ready("True", NOW_2015, NOW_2015)],
+        NOW_2015,
+        HOUR,
+        [ready("True", NOW_2015, NOW_2015)],
+        NOW_2015,
+        _LEASE_STALE_WRITTEN,
+        True,
+        True,
+        id=_LEASE_STALE_ID + COMPANION,
+    ),
 ]
 
 
-@pytest.mark.parametrize(("created", "conditions", "renewed", "time_to_pass", "later_conditions", "later_renewed",
-                          "written", "pod_marked", "healthy_elsewhere"), WITH_LEASE_ROWS)
-def test_monitor_node_health_update_node_and_pod_status_with_lease(created, conditions, renewed, time_to_pass,
-                                                                   later_conditions, later_renewed, written,
-                                                                   pod_marked, healthy_elsewhere):
+@pytest.mark.parametrize(
+    (
+        "created",
+        "conditions",
+        "renewed",
+        "time_to_pass",
+        "later_conditions",
+        "later_renewed",
+        "written",
+        "pod_marked",
+        "healthy_elsewhere",
+    ),
+    WITH_LEASE_ROWS,
+)
+def test_monitor_node_health_update_node_and_pod_status_with_lease(
+    created, conditions, renewed, time_to_pass, later_conditions, later_renewed, written, pod_marked, healthy_elsewhere
+):
     cluster = Cluster(NOW_2015)
     cluster.put_node(node_json("node0", created=created, conditions=conditions))
     cluster.put_pod(pod_json("pod0", "node0"))
@@ -433,27 +663,54 @@ def test_monitor_node_health_update_node_and_pod_status_with_lease(created, cond
 # =====================================================================================================================
 
 MARK_PODS = "test_monitor_node_health_mark_pods_not_ready"
-_MARK_PODS_STALE_ID = ("Node created long time ago, with status updated by kubelet exceeds grace period. Expect pods "
-                       "status updated and Unknown node status posted from node controller")
+_MARK_PODS_STALE_ID = (
+    "Node created long time ago, with status updated by kubelet exceeds grace period. Expect pods "
+    "status updated and Unknown node status posted from node controller"
+)
 
 MARK_PODS_ROWS = [
-    pytest.param(node_json("node0", created=NOW_2015), 0.0, None, False, False,
-                 id="Node created recently, without status. Expect no action from node controller (within startup "
-                    "grace period)."),
-    pytest.param(node_json("node0", created=Y2012, conditions=[ready("True", NOW_2015, NOW_2015)]), 0.0, None, False,
-                 False,
-                 id="Node created long time ago, with status updated recently. Expect no action from node controller "
-                    "(within monitor grace period)."),
-    deliberate(MARK_PODS, _MARK_PODS_STALE_ID, README_SPREAD,
-               node_json("node0", created=Y2012, conditions=[ready("True", NOW_2015, NOW_2015)]), MINUTE,
-               [ready("True", NOW_2015, NOW_2015)], False, False),  # upstream: pod marked; the only zone is down
-    pytest.param(node_json("node0", created=Y2012, conditions=[ready("True", NOW_2015, NOW_2015)]), MINUTE,
-                 [ready("True", NOW_2015, NOW_2015)], True, True, id=_MARK_PODS_STALE_ID + COMPANION),
+    pytest.param(
+        node_json("node0", created=NOW_2015),
+        0.0,
+        None,
+        False,
+        False,
+        id="Node created recently, without status. Expect no action from node controller (within startup "
+        "grace period).",
+    ),
+    pytest.param(
+        node_json("node0", created=Y2012, conditions=[ready("True", NOW_2015, NOW_2015)]),
+        0.0,
+        None,
+        False,
+        False,
+        id="Node created long time ago, with status updated recently. Expect no action from node controller "
+        "(within monitor grace period).",
+    ),
+    deliberate(
+        MARK_PODS,
+        _MARK_PODS_STALE_ID,
+        README_SPREAD,
+        node_json("node0", created=Y2012, conditions=[ready("True", NOW_2015, NOW_2015)]),
+        MINUTE,
+        [ready("True", NOW_2015, NOW_2015)],
+        False,
+        False,
+    ),  # upstream: pod marked; the only zone is down
+    pytest.param(
+        node_json("node0", created=Y2012, conditions=[ready("True", NOW_2015, NOW_2015)]),
+        MINUTE,
+        [ready("True", NOW_2015, NOW_2015)],
+        True,
+        True,
+        id=_MARK_PODS_STALE_ID + COMPANION,
+    ),
 ]
 
 
-@pytest.mark.parametrize(("node", "time_to_pass", "later_conditions", "pod_marked", "healthy_elsewhere"),
-                         MARK_PODS_ROWS)
+@pytest.mark.parametrize(
+    ("node", "time_to_pass", "later_conditions", "pod_marked", "healthy_elsewhere"), MARK_PODS_ROWS
+)
 def test_monitor_node_health_mark_pods_not_ready(node, time_to_pass, later_conditions, pod_marked, healthy_elsewhere):
     cluster = node0_with_pod0_over_two_passes(node, time_to_pass, later_conditions, healthy_elsewhere)
     if time_to_pass:
@@ -478,16 +735,19 @@ PODS_PER_NODE = 100
 WORKER_SIZE_ROWS = [
     deliberate(WORKER_SIZE, "workers: 0 (default, scheduler.UpdateWorkerSize)", README_SPREAD, 0, False, 0, 0),
     deliberate(WORKER_SIZE, "workers: 1", README_SPREAD, 1, False, 0, 0),
-    deliberate(WORKER_SIZE, "workers: 0 (default, scheduler.UpdateWorkerSize)" + COMPANION, README_SPREAD, 0, True,
-               500, 5000),
+    deliberate(
+        WORKER_SIZE, "workers: 0 (default, scheduler.UpdateWorkerSize)" + COMPANION, README_SPREAD, 0, True, 500, 5000
+    ),
     deliberate(WORKER_SIZE, "workers: 1" + COMPANION, README_SPREAD, 1, True, 500, 5000),
 ]
 
 
-@pytest.mark.parametrize(("workers", "healthy_elsewhere", "marked_first_pass", "marked_after_ten_passes"),
-                         WORKER_SIZE_ROWS)
-def test_monitor_node_health_mark_pods_not_ready_with_worker_size(workers, healthy_elsewhere, marked_first_pass,
-                                                                  marked_after_ten_passes):
+@pytest.mark.parametrize(
+    ("workers", "healthy_elsewhere", "marked_first_pass", "marked_after_ten_passes"), WORKER_SIZE_ROWS
+)
+def test_monitor_node_health_mark_pods_not_ready_with_worker_size(
+    workers, healthy_elsewhere, marked_first_pass, marked_after_ten_passes
+):
     del workers  # no counterpart: taintkeeper marks pods from its single loop thread
     cluster = Cluster(NOW_2015)
     for i in range(NUM_NODES):
@@ -518,16 +778,23 @@ def test_monitor_node_health_mark_pods_not_ready_with_worker_size(workers, healt
 # =====================================================================================================================
 
 RETRY = "test_monitor_node_health_mark_pods_not_ready_retry"
-_RETRY_IDS = ("successful pod status update, no retry required", "unsuccessful pod status update, retry required",
-              "unsuccessful pod list, retry required")
+_RETRY_IDS = (
+    "successful pod status update, no retry required",
+    "unsuccessful pod status update, retry required",
+    "unsuccessful pod list, retry required",
+)
 _RETRY_FAILURES: tuple[dict[str, int], ...] = ({}, {"fail_pod_status_writes": 1}, {"fail_pod_lists": 1})
 _RETRY_EXPECTED = (1, 2, 1)
 
 RETRY_ROWS = [
-    *[deliberate(RETRY, row_id, README_SPREAD, failures, False, 0)  # upstream: 1, 2, 1; the only zone is down
-      for row_id, failures in zip(_RETRY_IDS, _RETRY_FAILURES, strict=True)],
-    *[pytest.param(failures, True, expected, id=row_id + COMPANION)
-      for row_id, failures, expected in zip(_RETRY_IDS, _RETRY_FAILURES, _RETRY_EXPECTED, strict=True)],
+    *[
+        deliberate(RETRY, row_id, README_SPREAD, failures, False, 0)  # upstream: 1, 2, 1; the only zone is down
+        for row_id, failures in zip(_RETRY_IDS, _RETRY_FAILURES, strict=True)
+    ],
+    *[
+        pytest.param(failures, True, expected, id=row_id + COMPANION)
+        for row_id, failures, expected in zip(_RETRY_IDS, _RETRY_FAILURES, _RETRY_EXPECTED, strict=True)
+    ],
 ]
 
 
@@ -583,8 +850,9 @@ HAND_OVER = "leadership is handed over"
 def _kubelet_posts(cluster: Cluster, status: str) -> None:
     now = cluster.clock.now()
     if "node0" not in cluster.nodes:
-        cluster.put_node(node_json("node0", created=Y2012, labels=zone_labels(*Z1),
-                                   conditions=[ready(status, now, now)]))
+        cluster.put_node(
+            node_json("node0", created=Y2012, labels=zone_labels(*Z1), conditions=[ready(status, now, now)])
+        )
     else:
         old = next(c for c in cluster.conditions("node0") if c["type"] == "Ready")
         new = ready(status, now, now)
@@ -621,62 +889,126 @@ _ACTIONS = {
 #  of the flag row: None where the row asserts upstream's behaviour)
 _SILENT_AFTER_READY = ((0, (KUBELET_READY,)), (51, ()))  # the controller moves Ready True -> Unknown at 12:00:51
 STATE_BASED_SCENARIOS = [
-    ("the controller moves a silent node's Ready from True to Unknown", _SILENT_AFTER_READY,
-     {False: ("pods marked, one NodeNotReady event", "Unknown", "False", 1, 1),
-      True: ("pods marked, one NodeNotReady event", "Unknown", "False", 1, 1)}, None, None),
-    ("the kubelet reports Ready=False on a Ready node and keeps its Lease (k8s #125618)",
-     ((0, (KUBELET_READY,)), (5, (KUBELET_NOT_READY,)), (10, (LEASE,)), (15, (LEASE,)), (20, (KUBELET_NOT_READY,))),
-     {False: ("pods marked, no NodeNotReady event", "False", "False", 1, 0),
-      True: ("pods left Ready, as upstream", "False", "True", 0, 0)}, STATE_BASED, None),
-    ("the kubelet reports Ready=False, then goes silent and the controller sets Unknown (k8s #112733)",
-     ((0, (KUBELET_READY,)), (5, (KUBELET_NOT_READY,)), (10, (LEASE,)), (61, ()), (66, ())),
-     {False: ("pods marked", "Unknown", "False", 1, 0),
-      True: ("pods left Ready, as upstream", "Unknown", "True", 0, 0)}, STATE_BASED, None),
-    ("a pod is Ready when the controller moves its node from False to Unknown (k8s #112733)",
-     ((0, (KUBELET_READY,)), (5, (KUBELET_NOT_READY,)), (10, (LEASE,)), (61, (POD_READY,))),
-     {False: ("marked in that pass", "Unknown", "False", 2, 0),
-      True: ("left Ready, as upstream", "Unknown", "True", 0, 0)}, STATE_BASED, None),
-    ("a node first seen with Ready=False whose kubelet keeps its Lease",
-     ((0, (KUBELET_NOT_READY,)), (5, (LEASE,)), (10, (LEASE,))),
-     {False: ("pods marked on the first pass", "False", "False", 1, 0),
-      True: ("pods marked on the first pass", "False", "False", 1, 0)}, FIRST_SIGHT, FIRST_SIGHT),
-    ("a pod reported Ready again on a node its kubelet still reports Ready=False",
-     ((0, (KUBELET_NOT_READY,)), (5, (LEASE, POD_READY)), (10, (LEASE,))),
-     {False: ("marked again by the next pass", "False", "False", 2, 0),
-      True: ("left Ready, as upstream", "False", "True", 1, 0)}, STATE_BASED, FIRST_SIGHT),
-    ("a pod reported Ready again on a node the controller set Unknown",
-     (*_SILENT_AFTER_READY, (56, (POD_READY,)), (61, ())),
-     {False: ("marked again by the next pass", "Unknown", "False", 2, 1),
-      True: ("left Ready, as upstream", "Unknown", "True", 1, 1)}, STATE_BASED, None),
-    ("a Ready node whose kubelet keeps posting",
-     ((0, (KUBELET_READY,)), (5, (KUBELET_READY,)), (10, (LEASE,)), (60, (KUBELET_READY,))),
-     {False: ("nothing marked", "True", "True", 0, 0), True: ("nothing marked", "True", "True", 0, 0)}, None, None),
-    ("a restart after the controller set a node Unknown but before it marked its pods",
-     ((0, (KUBELET_READY,)), (51, (MARKING_FAILS,)), (53, (RESTART,))),
-     {False: ("marked by the new controller's first pass", "Unknown", "False", 2, 1),
-      True: ("marked by the new controller's first pass", "Unknown", "False", 2, 1)}, FIRST_SIGHT, FIRST_SIGHT),
-    ("a hand-over after the controller set a node Unknown but before it marked its pods",
-     ((0, (KUBELET_READY,)), (51, (MARKING_FAILS,)), (53, (HAND_OVER,))),
-     {False: ("marked by the new term's first pass", "Unknown", "False", 2, 1),
-      True: ("marked by the new term's first pass", "Unknown", "False", 2, 1)}, FIRST_SIGHT, FIRST_SIGHT),
+    (
+        "the controller moves a silent node's Ready from True to Unknown",
+        _SILENT_AFTER_READY,
+        {
+            False: ("pods marked, one NodeNotReady event", "Unknown", "False", 1, 1),
+            True: ("pods marked, one NodeNotReady event", "Unknown", "False", 1, 1),
+        },
+        None,
+        None,
+    ),
+    (
+        "the kubelet reports Ready=False on a Ready node and keeps its Lease (k8s #125618)",
+        ((0, (KUBELET_READY,)), (5, (KUBELET_NOT_READY,)), (10, (LEASE,)), (15, (LEASE,)), (20, (KUBELET_NOT_READY,))),
+        {
+            False: ("pods marked, no NodeNotReady event", "False", "False", 1, 0),
+            True: ("pods left Ready, as upstream", "False", "True", 0, 0),
+        },
+        STATE_BASED,
+        None,
+    ),
+    (
+        "the kubelet reports Ready=False, then goes silent and the controller sets Unknown (k8s #112733)",
+        ((0, (KUBELET_READY,)), (5, (KUBELET_NOT_READY,)), (10, (LEASE,)), (61, ()), (66, ())),
+        {
+            False: ("pods marked", "Unknown", "False", 1, 0),
+            True: ("pods left Ready, as upstream", "Unknown", "True", 0, 0),
+        },
+        STATE_BASED,
+        None,
+    ),
+    (
+        "a pod is Ready when the controller moves its node from False to Unknown (k8s #112733)",
+        ((0, (KUBELET_READY,)), (5, (KUBELET_NOT_READY,)), (10, (LEASE,)), (61, (POD_READY,))),
+        {
+            False: ("marked in that pass", "Unknown", "False", 2, 0),
+            True: ("left Ready, as upstream", "Unknown", "True", 0, 0),
+        },
+        STATE_BASED,
+        None,
+    ),
+    (
+        "a node first seen with Ready=False whose kubelet keeps its Lease",
+        ((0, (KUBELET_NOT_READY,)), (5, (LEASE,)), (10, (LEASE,))),
+        {
+            False: ("pods marked on the first pass", "False", "False", 1, 0),
+            True: ("pods marked on the first pass", "False", "False", 1, 0),
+        },
+        FIRST_SIGHT,
+        FIRST_SIGHT,
+    ),
+    (
+        "a pod reported Ready again on a node its kubelet still reports Ready=False",
+        ((0, (KUBELET_NOT_READY,)), (5, (LEASE, POD_READY)), (10, (LEASE,))),
+        {
+            False: ("marked again by the next pass", "False", "False", 2, 0),
+            True: ("left Ready, as upstream", "False", "True", 1, 0),
+        },
+        STATE_BASED,
+        FIRST_SIGHT,
+    ),
+    (
+        "a pod reported Ready again on a node the controller set Unknown",
+        (*_SILENT_AFTER_READY, (56, (POD_READY,)), (61, ())),
+        {
+            False: ("marked again by the next pass", "Unknown", "False", 2, 1),
+            True: ("left Ready, as upstream", "Unknown", "True", 1, 1),
+        },
+        STATE_BASED,
+        None,
+    ),
+    (
+        "a Ready node whose kubelet keeps posting",
+        ((0, (KUBELET_READY,)), (5, (KUBELET_READY,)), (10, (LEASE,)), (60, (KUBELET_READY,))),
+        {False: ("nothing marked", "True", "True", 0, 0), True: ("nothing marked", "True", "True", 0, 0)},
+        None,
+        None,
+    ),
+    (
+        "a restart after the controller set a node Unknown but before it marked its pods",
+        ((0, (KUBELET_READY,)), (51, (MARKING_FAILS,)), (53, (RESTART,))),
+        {
+            False: ("marked by the new controller's first pass", "Unknown", "False", 2, 1),
+            True: ("marked by the new controller's first pass", "Unknown", "False", 2, 1),
+        },
+        FIRST_SIGHT,
+        FIRST_SIGHT,
+    ),
+    (
+        "a hand-over after the controller set a node Unknown but before it marked its pods",
+        ((0, (KUBELET_READY,)), (51, (MARKING_FAILS,)), (53, (HAND_OVER,))),
+        {
+            False: ("marked by the new term's first pass", "Unknown", "False", 2, 1),
+            True: ("marked by the new term's first pass", "Unknown", "False", 2, 1),
+        },
+        FIRST_SIGHT,
+        FIRST_SIGHT,
+    ),
 ]
 
 STATE_BASED_ROWS = []
 for _scenario, _timeline, _expected, _default_entry, _flag_entry in STATE_BASED_SCENARIOS:
-    for _transition_only, _entry, _mode in ((False, _default_entry, "default"),
-                                            (True, _flag_entry, "--mark-pods-not-ready-on-transition-only")):
+    for _transition_only, _entry, _mode in (
+        (False, _default_entry, "default"),
+        (True, _flag_entry, "--mark-pods-not-ready-on-transition-only"),
+    ):
         _outcome, *_values = _expected[_transition_only]
         _row_id = f"{_scenario} [{_mode}: {_outcome}]"
         _params = (_timeline, _transition_only, *_values)
-        STATE_BASED_ROWS.append(deliberate(STATE_BASED_TEST, _row_id, _entry, *_params) if _entry
-                                else pytest.param(*_params, id=_row_id))
+        STATE_BASED_ROWS.append(
+            deliberate(STATE_BASED_TEST, _row_id, _entry, *_params) if _entry else pytest.param(*_params, id=_row_id)
+        )
 
 
-@pytest.mark.parametrize(("timeline", "transition_only", "node_ready", "pod_ready", "pod_status_writes",
-                          "node_not_ready_events"), STATE_BASED_ROWS)
-def test_pods_are_marked_not_ready_on_every_node_whose_ready_is_not_true(timeline, transition_only, node_ready,
-                                                                        pod_ready, pod_status_writes,
-                                                                        node_not_ready_events):
+@pytest.mark.parametrize(
+    ("timeline", "transition_only", "node_ready", "pod_ready", "pod_status_writes", "node_not_ready_events"),
+    STATE_BASED_ROWS,
+)
+def test_pods_are_marked_not_ready_on_every_node_whose_ready_is_not_true(
+    timeline, transition_only, node_ready, pod_ready, pod_status_writes, node_not_ready_events
+):
     settings = UPSTREAM_TEST_SETTINGS
     if transition_only:
         settings = replace(settings, mark_pods_not_ready_on_transition_only=True)
@@ -694,7 +1026,8 @@ def test_pods_are_marked_not_ready_on_every_node_whose_ready_is_not_true(timelin
     assert cluster.pod_views["default/pod0"].ready == pod_ready
     assert len(cluster.pod_status_attempts()) == pod_status_writes
     assert [e.name for e in cluster.events if e.reason == "NodeNotReady" and e.kind == "Node"] == (
-        ["node0"] * node_not_ready_events)
+        ["node0"] * node_not_ready_events
+    )
 
 
 def _zone1_node(name: str, status: str, heartbeat: float, transition: float) -> dict:
@@ -705,6 +1038,7 @@ def _zone1_node(name: str, status: str, heartbeat: float, transition: float) -> 
 # =====================================================================================================================
 # TestApplyNoExecuteTaints (single scenario)
 # =====================================================================================================================
+
 
 def test_apply_no_execute_taints():
     cluster = Cluster(NOW_2017)
@@ -741,6 +1075,7 @@ def test_apply_no_execute_taints():
 # the Unknown update, which is what docs/architecture.md's "A dead node is tainted one monitor period sooner" describes.
 # =====================================================================================================================
 
+
 def test_apply_no_execute_taints_to_unreachable_node():
     time1 = NOW_2017
     time2 = time1 + UPSTREAM_TEST_SETTINGS.node_monitor_grace_period + 1
@@ -769,6 +1104,7 @@ def test_apply_no_execute_taints_to_unreachable_node():
 # TestApplyNoExecuteTaintsToNodesEnqueueTwice (single scenario)
 # =====================================================================================================================
 
+
 def test_apply_no_execute_taints_to_nodes_enqueue_twice():
     cluster = Cluster(NOW_2017)
     cluster.put_node(_zone1_node("node0", "Unknown", NOW_2015, NOW_2015))
@@ -796,6 +1132,7 @@ def test_apply_no_execute_taints_to_nodes_enqueue_twice():
 # TestSwapUnreachableNotReadyTaints (single scenario)
 # =====================================================================================================================
 
+
 def test_swap_unreachable_not_ready_taints():
     cluster = Cluster(NOW_2017)
     cluster.put_node(_zone1_node("node0", "Unknown", NOW_2015, NOW_2015))
@@ -817,11 +1154,16 @@ def test_swap_unreachable_not_ready_taints():
 # =====================================================================================================================
 
 TAINTS_BY_CONDITION_ROWS = [
-    pytest.param([ready("True", NOW_2015, NOW_2015), condition("NetworkUnavailable", "True", NOW_2015, NOW_2015)],
-                 [("node.kubernetes.io/network-unavailable", NO_SCHEDULE)], id="NetworkUnavailable is true"),
-    pytest.param([ready("True", NOW_2015, NOW_2015), condition("NetworkUnavailable", "True", NOW_2015, NOW_2015)],
-                 [("node.kubernetes.io/network-unavailable", NO_SCHEDULE)],
-                 id="NetworkUnavailable is true (upstream repeats this row)"),
+    pytest.param(
+        [ready("True", NOW_2015, NOW_2015), condition("NetworkUnavailable", "True", NOW_2015, NOW_2015)],
+        [("node.kubernetes.io/network-unavailable", NO_SCHEDULE)],
+        id="NetworkUnavailable is true",
+    ),
+    pytest.param(
+        [ready("True", NOW_2015, NOW_2015), condition("NetworkUnavailable", "True", NOW_2015, NOW_2015)],
+        [("node.kubernetes.io/network-unavailable", NO_SCHEDULE)],
+        id="NetworkUnavailable is true (upstream repeats this row)",
+    ),
     pytest.param([ready("False", NOW_2015, NOW_2015)], [(NOT_READY_KEY, NO_SCHEDULE)], id="Ready is false"),
     pytest.param([ready("Unknown", NOW_2015, NOW_2015)], [(UNREACHABLE_KEY, NO_SCHEDULE)], id="Ready is unknown"),
 ]
@@ -830,8 +1172,9 @@ TAINTS_BY_CONDITION_ROWS = [
 @pytest.mark.parametrize(("conditions", "expected"), TAINTS_BY_CONDITION_ROWS)
 def test_taints_node_by_condition(conditions, expected):
     cluster = Cluster(NOW_2017)
-    cluster.put_node(node_json("node0", created=Y2012, labels=zone_labels(*Z1),
-                               conditions=[ready("True", NOW_2015, NOW_2015)]))
+    cluster.put_node(
+        node_json("node0", created=Y2012, labels=zone_labels(*Z1), conditions=[ready("True", NOW_2015, NOW_2015)])
+    )
     cluster.put_pod(pod_json("pod0", "node0"))
     cluster.put_node(node_json("node0", created=Y2012, labels=zone_labels(*Z1), conditions=conditions))
     assert cluster.no_schedule_sync("node0")
@@ -842,14 +1185,29 @@ def test_taints_node_by_condition(conditions, expected):
 # TestNodeEventGeneration: the first pass over a node records exactly one event, RegisteredNode, with its uid.
 # =====================================================================================================================
 
+
 def test_node_event_generation():
     cluster = Cluster(at(2016, 9, 10, 12))
-    cluster.put_node(node_json("node0", uid="1234567890", created=at(2015, 8, 10),
-                               conditions=[ready("Unknown", at(2015, 8, 10), at(2015, 8, 10))]))
+    cluster.put_node(
+        node_json(
+            "node0",
+            uid="1234567890",
+            created=at(2015, 8, 10),
+            conditions=[ready("Unknown", at(2015, 8, 10), at(2015, 8, 10))],
+        )
+    )
     cluster.put_pod(pod_json("pod0", "node0"))
     cluster.monitor_pass()
-    assert cluster.events == [Event("Node", "node0", "1234567890", "RegisteredNode",
-                                    "Node node0 event: Registered Node node0 in Controller", "Normal")]
+    assert cluster.events == [
+        Event(
+            "Node",
+            "node0",
+            "1234567890",
+            "RegisteredNode",
+            "Node node0 event: Registered Node node0 in Controller",
+            "Normal",
+        )
+    ]
 
 
 # =====================================================================================================================
@@ -867,20 +1225,27 @@ REGION = "topology.kubernetes.io/region"
 RECONCILE_NODE_LABELS_ROWS = [
     pytest.param(None, {}, [], id="No-op if node has no labels"),
     pytest.param({REGION: "region1"}, {REGION: "region1"}, [], id="No-op if no target labels present"),
-    pytest.param({GA_OS: "linux", GA_ARCH: "amd64"},
-                 {BETA_OS: "linux", BETA_ARCH: "amd64", GA_OS: "linux", GA_ARCH: "amd64"},
-                 [{BETA_OS: "linux", BETA_ARCH: "amd64"}], id="Create OS/arch beta labels when they don't exist"),
-    pytest.param({BETA_OS: "windows", BETA_ARCH: "arm", GA_OS: "linux", GA_ARCH: "amd64"},
-                 {BETA_OS: "linux", BETA_ARCH: "amd64", GA_OS: "linux", GA_ARCH: "amd64"},
-                 [{BETA_OS: "linux", BETA_ARCH: "amd64"}], id="Reconcile OS/arch beta labels to match stable labels"),
+    pytest.param(
+        {GA_OS: "linux", GA_ARCH: "amd64"},
+        {BETA_OS: "linux", BETA_ARCH: "amd64", GA_OS: "linux", GA_ARCH: "amd64"},
+        [{BETA_OS: "linux", BETA_ARCH: "amd64"}],
+        id="Create OS/arch beta labels when they don't exist",
+    ),
+    pytest.param(
+        {BETA_OS: "windows", BETA_ARCH: "arm", GA_OS: "linux", GA_ARCH: "amd64"},
+        {BETA_OS: "linux", BETA_ARCH: "amd64", GA_OS: "linux", GA_ARCH: "amd64"},
+        [{BETA_OS: "linux", BETA_ARCH: "amd64"}],
+        id="Reconcile OS/arch beta labels to match stable labels",
+    ),
 ]
 
 
 @pytest.mark.parametrize(("labels", "expected", "written"), RECONCILE_NODE_LABELS_ROWS)
 def test_reconcile_node_labels(labels, expected, written):
     cluster = Cluster(NOW_2017)
-    cluster.put_node(node_json("node0", created=Y2012, labels=zone_labels(*Z1),
-                               conditions=[ready("True", NOW_2015, NOW_2015)]))
+    cluster.put_node(
+        node_json("node0", created=Y2012, labels=zone_labels(*Z1), conditions=[ready("True", NOW_2015, NOW_2015)])
+    )
     cluster.put_pod(pod_json("pod0", "node0"))
     row_node = node_json("node0", created=Y2012)
     if labels is None:
@@ -920,8 +1285,13 @@ TRY_UPDATE_NODE_HEALTH_ROWS = [
     pytest.param(FAKE_OLD, None, "Unknown", _ALL_FOUR, id="Status nil - after grace period"),
     # Not an upstream assertion but upstream's code path: tryUpdateNodeHealth calls UpdateStatus only when the
     # Ready condition changed, so a node whose Ready is already Unknown gets no write at all.
-    pytest.param(FAKE_OLD, "Unknown", "Unknown", [],
-                 id="Status unknown - after grace period [no status write: Ready already Unknown]"),
+    pytest.param(
+        FAKE_OLD,
+        "Unknown",
+        "Unknown",
+        [],
+        id="Status unknown - after grace period [no status write: Ready already Unknown]",
+    ),
 ]
 
 
@@ -929,8 +1299,9 @@ TRY_UPDATE_NODE_HEALTH_ROWS = [
 def test_try_update_node_health(created, status, expected, written):
     conditions = [ready(status, created, created)] if status else []
     node = node_view(node_json("node0", created=created, conditions=conditions))
-    tracker = HealthTracker(UPSTREAM_TEST_SETTINGS.node_monitor_grace_period,
-                            UPSTREAM_TEST_SETTINGS.node_startup_grace_period)
+    tracker = HealthTracker(
+        UPSTREAM_TEST_SETTINGS.node_monitor_grace_period, UPSTREAM_TEST_SETTINGS.node_startup_grace_period
+    )
     tracker.update(node, None, created)
     verdict = tracker.update(node, None, NOW_2017)
 
@@ -947,11 +1318,15 @@ def test_try_update_node_health(created, status, expected, written):
 # Test_isNodeExcludedFromDisruptionChecks (rows unnamed upstream)
 # =====================================================================================================================
 
-@pytest.mark.parametrize(("metadata", "excluded"), [
-    pytest.param({"labels": {}}, False, id="#00 empty labels"),
-    pytest.param({"name": "master-abc"}, False, id="#01 name master-abc, no labels"),
-    pytest.param({"labels": {EXCLUDE_DISRUPTION: ""}}, True, id="#02 exclude-disruption label, empty value"),
-])
+
+@pytest.mark.parametrize(
+    ("metadata", "excluded"),
+    [
+        pytest.param({"labels": {}}, False, id="#00 empty labels"),
+        pytest.param({"name": "master-abc"}, False, id="#01 name master-abc, no labels"),
+        pytest.param({"labels": {EXCLUDE_DISRUPTION: ""}}, True, id="#02 exclude-disruption label, empty value"),
+    ],
+)
 def test_is_node_excluded_from_disruption_checks(metadata, excluded):
     raw = {"metadata": metadata, "status": {"conditions": [{"type": "Test"}]}}
     assert node_view(raw).excluded_from_disruption is excluded
@@ -962,8 +1337,9 @@ def test_is_node_excluded_from_disruption_checks(metadata, excluded):
 # =====================================================================================================================
 
 PROCESS_POD_ROWS = [
-    pytest.param("False", False, False,
-                 id="Do not mark pod as NotReady when the scheduled node's healthy is not gathered yet"),
+    pytest.param(
+        "False", False, False, id="Do not mark pod as NotReady when the scheduled node's healthy is not gathered yet"
+    ),
     pytest.param("True", True, False, id="Do not mark pod as NotReady when the scheduled node is ready"),
     pytest.param("False", True, True, id="Pod marked as NotReady when the scheduled node is not ready"),
 ]

@@ -51,11 +51,14 @@ def test_add_node():
     assert queue.names() == {"first", "second", "third"}
 
 
-@pytest.mark.parametrize(("removed", "left"), [
-    pytest.param("first", ["second", "third"], id="Remove first"),
-    pytest.param("second", ["first", "third"], id="Remove second"),
-    pytest.param("third", ["first", "second"], id="Remove third"),
-])
+@pytest.mark.parametrize(
+    ("removed", "left"),
+    [
+        pytest.param("first", ["second", "third"], id="Remove first"),
+        pytest.param("second", ["first", "third"], id="Remove second"),
+        pytest.param("third", ["first", "second"], id="Remove third"),
+    ],
+)
 def test_del_node(removed, left):
     queue = always_queue()
     three(queue, step=1.0)  # upstream's tick clock: one second per call

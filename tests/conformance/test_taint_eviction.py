@@ -60,12 +60,21 @@ DELIBERATE_DIFFERENCES: list[tuple[str, str]] = [
 
 # (test id, issue 10 defect) for the rows that failed on that defect before abed3df.
 ISSUE_10_ROWS: list[tuple[str, int]] = [
-    ("test_taint_swap_keeps_the_scheduled_eviction[not-ready swapped for unreachable 100s in: the eviction stays "
-     "at 300s]", 4),
-    ("test_min_toleration_time_uses_the_first_matching_toleration[unreachable Exists forever before Exists "
-     "NoExecute 60s: never evicted]", 5),
-    ("test_min_toleration_time_uses_the_first_matching_toleration[Exists NoExecute 600s before unreachable Exists "
-     "60s: evicted at 600s]", 5),
+    (
+        "test_taint_swap_keeps_the_scheduled_eviction[not-ready swapped for unreachable 100s in: the eviction stays "
+        "at 300s]",
+        4,
+    ),
+    (
+        "test_min_toleration_time_uses_the_first_matching_toleration[unreachable Exists forever before Exists "
+        "NoExecute 60s: never evicted]",
+        5,
+    ),
+    (
+        "test_min_toleration_time_uses_the_first_matching_toleration[Exists NoExecute 600s before unreachable Exists "
+        "60s: evicted at 600s]",
+        5,
+    ),
     ("test_a_pod_is_deleted_once[a node update during the eviction's API calls: the pod is deleted once]", 6),
     ("test_eventual_consistency[existing pod2 with taint toleration scheduled onto tainted Node]", 7),
 ]
@@ -101,11 +110,19 @@ def assert_deletions(cluster: Cluster, expected: dict[str, float | None]) -> Non
 
 # --- TestFilterNoExecuteTaints ------------------------------------------------------------------------
 
-@pytest.mark.parametrize("taints", [
-    pytest.param([{"key": "one", "value": "one", "effect": "NoExecute"},
-                  {"key": "two", "value": "two", "effect": "NoSchedule"}],
-                 id="Filtering keeps only the NoExecute taint"),
-])
+
+@pytest.mark.parametrize(
+    "taints",
+    [
+        pytest.param(
+            [
+                {"key": "one", "value": "one", "effect": "NoExecute"},
+                {"key": "two", "value": "two", "effect": "NoSchedule"},
+            ],
+            id="Filtering keeps only the NoExecute taint",
+        ),
+    ],
+)
 def test_filter_no_execute_taints(taints):
     assert [t["key"] for t in no_execute_taints(taints)] == ["one"]
     assert [t["key"] for t in node_view(make_node(NODE, taints)).no_execute_taints] == ["one"]
@@ -116,18 +133,34 @@ def test_filter_no_execute_taints(taints):
 # node live before deleting (docs/architecture.md: "the node is re-read live"), so the tainted node exists here in
 # the watch and in the API alike. "taintedNodes: {}" is an untainted node1.
 
-@pytest.mark.parametrize(("pod", "taints", "expected"), [
-    pytest.param(make_pod("pod1"), [upstream_taint(1)], NEVER, id="not scheduled - ignore"),
-    pytest.param(make_pod("pod1", NODE), [], NEVER, id="scheduled on untainted Node"),
-    pytest.param(make_pod("pod1", NODE), [upstream_taint(1)], 0.0, id="schedule on tainted Node"),
-    # Upstream only checks nothing happens within its 5 s poll; the pod goes when the 100 s run out.
-    pytest.param(make_pod("pod1", NODE, [upstream_toleration(1, 100)]), [upstream_taint(1)], 100.0,
-                 id="schedule on tainted Node with finite toleration"),
-    pytest.param(make_pod("pod1", NODE, [upstream_toleration(1, None)]), [upstream_taint(1)], NEVER,
-                 id="schedule on tainted Node with infinite toleration"),
-    pytest.param(make_pod("pod1", NODE, [upstream_toleration(2, None)]), [upstream_taint(1)], 0.0,
-                 id="schedule on tainted Node with infinite invalid toleration"),
-])
+
+@pytest.mark.parametrize(
+    ("pod", "taints", "expected"),
+    [
+        pytest.param(make_pod("pod1"), [upstream_taint(1)], NEVER, id="not scheduled - ignore"),
+        pytest.param(make_pod("pod1", NODE), [], NEVER, id="scheduled on untainted Node"),
+        pytest.param(make_pod("pod1", NODE), [upstream_taint(1)], 0.0, id="schedule on tainted Node"),
+        # Upstream only checks nothing happens within its 5 s poll; the pod goes when the 100 s run out.
+        pytest.param(
+            make_pod("pod1", NODE, [upstream_toleration(1, 100)]),
+            [upstream_taint(1)],
+            100.0,
+            id="schedule on tainted Node with finite toleration",
+        ),
+        pytest.param(
+            make_pod("pod1", NODE, [upstream_toleration(1, None)]),
+            [upstream_taint(1)],
+            NEVER,
+            id="schedule on tainted Node with infinite toleration",
+        ),
+        pytest.param(
+            make_pod("pod1", NODE, [upstream_toleration(2, None)]),
+            [upstream_taint(1)],
+            0.0,
+            id="schedule on tainted Node with infinite invalid toleration",
+        ),
+    ],
+)
 def test_create_pod(pod, taints, expected):
     cluster = Cluster()
     cluster.set_node(make_node(NODE, taints))
@@ -138,9 +171,13 @@ def test_create_pod(pod, taints, expected):
 
 # --- TestDeletePod ---------------------------------------------------------------------------------------
 
-@pytest.mark.parametrize("pod", [
-    pytest.param(make_pod("pod1", NODE), id="pod delete event with a tainted node does not panic"),
-])
+
+@pytest.mark.parametrize(
+    "pod",
+    [
+        pytest.param(make_pod("pod1", NODE), id="pod delete event with a tainted node does not panic"),
+    ],
+)
 def test_delete_pod(pod):
     cluster = Cluster()
     cluster.set_node(make_node(NODE, [upstream_taint(1)]))
@@ -153,19 +190,36 @@ def test_delete_pod(pod):
 
 # --- TestUpdatePod ------------------------------------------------------------------------------------------
 
-@pytest.mark.parametrize(("prev", "new", "scheduled_first", "expected"), [
-    pytest.param(make_pod("pod1"), make_pod("pod1", NODE), NEVER, 0.0, id="scheduling onto tainted Node"),
-    pytest.param(make_pod("pod1", "", [upstream_toleration(1, None)]),
-                 make_pod("pod1", NODE, [upstream_toleration(1, None)]), NEVER, NEVER,
-                 id="scheduling onto tainted Node with toleration"),
-    pytest.param(make_pod("pod1", NODE, [upstream_toleration(1, 100)]), make_pod("pod1", NODE), 100.0, 0.0,
-                 id="removing toleration"),
-    # Upstream keeps the eviction scheduled from the 1 s toleration and deletes at 1 s; taintkeeper
-    # recomputes the deadline from the new 100 s toleration (docs/architecture.md: "Toleration edits take effect").
-    pytest.param(make_pod("pod1", NODE, [upstream_toleration(1, 1)]),
-                 make_pod("pod1", NODE, [upstream_toleration(1, 100)]), 1.0, 100.0,
-                 id="lengthening toleration shouldn't work"),
-])
+
+@pytest.mark.parametrize(
+    ("prev", "new", "scheduled_first", "expected"),
+    [
+        pytest.param(make_pod("pod1"), make_pod("pod1", NODE), NEVER, 0.0, id="scheduling onto tainted Node"),
+        pytest.param(
+            make_pod("pod1", "", [upstream_toleration(1, None)]),
+            make_pod("pod1", NODE, [upstream_toleration(1, None)]),
+            NEVER,
+            NEVER,
+            id="scheduling onto tainted Node with toleration",
+        ),
+        pytest.param(
+            make_pod("pod1", NODE, [upstream_toleration(1, 100)]),
+            make_pod("pod1", NODE),
+            100.0,
+            0.0,
+            id="removing toleration",
+        ),
+        # Upstream keeps the eviction scheduled from the 1 s toleration and deletes at 1 s; taintkeeper
+        # recomputes the deadline from the new 100 s toleration (docs/architecture.md: "Toleration edits take effect").
+        pytest.param(
+            make_pod("pod1", NODE, [upstream_toleration(1, 1)]),
+            make_pod("pod1", NODE, [upstream_toleration(1, 100)]),
+            1.0,
+            100.0,
+            id="lengthening toleration shouldn't work",
+        ),
+    ],
+)
 def test_update_pod(prev, new, scheduled_first, expected):
     cluster = Cluster()
     cluster.set_node(make_node(NODE, [upstream_taint(1)]))
@@ -179,13 +233,22 @@ def test_update_pod(prev, new, scheduled_first, expected):
 
 # --- TestCreateNode -----------------------------------------------------------------------------------------
 
-@pytest.mark.parametrize(("pod", "taints", "expected"), [
-    pytest.param(make_pod("pod1", NODE), [], NEVER, id="Creating Node matching already assigned Pod"),
-    pytest.param(make_pod("pod1", NODE), [upstream_taint(1)], 0.0,
-                 id="Creating tainted Node matching already assigned Pod"),
-    pytest.param(make_pod("pod1", NODE, [upstream_toleration(1, None)]), [upstream_taint(1)], NEVER,
-                 id="Creating tainted Node matching already assigned tolerating Pod"),
-])
+
+@pytest.mark.parametrize(
+    ("pod", "taints", "expected"),
+    [
+        pytest.param(make_pod("pod1", NODE), [], NEVER, id="Creating Node matching already assigned Pod"),
+        pytest.param(
+            make_pod("pod1", NODE), [upstream_taint(1)], 0.0, id="Creating tainted Node matching already assigned Pod"
+        ),
+        pytest.param(
+            make_pod("pod1", NODE, [upstream_toleration(1, None)]),
+            [upstream_taint(1)],
+            NEVER,
+            id="Creating tainted Node matching already assigned tolerating Pod",
+        ),
+    ],
+)
 def test_create_node(pod, taints, expected):
     cluster = Cluster()
     cluster.preload_pods(pod)  # in the informer's store already; only the node add is delivered
@@ -197,6 +260,7 @@ def test_create_node(pod, taints, expected):
 # --- TestDeleteNode -----------------------------------------------------------------------------------------
 # Upstream checks the deleted node's entry leaves `taintedNodes`; here, observably: a pod that shows up
 # on that node name afterwards is judged against no taints at all.
+
 
 @pytest.mark.parametrize("taints", [pytest.param([upstream_taint(1)], id="deleted node's taints are forgotten")])
 def test_delete_node(taints):
@@ -210,23 +274,51 @@ def test_delete_node(taints):
 
 # --- TestUpdateNode -----------------------------------------------------------------------------------------
 
-@pytest.mark.parametrize(("pods", "old_taints", "new_taints", "expected"), [
-    pytest.param([make_pod("pod1", NODE)], [], [upstream_taint(1)], {POD1: 0.0},
-                 id="Added taint, expect node patched and deleted"),
-    # upstream watches 5 s only; the 100 s toleration runs out at 100 s
-    pytest.param([make_pod("pod1", NODE, [upstream_toleration(1, 100)])], [], [upstream_taint(1)], {POD1: 100.0},
-                 id="Added tolerated taint"),
-    pytest.param([make_pod("pod1", NODE, [upstream_toleration(1, 100)])], [],
-                 [upstream_taint(1), upstream_taint(2)], {POD1: 0.0}, id="Only one added taint tolerated"),
-    # Upstream hands over (tainted -> untainted) to a controller that never saw the taint. Here the
-    # tainted node is delivered first, so the 1 s eviction is really scheduled, and the removal 0.5 s
-    # later must cancel it.
-    pytest.param([make_pod("pod1", NODE, [upstream_toleration(1, 1)])], [upstream_taint(1)], [], {POD1: NEVER},
-                 id="Taint removed"),
-    pytest.param([make_pod("pod1", NODE, [upstream_toleration(1, 1), upstream_toleration(2, 100)])], [],
-                 [upstream_taint(1), upstream_taint(2)], {POD1: 1.0},
-                 id="Pod with multiple tolerations are evicted when first one runs out"),
-])
+
+@pytest.mark.parametrize(
+    ("pods", "old_taints", "new_taints", "expected"),
+    [
+        pytest.param(
+            [make_pod("pod1", NODE)],
+            [],
+            [upstream_taint(1)],
+            {POD1: 0.0},
+            id="Added taint, expect node patched and deleted",
+        ),
+        # upstream watches 5 s only; the 100 s toleration runs out at 100 s
+        pytest.param(
+            [make_pod("pod1", NODE, [upstream_toleration(1, 100)])],
+            [],
+            [upstream_taint(1)],
+            {POD1: 100.0},
+            id="Added tolerated taint",
+        ),
+        pytest.param(
+            [make_pod("pod1", NODE, [upstream_toleration(1, 100)])],
+            [],
+            [upstream_taint(1), upstream_taint(2)],
+            {POD1: 0.0},
+            id="Only one added taint tolerated",
+        ),
+        # Upstream hands over (tainted -> untainted) to a controller that never saw the taint. Here the
+        # tainted node is delivered first, so the 1 s eviction is really scheduled, and the removal 0.5 s
+        # later must cancel it.
+        pytest.param(
+            [make_pod("pod1", NODE, [upstream_toleration(1, 1)])],
+            [upstream_taint(1)],
+            [],
+            {POD1: NEVER},
+            id="Taint removed",
+        ),
+        pytest.param(
+            [make_pod("pod1", NODE, [upstream_toleration(1, 1), upstream_toleration(2, 100)])],
+            [],
+            [upstream_taint(1), upstream_taint(2)],
+            {POD1: 1.0},
+            id="Pod with multiple tolerations are evicted when first one runs out",
+        ),
+    ],
+)
 def test_update_node(pods, old_taints, new_taints, expected):
     cluster = Cluster()
     cluster.preload_pods(*pods)
@@ -243,11 +335,19 @@ def test_update_node(pods, old_taints, new_taints, expected):
 
 # --- TestUpdateNodeWithMultipleTaints -----------------------------------------------------------------------
 
-@pytest.mark.parametrize("tolerations", [
-    pytest.param([{"key": "testTaint1", "operator": "Exists", "effect": "NoExecute"},
-                  {"key": "testTaint2", "operator": "Exists", "effect": "NoExecute", "tolerationSeconds": 60}],
-                 id="no taint -> infinitely tolerated -> temporarily tolerated -> infinitely tolerated"),
-])
+
+@pytest.mark.parametrize(
+    "tolerations",
+    [
+        pytest.param(
+            [
+                {"key": "testTaint1", "operator": "Exists", "effect": "NoExecute"},
+                {"key": "testTaint2", "operator": "Exists", "effect": "NoExecute", "tolerationSeconds": 60},
+            ],
+            id="no taint -> infinitely tolerated -> temporarily tolerated -> infinitely tolerated",
+        ),
+    ],
+)
 def test_update_node_with_multiple_taints(tolerations):
     cluster = Cluster()
     cluster.preload_pods(make_pod("pod1", NODE, tolerations))
@@ -267,16 +367,30 @@ def test_update_node_with_multiple_taints(tolerations):
 
 # --- TestUpdateNodeWithMultiplePods -------------------------------------------------------------------------
 
-THREE_PODS = [make_pod("pod1", NODE), make_pod("pod2", NODE, [upstream_toleration(1, 1)]),
-              make_pod("pod3", NODE, [upstream_toleration(1, None)])]
+THREE_PODS = [
+    make_pod("pod1", NODE),
+    make_pod("pod2", NODE, [upstream_toleration(1, 1)]),
+    make_pod("pod3", NODE, [upstream_toleration(1, None)]),
+]
 
 
-@pytest.mark.parametrize(("pods", "new_taints", "expected"), [
-    pytest.param(THREE_PODS, [upstream_taint(1)], {POD1: 0.0, POD2: 1.0, POD3: NEVER},
-                 id="Pods with different toleration times are evicted appropriately"),
-    pytest.param(THREE_PODS, [upstream_taint(1), upstream_taint(2)], {POD1: 0.0, POD2: 0.0, POD3: 0.0},
-                 id="Evict all pods not matching all taints instantly"),
-])
+@pytest.mark.parametrize(
+    ("pods", "new_taints", "expected"),
+    [
+        pytest.param(
+            THREE_PODS,
+            [upstream_taint(1)],
+            {POD1: 0.0, POD2: 1.0, POD3: NEVER},
+            id="Pods with different toleration times are evicted appropriately",
+        ),
+        pytest.param(
+            THREE_PODS,
+            [upstream_taint(1), upstream_taint(2)],
+            {POD1: 0.0, POD2: 0.0, POD3: 0.0},
+            id="Evict all pods not matching all taints instantly",
+        ),
+    ],
+)
 def test_update_node_with_multiple_pods(pods, new_taints, expected):
     cluster = Cluster()
     cluster.preload_pods(*pods)
@@ -289,13 +403,17 @@ def test_update_node_with_multiple_pods(pods, new_taints, expected):
 # --- TestGetMinTolerationTime -------------------------------------------------------------------------------
 # Upstream: 0 = evict now, -1 = tolerated forever (taintkeeper: None), else the smallest seconds.
 
-@pytest.mark.parametrize(("tolerations", "expected"), [
-    pytest.param([], 0, id="no tolerations -> 0"),
-    pytest.param([{}], None, id="one toleration without seconds -> -1 (forever)"),
-    pytest.param([{"tolerationSeconds": 1}, {"tolerationSeconds": 2}], 1, id="1s and 2s -> 1s"),
-    pytest.param([{"tolerationSeconds": 1}, {}], 1, id="1s and no seconds -> 1s"),
-    pytest.param([{}, {"tolerationSeconds": 1}], 1, id="no seconds and 1s -> 1s"),
-])
+
+@pytest.mark.parametrize(
+    ("tolerations", "expected"),
+    [
+        pytest.param([], 0, id="no tolerations -> 0"),
+        pytest.param([{}], None, id="one toleration without seconds -> -1 (forever)"),
+        pytest.param([{"tolerationSeconds": 1}, {"tolerationSeconds": 2}], 1, id="1s and 2s -> 1s"),
+        pytest.param([{"tolerationSeconds": 1}, {}], 1, id="1s and no seconds -> 1s"),
+        pytest.param([{}, {"tolerationSeconds": 1}], 1, id="no seconds and 1s -> 1s"),
+    ],
+)
 def test_get_min_toleration_time(tolerations, expected):
     assert min_toleration_seconds(tolerations) == expected
 
@@ -309,16 +427,30 @@ def test_get_min_toleration_time(tolerations, expected):
 DELAY = 30.0
 
 
-@pytest.mark.parametrize(("prev", "new", "pod2_at"), [
-    pytest.param(make_pod("pod2"), make_pod("pod2", NODE, bound=START + DELAY), DELAY,
-                 id="existing pod2 scheduled onto tainted Node"),
-    pytest.param(make_pod("pod2", "", [upstream_toleration(1, 100)]),
-                 make_pod("pod2", NODE, [upstream_toleration(1, 100)], bound=START + DELAY), DELAY + 100,
-                 id="existing pod2 with taint toleration scheduled onto tainted Node"),  # issue 10 defect 7
-    pytest.param(None, make_pod("pod2", NODE, created=START + DELAY), DELAY, id="new pod2 created on tainted Node"),
-    pytest.param(None, make_pod("pod2", NODE, [upstream_toleration(1, 100)], created=START + DELAY), DELAY + 100,
-                 id="new pod2 with tait toleration created on tainted Node"),
-])
+@pytest.mark.parametrize(
+    ("prev", "new", "pod2_at"),
+    [
+        pytest.param(
+            make_pod("pod2"),
+            make_pod("pod2", NODE, bound=START + DELAY),
+            DELAY,
+            id="existing pod2 scheduled onto tainted Node",
+        ),
+        pytest.param(
+            make_pod("pod2", "", [upstream_toleration(1, 100)]),
+            make_pod("pod2", NODE, [upstream_toleration(1, 100)], bound=START + DELAY),
+            DELAY + 100,
+            id="existing pod2 with taint toleration scheduled onto tainted Node",
+        ),  # issue 10 defect 7
+        pytest.param(None, make_pod("pod2", NODE, created=START + DELAY), DELAY, id="new pod2 created on tainted Node"),
+        pytest.param(
+            None,
+            make_pod("pod2", NODE, [upstream_toleration(1, 100)], created=START + DELAY),
+            DELAY + 100,
+            id="new pod2 with tait toleration created on tainted Node",
+        ),
+    ],
+)
 def test_eventual_consistency(prev, new, pod2_at):
     cluster = Cluster()
     cluster.preload_pods(make_pod("pod1", NODE))
@@ -338,6 +470,7 @@ def test_eventual_consistency(prev, new, pod2_at):
 # --- TestPodDeletionEvent -----------------------------------------------------------------------------------
 # The exact events, as the real recorder posts them (upstream's fake recorder compares whole Events).
 
+
 class EventsApi:
     def __init__(self) -> None:
         self.created: list[tuple[str, dict]] = []
@@ -347,10 +480,13 @@ class EventsApi:
         return http_response(b"{}")
 
 
-@pytest.mark.parametrize(("toleration_seconds", "message"), [
-    pytest.param(None, MARKING.format("test/test"), id="emitPodDeletionEvent"),
-    pytest.param(10, CANCELLING.format("test/test"), id="emitCancelPodDeletionEvent"),
-])
+@pytest.mark.parametrize(
+    ("toleration_seconds", "message"),
+    [
+        pytest.param(None, MARKING.format("test/test"), id="emitPodDeletionEvent"),
+        pytest.param(10, CANCELLING.format("test/test"), id="emitCancelPodDeletionEvent"),
+    ],
+)
 def test_pod_deletion_event(toleration_seconds, message):
     recorder = EventRecorder(None, TAINT_EVICTION, WriteFence.without_lease())
     api = EventsApi()
@@ -371,9 +507,17 @@ def test_pod_deletion_event(toleration_seconds, message):
     assert namespace == "test"
     assert event["metadata"]["namespace"] == "test"
     assert {k: event["involvedObject"][k] for k in ("kind", "apiVersion", "namespace", "name")} == {
-        "kind": "Pod", "apiVersion": "v1", "namespace": "test", "name": "test"}
+        "kind": "Pod",
+        "apiVersion": "v1",
+        "namespace": "test",
+        "name": "test",
+    }
     assert (event["reason"], event["type"], event["count"], event["message"]) == (
-        "TaintManagerEviction", "Normal", 1, message)
+        "TaintManagerEviction",
+        "Normal",
+        1,
+        message,
+    )
     assert event["source"]["component"] == TAINT_EVICTION  # upstream: the controller's name
 
 
@@ -382,6 +526,7 @@ def test_pod_deletion_event(toleration_seconds, message):
 # TaintTolerationComparisonOperators gate), which upstream's table runs with the gate on: so does this
 # one (--feature-gates=TaintTolerationComparisonOperators=true). With the gate off (the default) such
 # a toleration tolerates nothing: test_comparison_operators_tolerate_nothing_with_the_gate_off.
+
 
 def _tol(key, operator, value=None):
     toleration = {"key": key, "operator": operator, "effect": "NoSchedule"}
@@ -400,52 +545,113 @@ def _taint(key, value=None, effect="NoSchedule"):
 SLA = "node.kubernetes.io/sla"
 
 
-@pytest.mark.parametrize(("toleration", "taint", "expected"), [
-    pytest.param(_tol("foo", "Exists"), _taint("foo"), True,
-                 id="toleration and taint have the same key and effect, and operator is Exists, and taint has no "
-                    "value, expect tolerated"),
-    pytest.param(_tol("foo", "Exists"), _taint("foo", "bar"), True,
-                 id="toleration and taint have the same key and effect, and operator is Exists, and taint has some "
-                    "value, expect tolerated"),
-    pytest.param(_tol("", "Exists"), _taint("foo", "bar"), True,
-                 id="toleration and taint have the same effect, toleration has empty key and operator is Exists, "
-                    "means match all taints, expect tolerated"),
-    pytest.param(_tol("foo", "Equal", "bar"), _taint("foo", "bar"), True,
-                 id="toleration and taint have the same key, effect and value, and operator is Equal, expect "
-                    "tolerated"),
-    pytest.param(_tol("foo", "Equal", "value1"), _taint("foo", "value2"), False,
-                 id="toleration and taint have the same key and effect, but different values, and operator is "
-                    "Equal, expect not tolerated"),
-    pytest.param(_tol("foo", "Equal", "bar"), _taint("foo", "bar", "NoExecute"), False,
-                 id="toleration and taint have the same key and value, but different effects, and operator is "
-                    "Equal, expect not tolerated"),
-    pytest.param(_tol(SLA, "Gt", "950"), _taint(SLA, "800"), False,
-                 id="toleration with Gt operator - taint value less than toleration value, expect not tolerated"),
-    pytest.param(_tol(SLA, "Gt", "750"), _taint(SLA, "950"), True,
-                 id="toleration with Gt operator - taint value greater than toleration value, expect tolerated"),
-    pytest.param(_tol(SLA, "Lt", "800"), _taint(SLA, "950"), False,
-                 id="toleration with Lt operator - taint value greater than toleration value, expect not tolerated"),
-    pytest.param(_tol(SLA, "Lt", "950"), _taint(SLA, "800"), True,
-                 id="toleration with Lt operator - taint value less than toleration value, expect tolerated"),
-    pytest.param(_tol(SLA, "Gt", "950"), _taint(SLA, "950"), False,
-                 id="toleration with Gt operator and taint with equal numeric value, expect not tolerated"),
-    pytest.param(_tol(SLA, "Gt", "950"), _taint(SLA, "high"), False,
-                 id="toleration with Gt operator and taint with non-numeric value, expect not tolerated"),
-    pytest.param(_tol("test-key", "Gt", "-100"), _taint("test-key", "-200"), False,
-                 id="toleration with Gt operator and negative numeric values - taint value less than threshold, "
-                    "expect not tolerated"),
-    pytest.param(_tol("test-key", "Gt", "9223372036854775806"), _taint("test-key", "100"), False,
-                 id="toleration with Gt operator and large int64 values - taint value less than threshold, expect "
-                    "not tolerated"),
-])
+@pytest.mark.parametrize(
+    ("toleration", "taint", "expected"),
+    [
+        pytest.param(
+            _tol("foo", "Exists"),
+            _taint("foo"),
+            True,
+            id="toleration and taint have the same key and effect, and operator is Exists, and taint has no "
+            "value, expect tolerated",
+        ),
+        pytest.param(
+            _tol("foo", "Exists"),
+            _taint("foo", "bar"),
+            True,
+            id="toleration and taint have the same key and effect, and operator is Exists, and taint has some "
+            "value, expect tolerated",
+        ),
+        pytest.param(
+            _tol("", "Exists"),
+            _taint("foo", "bar"),
+            True,
+            id="toleration and taint have the same effect, toleration has empty key and operator is Exists, "
+            "means match all taints, expect tolerated",
+        ),
+        pytest.param(
+            _tol("foo", "Equal", "bar"),
+            _taint("foo", "bar"),
+            True,
+            id="toleration and taint have the same key, effect and value, and operator is Equal, expect tolerated",
+        ),
+        pytest.param(
+            _tol("foo", "Equal", "value1"),
+            _taint("foo", "value2"),
+            False,
+            id="toleration and taint have the same key and effect, but different values, and operator is "
+            "Equal, expect not tolerated",
+        ),
+        pytest.param(
+            _tol("foo", "Equal", "bar"),
+            _taint("foo", "bar", "NoExecute"),
+            False,
+            id="toleration and taint have the same key and value, but different effects, and operator is "
+            "Equal, expect not tolerated",
+        ),
+        pytest.param(
+            _tol(SLA, "Gt", "950"),
+            _taint(SLA, "800"),
+            False,
+            id="toleration with Gt operator - taint value less than toleration value, expect not tolerated",
+        ),
+        pytest.param(
+            _tol(SLA, "Gt", "750"),
+            _taint(SLA, "950"),
+            True,
+            id="toleration with Gt operator - taint value greater than toleration value, expect tolerated",
+        ),
+        pytest.param(
+            _tol(SLA, "Lt", "800"),
+            _taint(SLA, "950"),
+            False,
+            id="toleration with Lt operator - taint value greater than toleration value, expect not tolerated",
+        ),
+        pytest.param(
+            _tol(SLA, "Lt", "950"),
+            _taint(SLA, "800"),
+            True,
+            id="toleration with Lt operator - taint value less than toleration value, expect tolerated",
+        ),
+        pytest.param(
+            _tol(SLA, "Gt", "950"),
+            _taint(SLA, "950"),
+            False,
+            id="toleration with Gt operator and taint with equal numeric value, expect not tolerated",
+        ),
+        pytest.param(
+            _tol(SLA, "Gt", "950"),
+            _taint(SLA, "high"),
+            False,
+            id="toleration with Gt operator and taint with non-numeric value, expect not tolerated",
+        ),
+        pytest.param(
+            _tol("test-key", "Gt", "-100"),
+            _taint("test-key", "-200"),
+            False,
+            id="toleration with Gt operator and negative numeric values - taint value less than threshold, "
+            "expect not tolerated",
+        ),
+        pytest.param(
+            _tol("test-key", "Gt", "9223372036854775806"),
+            _taint("test-key", "100"),
+            False,
+            id="toleration with Gt operator and large int64 values - taint value less than threshold, expect "
+            "not tolerated",
+        ),
+    ],
+)
 def test_toleration_tolerates_taint(toleration, taint, expected):
     assert tolerates(toleration, taint, comparison_operators=True) is expected
 
 
-@pytest.mark.parametrize(("toleration", "taint"), [
-    pytest.param(_tol(SLA, "Gt", "750"), _taint(SLA, "950"), id="Gt, a greater taint value"),
-    pytest.param(_tol(SLA, "Lt", "950"), _taint(SLA, "800"), id="Lt, a smaller taint value"),
-])
+@pytest.mark.parametrize(
+    ("toleration", "taint"),
+    [
+        pytest.param(_tol(SLA, "Gt", "750"), _taint(SLA, "950"), id="Gt, a greater taint value"),
+        pytest.param(_tol(SLA, "Lt", "950"), _taint(SLA, "800"), id="Lt, a smaller taint value"),
+    ],
+)
 def test_comparison_operators_tolerate_nothing_with_the_gate_off(toleration, taint):
     assert tolerates(toleration, taint) is False
 
@@ -465,20 +671,44 @@ def _apply(taints, keep):
     return [t for t in taints if keep(t)]
 
 
-@pytest.mark.parametrize(("tolerations", "taints", "keep", "expected"), [
-    pytest.param([], [], lambda t: True, True, id="empty tolerations tolerate empty taints"),
-    pytest.param([FOO_EXISTS_NOSCHEDULE], [], lambda t: True, True, id="non-empty tolerations tolerate empty taints"),
-    pytest.param([FOO_EXISTS_NOSCHEDULE], [{"key": "foo", "effect": "NoSchedule"}], lambda t: True, True,
-                 id="tolerations match all taints, expect tolerated"),
-    pytest.param([FOO_EXISTS_NOSCHEDULE], [{"key": "bar", "effect": "NoSchedule"}], lambda t: False, True,
-                 id="tolerations don't match taints, but no taints apply to the filter, expect tolerated"),
-    pytest.param([FOO_EXISTS_NOSCHEDULE], [{"key": "bar", "effect": "NoSchedule"}], None, False,
-                 id="no filterFunc indicated, means all taints apply to the filter, tolerations don't match taints, "
-                    "expect untolerated"),
-    pytest.param([{"key": "foo", "operator": "Exists", "effect": "NoExecute"}],
-                 [{"key": "foo", "effect": "NoExecute"}, {"key": "bar", "effect": "NoSchedule"}], "NoExecute", True,
-                 id="tolerations match taints, expect tolerated"),
-])
+@pytest.mark.parametrize(
+    ("tolerations", "taints", "keep", "expected"),
+    [
+        pytest.param([], [], lambda t: True, True, id="empty tolerations tolerate empty taints"),
+        pytest.param(
+            [FOO_EXISTS_NOSCHEDULE], [], lambda t: True, True, id="non-empty tolerations tolerate empty taints"
+        ),
+        pytest.param(
+            [FOO_EXISTS_NOSCHEDULE],
+            [{"key": "foo", "effect": "NoSchedule"}],
+            lambda t: True,
+            True,
+            id="tolerations match all taints, expect tolerated",
+        ),
+        pytest.param(
+            [FOO_EXISTS_NOSCHEDULE],
+            [{"key": "bar", "effect": "NoSchedule"}],
+            lambda t: False,
+            True,
+            id="tolerations don't match taints, but no taints apply to the filter, expect tolerated",
+        ),
+        pytest.param(
+            [FOO_EXISTS_NOSCHEDULE],
+            [{"key": "bar", "effect": "NoSchedule"}],
+            None,
+            False,
+            id="no filterFunc indicated, means all taints apply to the filter, tolerations don't match taints, "
+            "expect untolerated",
+        ),
+        pytest.param(
+            [{"key": "foo", "operator": "Exists", "effect": "NoExecute"}],
+            [{"key": "foo", "effect": "NoExecute"}, {"key": "bar", "effect": "NoSchedule"}],
+            "NoExecute",
+            True,
+            id="tolerations match taints, expect tolerated",
+        ),
+    ],
+)
 def test_tolerations_tolerate_taints_with_filter(tolerations, taints, keep, expected):
     assert match_tolerations(_apply(taints, keep), tolerations).all_tolerated is expected
 
@@ -495,17 +725,34 @@ ANY_NOEXECUTE_60 = {"operator": "Exists", "effect": "NoExecute", "tolerationSeco
 ANY_NOEXECUTE_600 = {"operator": "Exists", "effect": "NoExecute", "tolerationSeconds": 600}
 
 
-@pytest.mark.parametrize(("taints", "tolerations", "all_tolerated", "used"), [
-    pytest.param([], [FOO_EXISTS_NOSCHEDULE], True, [], id="no taints: tolerated, nothing used"),
-    pytest.param([UNREACHABLE_TAINT], [], False, None, id="a taint and no tolerations: not tolerated"),
-    pytest.param([UNREACHABLE_TAINT], [UNREACHABLE_FOREVER, ANY_NOEXECUTE_60], True, [UNREACHABLE_FOREVER],
-                 id="the first tolerating toleration is used, a later one is not"),
-    pytest.param([UNREACHABLE_TAINT, upstream_taint(1)], [upstream_toleration(1, 5), ANY_NOEXECUTE_600],
-                 True, [ANY_NOEXECUTE_600, upstream_toleration(1, 5)],
-                 id="each taint uses its own first tolerating toleration"),
-    pytest.param([UNREACHABLE_TAINT, upstream_taint(1)], [UNREACHABLE_60], False, None,
-                 id="one taint untolerated: not tolerated"),
-])
+@pytest.mark.parametrize(
+    ("taints", "tolerations", "all_tolerated", "used"),
+    [
+        pytest.param([], [FOO_EXISTS_NOSCHEDULE], True, [], id="no taints: tolerated, nothing used"),
+        pytest.param([UNREACHABLE_TAINT], [], False, None, id="a taint and no tolerations: not tolerated"),
+        pytest.param(
+            [UNREACHABLE_TAINT],
+            [UNREACHABLE_FOREVER, ANY_NOEXECUTE_60],
+            True,
+            [UNREACHABLE_FOREVER],
+            id="the first tolerating toleration is used, a later one is not",
+        ),
+        pytest.param(
+            [UNREACHABLE_TAINT, upstream_taint(1)],
+            [upstream_toleration(1, 5), ANY_NOEXECUTE_600],
+            True,
+            [ANY_NOEXECUTE_600, upstream_toleration(1, 5)],
+            id="each taint uses its own first tolerating toleration",
+        ),
+        pytest.param(
+            [UNREACHABLE_TAINT, upstream_taint(1)],
+            [UNREACHABLE_60],
+            False,
+            None,
+            id="one taint untolerated: not tolerated",
+        ),
+    ],
+)
 def test_get_matching_tolerations(taints, tolerations, all_tolerated, used):
     match = match_tolerations(taints, tolerations)
     assert match.all_tolerated is all_tolerated
@@ -513,12 +760,21 @@ def test_get_matching_tolerations(taints, tolerations, all_tolerated, used):
         assert match.used == used
 
 
-@pytest.mark.parametrize(("tolerations", "expected"), [
-    pytest.param([UNREACHABLE_FOREVER, ANY_NOEXECUTE_60], NEVER,
-                 id="unreachable Exists forever before Exists NoExecute 60s: never evicted"),
-    pytest.param([ANY_NOEXECUTE_600, UNREACHABLE_60], 600.0,
-                 id="Exists NoExecute 600s before unreachable Exists 60s: evicted at 600s"),
-])
+@pytest.mark.parametrize(
+    ("tolerations", "expected"),
+    [
+        pytest.param(
+            [UNREACHABLE_FOREVER, ANY_NOEXECUTE_60],
+            NEVER,
+            id="unreachable Exists forever before Exists NoExecute 60s: never evicted",
+        ),
+        pytest.param(
+            [ANY_NOEXECUTE_600, UNREACHABLE_60],
+            600.0,
+            id="Exists NoExecute 600s before unreachable Exists 60s: evicted at 600s",
+        ),
+    ],
+)
 def test_min_toleration_time_uses_the_first_matching_toleration(tolerations, expected):
     cluster = Cluster()
     cluster.set_node(make_node(NODE, [{**UNREACHABLE_TAINT, "timeAdded": upstream_taint(1)["timeAdded"]}]))
@@ -535,18 +791,23 @@ def test_min_toleration_time_uses_the_first_matching_toleration(tolerations, exp
 
 NOT_READY = "node.kubernetes.io/not-ready"
 UNREACHABLE = "node.kubernetes.io/unreachable"
-DEFAULT_TOLERATIONS = [{"key": NOT_READY, "operator": "Exists", "effect": "NoExecute", "tolerationSeconds": 300},
-                       {"key": UNREACHABLE, "operator": "Exists", "effect": "NoExecute", "tolerationSeconds": 300}]
+DEFAULT_TOLERATIONS = [
+    {"key": NOT_READY, "operator": "Exists", "effect": "NoExecute", "tolerationSeconds": 300},
+    {"key": UNREACHABLE, "operator": "Exists", "effect": "NoExecute", "tolerationSeconds": 300},
+]
 
 
 def _node_taint(key: str, added: float) -> dict:
     return {"key": key, "effect": "NoExecute", "timeAdded": upstream_taint(1, added)["timeAdded"]}
 
 
-@pytest.mark.parametrize("swap_after", [
-    # issue 10 defect 4 (before abed3df: evicted at 400 s, the swapped-in taint's timeAdded restarting the clock)
-    pytest.param(100.0, id="not-ready swapped for unreachable 100s in: the eviction stays at 300s"),
-])
+@pytest.mark.parametrize(
+    "swap_after",
+    [
+        # issue 10 defect 4 (before abed3df: evicted at 400 s, the swapped-in taint's timeAdded restarting the clock)
+        pytest.param(100.0, id="not-ready swapped for unreachable 100s in: the eviction stays at 300s"),
+    ],
+)
 def test_taint_swap_keeps_the_scheduled_eviction(swap_after):
     # Upstream processPodOnNode: a pod with a scheduled eviction keeps its start when the taints change.
     cluster = Cluster()
@@ -558,10 +819,13 @@ def test_taint_swap_keeps_the_scheduled_eviction(swap_after):
     assert cluster.deletions() == {POD1: [pytest.approx(300.0, abs=1.0)]}
 
 
-@pytest.mark.parametrize("extra_taint", [
-    # issue 10 defect 6 (before abed3df: the update replaced the firing entry and the pod was deleted twice)
-    pytest.param(upstream_taint(2), id="a node update during the eviction's API calls: the pod is deleted once"),
-])
+@pytest.mark.parametrize(
+    "extra_taint",
+    [
+        # issue 10 defect 6 (before abed3df: the update replaced the firing entry and the pod was deleted twice)
+        pytest.param(upstream_taint(2), id="a node update during the eviction's API calls: the pod is deleted once"),
+    ],
+)
 def test_a_pod_is_deleted_once(extra_taint):
     cluster = Cluster()
     cluster.set_node(make_node(NODE, [upstream_taint(1)]))
@@ -577,6 +841,7 @@ def test_a_pod_is_deleted_once(extra_taint):
 
 
 # --- the lists above name real rows -------------------------------------------------------------------------
+
 
 def test_listed_rows_exist():
     ids = set()

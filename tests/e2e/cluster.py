@@ -72,8 +72,7 @@ class E2ECluster:
         return next((t for t in self.taints(name) if t["key"] == key and t["effect"] == effect), None)
 
     def condition(self, name: str, condition_type: str) -> dict[str, Any] | None:
-        return next((c for c in self.node(name)["status"].get("conditions") or [] if c["type"] == condition_type),
-                    None)
+        return next((c for c in self.node(name)["status"].get("conditions") or [] if c["type"] == condition_type), None)
 
     def ready(self, name: str) -> str | None:
         condition = self.condition(name, "Ready")
@@ -88,9 +87,16 @@ class E2ECluster:
 
     # pods
 
-    def create_pod(self, namespace: str, name: str, *, node: str | None = None,
-                   tolerations: list[dict[str, Any]] | None = None,
-                   labels: dict[str, str] | None = None, dry_run: bool = False) -> dict[str, Any]:
+    def create_pod(
+        self,
+        namespace: str,
+        name: str,
+        *,
+        node: str | None = None,
+        tolerations: list[dict[str, Any]] | None = None,
+        labels: dict[str, str] | None = None,
+        dry_run: bool = False,
+    ) -> dict[str, Any]:
         """Create a pause pod (pinned to `node` by its hostname label) and return the API's answer,
         which shows exactly what admission did to it."""
         spec: dict[str, Any] = {

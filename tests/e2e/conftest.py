@@ -44,8 +44,9 @@ def _kind() -> Generator[Provider, None, None]:
     except ProviderError as error:
         if KIND_REQUIRED:
             pytest.fail(f"kind e2e prerequisites missing: {error}", pytrace=False)
-        pytest.skip(f"e2e suite on kind skipped: {error}; run it with hack/kind-e2e.sh where Docker runs "
-                    "(tests/e2e/README.md)")
+        pytest.skip(
+            f"e2e suite on kind skipped: {error}; run it with hack/kind-e2e.sh where Docker runs (tests/e2e/README.md)"
+        )
     yield provider
 
 
@@ -65,10 +66,12 @@ def _local(tmp_path_factory: pytest.TempPathFactory) -> Generator[Provider, None
 
 
 if PROVIDER == "local":
+
     @pytest.fixture(scope="package")
     def provider_prerequisites(taintkeeper_image: object) -> None:
         """The local cluster's binaries and taintkeeper's image, built before the first test (tests/conftest.py)."""
 else:
+
     @pytest.fixture(scope="package")
     def provider_prerequisites() -> None:
         """kind's script built and loaded the image with Docker; nothing to build on this host."""
@@ -84,8 +87,13 @@ def e2e(tmp_path_factory: pytest.TempPathFactory, provider_prerequisites: None) 
     try:
         api_client = config.new_client_from_config(config_file=str(provider.kubeconfig()))
         try:
-            yield E2ECluster(provider=provider, kubeconfig=provider.kubeconfig(), api_client=api_client,
-                             victim=provider.victim, bystander=provider.bystander)
+            yield E2ECluster(
+                provider=provider,
+                kubeconfig=provider.kubeconfig(),
+                api_client=api_client,
+                victim=provider.victim,
+                bystander=provider.bystander,
+            )
         finally:
             api_client.close()
     finally:
@@ -106,9 +114,11 @@ def webhook_ready(e2e: E2ECluster) -> None:
     """
     name = f"e2e-ready-{uuid.uuid4().hex[:8]}"
     core = client.CoreV1Api(e2e.api_client)
-    core.create_namespace(client.V1Namespace.model_validate({"metadata": {"name": name,
-                                                                     "labels": {"taintkeeper-e2e": "true"}}}))
+    core.create_namespace(
+        client.V1Namespace.model_validate({"metadata": {"name": name, "labels": {"taintkeeper-e2e": "true"}}})
+    )
     try:
+
         def mutated() -> bool:
             pod = e2e.create_pod(name, "webhook-probe", dry_run=True)
             return pod["spec"].get("tolerations") == default_tolerations()
@@ -123,12 +133,17 @@ def namespace(e2e: E2ECluster) -> Iterator[str]:
     """A fresh namespace per test, ready for pods; deleted afterwards without waiting for it to go."""
     name = f"e2e-{uuid.uuid4().hex[:10]}"
     core = client.CoreV1Api(e2e.api_client)
-    core.create_namespace(client.V1Namespace.model_validate({"metadata": {"name": name,
-                                                                     "labels": {"taintkeeper-e2e": "true"}}}))
+    core.create_namespace(
+        client.V1Namespace.model_validate({"metadata": {"name": name, "labels": {"taintkeeper-e2e": "true"}}})
+    )
     # Until kube-controller-manager has made the namespace's `default` ServiceAccount (and, before
     # Kubernetes 1.24, its token Secret): ServiceAccount admission refuses pods until then.
-    wait_for(lambda: e2e.create_pod(name, "service-account-probe", dry_run=True), 60,
-             f"pods admitted in namespace {name}", interval=0.5)
+    wait_for(
+        lambda: e2e.create_pod(name, "service-account-probe", dry_run=True),
+        60,
+        f"pods admitted in namespace {name}",
+        interval=0.5,
+    )
     yield name
     with contextlib.suppress(client.ApiException):
         core.delete_namespace(name, grace_period_seconds=0)
@@ -138,12 +153,14 @@ def namespace(e2e: E2ECluster) -> Iterator[str]:
 def victim(e2e: E2ECluster) -> Iterator[str]:
     """The worker to stop; started again (and waited for) however the test ends."""
     assert e2e.provider.node_running(e2e.victim), f"{e2e.victim} is not running before the test"
-    wait_for(lambda: e2e.ready(e2e.victim) == "True" and e2e.lifecycle_taints(e2e.victim) == [], 120,
-             f"{e2e.victim} Ready and untainted before the test")
+    wait_for(
+        lambda: e2e.ready(e2e.victim) == "True" and e2e.lifecycle_taints(e2e.victim) == [],
+        120,
+        f"{e2e.victim} Ready and untainted before the test",
+    )
     try:
         yield e2e.victim
     finally:
         if not e2e.provider.node_running(e2e.victim):
             e2e.provider.start_node(e2e.victim)
-            wait_for(lambda: e2e.ready(e2e.victim) == "True", 300, f"{e2e.victim} Ready again (cleanup)",
-                     interval=2)
+            wait_for(lambda: e2e.ready(e2e.victim) == "True", 300, f"{e2e.victim} Ready again (cleanup)", interval=2)

@@ -31,8 +31,12 @@ class Prometheus:
             "scrape_configs": [
                 {"job_name": "taintkeeper-controller", "static_configs": [{"targets": controllers}]},
                 # the webhook serves /metrics on its TLS port, with a certificate for the Service's name
-                {"job_name": "taintkeeper-webhook", "scheme": "https", "tls_config": {"insecure_skip_verify": True},
-                 "static_configs": [{"targets": webhooks}]},
+                {
+                    "job_name": "taintkeeper-webhook",
+                    "scheme": "https",
+                    "tls_config": {"insecure_skip_verify": True},
+                    "static_configs": [{"targets": webhooks}],
+                },
             ],
         }
         (directory / "prometheus.yml").write_text(yaml.safe_dump(config))
@@ -42,9 +46,16 @@ class Prometheus:
     def start(self) -> Prometheus:
         with self.log.open("ab") as log:
             self.process = subprocess.Popen(
-                [str(PROMETHEUS), f"--config.file={self.directory / 'prometheus.yml'}",
-                 f"--storage.tsdb.path={self.directory / 'data'}", f"--web.listen-address=127.0.0.1:{self.port}"],
-                stdout=log, stderr=subprocess.STDOUT, start_new_session=True)
+                [
+                    str(PROMETHEUS),
+                    f"--config.file={self.directory / 'prometheus.yml'}",
+                    f"--storage.tsdb.path={self.directory / 'data'}",
+                    f"--web.listen-address=127.0.0.1:{self.port}",
+                ],
+                stdout=log,
+                stderr=subprocess.STDOUT,
+                start_new_session=True,
+            )
         wait_for(self._ready, 60, f"Prometheus ready (log: {self.log})", interval=0.5)
         return self
 

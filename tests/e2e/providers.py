@@ -46,8 +46,9 @@ class ProviderError(RuntimeError):
 
 def run(argv: list[str], timeout: float = 180) -> str:
     # PYTHON: hack/local-cluster.sh deploy runs hack/deploy.py with this interpreter (the test venv's).
-    result = subprocess.run(argv, capture_output=True, text=True, timeout=timeout, check=False,
-                            env={**os.environ, "PYTHON": sys.executable})
+    result = subprocess.run(
+        argv, capture_output=True, text=True, timeout=timeout, check=False, env={**os.environ, "PYTHON": sys.executable}
+    )
     if result.returncode != 0:
         detail = (result.stderr.strip() or result.stdout.strip()).splitlines()[-5:]
         raise AssertionError(f"{' '.join(argv)} failed ({result.returncode}): {' / '.join(detail)}")
@@ -107,11 +108,13 @@ class KindProvider:
     """The kind cluster hack/kind-e2e.sh made: a control plane and two workers, nodes as containers."""
 
     cluster: str = field(default_factory=lambda: os.environ.get("TAINTKEEPER_KIND_CLUSTER", "taintkeeper-e2e"))
-    pod_image: str = field(default_factory=lambda: os.environ.get("TAINTKEEPER_E2E_POD_IMAGE",
-                                                                  "registry.k8s.io/pause:3.10"))
+    pod_image: str = field(
+        default_factory=lambda: os.environ.get("TAINTKEEPER_E2E_POD_IMAGE", "registry.k8s.io/pause:3.10")
+    )
     name: str = "kind"
-    workdir: Path = field(default_factory=lambda: Path(os.environ.get("TAINTKEEPER_KIND_DIR",
-                                                                      ROOT / ".local" / "kind-e2e")))
+    workdir: Path = field(
+        default_factory=lambda: Path(os.environ.get("TAINTKEEPER_KIND_DIR", ROOT / ".local" / "kind-e2e"))
+    )
 
     @property
     def control_plane(self) -> str:
@@ -128,15 +131,24 @@ class KindProvider:
     def check(self) -> None:
         if shutil.which("docker") is None:
             raise ProviderError("the docker CLI is not installed (kind runs its nodes as Docker containers)")
-        info = subprocess.run(["docker", "info", "--format", "{{.ServerVersion}}"], capture_output=True, text=True,
-                              timeout=30, check=False)
+        info = subprocess.run(
+            ["docker", "info", "--format", "{{.ServerVersion}}"],
+            capture_output=True,
+            text=True,
+            timeout=30,
+            check=False,
+        )
         if info.returncode != 0:
             raise ProviderError("no Docker engine is running (`docker info` failed)")
         for node in (self.control_plane, self.victim, self.bystander):
-            if subprocess.run(["docker", "inspect", node], capture_output=True, timeout=30,
-                              check=False).returncode != 0:
-                raise ProviderError(f"kind cluster {self.cluster!r} not found (no container {node}); "
-                                    "create it with hack/kind-e2e.sh --keep")
+            if (
+                subprocess.run(["docker", "inspect", node], capture_output=True, timeout=30, check=False).returncode
+                != 0
+            ):
+                raise ProviderError(
+                    f"kind cluster {self.cluster!r} not found (no container {node}); "
+                    "create it with hack/kind-e2e.sh --keep"
+                )
 
     def kubeconfig(self) -> Path:
         if os.environ.get("KUBECONFIG"):
@@ -157,13 +169,13 @@ class KindProvider:
         return run(["docker", "inspect", "--format", "{{.State.Running}}", node]) == "true"
 
     def kill_container(self, node: str, container_id: str) -> None:
-        run(["docker", "exec", node, "ctr", "-n", "k8s.io", "tasks", "kill", "-s", "SIGKILL",
-             _container(container_id)])
+        run(["docker", "exec", node, "ctr", "-n", "k8s.io", "tasks", "kill", "-s", "SIGKILL", _container(container_id)])
 
     def _static_pod_flag(self, component: str, name: str) -> str | None:
         with config.new_client_from_config(config_file=str(self.kubeconfig())) as api_client:
-            pod = client.CoreV1Api(api_client).read_namespaced_pod(f"{component}-{self.control_plane}", "kube-system",
-                                                                   _preload_content=False, _request_timeout=30)
+            pod = client.CoreV1Api(api_client).read_namespaced_pod(
+                f"{component}-{self.control_plane}", "kube-system", _preload_content=False, _request_timeout=30
+            )
             container = response_json(pod)["spec"]["containers"][0]
         return _flag([*container.get("command", []), *container.get("args", [])], name)
 
@@ -175,12 +187,13 @@ class KindProvider:
 
     def apiserver_starts(self) -> list[float]:
         with config.new_client_from_config(config_file=str(self.kubeconfig())) as api_client:
-            pod = client.CoreV1Api(api_client).read_namespaced_pod(f"kube-apiserver-{self.control_plane}",
-                                                                   "kube-system", _preload_content=False,
-                                                                   _request_timeout=30)
+            pod = client.CoreV1Api(api_client).read_namespaced_pod(
+                f"kube-apiserver-{self.control_plane}", "kube-system", _preload_content=False, _request_timeout=30
+            )
             statuses = response_json(pod)["status"].get("containerStatuses") or []
-        started = [parse_time(((status.get("state") or {}).get("running") or {}).get("startedAt"))
-                   for status in statuses]
+        started = [
+            parse_time(((status.get("state") or {}).get("running") or {}).get("startedAt")) for status in statuses
+        ]
         return [moment for moment in started if moment is not None]
 
 
@@ -208,8 +221,9 @@ class LocalProvider:
         return self.directory / "kubeconfig"
 
     def _nodes(self) -> dict[str, dict]:
-        return {node["name"]: node for node in json.loads(run(["bash", str(LOCAL_CLUSTER), "nodes",
-                                                                str(self.directory)]))}
+        return {
+            node["name"]: node for node in json.loads(run(["bash", str(LOCAL_CLUSTER), "nodes", str(self.directory)]))
+        }
 
     def stop_node(self, node: str) -> None:
         run(["bash", str(LOCAL_CLUSTER), "stop-kubelet", str(self.directory), node, "--signal", "KILL"])
@@ -241,8 +255,9 @@ class LocalProvider:
 
 
 # klog's header: severity, month and day, local time of day; the year is not written.
-KLOG_VERSION_LINE = re.compile(r"^[IWEF](\d{4}) (\d{2}:\d{2}:\d{2}\.\d+) +\d+ server\.go:\d+\] Version: v",
-                               re.MULTILINE)
+KLOG_VERSION_LINE = re.compile(
+    r"^[IWEF](\d{4}) (\d{2}:\d{2}:\d{2}\.\d+) +\d+ server\.go:\d+\] Version: v", re.MULTILINE
+)
 
 
 def _klog_time(month_day: str, time_of_day: str, now: float | None = None) -> float:

@@ -40,8 +40,11 @@ def test_both_deployments_are_available_and_run_non_root_on_a_read_only_root(e2e
         available = next(c for c in deployment["status"]["conditions"] if c["type"] == "Available")
         assert available["status"] == "True", (name, available)
         assert deployment["status"].get("availableReplicas") == deployment["spec"]["replicas"] == 2, name
-    pods = e2e.raw(e2e.core.list_namespaced_pod, SYSTEM_NAMESPACE,
-                   label_selector="app.kubernetes.io/component in (webhook,controller)")["items"]
+    pods = e2e.raw(
+        e2e.core.list_namespaced_pod,
+        SYSTEM_NAMESPACE,
+        label_selector="app.kubernetes.io/component in (webhook,controller)",
+    )["items"]
     running = [p for p in pods if p["status"].get("phase") == "Running" and not p["metadata"].get("deletionTimestamp")]
     assert len(running) >= 4, [p["metadata"]["name"] for p in pods]
     for pod in running:
@@ -64,8 +67,12 @@ def test_the_webhook_is_called_through_its_service_with_the_certificate_jobs_ca_
     job = e2e.raw(batch.read_namespaced_job, "taintkeeper-certs-sync", SYSTEM_NAMESPACE)
     assert job["status"].get("succeeded") == 1, job["status"]
     for webhook in configuration["webhooks"]:
-        assert webhook["clientConfig"]["service"] == {"namespace": SYSTEM_NAMESPACE, "name": "taintkeeper-webhook",
-                                                      "path": "/mutate", "port": 443}
+        assert webhook["clientConfig"]["service"] == {
+            "namespace": SYSTEM_NAMESPACE,
+            "name": "taintkeeper-webhook",
+            "path": "/mutate",
+            "port": 443,
+        }
         assert "url" not in webhook["clientConfig"]
         # The Job wrote both: the CA it keeps in the Secret is the one the apiserver trusts.
         assert base64.b64decode(webhook["clientConfig"]["caBundle"]) == base64.b64decode(secret["data"]["ca.crt"])
@@ -79,17 +86,22 @@ def test_one_controller_replica_holds_the_lease(e2e: E2ECluster):
         return lease["spec"].get("holderIdentity")
 
     identity = wait_for(holder, 60, "a holder of the Lease taintkeeper-system/taintkeeper-controller")
-    pods = e2e.raw(e2e.core.list_namespaced_pod, SYSTEM_NAMESPACE,
-                   label_selector="app.kubernetes.io/component=controller")["items"]
+    pods = e2e.raw(
+        e2e.core.list_namespaced_pod, SYSTEM_NAMESPACE, label_selector="app.kubernetes.io/component=controller"
+    )["items"]
     names = [p["metadata"]["name"] for p in pods if p["status"].get("phase") == "Running"]
     assert sum(identity.startswith(f"{name}_") for name in names) == 1, (identity, names)
 
 
 def test_taintkeeper_runs_nowhere_near_the_node_the_tests_stop(e2e: E2ECluster):
     pods = e2e.raw(e2e.core.list_namespaced_pod, SYSTEM_NAMESPACE)["items"]
-    on_victim = [p["metadata"]["name"] for p in pods
-                 if p["spec"].get("nodeName") == e2e.victim and not p["metadata"].get("deletionTimestamp")
-                 and p["status"].get("phase") not in ("Succeeded", "Failed")]
+    on_victim = [
+        p["metadata"]["name"]
+        for p in pods
+        if p["spec"].get("nodeName") == e2e.victim
+        and not p["metadata"].get("deletionTimestamp")
+        and p["status"].get("phase") not in ("Succeeded", "Failed")
+    ]
     assert on_victim == [], f"taintkeeper pods on {e2e.victim}: the overlay's placement patch is not in effect"
 
 
@@ -100,12 +112,16 @@ def test_a_ready_node_loses_the_not_ready_taint_new_nodes_start_with(e2e: E2EClu
     # to watch): taintkeeper must lift it.
     nodes = e2e.nodes()
     wait_for(lambda: all(e2e.ready(n) == "True" for n in nodes), 120, "all nodes Ready")
-    wait_for(lambda: all(e2e.lifecycle_taints(n) == [] for n in nodes), 60,
-             f"no {NOT_READY} or {UNREACHABLE} taints on Ready nodes")
+    wait_for(
+        lambda: all(e2e.lifecycle_taints(n) == [] for n in nodes),
+        60,
+        f"no {NOT_READY} or {UNREACHABLE} taints on Ready nodes",
+    )
     node = e2e.bystander
     taints = [*e2e.taints(node), {"key": NOT_READY, "effect": "NoSchedule"}]
     patched = e2e.raw(e2e.core.patch_node, node, {"spec": {"taints": taints}})
     # The write's own answer shows the taint: a read after it may come after taintkeeper lifted it.
     assert {"key": NOT_READY, "effect": "NoSchedule"} in [
-        {"key": t["key"], "effect": t["effect"]} for t in patched["spec"].get("taints") or []]
+        {"key": t["key"], "effect": t["effect"]} for t in patched["spec"].get("taints") or []
+    ]
     wait_for(lambda: e2e.lifecycle_taints(node) == [], 30, f"taintkeeper to lift {NOT_READY}:NoSchedule from {node}")

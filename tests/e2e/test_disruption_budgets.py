@@ -16,8 +16,11 @@ pytestmark = [pytest.mark.e2e]
 @pytest.mark.timeout(600)
 def test_the_deployed_controller_holds_a_drain_taint_for_a_budget_then_evicts_one(e2e: E2ECluster, namespace: str):
     def pod_spec(on: str) -> dict:
-        return {"nodeSelector": {"kubernetes.io/hostname": on}, "terminationGracePeriodSeconds": 1,
-                "containers": [{"name": "pause", "image": e2e.provider.pod_image, "imagePullPolicy": "IfNotPresent"}]}
+        return {
+            "nodeSelector": {"kubernetes.io/hostname": on},
+            "terminationGracePeriodSeconds": 1,
+            "containers": [{"name": "pause", "image": e2e.provider.pod_image, "imagePullPolicy": "IfNotPresent"}],
+        }
 
     scenario = Budgeted(e2e.api_client, e2e.kubeconfig, namespace, e2e.victim, e2e.bystander, pod_spec)
     try:

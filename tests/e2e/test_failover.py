@@ -33,18 +33,21 @@ def lease_holder(e2e: E2ECluster) -> str:
 
 def controller_pod(e2e: E2ECluster, identity: str) -> dict[str, Any]:
     """The running controller pod whose process holds `identity` (hostname_uuid; the hostname is the pod's name)."""
-    pods = e2e.raw(e2e.core.list_namespaced_pod, SYSTEM_NAMESPACE,
-                   label_selector="app.kubernetes.io/component=controller")["items"]
+    pods = e2e.raw(
+        e2e.core.list_namespaced_pod, SYSTEM_NAMESPACE, label_selector="app.kubernetes.io/component=controller"
+    )["items"]
     (pod,) = [p for p in pods if identity.startswith(f"{p['metadata']['name']}_")]
     return pod
 
 
 @pytest.mark.timeout(900)
 def test_killing_the_leaders_container_hands_the_lease_over_and_pending_evictions_stay_on_time(
-        e2e: E2ECluster, namespace: str, victim: str):
+    e2e: E2ECluster, namespace: str, victim: str
+):
     e2e.create_pod(namespace, "pending", node=victim, tolerations=[toleration(UNREACHABLE, TOLERATED)])
     e2e.create_pod(namespace, "forever", node=victim, tolerations=[toleration(UNREACHABLE)])
     for name in ("pending", "forever"):
+
         def running(name: str = name) -> bool:
             return e2e.pod_phase(namespace, name) == "Running"
 
@@ -61,8 +64,12 @@ def test_killing_the_leaders_container_hands_the_lease_over_and_pending_eviction
     (status,) = pod["status"]["containerStatuses"]
     killed_at = time.time()
     e2e.provider.kill_container(pod["spec"]["nodeName"], status["containerID"])
-    successor = wait_for(lambda: (lambda h: h if h and h != leader else None)(lease_holder(e2e)),
-                         LEASE_DURATION + 3 * RETRY_PERIOD + 10, "another holder of the Lease", interval=0.2)
+    successor = wait_for(
+        lambda: (lambda h: h if h and h != leader else None)(lease_holder(e2e)),
+        LEASE_DURATION + 3 * RETRY_PERIOD + 10,
+        "another holder of the Lease",
+        interval=0.2,
+    )
     handover = time.time() - killed_at
     # The Lease runs out LEASE_DURATION after its last renewal (at most RETRY_PERIOD before the kill);
     # a candidate sees that on its next try (every RETRY_PERIOD); 1 s for this poll and clock skew.
@@ -82,9 +89,11 @@ def webhook_scaled_down(e2e: E2ECluster) -> Iterator[None]:
     apps = client.AppsV1Api(e2e.api_client)
     apps.patch_namespaced_deployment_scale("taintkeeper-webhook", SYSTEM_NAMESPACE, {"spec": {"replicas": 0}})
     try:
+
         def gone() -> bool:
-            pods = e2e.raw(e2e.core.list_namespaced_pod, SYSTEM_NAMESPACE,
-                           label_selector="app.kubernetes.io/component=webhook")["items"]
+            pods = e2e.raw(
+                e2e.core.list_namespaced_pod, SYSTEM_NAMESPACE, label_selector="app.kubernetes.io/component=webhook"
+            )["items"]
             return not pods
 
         wait_for(gone, 120, "both webhook pods gone")
@@ -107,12 +116,20 @@ def webhook_scaled_down(e2e: E2ECluster) -> Iterator[None]:
             return status.get("availableReplicas") == 2 and status.get("updatedReplicas") == 2
 
         wait_for(available, 180, "the webhook Available again with 2 pods")
-        wait_for(lambda: e2e.create_pod(namespace="default", name="webhook-probe", dry_run=True)["spec"].get(
-            "tolerations") == default_tolerations(), 120, "the webhook adding tolerations again", interval=2)
+        wait_for(
+            lambda: (
+                e2e.create_pod(namespace="default", name="webhook-probe", dry_run=True)["spec"].get("tolerations")
+                == default_tolerations()
+            ),
+            120,
+            "the webhook adding tolerations again",
+            interval=2,
+        )
 
 
 def test_with_both_webhook_pods_gone_pods_are_still_admitted_and_the_backfill_adds_the_defaults(
-        e2e: E2ECluster, namespace: str, webhook_scaled_down: None):
+    e2e: E2ECluster, namespace: str, webhook_scaled_down: None
+):
     started = time.monotonic()
     created = e2e.create_pod(namespace, "admitted-without-webhook")
     admitted_in = time.monotonic() - started

@@ -39,14 +39,18 @@ def test_no_component_log_has_a_403(e2e: E2ECluster):
             attempts = [False] + ([True] if status.get("restartCount") else [])  # and the killed leader's
             for previous in attempts:
                 try:
-                    text = e2e.core.read_namespaced_pod_log(name, SYSTEM_NAMESPACE, container=status["name"],
-                                                            previous=previous, _request_timeout=30)
+                    text = e2e.core.read_namespaced_pod_log(
+                        name, SYSTEM_NAMESPACE, container=status["name"], previous=previous, _request_timeout=30
+                    )
                 except client.ApiException as error:
                     if previous and error.status == 400:  # the previous container's log is gone already
                         continue
                     raise
                 read += 1
-                refused += [f"{name}/{status['name']}: {line}" for line in text.splitlines()
-                            if REFUSED.search(line) and not refused_by_a_starting_apiserver(line, starts)]
+                refused += [
+                    f"{name}/{status['name']}: {line}"
+                    for line in text.splitlines()
+                    if REFUSED.search(line) and not refused_by_a_starting_apiserver(line, starts)
+                ]
     assert read >= 4
     assert refused == [], "\n".join(refused[:20])

@@ -24,7 +24,8 @@ SHORT = 10  # tolerationSeconds of the pod that must be evicted
 
 @pytest.mark.timeout(900)
 def test_a_stopped_worker_is_tainted_its_pods_evicted_on_schedule_and_it_recovers(
-        e2e: E2ECluster, namespace: str, victim: str):
+    e2e: E2ECluster, namespace: str, victim: str
+):
     short = "short"  # tolerates unreachable for 10 s: evicted
     forever = "forever"  # tolerates unreachable without a limit: stays
     default = "default"  # the webhook's 300 s: outlives the test
@@ -35,6 +36,7 @@ def test_a_stopped_worker_is_tainted_its_pods_evicted_on_schedule_and_it_recover
     assert created["spec"]["tolerations"][1] == toleration(UNREACHABLE, 300)
     e2e.create_pod(namespace, elsewhere, node=e2e.bystander, tolerations=[toleration(UNREACHABLE, SHORT)])
     for name in (short, forever, default, elsewhere):
+
         def running(name: str = name) -> bool:
             return e2e.pod_phase(namespace, name) == "Running"
 
@@ -53,8 +55,11 @@ def test_a_stopped_worker_is_tainted_its_pods_evicted_on_schedule_and_it_recover
     assert NOT_READY not in e2e.taint_keys(victim, "NoExecute")
     tainted_at = parse_time(taint.get("timeAdded"))
     assert tainted_at is not None, f"the NoExecute taint has no timeAdded: {taint}"
-    wait_for(lambda: (e2e.pod_condition(namespace, forever, "Ready") or {}).get("status") == "False", 60,
-             "the stopped node's pods marked NotReady")
+    wait_for(
+        lambda: (e2e.pod_condition(namespace, forever, "Ready") or {}).get("status") == "False",
+        60,
+        "the stopped node's pods marked NotReady",
+    )
 
     # The taint eviction manager: the 10 s pod goes 10 s after the taint, the others stay.
     wait_for(lambda: e2e.evicted(namespace, short), SHORT + 60, "the 10 s pod evicted", interval=0.5)
@@ -84,5 +89,6 @@ def test_a_stopped_worker_is_tainted_its_pods_evicted_on_schedule_and_it_recover
         survivors.append(default)
     for name in survivors:
         assert not e2e.evicted(namespace, name), f"pod {name} was evicted"
-    wait_for(lambda: e2e.pod(namespace, short) is None, 180, "the evicted pod's deletion finished by its kubelet",
-             interval=2)
+    wait_for(
+        lambda: e2e.pod(namespace, short) is None, 180, "the evicted pod's deletion finished by its kubelet", interval=2
+    )

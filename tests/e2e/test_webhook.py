@@ -16,8 +16,7 @@ def test_a_pod_gets_the_default_tolerations(e2e: E2ECluster, namespace: str):
     assert pod["spec"]["tolerations"] == default_tolerations(300)
 
 
-def test_a_pod_keeps_its_own_unreachable_toleration_and_gets_only_the_missing_one(e2e: E2ECluster,
-                                                                                   namespace: str):
+def test_a_pod_keeps_its_own_unreachable_toleration_and_gets_only_the_missing_one(e2e: E2ECluster, namespace: str):
     own = toleration(UNREACHABLE, 10)
     pod = e2e.create_pod(namespace, "own-unreachable", tolerations=[own])
     assert pod["spec"]["tolerations"] == [own, toleration(NOT_READY, 300)]

@@ -80,17 +80,33 @@ def rootfs(built: image_archive.BuiltImage, tmp_path_factory: pytest.TempPathFac
     return root
 
 
-def command(rootfs: Path, config: dict, argv: list[str], tmp: Path | None = None,
-            env: dict[str, str] | None = None) -> list[str]:
+def command(
+    rootfs: Path, config: dict, argv: list[str], tmp: Path | None = None, env: dict[str, str] | None = None
+) -> list[str]:
     image_env = dict(entry.split("=", 1) for entry in config["Env"]) | (env or {})
-    return ["unshare", "--mount", "--propagation", "private", sys.executable, "-c", RUNNER, str(rootfs),
-            str(tmp or ""), config["User"], config["WorkingDir"], json.dumps(image_env), *argv]
+    return [
+        "unshare",
+        "--mount",
+        "--propagation",
+        "private",
+        sys.executable,
+        "-c",
+        RUNNER,
+        str(rootfs),
+        str(tmp or ""),
+        config["User"],
+        config["WorkingDir"],
+        json.dumps(image_env),
+        *argv,
+    ]
 
 
-def run_in_image(rootfs: Path, built: image_archive.BuiltImage, argv: list[str],
-                 **kwargs) -> subprocess.CompletedProcess:
-    return subprocess.run(command(rootfs, built.config["config"], argv, **kwargs), capture_output=True, text=True,
-                          timeout=120)
+def run_in_image(
+    rootfs: Path, built: image_archive.BuiltImage, argv: list[str], **kwargs
+) -> subprocess.CompletedProcess:
+    return subprocess.run(
+        command(rootfs, built.config["config"], argv, **kwargs), capture_output=True, text=True, timeout=120
+    )
 
 
 def test_config_is_the_containerfiles(built: image_archive.BuiltImage) -> None:
@@ -118,14 +134,24 @@ def test_contents(rootfs: Path) -> None:
         assert (site / package / "__init__.py").is_file(), package
     for absent in ("pip", "setuptools", "_distutils_hack"):
         assert not (site / absent).exists() and not list(site.glob(f"{absent}-*.dist-info")), absent
-    for absent in ("usr/bin/dpkg", "usr/bin/apt-get", "usr/bin/tar", "usr/bin/sh", "usr/share/doc", "usr/share/man",
-                   "var/lib/dpkg"):
+    for absent in (
+        "usr/bin/dpkg",
+        "usr/bin/apt-get",
+        "usr/bin/tar",
+        "usr/bin/sh",
+        "usr/share/doc",
+        "usr/share/man",
+        "var/lib/dpkg",
+    ):
         assert not (rootfs / absent).exists(), absent
     # Bytecode that a read-only root needs (nothing can be written beside the sources), valid whatever
     # the files' times: flags 0b01 = a hash, not checked against the source.
-    for module in ("usr/lib/python3.11/__pycache__/json", "usr/lib/python3.11/json/__pycache__/decoder",
-                   "opt/taintkeeper/lib/python3.11/site-packages/kubernetes/client/__pycache__/api_client",
-                   "opt/taintkeeper/lib/python3.11/site-packages/webhook/__pycache__/app"):
+    for module in (
+        "usr/lib/python3.11/__pycache__/json",
+        "usr/lib/python3.11/json/__pycache__/decoder",
+        "opt/taintkeeper/lib/python3.11/site-packages/kubernetes/client/__pycache__/api_client",
+        "opt/taintkeeper/lib/python3.11/site-packages/webhook/__pycache__/app",
+    ):
         compiled = list(rootfs.glob(f"{module}*.cpython-311.pyc"))
         if module.endswith("__pycache__/json"):  # json is a package: its __init__
             compiled = list(rootfs.glob("usr/lib/python3.11/json/__pycache__/__init__.cpython-311.pyc"))
@@ -152,8 +178,11 @@ def test_runs_as_its_user_from_a_read_only_root(rootfs: Path, built: image_archi
     result = run_in_image(rootfs, built, ["python", "-c", probe])
     assert result.returncode == 0, result.stderr
     seen = json.loads(result.stdout)
-    debian_version = next(line.split(" = ")[1] for line in (rootfs / "opt/taintkeeper/pyvenv.cfg").read_text()
-                          .splitlines() if line.startswith("version = "))
+    debian_version = next(
+        line.split(" = ")[1]
+        for line in (rootfs / "opt/taintkeeper/pyvenv.cfg").read_text().splitlines()
+        if line.startswith("version = ")
+    )
     assert (seen["uid"], seen["gid"], seen["cwd"]) == (65532, 65532, "/tmp")
     assert seen["version"].startswith(debian_version + " ")  # Debian's 3.11.2, not the host's Python
     assert seen["version"].split()[0] != ".".join(map(str, sys.version_info[:3])) or debian_version == sys.version
@@ -172,11 +201,32 @@ def test_entry_points_run(rootfs: Path, built: image_archive.BuiltImage, module:
 
 def test_every_extension_module_loads(rootfs: Path, built: image_archive.BuiltImage) -> None:
     """The compiled parts of the wheels and of the standard library find their shared libraries in the image."""
-    modules = ["gevent.libev.corecext", "gevent.libuv._corecffi", "greenlet", "gunicorn_h1c", "orjson",
-               "cryptography.hazmat.bindings._rust", "pydantic_core", "yaml._yaml", "google._upb._message", "ssl",
-               "hashlib", "sqlite3", "ctypes", "lzma", "bz2", "zlib", "readline", "uuid", "decimal", "_ssl"]
-    probe = ("import importlib, sys\nfor name in sys.argv[1:]:\n    importlib.import_module(name)\n"
-             "from cryptography.hazmat.primitives.asymmetric import ec\nec.generate_private_key(ec.SECP256R1())\n")
+    modules = [
+        "gevent.libev.corecext",
+        "gevent.libuv._corecffi",
+        "greenlet",
+        "gunicorn_h1c",
+        "orjson",
+        "cryptography.hazmat.bindings._rust",
+        "pydantic_core",
+        "yaml._yaml",
+        "google._upb._message",
+        "ssl",
+        "hashlib",
+        "sqlite3",
+        "ctypes",
+        "lzma",
+        "bz2",
+        "zlib",
+        "readline",
+        "uuid",
+        "decimal",
+        "_ssl",
+    ]
+    probe = (
+        "import importlib, sys\nfor name in sys.argv[1:]:\n    importlib.import_module(name)\n"
+        "from cryptography.hazmat.primitives.asymmetric import ec\nec.generate_private_key(ec.SECP256R1())\n"
+    )
     result = run_in_image(rootfs, built, ["python", "-c", probe, *modules])
     assert result.returncode == 0, result.stderr
 
@@ -191,15 +241,42 @@ def test_webhook_serves_tls_from_the_image(rootfs: Path, built: image_archive.Bu
     """`python -m certs` writes a serving pair into /tmp, `python -m webhook` serves it (gevent workers,
     gunicorn's heartbeat and metrics files in TMPDIR=/tmp), all as 65532 from the read-only root."""
     tmp_path.chmod(0o1777)
-    certs = run_in_image(rootfs, built, ["python", "-m", "certs", "--service", "taintkeeper-webhook", "--out-dir",
-                                         "/tmp/tls", "--ip", "127.0.0.1", "--print", "none"], tmp=tmp_path)
+    certs = run_in_image(
+        rootfs,
+        built,
+        [
+            "python",
+            "-m",
+            "certs",
+            "--service",
+            "taintkeeper-webhook",
+            "--out-dir",
+            "/tmp/tls",
+            "--ip",
+            "127.0.0.1",
+            "--print",
+            "none",
+        ],
+        tmp=tmp_path,
+    )
     assert certs.returncode == 0, certs.stderr
     port = free_port()
-    argv = ["python", "-m", "webhook", f"--bind=127.0.0.1:{port}", "--cert-file=/tmp/tls/tls.crt",
-            "--key-file=/tmp/tls/tls.key", "--namespace-cache=false", "--workers=1"]
+    argv = [
+        "python",
+        "-m",
+        "webhook",
+        f"--bind=127.0.0.1:{port}",
+        "--cert-file=/tmp/tls/tls.crt",
+        "--key-file=/tmp/tls/tls.key",
+        "--namespace-cache=false",
+        "--workers=1",
+    ]
     log = (tmp_path / "webhook.log").open("w")
-    server = subprocess.Popen(command(rootfs, built.config["config"], argv, tmp=tmp_path, env={"TMPDIR": "/tmp"}),
-                              stdout=log, stderr=subprocess.STDOUT)
+    server = subprocess.Popen(
+        command(rootfs, built.config["config"], argv, tmp=tmp_path, env={"TMPDIR": "/tmp"}),
+        stdout=log,
+        stderr=subprocess.STDOUT,
+    )
     context = ssl.create_default_context(cafile=str(tmp_path / "tls" / "ca.crt"))
     try:
         deadline, status = time.monotonic() + 60, None
@@ -232,7 +309,8 @@ def containerd() -> Iterator[str]:
     assert binary is not None  # else cannot() ended the test above
     directory = Path(tempfile.mkdtemp(prefix="tk-ctr-", dir="/tmp"))  # a short path: unix sockets
     address = f"{directory}/containerd.sock"
-    (directory / "config.toml").write_text(textwrap.dedent(f"""
+    (directory / "config.toml").write_text(
+        textwrap.dedent(f"""
         version = 2
         root = "{directory}/root"
         state = "{directory}/state"
@@ -245,10 +323,12 @@ def containerd() -> Iterator[str]:
           address = ""
         [metrics]
           address = ""
-    """))
+    """)
+    )
     log = (directory / "containerd.log").open("w")
-    process = subprocess.Popen([binary, "--config", str(directory / "config.toml")], stdout=log,
-                               stderr=subprocess.STDOUT)
+    process = subprocess.Popen(
+        [binary, "--config", str(directory / "config.toml")], stdout=log, stderr=subprocess.STDOUT
+    )
     try:
         deadline = time.monotonic() + 30
         while subprocess.run(["ctr", "-a", address, "version"], capture_output=True).returncode != 0:
@@ -269,8 +349,9 @@ def containerd() -> Iterator[str]:
 
 def test_containerd_imports_and_runs_it(built: image_archive.BuiltImage, containerd: str) -> None:
     ctr = ["ctr", "-a", containerd, "-n", "k8s.io"]
-    imported = subprocess.run([*ctr, "images", "import", str(built.archive)], capture_output=True, text=True,
-                              timeout=300)
+    imported = subprocess.run(
+        [*ctr, "images", "import", str(built.archive)], capture_output=True, text=True, timeout=300
+    )
     assert imported.returncode == 0, imported.stderr
     listed = subprocess.run([*ctr, "images", "ls"], capture_output=True, text=True, timeout=60).stdout
     assert any(line.split()[:1] == [built.reference] and built.digest in line for line in listed.splitlines()), listed
@@ -279,8 +360,9 @@ def test_containerd_imports_and_runs_it(built: image_archive.BuiltImage, contain
     whoami = "import os; print(os.getuid(), os.getgid(), os.getcwd())"
     probe = subprocess.run([*run, "tk-probe", "python", "-c", whoami], capture_output=True, text=True, timeout=120)
     assert probe.stdout.split() == ["65532", "65532", "/tmp"], probe.stderr
-    controller = subprocess.run([*run, "tk-controller", "python", "-m", "controller", "--help"], capture_output=True,
-                                text=True, timeout=120)
+    controller = subprocess.run(
+        [*run, "tk-controller", "python", "-m", "controller", "--help"], capture_output=True, text=True, timeout=120
+    )
     assert controller.returncode == 0 and "usage: python -m controller" in controller.stdout, controller.stderr
     default = subprocess.run([*run, "tk-default"], capture_output=True, text=True, timeout=120)  # CMD: the webhook
     assert default.returncode == 2, default.stdout + default.stderr

@@ -35,8 +35,9 @@ class LocalCluster:
 
 def control_plane_up(directory: Path, *options: str) -> Path:
     """`hack/local-cluster.sh up DIR [OPTIONS]`; its kubeconfig. One that cannot start fails the test (never skips)."""
-    result = subprocess.run(["bash", str(SCRIPT), "up", str(directory), *options], capture_output=True, text=True,
-                            timeout=1800)
+    result = subprocess.run(
+        ["bash", str(SCRIPT), "up", str(directory), *options], capture_output=True, text=True, timeout=1800
+    )
     if result.returncode != 0:
         pytest.fail(f"local control plane did not start:\n{result.stderr[-4000:]}", pytrace=False)
     return Path(result.stdout.strip().splitlines()[-1])
@@ -45,8 +46,9 @@ def control_plane_up(directory: Path, *options: str) -> Path:
 def control_plane(command: str, directory: Path, *options: str, check: bool = True) -> None:
     """`hack/local-cluster.sh COMMAND DIR [OPTIONS]` (stop-apiserver, start-apiserver, down...), which must
     succeed unless not `check` (taking down what may have started only in part)."""
-    result = subprocess.run(["bash", str(SCRIPT), command, str(directory), *options], capture_output=True,
-                            text=True, timeout=300)
+    result = subprocess.run(
+        ["bash", str(SCRIPT), command, str(directory), *options], capture_output=True, text=True, timeout=300
+    )
     assert not check or result.returncode == 0, f"local-cluster.sh {command} failed:\n{result.stderr[-3000:]}"
 
 
@@ -85,7 +87,8 @@ def audit_events(cluster: LocalCluster, user_agent_part: str) -> list[dict[str, 
                 if user_agent_part not in line:  # most lines are other clients': skip them unparsed
                     continue
                 event = json.loads(line)
-                if event.get("stage") in ("ResponseComplete", "Panic") \
-                        and user_agent_part in str(event.get("userAgent") or ""):
+                if event.get("stage") in ("ResponseComplete", "Panic") and user_agent_part in str(
+                    event.get("userAgent") or ""
+                ):
                     events.append(event)
     return events

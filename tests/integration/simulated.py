@@ -20,8 +20,13 @@ from tests.integration.kube import LocalCluster, raw
 UR = "node.kubernetes.io/unreachable"
 NR = "node.kubernetes.io/not-ready"
 # The backfill is off: these pods deliberately lack the default tolerations.
-FAST = ("--leader-elect=false", "--node-monitor-period=1s", "--node-monitor-grace-period=4s",
-        "--node-startup-grace-period=10s", "--backfill-default-tolerations=false")
+FAST = (
+    "--leader-elect=false",
+    "--node-monitor-period=1s",
+    "--node-monitor-grace-period=4s",
+    "--node-startup-grace-period=10s",
+    "--backfill-default-tolerations=false",
+)
 
 
 class Cluster:
@@ -30,8 +35,9 @@ class Cluster:
         self.core = client.CoreV1Api(local.api_client)
         self.namespace = namespace
         self.tmp_path = tmp_path
-        self.sim = Simulator(local.api_client, lease_period=1.0, status_period=30.0,
-                             node_prefix=f"n{uuid.uuid4().hex[:5]}").start()
+        self.sim = Simulator(
+            local.api_client, lease_period=1.0, status_period=30.0, node_prefix=f"n{uuid.uuid4().hex[:5]}"
+        ).start()
         self.controller: ControllerProcess | None = None
 
     def start_controller(self, *args: str) -> ControllerProcess:
@@ -45,8 +51,9 @@ class Cluster:
         return sorted(t["key"] for t in self.node(name)["spec"].get("taints") or [] if t["effect"] == effect)
 
     def taint(self, name: str, key: str, effect: str) -> dict | None:
-        return next((t for t in self.node(name)["spec"].get("taints") or []
-                     if t["key"] == key and t["effect"] == effect), None)
+        return next(
+            (t for t in self.node(name)["spec"].get("taints") or [] if t["key"] == key and t["effect"] == effect), None
+        )
 
     def condition(self, name: str, condition_type: str) -> dict:
         return next(c for c in self.node(name)["status"]["conditions"] if c["type"] == condition_type)
@@ -55,8 +62,9 @@ class Cluster:
         return raw(self.core.read_namespaced_pod, name, self.namespace)
 
     def pod_ready(self, name: str) -> str | None:
-        return next((c["status"] for c in self.pod(name)["status"].get("conditions") or []
-                     if c["type"] == "Ready"), None)
+        return next(
+            (c["status"] for c in self.pod(name)["status"].get("conditions") or [] if c["type"] == "Ready"), None
+        )
 
     def deleted(self, name: str) -> bool:
         try:
@@ -65,8 +73,7 @@ class Cluster:
             return error.status == 404
 
     def pods(self, node: str, tolerations: list[dict] | None, prefix: str) -> str:
-        return self.sim.create_pods(node, 1, namespace=self.namespace, tolerations=tolerations,
-                                    name_prefix=prefix)[0]
+        return self.sim.create_pods(node, 1, namespace=self.namespace, tolerations=tolerations, name_prefix=prefix)[0]
 
     def close(self) -> None:
         if self.controller is not None:

@@ -14,7 +14,8 @@ from tests.integration.kube import SCRIPT, LocalCluster, control_plane, raw
 
 
 def test_creates_at_a_fixed_rate_are_each_timed_and_left_unmutated_without_the_plugin(
-        private_cluster: LocalCluster, private_namespace: str) -> None:
+    private_cluster: LocalCluster, private_namespace: str
+) -> None:
     endpoint = Endpoint.from_kubeconfig(str(private_cluster.kubeconfig))
     outcome = create_at_rate(endpoint, private_namespace, pod_body, rate=20, seconds=1.0, mutated=has_defaults)
     assert len(outcome.latencies) == 20 and outcome.failures == {} and outcome.mutated == 0
@@ -32,23 +33,30 @@ def test_a_refused_create_is_counted_as_a_failure_not_a_latency(private_cluster:
 
 
 def test_the_built_in_plugin_is_on_for_one_start_of_the_apiserver_only(
-        private_cluster: LocalCluster, private_namespace: str) -> None:
+    private_cluster: LocalCluster, private_namespace: str
+) -> None:
     directory = private_cluster.directory
     endpoint = Endpoint.from_kubeconfig(str(private_cluster.kubeconfig))
     control_plane("stop-apiserver", directory)
     control_plane("start-apiserver", directory, "--default-toleration-seconds")
-    with_plugin = create_at_rate(endpoint, private_namespace, lambda i: pod_body(100 + i), rate=20, seconds=0.5,
-                                 mutated=has_defaults)
+    with_plugin = create_at_rate(
+        endpoint, private_namespace, lambda i: pod_body(100 + i), rate=20, seconds=0.5, mutated=has_defaults
+    )
     control_plane("stop-apiserver", directory)
     control_plane("start-apiserver", directory)
-    without = create_at_rate(endpoint, private_namespace, lambda i: pod_body(200 + i), rate=20, seconds=0.5,
-                             mutated=has_defaults)
+    without = create_at_rate(
+        endpoint, private_namespace, lambda i: pod_body(200 + i), rate=20, seconds=0.5, mutated=has_defaults
+    )
     assert (len(with_plugin.latencies), with_plugin.mutated) == (10, 10)
     assert (len(without.latencies), without.mutated) == (10, 0)
 
 
 def test_start_apiserver_refuses_an_unknown_option(private_cluster: LocalCluster) -> None:
-    result = subprocess.run(["bash", str(SCRIPT), "start-apiserver", str(private_cluster.directory), "--plugin"],
-                            capture_output=True, text=True, timeout=60)
+    result = subprocess.run(
+        ["bash", str(SCRIPT), "start-apiserver", str(private_cluster.directory), "--plugin"],
+        capture_output=True,
+        text=True,
+        timeout=60,
+    )
     assert result.returncode != 0
     assert "start-apiserver: expected DIR [--default-toleration-seconds]" in result.stderr

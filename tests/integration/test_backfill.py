@@ -45,13 +45,17 @@ class World:
 
     def add_namespace(self, suffix: str, labels: dict | None = None, annotations: dict | None = None) -> str:
         name = f"{self.namespace}-{suffix}"
-        self.core.create_namespace(body=client.V1Namespace.model_validate({
-            "metadata": {"name": name, "labels": labels or {}, "annotations": annotations or {}}}))
+        self.core.create_namespace(
+            body=client.V1Namespace.model_validate(
+                {"metadata": {"name": name, "labels": labels or {}, "annotations": annotations or {}}}
+            )
+        )
         self.namespaces.append(name)
         return name
 
-    def pod(self, name: str, namespace: str | None = None, tolerations: list | None = None,
-            labels: dict | None = None) -> None:
+    def pod(
+        self, name: str, namespace: str | None = None, tolerations: list | None = None, labels: dict | None = None
+    ) -> None:
         spec: dict = {"containers": [{"name": "c", "image": "busybox"}]}
         if tolerations is not None:
             spec["tolerations"] = tolerations
@@ -63,14 +67,22 @@ class World:
         return raw(self.core.read_namespaced_pod, name, namespace or self.namespace)["spec"].get("tolerations") or []
 
     def events(self, name: str, namespace: str | None = None) -> list[dict]:
-        listed = raw(self.core.list_namespaced_event, namespace or self.namespace,
-                     field_selector=f"involvedObject.name={name}")
+        listed = raw(
+            self.core.list_namespaced_event, namespace or self.namespace, field_selector=f"involvedObject.name={name}"
+        )
         return listed["items"]
 
     def controller(self, *args: str) -> ControllerProcess:
         log = self.tmp_path / f"controller-{len(self.controllers)}.log"
-        process = ControllerProcess(self.cluster.kubeconfig, log, "--leader-elect=false", "--controllers=*",
-                                    f"--backfill-excluded-namespaces={self.excluded}", *CLUSTER_SECONDS, *args)
+        process = ControllerProcess(
+            self.cluster.kubeconfig,
+            log,
+            "--leader-elect=false",
+            "--controllers=*",
+            f"--backfill-excluded-namespaces={self.excluded}",
+            *CLUSTER_SECONDS,
+            *args,
+        )
         self.controllers.append(process)
         return process.start()
 
@@ -99,8 +111,11 @@ def create_outage_pods(world: World) -> None:
     world.pod("opted-out", namespace=world.opted_out)
 
 
-UNCHANGED = {"has-both": [default(UR, 6), GPU, default(NR, 5)], "tolerates-all": [{"operator": "Exists"}],
-             "skipped": []}
+UNCHANGED = {
+    "has-both": [default(UR, 6), GPU, default(NR, 5)],
+    "tolerates-all": [{"operator": "Exists"}],
+    "skipped": [],
+}
 
 
 def test_pods_admitted_without_the_webhook_get_exactly_the_missing_defaults(world: World):
@@ -109,24 +124,34 @@ def test_pods_admitted_without_the_webhook_get_exactly_the_missing_defaults(worl
 
     expected_bare = [default(NR, 120), default(UR, 180)]
     wait_for(lambda: world.tolerations("bare") == expected_bare, 20, "bare pod backfilled")
-    wait_for(lambda: world.tolerations("has-not-ready") == [GPU, default(NR, 30), default(UR, 180)], 20,
-             "the missing unreachable toleration appended after the existing ones")
+    wait_for(
+        lambda: world.tolerations("has-not-ready") == [GPU, default(NR, 30), default(UR, 180)],
+        20,
+        "the missing unreachable toleration appended after the existing ones",
+    )
     # The namespace's valid annotation wins; its invalid one falls back to the cluster value.
-    wait_for(lambda: world.tolerations("annotated", world.annotated) == [default(NR, 60), default(UR, 180)], 20,
-             "pod in the annotated namespace backfilled")
+    wait_for(
+        lambda: world.tolerations("annotated", world.annotated) == [default(NR, 60), default(UR, 180)],
+        20,
+        "pod in the annotated namespace backfilled",
+    )
 
     # A pod created while the controller runs is handled from its watch event.
     world.pod("late")
     wait_for(lambda: world.tolerations("late") == expected_bare, 20, "pod created later backfilled")
 
-    event = wait_for(lambda: [e for e in world.events("bare") if e["reason"] == "DefaultTolerationsAdded"], 10,
-                     "the backfill event")[0]
+    event = wait_for(
+        lambda: [e for e in world.events("bare") if e["reason"] == "DefaultTolerationsAdded"], 10, "the backfill event"
+    )[0]
     assert event["type"] == "Normal"
     assert event["source"]["component"] == "taintkeeper-backfill"
     assert event["message"] == event_message(expected_bare)
     assert event["involvedObject"]["kind"] == "Pod"
-    warning = wait_for(lambda: [e for e in world.events("annotated", world.annotated) if e["type"] == "Warning"], 10,
-                       "the invalid-annotation warning")[0]
+    warning = wait_for(
+        lambda: [e for e in world.events("annotated", world.annotated) if e["type"] == "Warning"],
+        10,
+        "the invalid-annotation warning",
+    )[0]
     assert warning["reason"] == "InvalidTolerationSecondsAnnotation"
     assert "soon" in warning["message"]
     assert controller.metric("taintkeeper_backfilled_pods_total") >= 4

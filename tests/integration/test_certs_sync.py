@@ -23,18 +23,38 @@ ROOT = Path(__file__).resolve().parents[2]
 
 
 def sync(cluster: LocalCluster, namespace: str, configuration: str, *extra: str) -> subprocess.CompletedProcess:
-    return subprocess.run([sys.executable, "-m", "certs", "sync", "--kubeconfig", str(cluster.kubeconfig),
-                           "--namespace", namespace, "--secret", "webhook-tls", "--service", "taintkeeper-webhook",
-                           "--webhook-configuration", configuration, *extra],
-                          cwd=ROOT, capture_output=True, text=True, timeout=120)
+    return subprocess.run(
+        [
+            sys.executable,
+            "-m",
+            "certs",
+            "sync",
+            "--kubeconfig",
+            str(cluster.kubeconfig),
+            "--namespace",
+            namespace,
+            "--secret",
+            "webhook-tls",
+            "--service",
+            "taintkeeper-webhook",
+            "--webhook-configuration",
+            configuration,
+            *extra,
+        ],
+        cwd=ROOT,
+        capture_output=True,
+        text=True,
+        timeout=120,
+    )
 
 
 def test_sync_creates_the_secret_publishes_the_ca_and_renews_in_place(local_cluster: LocalCluster, namespace: str):
     admission = client.AdmissionregistrationV1Api(local_cluster.api_client)
     core = client.CoreV1Api(local_cluster.api_client)
     name = f"tk-sync-{uuid.uuid4().hex[:6]}"
-    body: dict[str, Any] = mutating_webhook_configuration("", service=(namespace, "taintkeeper-webhook", 443),
-                                                          name=name)
+    body: dict[str, Any] = mutating_webhook_configuration(
+        "", service=(namespace, "taintkeeper-webhook", 443), name=name
+    )
     del body["webhooks"][0]["clientConfig"]["caBundle"]  # as a fresh install has it: no caBundle at all
     admission.create_mutating_webhook_configuration(body=client.V1MutatingWebhookConfiguration.model_validate(body))
     try:
@@ -49,14 +69,18 @@ def test_sync_creates_the_secret_publishes_the_ca_and_renews_in_place(local_clus
         again = sync(local_cluster, namespace, name)
         assert again.returncode == 0, again.stderr
         assert "Secret " + f"{namespace}/webhook-tls unchanged" in again.stderr
-        assert raw(core.read_namespaced_secret, "webhook-tls", namespace)["metadata"]["resourceVersion"] == \
-            secret["metadata"]["resourceVersion"]
+        assert (
+            raw(core.read_namespaced_secret, "webhook-tls", namespace)["metadata"]["resourceVersion"]
+            == secret["metadata"]["resourceVersion"]
+        )
 
         # Someone else's label and key on the Secret survive a renewal.
-        core.patch_namespaced_secret("webhook-tls", namespace,
-                                     {"metadata": {"labels": {"team": "platform"}},
-                                      "data": {"extra": base64.b64encode(b"kept").decode()}},
-                                     _content_type="application/merge-patch+json")
+        core.patch_namespaced_secret(
+            "webhook-tls",
+            namespace,
+            {"metadata": {"labels": {"team": "platform"}}, "data": {"extra": base64.b64encode(b"kept").decode()}},
+            _content_type="application/merge-patch+json",
+        )
         renewed = sync(local_cluster, namespace, name, "--cert-days", "400", "--renew-before-days", "399")
         assert renewed.returncode == 0, renewed.stderr
         after = raw(core.read_namespaced_secret, "webhook-tls", namespace)
@@ -69,16 +93,23 @@ def test_sync_creates_the_secret_publishes_the_ca_and_renews_in_place(local_clus
 
 
 def test_sync_refuses_bad_arguments_with_one_line():
-    result = subprocess.run([sys.executable, "-m", "certs", "sync", "--service", "Bad_Name"], cwd=ROOT,
-                            capture_output=True, text=True, timeout=60)
+    result = subprocess.run(
+        [sys.executable, "-m", "certs", "sync", "--service", "Bad_Name"],
+        cwd=ROOT,
+        capture_output=True,
+        text=True,
+        timeout=60,
+    )
     assert result.returncode == 2
     assert result.stderr.count("\n") == 1 and result.stderr.startswith("certs sync: error:")
 
 
 def served_serial(port: int, ca_file: Path) -> int:
     context = ssl.create_default_context(cafile=str(ca_file))
-    with socket.create_connection(("127.0.0.1", port), timeout=5) as sock, \
-            context.wrap_socket(sock, server_hostname="127.0.0.1") as tls:
+    with (
+        socket.create_connection(("127.0.0.1", port), timeout=5) as sock,
+        context.wrap_socket(sock, server_hostname="127.0.0.1") as tls,
+    ):
         served = tls.getpeercert(binary_form=True)
         assert served is not None, "the server sent no certificate"
         return x509.load_der_x509_certificate(served).serial_number
@@ -91,9 +122,26 @@ def test_gunicorn_serves_a_renewed_certificate_to_new_connections_without_a_rest
         assert server.process is not None  # started on entering
         pid = server.process.pid
         before = served_serial(server.port, certs / "ca.crt")
-        renewed = subprocess.run([sys.executable, "-m", "certs", "--service", "taintkeeper-webhook", "--out-dir",
-                                  str(certs), "--ip", "127.0.0.1", "--dns-name", "localhost", "--dns-name",
-                                  "renewed.example.com"], cwd=ROOT, capture_output=True, text=True)
+        renewed = subprocess.run(
+            [
+                sys.executable,
+                "-m",
+                "certs",
+                "--service",
+                "taintkeeper-webhook",
+                "--out-dir",
+                str(certs),
+                "--ip",
+                "127.0.0.1",
+                "--dns-name",
+                "localhost",
+                "--dns-name",
+                "renewed.example.com",
+            ],
+            cwd=ROOT,
+            capture_output=True,
+            text=True,
+        )
         assert renewed.returncode == 0, renewed.stderr
         assert "serving certificate renewed" in renewed.stderr
         after = served_serial(server.port, certs / "ca.crt")

@@ -17,15 +17,18 @@ ZONE_LABEL = "topology.kubernetes.io/zone"
 
 
 def relabel_zone(cluster: Cluster, name: str, zone: str) -> None:
-    cluster.core.patch_node(name, {"metadata": {"labels": {ZONE_LABEL: zone}}},
-                            _content_type="application/strategic-merge-patch+json")
+    cluster.core.patch_node(
+        name, {"metadata": {"labels": {ZONE_LABEL: zone}}}, _content_type="application/strategic-merge-patch+json"
+    )
 
 
 def registered(cluster: Cluster, *names: str) -> None:
     """Wait until the controller has registered these nodes (its RegisteredNode events)."""
+
     def all_registered() -> bool:
         events = raw(cluster.core.list_namespaced_event, "default", field_selector="reason=RegisteredNode")["items"]
         return set(names) <= {e["involvedObject"]["name"] for e in events}
+
     wait_for(all_registered, 15, f"RegisteredNode for {', '.join(names)}")
 
 
@@ -57,8 +60,10 @@ def test_after_every_node_died_and_was_replaced_a_new_dead_node_is_tainted(clust
 def test_a_not_ready_to_unreachable_swap_keeps_the_pods_eviction_time(cluster: Cluster):
     """Defect 4: a node that goes from Ready=False to silent does not restart its pods' clocks."""
     sick, *_ = cluster.sim.add_nodes(3, zones=["a"])
-    both = [{"key": NR, "operator": "Exists", "effect": "NoExecute", "tolerationSeconds": 12},
-            {"key": UR, "operator": "Exists", "effect": "NoExecute", "tolerationSeconds": 12}]
+    both = [
+        {"key": NR, "operator": "Exists", "effect": "NoExecute", "tolerationSeconds": 12},
+        {"key": UR, "operator": "Exists", "effect": "NoExecute", "tolerationSeconds": 12},
+    ]
     pod = cluster.pods(sick, both, "both")
     cluster.start_controller()
     cluster.sim.set_condition(sick, "Ready", "False", reason="KubeletNotReady")
@@ -92,21 +97,36 @@ def test_the_first_matching_toleration_decides_how_long_a_taint_is_tolerated(clu
 def test_a_pod_bound_to_a_dead_node_counts_from_its_binding_and_is_marked_not_ready(cluster: Cluster):
     """Defect 7: created before the taint, bound after it (it waited Pending)."""
     dead, *_ = cluster.sim.add_nodes(3, zones=["a"])
-    cluster.core.create_namespaced_pod(cluster.namespace, client.V1Pod.model_validate({
-        "metadata": {"name": "late"},
-        "spec": {"containers": [{"name": "c", "image": "busybox"}],
-                 "tolerations": [{**unreachable(8)[0]}]}}))
+    cluster.core.create_namespaced_pod(
+        cluster.namespace,
+        client.V1Pod.model_validate(
+            {
+                "metadata": {"name": "late"},
+                "spec": {"containers": [{"name": "c", "image": "busybox"}], "tolerations": [{**unreachable(8)[0]}]},
+            }
+        ),
+    )
     cluster.start_controller()
     cluster.sim.stop_heartbeats(dead)
     wait_for(lambda: cluster.taint(dead, UR, "NoExecute"), 15, "unreachable:NoExecute")
     time.sleep(2)  # the pod is older than the taint by more than this
     # Upstream's processPod flips only a Ready condition the pod has (MarkPodsNotReady): give it one,
     # as a kubelet that ran it elsewhere would have.
-    cluster.core.patch_namespaced_pod_status("late", cluster.namespace, {"status": {"conditions": [
-        {"type": "Ready", "status": "True", "lastTransitionTime": format_time(time.time())}]}},
-        _content_type="application/strategic-merge-patch+json")
-    cluster.core.create_namespaced_binding(cluster.namespace, client.V1Binding.model_validate({
-        "metadata": {"name": "late"}, "target": {"kind": "Node", "name": dead}}), _preload_content=False)
+    cluster.core.patch_namespaced_pod_status(
+        "late",
+        cluster.namespace,
+        {
+            "status": {
+                "conditions": [{"type": "Ready", "status": "True", "lastTransitionTime": format_time(time.time())}]
+            }
+        },
+        _content_type="application/strategic-merge-patch+json",
+    )
+    cluster.core.create_namespaced_binding(
+        cluster.namespace,
+        client.V1Binding.model_validate({"metadata": {"name": "late"}, "target": {"kind": "Node", "name": dead}}),
+        _preload_content=False,
+    )
     bound = time.time()
     pod = raw(cluster.core.read_namespaced_pod, "late", cluster.namespace)
     scheduled = next(c for c in pod["status"]["conditions"] if c["type"] == "PodScheduled")

@@ -41,24 +41,48 @@ class Budget:
         self.core.create_node(body=client.V1Node.model_validate({"metadata": {"name": self.node}}))
 
     def create(self, min_available: int) -> None:
-        request_json(self.api, "POST", self.path, timeout=REQUEST_TIMEOUT, body={
-            "apiVersion": self.version, "kind": "PodDisruptionBudget", "metadata": {"name": "web"},
-            "spec": {"minAvailable": min_available, "selector": {"matchLabels": {"app": "web"}}}})
+        request_json(
+            self.api,
+            "POST",
+            self.path,
+            timeout=REQUEST_TIMEOUT,
+            body={
+                "apiVersion": self.version,
+                "kind": "PodDisruptionBudget",
+                "metadata": {"name": "web"},
+                "spec": {"minAvailable": min_available, "selector": {"matchLabels": {"app": "web"}}},
+            },
+        )
 
     def allow(self, disruptions: int) -> None:
         """Write the status the disruption controller would: `disruptions` allowed, observed."""
         budget = request_json(self.api, "GET", f"{self.path}/web", timeout=REQUEST_TIMEOUT)
-        budget["status"] = {"observedGeneration": budget["metadata"]["generation"], "disruptionsAllowed": disruptions,
-                            "currentHealthy": 2, "desiredHealthy": 2, "expectedPods": 2, "disruptedPods": {}}
+        budget["status"] = {
+            "observedGeneration": budget["metadata"]["generation"],
+            "disruptionsAllowed": disruptions,
+            "currentHealthy": 2,
+            "desiredHealthy": 2,
+            "expectedPods": 2,
+            "disruptedPods": {},
+        }
         request_json(self.api, "PUT", f"{self.path}/web/status", timeout=REQUEST_TIMEOUT, body=budget)
 
     def pod(self, name: str, annotations: dict[str, str] | None = None) -> dict:
         """A Running pod (as its kubelet would report it: the apiserver ignores budgets for Pending pods)."""
-        raw(self.core.create_namespaced_pod, self.namespace, body={
-            "metadata": {"name": name, "labels": {"app": "web"}, "annotations": annotations or {}},
-            "spec": {"nodeName": self.node, "containers": [{"name": "c", "image": "busybox"}]}})
-        return raw(self.core.patch_namespaced_pod_status, name, self.namespace, body={"status": {
-            "phase": "Running", "conditions": [{"type": "Ready", "status": "True"}]}})
+        raw(
+            self.core.create_namespaced_pod,
+            self.namespace,
+            body={
+                "metadata": {"name": name, "labels": {"app": "web"}, "annotations": annotations or {}},
+                "spec": {"nodeName": self.node, "containers": [{"name": "c", "image": "busybox"}]},
+            },
+        )
+        return raw(
+            self.core.patch_namespaced_pod_status,
+            name,
+            self.namespace,
+            body={"status": {"phase": "Running", "conditions": [{"type": "Ready", "status": "True"}]}},
+        )
 
     def read(self, name: str) -> dict | None:
         try:
@@ -94,8 +118,9 @@ def test_a_budget_refusal_is_returned_with_its_reason_and_an_admitted_eviction_m
     refused = actions.request_eviction(pod_view(pod))
     assert refused is not None and "disruption budget web" in refused, refused
     assert not budget.deleted("web-1")
-    assert not any(c["type"] == "DisruptionTarget" for c in (budget.read("web-1") or {})["status"].get("conditions")
-                   or []), "a refused pod must not look disrupted"
+    assert not any(
+        c["type"] == "DisruptionTarget" for c in (budget.read("web-1") or {})["status"].get("conditions") or []
+    ), "a refused pod must not look disrupted"
 
     budget.allow(1)
     assert actions.request_eviction(pod_view(pod)) is None
@@ -119,22 +144,32 @@ def test_an_eviction_never_touches_a_new_pod_that_took_the_name(budget: Budget):
     assert not budget.deleted("web-1")
 
 
-def test_the_controller_waits_for_the_budget_then_evicts(budget: Budget, local_cluster: LocalCluster,
-                                                          tmp_path: Path):
+def test_the_controller_waits_for_the_budget_then_evicts(budget: Budget, local_cluster: LocalCluster, tmp_path: Path):
     budget.pod("web-1", RESPECT)
     budget.pod("web-2")  # not opted in: deleted at once
     budget.create(min_available=2)
     budget.allow(0)
-    controller = ControllerProcess(local_cluster.kubeconfig, tmp_path / "controller.log", "--leader-elect=false",
-                                   "--controllers=taint-eviction-controller", "--backfill-default-tolerations=false")
+    controller = ControllerProcess(
+        local_cluster.kubeconfig,
+        tmp_path / "controller.log",
+        "--leader-elect=false",
+        "--controllers=taint-eviction-controller",
+        "--backfill-default-tolerations=false",
+    )
     controller.start()
     try:
         budget.core.patch_node(budget.node, {"spec": {"taints": [{"key": DRAIN, "effect": "NoExecute"}]}})
         wait_for(lambda: budget.deleted("web-2"), 15, "the pod that did not opt in deleted")
-        wait_for(lambda: controller.metric("taintkeeper_pods_waiting_for_disruption_budget") == 1, 15,
-                 "web-1 waiting for its budget")
-        events = [e for e in raw(budget.core.list_namespaced_event, budget.namespace)["items"]
-                  if e["reason"] == "WaitingForDisruptionBudget"]
+        wait_for(
+            lambda: controller.metric("taintkeeper_pods_waiting_for_disruption_budget") == 1,
+            15,
+            "web-1 waiting for its budget",
+        )
+        events = [
+            e
+            for e in raw(budget.core.list_namespaced_event, budget.namespace)["items"]
+            if e["reason"] == "WaitingForDisruptionBudget"
+        ]
         assert [e["involvedObject"]["name"] for e in events] == ["web-1"]
         assert events[0]["type"] == "Warning"
         held_until = time.monotonic() + 5

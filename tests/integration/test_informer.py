@@ -26,6 +26,7 @@ from tests.integration.kube import LocalCluster, control_plane, raw, wait_for
 
 # -- helpers ----------------------------------------------------------------------------------------
 
+
 class Changes:
     """Thread-safe record of on_change calls, optionally filtered (other tests share the cluster)."""
 
@@ -49,8 +50,9 @@ class Changes:
 
     def wait_for(self, count: int, timeout: float = 15) -> list[tuple[Any, Any]]:
         """Wait until `count` changes were recorded in total; return them all."""
-        return wait_for(lambda: self.items if len(self.items) >= count else None, timeout,
-                        f"{count} changes (have {self.named()})")
+        return wait_for(
+            lambda: self.items if len(self.items) >= count else None, timeout, f"{count} changes (have {self.named()})"
+        )
 
 
 class RecordingCall:
@@ -115,8 +117,12 @@ def delete_pod(core: client.CoreV1Api, namespace: str, name: str) -> None:
 
 
 def set_ready(core: client.CoreV1Api, namespace: str, name: str, status: str = "True") -> None:
-    raw(core.patch_namespaced_pod_status, name, namespace,
-        body={"status": {"conditions": [{"type": "Ready", "status": status}]}})
+    raw(
+        core.patch_namespaced_pod_status,
+        name,
+        namespace,
+        body={"status": {"conditions": [{"type": "Ready", "status": status}]}},
+    )
 
 
 def in_namespace(namespace: str) -> Callable[[PodView], bool]:
@@ -129,15 +135,18 @@ def keys(views: list[Any]) -> set[str]:
 
 # -- (1) list + watch of pods and nodes ---------------------------------------------------------------
 
+
 def test_list_and_watch_report_adds_updates_and_deletes_of_pods_with_the_node_index(
-        local_cluster: LocalCluster, namespace: str, informers: Callable[..., Informer]) -> None:
+    local_cluster: LocalCluster, namespace: str, informers: Callable[..., Informer]
+) -> None:
     core = client.CoreV1Api(local_cluster.api_client)
     node = f"tk-node-{uuid.uuid4().hex[:6]}"
     other = f"{node}-b"
     create_pod(core, namespace, "listed", node)
     changes = Changes(in_namespace(namespace))
-    pods: Informer[PodView] = informers("pods", core.list_pod_for_all_namespaces, pod_view, changes,
-                                        index_by=lambda pod: pod.node_name)
+    pods: Informer[PodView] = informers(
+        "pods", core.list_pod_for_all_namespaces, pod_view, changes, index_by=lambda pod: pod.node_name
+    )
     assert pods.has_synced
     assert changes.named() == [(None, "listed")]  # handlers of the first LIST ran before has_synced
     assert keys(pods.by_index(node)) == {f"{namespace}/listed"}
@@ -151,8 +160,12 @@ def test_list_and_watch_report_adds_updates_and_deletes_of_pods_with_the_node_in
     create_pod(core, namespace, "b")
     assert changes.wait_for(3)[2][1].node_name == ""
     assert f"{namespace}/b" in keys(pods.by_index(""))
-    raw(core.create_namespaced_pod_binding, "b", namespace,
-        body={"metadata": {"name": "b"}, "target": {"kind": "Node", "name": other}})
+    raw(
+        core.create_namespaced_pod_binding,
+        "b",
+        namespace,
+        body={"metadata": {"name": "b"}, "target": {"kind": "Node", "name": other}},
+    )
     old, new = changes.wait_for(4)[3]
     assert (old.name, old.node_name, new.node_name) == ("b", "", other)
     assert keys(pods.by_index(other)) == {f"{namespace}/b"}
@@ -177,11 +190,18 @@ def test_list_and_watch_report_adds_updates_and_deletes_of_pods_with_the_node_in
 
 
 def test_the_apiservers_watch_is_read_off_the_socket_and_a_batch_brings_the_events_of_its_wait(
-        local_cluster: LocalCluster, namespace: str) -> None:
+    local_cluster: LocalCluster, namespace: str
+) -> None:
     core = client.CoreV1Api(local_cluster.api_client)
     version = raw(core.list_namespaced_pod, namespace)["metadata"]["resourceVersion"]
-    response: Any = core.list_namespaced_pod(namespace, watch=True, resource_version=version, timeout_seconds=30,
-                                             _preload_content=False, _request_timeout=(10, 40))
+    response: Any = core.list_namespaced_pod(
+        namespace,
+        watch=True,
+        resource_version=version,
+        timeout_seconds=30,
+        _preload_content=False,
+        _request_timeout=(10, 40),
+    )
     waits: list[float] = []
 
     def wait(seconds: float) -> None:  # three pods are created while the informer would wait
@@ -202,11 +222,15 @@ def test_the_apiservers_watch_is_read_off_the_socket_and_a_batch_brings_the_even
         response.close()
     assert waits == [0.1]  # one wait, then one read for all three events
     assert [(json.loads(line)["type"], json.loads(line)["object"]["metadata"]["name"]) for line in lines] == [
-        ("ADDED", "a"), ("ADDED", "b"), ("ADDED", "c")]
+        ("ADDED", "a"),
+        ("ADDED", "b"),
+        ("ADDED", "c"),
+    ]
 
 
 def test_list_and_watch_report_adds_updates_and_deletes_of_nodes(
-        local_cluster: LocalCluster, informers: Callable[..., Informer]) -> None:
+    local_cluster: LocalCluster, informers: Callable[..., Informer]
+) -> None:
     core = client.CoreV1Api(local_cluster.api_client)
     prefix = f"tk-node-{uuid.uuid4().hex[:6]}"
     raw(core.create_node, body={"metadata": {"name": f"{prefix}-listed"}})
@@ -239,15 +263,18 @@ def test_list_and_watch_report_adds_updates_and_deletes_of_nodes(
 
 # -- (2) the first list ----------------------------------------------------------------------------------
 
+
 def test_the_first_list_comes_from_the_watch_cache_and_holds_every_pod(
-        local_cluster: LocalCluster, namespace: str, informers: Callable[..., Informer]) -> None:
+    local_cluster: LocalCluster, namespace: str, informers: Callable[..., Informer]
+) -> None:
     core = client.CoreV1Api(local_cluster.api_client)
     for number in range(23):
         create_pod(core, namespace, f"p{number:02d}", node=f"node-{number % 3}")
     calls = RecordingCall(functools.partial(core.list_namespaced_pod, namespace))
     changes = Changes()
-    pods: Informer[PodView] = informers("pods", calls, pod_view, changes, index_by=lambda pod: pod.node_name,
-                                        page_size=5)
+    pods: Informer[PodView] = informers(
+        "pods", calls, pod_view, changes, index_by=lambda pod: pod.node_name, page_size=5
+    )
     assert len(pods) == 23
     assert calls.list_versions[0] == "0"  # served from the apiserver's watch cache, etcd not read
     lists = [token for kind, token, _ in calls.requests if kind == "LIST"]
@@ -259,22 +286,49 @@ def test_the_first_list_comes_from_the_watch_cache_and_holds_every_pod(
 
 PROTOBUF_POD_SHAPES: dict[str, dict[str, Any]] = {
     "bare": {"metadata": {}, "spec": {}},
-    "bound, tolerating for a while": {"metadata": {}, "spec": {"nodeName": "node-a", "tolerations": [
-        {"key": "node.kubernetes.io/not-ready", "operator": "Exists", "effect": "NoExecute", "tolerationSeconds": 300},
-        {"key": "node.kubernetes.io/unreachable", "operator": "Exists", "effect": "NoExecute",
-         "tolerationSeconds": 0}]}},
-    "tolerating for ever, every effect": {"metadata": {}, "spec": {"nodeName": "node-b", "tolerations": [
-        {"operator": "Exists"}, {"key": "dedicated", "operator": "Equal", "value": "gpu", "effect": "NoExecute"},
-        {"key": "k", "value": "v", "effect": "NoSchedule"}, {"key": "negative", "operator": "Exists",
-                                                              "effect": "NoExecute", "tolerationSeconds": -5}]}},
+    "bound, tolerating for a while": {
+        "metadata": {},
+        "spec": {
+            "nodeName": "node-a",
+            "tolerations": [
+                {
+                    "key": "node.kubernetes.io/not-ready",
+                    "operator": "Exists",
+                    "effect": "NoExecute",
+                    "tolerationSeconds": 300,
+                },
+                {
+                    "key": "node.kubernetes.io/unreachable",
+                    "operator": "Exists",
+                    "effect": "NoExecute",
+                    "tolerationSeconds": 0,
+                },
+            ],
+        },
+    },
+    "tolerating for ever, every effect": {
+        "metadata": {},
+        "spec": {
+            "nodeName": "node-b",
+            "tolerations": [
+                {"operator": "Exists"},
+                {"key": "dedicated", "operator": "Equal", "value": "gpu", "effect": "NoExecute"},
+                {"key": "k", "value": "v", "effect": "NoSchedule"},
+                {"key": "negative", "operator": "Exists", "effect": "NoExecute", "tolerationSeconds": -5},
+            ],
+        },
+    },
     "labelled to be skipped": {"metadata": {"labels": {"taintkeeper.io/skip": "true", "app": "x"}}, "spec": {}},
-    "a static pod's mirror": {"metadata": {"annotations": {"kubernetes.io/config.mirror": "abc", "note": ""}},
-                              "spec": {"nodeName": "node-a"}},
+    "a static pod's mirror": {
+        "metadata": {"annotations": {"kubernetes.io/config.mirror": "abc", "note": ""}},
+        "spec": {"nodeName": "node-a"},
+    },
 }
 
 
 def test_pods_listed_in_protobuf_have_the_views_of_pods_listed_in_json(
-        local_cluster: LocalCluster, namespace: str, informers: Callable[..., Informer]) -> None:
+    local_cluster: LocalCluster, namespace: str, informers: Callable[..., Informer]
+) -> None:
     """The oracle for controller/pod_protobuf.py's field numbers: the real apiserver's protobuf."""
     core = client.CoreV1Api(local_cluster.api_client)
     for number, manifest in enumerate(PROTOBUF_POD_SHAPES.values()):
@@ -283,9 +337,19 @@ def test_pods_listed_in_protobuf_have_the_views_of_pods_listed_in_json(
         pod["spec"]["containers"] = [{"name": "c", "image": "busybox"}]
         raw(core.create_namespaced_pod, namespace, body=pod)
     set_ready(core, namespace, "shape-1", "False")
-    raw(core.patch_namespaced_pod_status, "shape-2", namespace, body={"status": {"conditions": [
-        {"type": "PodScheduled", "status": "True", "lastTransitionTime": "2026-11-23T10:00:00Z"},
-        {"type": "Ready", "status": "True"}]}})
+    raw(
+        core.patch_namespaced_pod_status,
+        "shape-2",
+        namespace,
+        body={
+            "status": {
+                "conditions": [
+                    {"type": "PodScheduled", "status": "True", "lastTransitionTime": "2026-11-23T10:00:00Z"},
+                    {"type": "Ready", "status": "True"},
+                ]
+            }
+        },
+    )
     raw(core.patch_namespaced_pod, "shape-0", namespace, body={"metadata": {"finalizers": ["test/hold"]}})
     raw(core.delete_namespaced_pod, "shape-0", namespace)  # Terminating: held by its finalizer
     decoded: list[bytes] = []
@@ -297,8 +361,7 @@ def test_pods_listed_in_protobuf_have_the_views_of_pods_listed_in_json(
     list_pods = functools.partial(core.list_namespaced_pod, namespace)
     try:
         from_json: Informer[PodView] = informers("pods-json", list_pods, pod_view)
-        from_protobuf: Informer[PodView] = informers("pods-protobuf", list_pods, pod_view,
-                                                     protobuf_item=pod_json_noted)
+        from_protobuf: Informer[PodView] = informers("pods-protobuf", list_pods, pod_view, protobuf_item=pod_json_noted)
         assert len(decoded) == len(PROTOBUF_POD_SHAPES)  # read as protobuf, not JSON
         assert {pod.key: pod for pod in from_protobuf.list()} == {pod.key: pod for pod in from_json.list()}
         terminating = from_protobuf.get(f"{namespace}/shape-0")
@@ -310,8 +373,10 @@ def test_pods_listed_in_protobuf_have_the_views_of_pods_listed_in_json(
 
 # -- (3) resuming: ended streams and an apiserver restart ----------------------------------------------
 
+
 def test_ended_streams_resume_from_the_last_resource_version_without_listing(
-        local_cluster: LocalCluster, namespace: str, informers: Callable[..., Informer]) -> None:
+    local_cluster: LocalCluster, namespace: str, informers: Callable[..., Informer]
+) -> None:
     core = client.CoreV1Api(local_cluster.api_client)
     calls = RecordingCall(functools.partial(core.list_namespaced_pod, namespace))
     changes = Changes()
@@ -329,7 +394,8 @@ def test_ended_streams_resume_from_the_last_resource_version_without_listing(
 
 
 def test_watch_resumes_after_an_apiserver_restart(
-        private_cluster: LocalCluster, private_namespace: str, informers: Callable[..., Informer]) -> None:
+    private_cluster: LocalCluster, private_namespace: str, informers: Callable[..., Informer]
+) -> None:
     core = client.CoreV1Api(private_cluster.api_client)
     calls = RecordingCall(functools.partial(core.list_namespaced_pod, private_namespace))
     changes = Changes()
@@ -363,16 +429,21 @@ def test_watch_resumes_after_an_apiserver_restart(
 
 # -- (4) a frozen apiserver is noticed by the read timeout ----------------------------------------------
 
+
 def test_a_frozen_apiserver_is_noticed_and_the_watch_recovers(
-        private_cluster: LocalCluster, private_namespace: str, informers: Callable[..., Informer],
-        caplog: pytest.LogCaptureFixture) -> None:
+    private_cluster: LocalCluster,
+    private_namespace: str,
+    informers: Callable[..., Informer],
+    caplog: pytest.LogCaptureFixture,
+) -> None:
     core = client.CoreV1Api(private_cluster.api_client)
     calls = RecordingCall(functools.partial(core.list_namespaced_pod, private_namespace))
     changes = Changes()
     # The server would keep the stream open for 300 s; only the 2 s client-side read timeout can
     # notice that nothing arrives any more.
-    pods: Informer[PodView] = informers("pods", calls, pod_view, changes, read_timeout=2,
-                                        watch_timeout_seconds=300, backoff_max=1)
+    pods: Informer[PodView] = informers(
+        "pods", calls, pod_view, changes, read_timeout=2, watch_timeout_seconds=300, backoff_max=1
+    )
     create_pod(core, private_namespace, "before")
     changes.wait_for(1)
     apiserver = int((private_cluster.directory / "apiserver.pid").read_text())
@@ -384,8 +455,9 @@ def test_a_frozen_apiserver_is_noticed_and_the_watch_recovers(
         frozen_at = time.monotonic()
         wait_for(lambda: pods.error_count > errors_before, 5, "a read timeout on the frozen apiserver")
         assert "timed out" in (pods.last_error or "").lower()
-        wait_for(lambda: any(kind == "WATCH" and at > frozen_at for kind, _, at in calls.requests), 5,
-                 "a reconnect attempt")
+        wait_for(
+            lambda: any(kind == "WATCH" and at > frozen_at for kind, _, at in calls.requests), 5, "a reconnect attempt"
+        )
         assert any("watch failed" in record.getMessage() for record in caplog.records)
     finally:
         os.kill(apiserver, signal.SIGCONT)
@@ -398,13 +470,20 @@ def test_a_frozen_apiserver_is_noticed_and_the_watch_recovers(
 
 # -- (5) 410: a full re-list reconciled against the store --------------------------------------------
 
+
 class ExpiredStream:
     """A watch response carrying only an ERROR 410 event, as the server sends for a too-old
     resourceVersion. Only what the informer reads of a urllib3 response is provided."""
 
     def __init__(self) -> None:
-        status = {"kind": "Status", "apiVersion": "v1", "status": "Failure", "code": 410, "reason": "Expired",
-                  "message": "too old resource version: 1 (2)"}
+        status = {
+            "kind": "Status",
+            "apiVersion": "v1",
+            "status": "Failure",
+            "code": 410,
+            "reason": "Expired",
+            "message": "too old resource version: 1 (2)",
+        }
         self._payload = json.dumps({"type": "ERROR", "object": status}).encode() + b"\n"
 
     def stream(self, amt: int | None = None, decode_content: bool = True) -> Iterator[bytes]:
@@ -439,7 +518,8 @@ class BlindThenExpired:
 
 
 def test_410_relists_and_reports_exact_differences(
-        local_cluster: LocalCluster, namespace: str, informers: Callable[..., Informer]) -> None:
+    local_cluster: LocalCluster, namespace: str, informers: Callable[..., Informer]
+) -> None:
     core = client.CoreV1Api(local_cluster.api_client)
     for name in ("gone", "changed", "same"):
         create_pod(core, namespace, name, node="n1")
@@ -459,7 +539,10 @@ def test_410_relists_and_reports_exact_differences(
 
     relisted = changes.wait_for(6)[3:]
     assert [(old and old.name, new and new.name) for old, new in relisted] == [
-        ("gone", None), ("changed", "changed"), (None, "new")]  # removals first, then in list order
+        ("gone", None),
+        ("changed", "changed"),
+        (None, "new"),
+    ]  # removals first, then in list order
     old, new = relisted[1]
     assert (old.ready, new.ready) == (None, "True")
     assert pods.list_count == 2 and pods.expired_count == 1

@@ -173,18 +173,26 @@ class Election:
 
     def replica(self, identity: str, cut_off_api: LeaseApi | None = None) -> Replica:
         """A replica campaigning in its own thread; cut off, it reaches `cut_off_api` (default: crashed)."""
-        config = LeaderElectionConfig(self.lease_name, self.namespace, identity,
-                                      LEASE_DURATION, RENEW_DEADLINE, RETRY_PERIOD)
+        config = LeaderElectionConfig(
+            self.lease_name, self.namespace, identity, LEASE_DURATION, RENEW_DEADLINE, RETRY_PERIOD
+        )
         made = Replica(identity, SwitchableLeaseApi(lease_client_for(self.local_cluster), cut_off_api or CrashedApi()))
-        made.elector = LeaderElector(config, made.api, lambda: made.started.append(time.monotonic()),
-                                     lambda: made.stopped.append(time.monotonic()))
+        made.elector = LeaderElector(
+            config,
+            made.api,
+            lambda: made.started.append(time.monotonic()),
+            lambda: made.stopped.append(time.monotonic()),
+        )
         self.replicas.append(made)
         made.start()
         return made
 
     def lease(self) -> dict:
-        return raw(client.CoordinationV1Api(self.local_cluster.api_client).read_namespaced_lease,
-                   self.lease_name, self.namespace)
+        return raw(
+            client.CoordinationV1Api(self.local_cluster.api_client).read_namespaced_lease,
+            self.lease_name,
+            self.namespace,
+        )
 
     def leaders(self) -> list[Replica]:
         return [replica for replica in self.replicas if replica.elector.is_leader]
@@ -234,14 +242,24 @@ def first_leader(election: Election, within: float) -> Replica:
 
 # --- the LeaseClient against the real API ----------------------------------------------------
 
-def test_lease_client_reads_creates_and_replaces_with_optimistic_concurrency(local_cluster: LocalCluster,
-                                                                            namespace: str) -> None:
+
+def test_lease_client_reads_creates_and_replaces_with_optimistic_concurrency(
+    local_cluster: LocalCluster, namespace: str
+) -> None:
     lease_client = lease_client_for(local_cluster)
-    body = {"apiVersion": "coordination.k8s.io/v1", "kind": "Lease",
-            "metadata": {"name": "lease-client", "namespace": namespace},
-            # Zero microseconds: the client's pydantic models would send `...:05+00:00`, a 400 (see below).
-            "spec": {"holderIdentity": "me", "leaseDurationSeconds": 3, "acquireTime": "2030-01-02T03:04:05.000000Z",
-                     "renewTime": "2030-01-02T03:04:05.000000Z", "leaseTransitions": 0}}
+    body = {
+        "apiVersion": "coordination.k8s.io/v1",
+        "kind": "Lease",
+        "metadata": {"name": "lease-client", "namespace": namespace},
+        # Zero microseconds: the client's pydantic models would send `...:05+00:00`, a 400 (see below).
+        "spec": {
+            "holderIdentity": "me",
+            "leaseDurationSeconds": 3,
+            "acquireTime": "2030-01-02T03:04:05.000000Z",
+            "renewTime": "2030-01-02T03:04:05.000000Z",
+            "leaseTransitions": 0,
+        },
+    }
     try:
         assert lease_client.get("lease-client", namespace) is None
         created = lease_client.create(body)
@@ -257,8 +275,9 @@ def test_lease_client_reads_creates_and_replaces_with_optimistic_concurrency(loc
 
     typed = client.CoordinationV1Api(local_cluster.api_client)
     with pytest.raises(ApiException) as rejected:
-        typed.create_namespaced_lease(namespace,
-                                      body=client.V1Lease.model_validate({**body, "metadata": {"name": "typed"}}))
+        typed.create_namespaced_lease(
+            namespace, body=client.V1Lease.model_validate({**body, "metadata": {"name": "typed"}})
+        )
     assert rejected.value.status == 400  # why LeaseClient sends raw JSON
 
 
@@ -277,6 +296,7 @@ def test_a_frozen_apiserver_costs_one_timeout_not_several(local_cluster: LocalCl
 
 
 # --- the election -----------------------------------------------------------------------------
+
 
 def test_exactly_one_of_two_replicas_leads(election: Election) -> None:
     a, b = election.replica("replica-a"), election.replica("replica-b")
@@ -345,7 +365,8 @@ def unreachable(request: pytest.FixtureRequest, local_cluster: LocalCluster) -> 
 
 
 def test_a_leader_cut_off_steps_down_within_the_renew_deadline_and_campaigns_again(
-        election: Election, unreachable: LeaseClient, caplog: pytest.LogCaptureFixture) -> None:
+    election: Election, unreachable: LeaseClient, caplog: pytest.LogCaptureFixture
+) -> None:
     caplog.set_level("INFO", logger="taintkeeper.leader")
     a = election.replica("replica-a", cut_off_api=unreachable)
     wait_for(lambda: a.elector.is_leader, 2, "replica-a to lead")

@@ -35,14 +35,20 @@ FIELD_MANAGER = "taintkeeper-tests"
 # are installed on servers of the releases cert-manager 1.21 supports, and validate manifests/cert-manager/.
 CERT_MANAGER_FROM = 25
 CERT_MANAGER_UNSERVED = "cert-manager 1.21's CRDs (CEL validation rules) are installed from Kubernetes 1.25 on"
-CERT_MANAGER_CRDS = ("cert-manager.io_issuers.yaml", "cert-manager.io_clusterissuers.yaml",
-                     "cert-manager.io_certificates.yaml", "cert-manager.io_certificaterequests.yaml")
+CERT_MANAGER_CRDS = (
+    "cert-manager.io_issuers.yaml",
+    "cert-manager.io_clusterissuers.yaml",
+    "cert-manager.io_certificates.yaml",
+    "cert-manager.io_certificaterequests.yaml",
+)
 
 # (apiVersion, kind) -> (the first minor version that serves it, or None for a custom resource
 # never installed here; why an older apiserver does not serve it).
 UNSERVED: dict[tuple[str, str], tuple[int | None, str]] = {
-    ("policy/v1", "PodDisruptionBudget"): (21, "policy/v1 PodDisruptionBudget is served from Kubernetes 1.21 on "
-                                               "(1.20 has only policy/v1beta1)"),
+    ("policy/v1", "PodDisruptionBudget"): (
+        21,
+        "policy/v1 PodDisruptionBudget is served from Kubernetes 1.21 on (1.20 has only policy/v1beta1)",
+    ),
     ("batch/v1", "CronJob"): (21, "batch/v1 CronJob is served from Kubernetes 1.21 on (1.20 has only batch/v1beta1)"),
     ("cert-manager.io/v1", "Issuer"): (CERT_MANAGER_FROM, CERT_MANAGER_UNSERVED),
     ("cert-manager.io/v1", "Certificate"): (CERT_MANAGER_FROM, CERT_MANAGER_UNSERVED),
@@ -53,10 +59,13 @@ def unserved_on(minor: int) -> dict[tuple[str, str], str]:
     """The kinds a server of this minor version is expected not to serve, with why."""
     return {key: why for key, (served_from, why) in UNSERVED.items() if served_from is None or minor < served_from}
 
+
 # (apiVersion, kind, dotted field) -> (first minor version that keeps it, why an older one drops it).
 DROPPED = {
     ("batch/v1", "Job", "spec.ttlSecondsAfterFinished"): (
-        21, "the TTLAfterFinished feature gate is alpha (off) in 1.20 and beta (on) from 1.21"),
+        21,
+        "the TTLAfterFinished feature gate is alpha (off) in 1.20 and beta (on) from 1.21",
+    ),
 }
 
 
@@ -144,8 +153,9 @@ def manifest_namespaces(dynamic: DynamicClient) -> Iterator[None]:
 
 
 @pytest.mark.parametrize(("rel", "index", "doc"), [pytest.param(r, i, d, id=doc_id(r, i, d)) for r, i, d in DOCUMENTS])
-def test_manifest_is_accepted_by_the_apiserver(dynamic: DynamicClient, server_minor: int, manifest_namespaces: None,
-                                               rel: str, index: int, doc: dict[str, Any]):
+def test_manifest_is_accepted_by_the_apiserver(
+    dynamic: DynamicClient, server_minor: int, manifest_namespaces: None, rel: str, index: int, doc: dict[str, Any]
+):
     key = (doc["apiVersion"], doc["kind"])
     try:
         dynamic.resources.get(api_version=doc["apiVersion"], kind=doc["kind"])
@@ -156,8 +166,11 @@ def test_manifest_is_accepted_by_the_apiserver(dynamic: DynamicClient, server_mi
         pytest.skip(f"{doc['kind']}/{doc['metadata']['name']} not tried on 1.{server_minor}: {expected[key]}")
     stored = server_side_apply(dynamic, doc, dry_run=True)
     lost = lost_fields(doc, stored)
-    allowed = {field for (api_version, kind, field), (kept_from, _) in DROPPED.items()
-               if (api_version, kind) == key and server_minor < kept_from}
+    allowed = {
+        field
+        for (api_version, kind, field), (kept_from, _) in DROPPED.items()
+        if (api_version, kind) == key and server_minor < kept_from
+    }
     assert sorted(set(lost) - allowed) == [], f"the apiserver dropped or changed {sorted(set(lost) - allowed)}"
     assert stored["metadata"]["name"] == doc["metadata"]["name"]
 
@@ -178,14 +191,16 @@ def test_the_recorded_exceptions_still_apply(dynamic: DynamicClient, server_mino
 
 
 # The version 1.20 serves of each kind it skips above, with the same fields, and the release that removed it.
-OLDER_API_VERSIONS = {("policy/v1", "PodDisruptionBudget"): ("policy/v1beta1", 25),
-                      ("batch/v1", "CronJob"): ("batch/v1beta1", 25)}
+OLDER_API_VERSIONS = {
+    ("policy/v1", "PodDisruptionBudget"): ("policy/v1beta1", 25),
+    ("batch/v1", "CronJob"): ("batch/v1beta1", 25),
+}
 
 
 @pytest.mark.parametrize(("api_version", "kind"), list(OLDER_API_VERSIONS))
-def test_the_skipped_documents_are_accepted_in_the_older_api_version(dynamic: DynamicClient, server_minor: int,
-                                                                    manifest_namespaces: None,
-                                                                    api_version: str, kind: str):
+def test_the_skipped_documents_are_accepted_in_the_older_api_version(
+    dynamic: DynamicClient, server_minor: int, manifest_namespaces: None, api_version: str, kind: str
+):
     """On 1.20, the skipped PodDisruptionBudgets and CronJob tried as the beta version it serves: their
     fields (unchanged between the two versions) are checked there. A server that removed the beta
     version serves the documents as written (test_manifest_is_accepted_by_the_apiserver applies them)."""

@@ -55,8 +55,12 @@ def seconds_of(tolerations: list[dict] | None) -> dict[str, int] | None:
 def registration(ca_bundle: str, url: str, name: str, selected_value: str) -> dict[str, Any]:
     """Fail policy, only this module's namespaces, and no skip selectors (see the module docstring)."""
     body: dict[str, Any] = mutating_webhook_configuration(
-        ca_bundle, url=url, name=name, failure_policy="Fail",
-        namespace_selector={"matchLabels": {SELECTED: selected_value}})
+        ca_bundle,
+        url=url,
+        name=name,
+        failure_policy="Fail",
+        namespace_selector={"matchLabels": {SELECTED: selected_value}},
+    )
     (webhook,) = body["webhooks"]
     del webhook["objectSelector"]
     webhook["namespaceSelector"] = {"matchLabels": {SELECTED: selected_value}}
@@ -72,8 +76,10 @@ class Registered:
 
     def namespace(self, annotations: dict[str, str] | None = None, labels: dict[str, str] | None = None) -> str:
         name = f"t-{uuid.uuid4().hex[:10]}"
-        metadata: dict = {"name": name, "labels": {"taintkeeper-test": name, SELECTED: self.selected_value,
-                                                   **(labels or {})}}
+        metadata: dict = {
+            "name": name,
+            "labels": {"taintkeeper-test": name, SELECTED: self.selected_value, **(labels or {})},
+        }
         if annotations:
             metadata["annotations"] = annotations
         self.core.create_namespace(body=client.V1Namespace.model_validate({"metadata": metadata}))
@@ -83,8 +89,9 @@ class Registered:
         self.core.patch_namespace(namespace, body={"metadata": {"annotations": annotations}})
 
     def dry_run_seconds(self, namespace: str, labels: dict[str, str] | None = None) -> dict[str, int] | None:
-        created = raw(self.core.create_namespaced_pod, namespace, body=pod(f"probe-{uuid.uuid4().hex[:6]}", labels),
-                      dry_run="All")
+        created = raw(
+            self.core.create_namespaced_pod, namespace, body=pod(f"probe-{uuid.uuid4().hex[:6]}", labels), dry_run="All"
+        )
         return seconds_of(created["spec"].get("tolerations"))
 
     def wait_for_seconds(self, namespace: str, expected: dict[str, int] | None, what: str) -> None:
@@ -94,8 +101,12 @@ class Registered:
     def create(self, namespace: str, name: str, labels: dict[str, str] | None = None) -> list[str]:
         """Create a pod; returns the `Warning` headers of the response (the admission warnings)."""
         # With _preload_content=False the client returns the urllib3 response (its types say V1Pod).
-        response = cast(urllib3.HTTPResponse, self.core.create_namespaced_pod(
-            namespace, body=client.V1Pod.model_validate(pod(name, labels)), _preload_content=False))
+        response = cast(
+            urllib3.HTTPResponse,
+            self.core.create_namespaced_pod(
+                namespace, body=client.V1Pod.model_validate(pod(name, labels)), _preload_content=False
+            ),
+        )
         response.data  # noqa: B018 - read it all, so the connection goes back to the pool
         return response.headers.getlist("Warning")
 
@@ -103,25 +114,36 @@ class Registered:
         return seconds_of(raw(self.core.read_namespaced_pod, name, namespace)["spec"].get("tolerations"))
 
     def metric(self, name: str) -> float:
-        with urllib.request.urlopen(f"https://127.0.0.1:{self.server.port}/metrics",
-                                    context=self.server.ssl_context(), timeout=5) as response:
+        with urllib.request.urlopen(
+            f"https://127.0.0.1:{self.server.port}/metrics", context=self.server.ssl_context(), timeout=5
+        ) as response:
             for line in response.read().decode().splitlines():
                 if line.startswith(f"{name} "):
                     return float(line.split()[-1])
         return 0.0
 
 
-def serve(local_cluster: LocalCluster, directory: Path, kubeconfig: Path, selected_value: str
-          ) -> Iterator[Registered]:
+def serve(local_cluster: LocalCluster, directory: Path, kubeconfig: Path, selected_value: str) -> Iterator[Registered]:
     ca_bundle = make_certs(directory / "certs")
-    server = WebhookServer(directory / "certs", directory / "webhook.log", kubeconfig=kubeconfig, extra_args=(
-        "--default-not-ready-toleration-seconds", str(NOT_READY_SECONDS),
-        "--default-unreachable-toleration-seconds", str(UNREACHABLE_SECONDS)))
+    server = WebhookServer(
+        directory / "certs",
+        directory / "webhook.log",
+        kubeconfig=kubeconfig,
+        extra_args=(
+            "--default-not-ready-toleration-seconds",
+            str(NOT_READY_SECONDS),
+            "--default-unreachable-toleration-seconds",
+            str(UNREACHABLE_SECONDS),
+        ),
+    )
     admission = client.AdmissionregistrationV1Api(local_cluster.api_client)
     name = f"taintkeeper-ns-test-{uuid.uuid4().hex[:6]}"
     with server:
-        admission.create_mutating_webhook_configuration(body=client.V1MutatingWebhookConfiguration.model_validate(
-            registration(ca_bundle, server.url, name, selected_value)))
+        admission.create_mutating_webhook_configuration(
+            body=client.V1MutatingWebhookConfiguration.model_validate(
+                registration(ca_bundle, server.url, name, selected_value)
+            )
+        )
         try:
             yield Registered(local_cluster, server, selected_value)
         finally:
@@ -161,9 +183,19 @@ def test_an_invalid_annotation_gives_the_default_and_a_warning_to_the_creator_an
     warnings = webhook.create(namespace, "warned")
     assert any(NR_ANNOTATION in w and "soon" in w and str(NOT_READY_SECONDS) in w for w in warnings), warnings
     assert webhook.stored_seconds(namespace, "warned") == {NR: NOT_READY_SECONDS, UR: 45}
-    wait_for(lambda: [line for line in webhook.server.log_text().splitlines()
-                      if "WARNING" in line and NR_ANNOTATION in line and f"namespace={namespace}" in line
-                      and "pod=warned" in line and "uid=" in line], timeout=10, what="the warning log line")
+    wait_for(
+        lambda: [
+            line
+            for line in webhook.server.log_text().splitlines()
+            if "WARNING" in line
+            and NR_ANNOTATION in line
+            and f"namespace={namespace}" in line
+            and "pod=warned" in line
+            and "uid=" in line
+        ],
+        timeout=10,
+        what="the warning log line",
+    )
 
 
 def test_a_pod_labelled_skip_true_is_not_mutated_by_the_webhook_itself(webhook: Registered):
@@ -202,14 +234,23 @@ def cut_off(local_cluster: LocalCluster, tmp_path_factory: pytest.TempPathFactor
 
 
 def review(uid: str, namespace: str) -> bytes:
-    return json.dumps({"apiVersion": "admission.k8s.io/v1", "kind": "AdmissionReview", "request": {
-        "uid": uid, "operation": "CREATE", "namespace": namespace, "name": "p",
-        "resource": {"group": "", "version": "v1", "resource": "pods"},
-        "object": {"metadata": {"name": "p"}, "spec": {"containers": []}}}}).encode()
+    return json.dumps(
+        {
+            "apiVersion": "admission.k8s.io/v1",
+            "kind": "AdmissionReview",
+            "request": {
+                "uid": uid,
+                "operation": "CREATE",
+                "namespace": namespace,
+                "name": "p",
+                "resource": {"group": "", "version": "v1", "resource": "pods"},
+                "object": {"metadata": {"name": "p"}, "spec": {"containers": []}},
+            },
+        }
+    ).encode()
 
 
-def test_an_unreachable_api_leaves_admission_answering_with_the_cluster_defaults_at_normal_speed(
-        cut_off: Registered):
+def test_an_unreachable_api_leaves_admission_answering_with_the_cluster_defaults_at_normal_speed(cut_off: Registered):
     namespace = cut_off.namespace({NR_ANNOTATION: "30", UR_ANNOTATION: "45"})
     # Through the apiserver: the pod is admitted (failurePolicy Fail would refuse it otherwise).
     cut_off.wait_for_seconds(namespace, DEFAULTS, "the apiserver to call the cut-off webhook")
@@ -220,8 +261,9 @@ def test_an_unreachable_api_leaves_admission_answering_with_the_cluster_defaults
     durations = []
     for i in range(20):
         started = time.perf_counter()
-        request = urllib.request.Request(cut_off.server.url, data=review(f"uid-{i}", namespace),
-                                         headers={"Content-Type": "application/json"})
+        request = urllib.request.Request(
+            cut_off.server.url, data=review(f"uid-{i}", namespace), headers={"Content-Type": "application/json"}
+        )
         with urllib.request.urlopen(request, context=context, timeout=5) as response:
             body = json.loads(response.read())
         durations.append(time.perf_counter() - started)

@@ -42,12 +42,18 @@ def test_a_dead_node_is_marked_tainted_and_drained_on_schedule_and_recovers(clus
     assert not cluster.deleted(sixty)
 
     cluster.sim.resume_heartbeats(dead)
-    wait_for(lambda: cluster.taints(dead, "NoExecute") == [] and cluster.taints(dead, "NoSchedule") == [], 15,
-             "taints removed after the node returned")
+    wait_for(
+        lambda: cluster.taints(dead, "NoExecute") == [] and cluster.taints(dead, "NoSchedule") == [],
+        15,
+        "taints removed after the node returned",
+    )
+
     def cancel_recorded() -> bool:  # events are posted asynchronously, after the cancellation
-        events = raw(cluster.core.list_namespaced_event, cluster.namespace,
-                     field_selector=f"involvedObject.name={sixty}")
+        events = raw(
+            cluster.core.list_namespaced_event, cluster.namespace, field_selector=f"involvedObject.name={sixty}"
+        )
         return "Cancelling deletion of Pod " + f"{cluster.namespace}/{sixty}" in [e["message"] for e in events["items"]]
+
     wait_for(cancel_recorded, 10, "the Cancelling deletion event")
     time.sleep(1)
     assert not cluster.deleted(sixty)
@@ -63,16 +69,22 @@ def test_ready_false_gets_the_not_ready_taints(cluster: Cluster):
     wait_for(lambda: cluster.taints(sick, "NoSchedule") == [NR], 10, "not-ready:NoSchedule")
     wait_for(lambda: cluster.taints(sick, "NoExecute") == [NR], 10, "not-ready:NoExecute")
     cluster.sim.set_condition(sick, "Ready", "True", reason="KubeletReady")
-    wait_for(lambda: not cluster.taints(sick, "NoSchedule") and not cluster.taints(sick, "NoExecute"), 10,
-             "not-ready taints removed")
+    wait_for(
+        lambda: not cluster.taints(sick, "NoSchedule") and not cluster.taints(sick, "NoExecute"),
+        10,
+        "not-ready taints removed",
+    )
 
 
-@pytest.mark.parametrize(("condition_type", "key"), [
-    ("MemoryPressure", "node.kubernetes.io/memory-pressure"),
-    ("DiskPressure", "node.kubernetes.io/disk-pressure"),
-    ("PIDPressure", "node.kubernetes.io/pid-pressure"),
-    ("NetworkUnavailable", "node.kubernetes.io/network-unavailable"),
-])
+@pytest.mark.parametrize(
+    ("condition_type", "key"),
+    [
+        ("MemoryPressure", "node.kubernetes.io/memory-pressure"),
+        ("DiskPressure", "node.kubernetes.io/disk-pressure"),
+        ("PIDPressure", "node.kubernetes.io/pid-pressure"),
+        ("NetworkUnavailable", "node.kubernetes.io/network-unavailable"),
+    ],
+)
 def test_each_pressure_condition_gets_its_no_schedule_taint(cluster: Cluster, condition_type: str, key: str):
     node, *_ = cluster.sim.add_nodes(1, zones=["a"])
     cluster.start_controller()
@@ -86,13 +98,18 @@ def test_each_pressure_condition_gets_its_no_schedule_taint(cluster: Cluster, co
 def test_cordoning_adds_unschedulable_and_leaves_foreign_taints(cluster: Cluster):
     node, *_ = cluster.sim.add_nodes(1, zones=["a"])
     foreign = {"key": "example.com/dedicated", "value": "gpu", "effect": "NoSchedule"}
-    cluster.core.patch_node(node, {"spec": {"taints": [foreign]}},
-                            _content_type="application/strategic-merge-patch+json")
+    cluster.core.patch_node(
+        node, {"spec": {"taints": [foreign]}}, _content_type="application/strategic-merge-patch+json"
+    )
     cluster.start_controller()
-    cluster.core.patch_node(node, {"spec": {"unschedulable": True}},
-                            _content_type="application/strategic-merge-patch+json")
-    wait_for(lambda: cluster.taints(node, "NoSchedule") == ["example.com/dedicated",
-                                                            "node.kubernetes.io/unschedulable"], 10, "unschedulable")
+    cluster.core.patch_node(
+        node, {"spec": {"unschedulable": True}}, _content_type="application/strategic-merge-patch+json"
+    )
+    wait_for(
+        lambda: cluster.taints(node, "NoSchedule") == ["example.com/dedicated", "node.kubernetes.io/unschedulable"],
+        10,
+        "unschedulable",
+    )
     kept = cluster.taint(node, "example.com/dedicated", "NoSchedule")
     assert kept is not None and kept["value"] == "gpu"
 
@@ -111,8 +128,11 @@ def test_a_partially_disrupted_small_zone_is_not_tainted(cluster: Cluster):
     cluster.sim.add_nodes(4, zones=["b", "c"])
     cluster.start_controller("--node-eviction-rate=10", "--secondary-node-eviction-rate=10")
     cluster.sim.stop_heartbeats(*zone_a[:3])  # 60 % of a 5-node zone: PartialDisruption, small zone: rate 0
-    wait_for(lambda: all(cluster.taints(n, "NoSchedule") == [UR] for n in zone_a[:3]), 20,
-             "the dead nodes marked unreachable")
+    wait_for(
+        lambda: all(cluster.taints(n, "NoSchedule") == [UR] for n in zone_a[:3]),
+        20,
+        "the dead nodes marked unreachable",
+    )
     time.sleep(3)  # three monitor periods: long enough for any taint the queue would let through
     assert dead_zone_taint_times(cluster, zone_a) == []
 
@@ -120,8 +140,9 @@ def test_a_partially_disrupted_small_zone_is_not_tainted(cluster: Cluster):
 def test_a_partially_disrupted_large_zone_is_tainted_at_the_secondary_rate(cluster: Cluster):
     zone_a = cluster.sim.add_nodes(5, zones=["a"])
     cluster.sim.add_nodes(4, zones=["b", "c"])
-    cluster.start_controller("--node-eviction-rate=10", "--secondary-node-eviction-rate=0.25",
-                             "--large-cluster-size-threshold=3")
+    cluster.start_controller(
+        "--node-eviction-rate=10", "--secondary-node-eviction-rate=0.25", "--large-cluster-size-threshold=3"
+    )
     cluster.sim.stop_heartbeats(*zone_a[:3])
     wait_for(lambda: len(dead_zone_taint_times(cluster, zone_a)) >= 3, 30, "all three tainted at 0.25/s")
     times = dead_zone_taint_times(cluster, zone_a)

@@ -51,15 +51,46 @@ def not_ready_added(core: client.CoreV1Api, name: str) -> None:
 
 
 CASES = [
-    Case("a fresh cached node is written with one PATCH and no GET", [NOT_READY], nothing, cached=True,
-         add=[], remove=[NOT_READY], want_taints=set(), want_reads=0),
-    Case("a stale cached node conflicts and the write is redone on a fresh read, keeping the operator's taint",
-         [NOT_READY], operator_taints, cached=True, add=[], remove=[NOT_READY],
-         want_taints={(OPERATOR["key"], "NoSchedule")}, want_reads=1),
-    Case("a cached node that needs no write is read live before the write is skipped", [], not_ready_added,
-         cached=True, add=[], remove=[NOT_READY], want_taints=set(), want_reads=1),
-    Case("without a cached node the node is read live", [NOT_READY], nothing, cached=False, add=[],
-         remove=[NOT_READY], want_taints=set(), want_reads=1),
+    Case(
+        "a fresh cached node is written with one PATCH and no GET",
+        [NOT_READY],
+        nothing,
+        cached=True,
+        add=[],
+        remove=[NOT_READY],
+        want_taints=set(),
+        want_reads=0,
+    ),
+    Case(
+        "a stale cached node conflicts and the write is redone on a fresh read, keeping the operator's taint",
+        [NOT_READY],
+        operator_taints,
+        cached=True,
+        add=[],
+        remove=[NOT_READY],
+        want_taints={(OPERATOR["key"], "NoSchedule")},
+        want_reads=1,
+    ),
+    Case(
+        "a cached node that needs no write is read live before the write is skipped",
+        [],
+        not_ready_added,
+        cached=True,
+        add=[],
+        remove=[NOT_READY],
+        want_taints=set(),
+        want_reads=1,
+    ),
+    Case(
+        "without a cached node the node is read live",
+        [NOT_READY],
+        nothing,
+        cached=False,
+        add=[],
+        remove=[NOT_READY],
+        want_taints=set(),
+        want_reads=1,
+    ),
 ]
 
 
@@ -80,8 +111,9 @@ def node_name(core: client.CoreV1Api) -> Iterator[str]:
 
 
 @pytest.mark.parametrize("case", CASES, ids=[case.name for case in CASES])
-def test_taint_write_against_the_cache(case: Case, local_cluster: LocalCluster, core: client.CoreV1Api,
-                                       node_name: str) -> None:
+def test_taint_write_against_the_cache(
+    case: Case, local_cluster: LocalCluster, core: client.CoreV1Api, node_name: str
+) -> None:
     create_node(core, node_name, case.start_taints)
     cache: MemoryStore[NodeView] = MemoryStore()
     if case.cached:
@@ -97,8 +129,9 @@ def test_taint_write_against_the_cache(case: Case, local_cluster: LocalCluster, 
     assert reads() == case.want_reads
 
 
-def test_a_node_the_api_no_longer_has_is_nothing_to_write(local_cluster: LocalCluster, core: client.CoreV1Api,
-                                                          node_name: str) -> None:
+def test_a_node_the_api_no_longer_has_is_nothing_to_write(
+    local_cluster: LocalCluster, core: client.CoreV1Api, node_name: str
+) -> None:
     create_node(core, node_name, [NOT_READY])
     cache: MemoryStore[NodeView] = MemoryStore()
     cache.items[node_name] = node_view(raw(core.read_node, node_name))
@@ -129,8 +162,9 @@ def count_calls(api: KubeNodeLifecycleApi, method: str) -> Callable[[], int]:
     return lambda: calls[0]
 
 
-def test_taint_writes_reuse_the_pools_connection(local_cluster: LocalCluster, core: client.CoreV1Api,
-                                                 node_name: str) -> None:
+def test_taint_writes_reuse_the_pools_connection(
+    local_cluster: LocalCluster, core: client.CoreV1Api, node_name: str
+) -> None:
     """An unread response took its connection with it: every write opened a new TLS connection."""
     create_node(core, node_name, [])
     api = KubeNodeLifecycleApi(local_cluster.api_client, WriteFence.without_lease())

@@ -33,8 +33,14 @@ TOLERATE_OUT_OF_SERVICE = [{"key": OUT_OF_SERVICE, "operator": "Exists", "effect
 
 def command(cluster: Cluster, *args: str) -> subprocess.CompletedProcess[str]:
     """`python -m controller fence|unfence ...` as an operator runs it (stdin is no terminal here)."""
-    return subprocess.run([sys.executable, "-m", "controller", *args, "--kubeconfig", str(cluster.local.kubeconfig)],
-                          cwd=ROOT, capture_output=True, text=True, timeout=60, stdin=subprocess.DEVNULL)
+    return subprocess.run(
+        [sys.executable, "-m", "controller", *args, "--kubeconfig", str(cluster.local.kubeconfig)],
+        cwd=ROOT,
+        capture_output=True,
+        text=True,
+        timeout=60,
+        stdin=subprocess.DEVNULL,
+    )
 
 
 def exists(cluster: Cluster, name: str) -> bool:
@@ -76,10 +82,18 @@ def attachments(cluster: Cluster) -> Iterator[dict[str, str]]:
 
 def attach(cluster: Cluster, made: dict[str, str], node: str) -> str:
     name = f"csi-{uuid.uuid4().hex[:12]}"
-    client.StorageV1Api(cluster.local.api_client).create_volume_attachment(body=client.V1VolumeAttachment.model_validate({
-        "metadata": {"name": name},
-        "spec": {"attacher": "csi.taintkeeper.test", "nodeName": node,
-                 "source": {"persistentVolumeName": f"pv-{name}"}}}))
+    client.StorageV1Api(cluster.local.api_client).create_volume_attachment(
+        body=client.V1VolumeAttachment.model_validate(
+            {
+                "metadata": {"name": name},
+                "spec": {
+                    "attacher": "csi.taintkeeper.test",
+                    "nodeName": node,
+                    "source": {"persistentVolumeName": f"pv-{name}"},
+                },
+            }
+        )
+    )
     made[name] = node
     return name
 
@@ -95,7 +109,8 @@ def attachment_exists(cluster: Cluster, name: str) -> bool:
 
 
 def test_a_fenced_dead_node_loses_its_pods_and_attachments_even_against_a_concurrent_force_delete(
-        cluster: Cluster, attachments: dict[str, str]):
+    cluster: Cluster, attachments: dict[str, str]
+):
     dead, healthy, _ = cluster.sim.add_nodes(3, zones=["a"])
     stuck = cluster.sim.create_pods(dead, 12, namespace=cluster.namespace, name_prefix="stuck")
     kept = cluster.pods(dead, [*TOLERATE_OUT_OF_SERVICE, {"operator": "Exists", "key": UR}], "kept")
@@ -121,8 +136,10 @@ def test_a_fenced_dead_node_loses_its_pods_and_attachments_even_against_a_concur
     others = stuck[::2]
     with futures.ThreadPoolExecutor(len(others) + 1) as pool:
         fencing = pool.submit(command, cluster, "fence", dead, "--yes", "--min-down=1s")
-        deleted = [pool.submit(cluster.core.delete_namespaced_pod, name, cluster.namespace, grace_period_seconds=0)
-                   for name in others]
+        deleted = [
+            pool.submit(cluster.core.delete_namespaced_pod, name, cluster.namespace, grace_period_seconds=0)
+            for name in others
+        ]
         fenced = fencing.result()
         for each in deleted:
             try:
@@ -169,8 +186,13 @@ def test_a_fenced_nodes_pods_are_removed_by_the_out_of_service_handling_alone(cl
     taint eviction deleted it again. Here the pods tolerate unreachable for an hour, so nothing is due until
     the fence, which makes them due to both at once: only the force delete may touch them."""
     dead, _ = cluster.sim.add_nodes(2, zones=["a"])
-    waiting = cluster.sim.create_pods(dead, 6, namespace=cluster.namespace, name_prefix="waiting", tolerations=[
-        {"key": UR, "operator": "Exists", "effect": "NoExecute", "tolerationSeconds": 3600}])
+    waiting = cluster.sim.create_pods(
+        dead,
+        6,
+        namespace=cluster.namespace,
+        name_prefix="waiting",
+        tolerations=[{"key": UR, "operator": "Exists", "effect": "NoExecute", "tolerationSeconds": 3600}],
+    )
     cluster.start_controller()
     cluster.sim.stop_heartbeats(dead)
     wait_for(lambda: cluster.taint(dead, UR, "NoExecute"), 20, "the unreachable taint")
@@ -186,7 +208,7 @@ def test_a_fenced_nodes_pods_are_removed_by_the_out_of_service_handling_alone(cl
     prefix = f"/api/v1/namespaces/{cluster.namespace}/pods/"
     for event in audit_events(cluster.local, "taintkeeper-controller"):
         path = event["requestURI"].split("?")[0]
-        name, _, subresource = path[len(prefix):].partition("/")
+        name, _, subresource = path[len(prefix) :].partition("/")
         if not path.startswith(prefix) or event["verb"] in ("get", "list", "watch"):
             continue
         if event["verb"] == "delete" or subresource == "eviction":
@@ -210,13 +232,17 @@ def test_auto_fence_waits_for_an_external_confirmation_newer_than_the_last_heart
     assert f"not fencing unreachable node {dead}: no {CONFIRMED_AT_ANNOTATION} annotation" in controller.log_text()
 
     stale = format_time(time.time() - 3600)  # before its last heartbeat: the kubelet was alive after it
-    cluster.core.patch_node(dead, {"metadata": {"annotations": {CONFIRMED_AT_ANNOTATION: stale}}},
-                            _content_type=MERGE_PATCH)
+    cluster.core.patch_node(
+        dead, {"metadata": {"annotations": {CONFIRMED_AT_ANNOTATION: stale}}}, _content_type=MERGE_PATCH
+    )
     time.sleep(3)
     assert cluster.taint(dead, OUT_OF_SERVICE, "NoExecute") is None, "fenced on a confirmation older than a heartbeat"
 
-    cluster.core.patch_node(dead, {"metadata": {"annotations": {CONFIRMED_AT_ANNOTATION: format_time(time.time())}}},
-                            _content_type=MERGE_PATCH)
+    cluster.core.patch_node(
+        dead,
+        {"metadata": {"annotations": {CONFIRMED_AT_ANNOTATION: format_time(time.time())}}},
+        _content_type=MERGE_PATCH,
+    )
     taint = wait_for(lambda: cluster.taint(dead, OUT_OF_SERVICE, "NoExecute"), 10, "the out-of-service taint")
     assert taint["value"] == "nodeshutdown" and taint["timeAdded"]
     marks = cluster.node(dead)["metadata"]["annotations"]

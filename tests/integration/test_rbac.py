@@ -41,8 +41,14 @@ LEASE = "taintkeeper-controller"
 RBAC_KINDS = ("Namespace", "ServiceAccount", "ClusterRole", "ClusterRoleBinding", "Role", "RoleBinding")
 UR = "node.kubernetes.io/unreachable"
 NR = "node.kubernetes.io/not-ready"
-FAST = ("--node-monitor-period=1s", "--node-monitor-grace-period=4s", "--node-startup-grace-period=10s",
-        "--leader-elect-lease-duration=4s", "--leader-elect-renew-deadline=3s", "--leader-elect-retry-period=1s")
+FAST = (
+    "--node-monitor-period=1s",
+    "--node-monitor-grace-period=4s",
+    "--node-startup-grace-period=10s",
+    "--leader-elect-lease-duration=4s",
+    "--leader-elect-renew-deadline=3s",
+    "--leader-elect-retry-period=1s",
+)
 
 
 @pytest.fixture(scope="module")
@@ -88,6 +94,7 @@ def status(call: Callable[[], Any]) -> int:
 
 # -- the scenario ------------------------------------------------------------------------------------
 
+
 def unreachable(seconds: int) -> list[dict]:
     return [{"key": UR, "operator": "Exists", "effect": "NoExecute", "tolerationSeconds": seconds}]
 
@@ -114,8 +121,9 @@ class World:
         return raw(self.core.read_namespaced_pod, name, self.namespace)
 
     def pod_ready(self, name: str) -> str | None:
-        return next((c["status"] for c in self.pod(name)["status"].get("conditions") or [] if c["type"] == "Ready"),
-                    None)
+        return next(
+            (c["status"] for c in self.pod(name)["status"].get("conditions") or [] if c["type"] == "Ready"), None
+        )
 
     def deleted(self, name: str) -> bool:
         try:
@@ -140,14 +148,19 @@ def webhook(rbac: LocalCluster, namespace: str, tmp_path: Path) -> Iterator[Webh
     admission = client.AdmissionregistrationV1Api(rbac.api_client)
     name = f"taintkeeper-rbac-{uuid.uuid4().hex[:6]}"
     body = mutating_webhook_configuration(
-        ca_bundle, url=server.url, name=name, failure_policy="Fail",
-        namespace_selector={"matchExpressions": [{"key": "taintkeeper-test", "operator": "In",
-                                                  "values": [namespace]}]})
+        ca_bundle,
+        url=server.url,
+        name=name,
+        failure_policy="Fail",
+        namespace_selector={"matchExpressions": [{"key": "taintkeeper-test", "operator": "In", "values": [namespace]}]},
+    )
     core = client.CoreV1Api(rbac.api_client)
 
     def called() -> bool:
-        probe = {"metadata": {"name": f"probe-{uuid.uuid4().hex[:6]}"},
-                 "spec": {"containers": [{"name": "c", "image": "busybox"}]}}
+        probe = {
+            "metadata": {"name": f"probe-{uuid.uuid4().hex[:6]}"},
+            "spec": {"containers": [{"name": "c", "image": "busybox"}]},
+        }
         return bool(raw(core.create_namespaced_pod, namespace, body=probe, dry_run="All")["spec"].get("tolerations"))
 
     with server:
@@ -159,16 +172,22 @@ def webhook(rbac: LocalCluster, namespace: str, tmp_path: Path) -> Iterator[Webh
             admission.delete_mutating_webhook_configuration(name)
 
 
-def test_a_node_failure_is_handled_under_the_manifests_identities(rbac: LocalCluster, webhook: WebhookServer,
-                                                                  namespace: str, tmp_path: Path):
+def test_a_node_failure_is_handled_under_the_manifests_identities(
+    rbac: LocalCluster, webhook: WebhookServer, namespace: str, tmp_path: Path
+):
     world = World(rbac, namespace)
     coordination = client.CoordinationV1Api(rbac.api_client)
-    sim = Simulator(rbac.api_client, lease_period=1.0, status_period=30.0,
-                    node_prefix=f"r{uuid.uuid4().hex[:5]}").start()
+    sim = Simulator(
+        rbac.api_client, lease_period=1.0, status_period=30.0, node_prefix=f"r{uuid.uuid4().hex[:5]}"
+    ).start()
     controller = ControllerProcess(
-        rbac.directory / "kubeconfig-taintkeeper-controller", tmp_path / "controller.log",
-        "--leader-elect=true", f"--leader-elect-resource-name={LEASE}",
-        f"--leader-elect-resource-namespace={NAMESPACE}", *FAST)
+        rbac.directory / "kubeconfig-taintkeeper-controller",
+        tmp_path / "controller.log",
+        "--leader-elect=true",
+        f"--leader-elect-resource-name={LEASE}",
+        f"--leader-elect-resource-namespace={NAMESPACE}",
+        *FAST,
+    )
     try:
         dead, *_healthy = sim.add_nodes(3, zones=["a"])
         quick = sim.create_pods(dead, 1, namespace=namespace, tolerations=unreachable(3), name_prefix="quick")[0]
@@ -206,6 +225,7 @@ def test_a_node_failure_is_handled_under_the_manifests_identities(rbac: LocalClu
 
 # -- what each identity may and may not do -------------------------------------------------------------
 
+
 def calls(api: client.ApiClient) -> dict[str, Callable[[], Any]]:
     """Every probe by name; mutating ones are dry runs or aim at objects that do not exist."""
     core = client.CoreV1Api(api)
@@ -214,15 +234,24 @@ def calls(api: client.ApiClient) -> dict[str, Callable[[], Any]]:
     storage = client.StorageV1Api(api)
     missing = f"missing-{uuid.uuid4().hex[:6]}"
     pod = client.V1Pod.model_validate(
-        {"metadata": {"name": missing}, "spec": {"containers": [{"name": "c", "image": "busybox"}]}})
+        {"metadata": {"name": missing}, "spec": {"containers": [{"name": "c", "image": "busybox"}]}}
+    )
     event = client.CoreV1Event.model_validate(
-        {"metadata": {"name": missing}, "involvedObject": {"kind": "Pod", "namespace": "default", "name": missing},
-         "reason": "Probe", "message": "rbac probe", "type": "Normal"})
+        {
+            "metadata": {"name": missing},
+            "involvedObject": {"kind": "Pod", "namespace": "default", "name": missing},
+            "reason": "Probe",
+            "message": "rbac probe",
+            "type": "Normal",
+        }
+    )
     secret = client.V1Secret.model_validate(
-        {"metadata": {"name": "taintkeeper-webhook-tls"}, "type": "Opaque", "data": {}})
+        {"metadata": {"name": "taintkeeper-webhook-tls"}, "type": "Opaque", "data": {}}
+    )
     lease = client.V1Lease.model_validate({"metadata": {"name": missing}, "spec": {}})
     eviction = client.V1Eviction.model_validate(
-        {"apiVersion": "policy/v1beta1", "kind": "Eviction", "metadata": {"name": missing, "namespace": "default"}})
+        {"apiVersion": "policy/v1beta1", "kind": "Eviction", "metadata": {"name": missing, "namespace": "default"}}
+    )
     strategic = "application/strategic-merge-patch+json"
     return {
         # the controller's calls
@@ -232,8 +261,9 @@ def calls(api: client.ApiClient) -> dict[str, Callable[[], Any]]:
         "patch a node's status": lambda: core.patch_node_status(missing, {}, _content_type=strategic),
         "list pods everywhere": lambda: core.list_pod_for_all_namespaces(limit=1),
         "patch a pod": lambda: core.patch_namespaced_pod(missing, "default", {}, _content_type=strategic),
-        "patch a pod's status": lambda: core.patch_namespaced_pod_status(missing, "default", {},
-                                                                         _content_type=strategic),
+        "patch a pod's status": lambda: core.patch_namespaced_pod_status(
+            missing, "default", {}, _content_type=strategic
+        ),
         "delete a pod": lambda: core.delete_namespaced_pod(missing, "default"),
         "evict a pod": lambda: core.create_namespaced_pod_eviction(missing, "default", eviction),
         "list volume attachments": lambda: storage.list_volume_attachment(limit=1),
@@ -245,72 +275,114 @@ def calls(api: client.ApiClient) -> dict[str, Callable[[], Any]]:
         "get a node lease": lambda: coordination.read_namespaced_lease(missing, "kube-node-lease"),
         "get the leader lease": lambda: coordination.read_namespaced_lease(LEASE, NAMESPACE),
         "create a lease in taintkeeper-system": lambda: coordination.create_namespaced_lease(
-            NAMESPACE, lease, dry_run="All"),
+            NAMESPACE, lease, dry_run="All"
+        ),
         # the certs sync's calls
         "get the webhook secret": lambda: core.read_namespaced_secret("taintkeeper-webhook-tls", NAMESPACE),
-        "create a secret in taintkeeper-system": lambda: core.create_namespaced_secret(NAMESPACE, secret,
-                                                                                     dry_run="All"),
-        "update the webhook secret": lambda: core.replace_namespaced_secret("taintkeeper-webhook-tls", NAMESPACE,
-                                                                            secret, dry_run="All"),
+        "create a secret in taintkeeper-system": lambda: core.create_namespaced_secret(
+            NAMESPACE, secret, dry_run="All"
+        ),
+        "update the webhook secret": lambda: core.replace_namespaced_secret(
+            "taintkeeper-webhook-tls", NAMESPACE, secret, dry_run="All"
+        ),
         "get the taintkeeper webhook configuration": lambda: admission.read_mutating_webhook_configuration(
-            "taintkeeper"),
+            "taintkeeper"
+        ),
         "patch the taintkeeper webhook configuration": lambda: admission.patch_mutating_webhook_configuration(
-            "taintkeeper", [], dry_run="All"),
+            "taintkeeper", [], dry_run="All"
+        ),
         # nobody's calls
         "delete a node": lambda: core.delete_node(missing),
-        "replace a node": lambda: core.replace_node(missing,
-                                                    client.V1Node.model_validate({"metadata": {"name": missing}})),
+        "replace a node": lambda: core.replace_node(
+            missing, client.V1Node.model_validate({"metadata": {"name": missing}})
+        ),
         "create a pod": lambda: core.create_namespaced_pod("default", pod, dry_run="All"),
         "list secrets everywhere": lambda: core.list_secret_for_all_namespaces(limit=1),
-        "list disruption budgets": lambda: request_json(api, "GET", "/apis/policy/v1beta1/poddisruptionbudgets",
-                                                        timeout=REQUEST_TIMEOUT),
+        "list disruption budgets": lambda: request_json(
+            api, "GET", "/apis/policy/v1beta1/poddisruptionbudgets", timeout=REQUEST_TIMEOUT
+        ),
         "list secrets in taintkeeper-system": lambda: core.list_namespaced_secret(NAMESPACE, limit=1),
         "get another secret in taintkeeper-system": lambda: core.read_namespaced_secret(missing, NAMESPACE),
         "update another secret in taintkeeper-system": lambda: core.replace_namespaced_secret(
-            missing, NAMESPACE, client.V1Secret.model_validate({"metadata": {"name": missing}}), dry_run="All"),
+            missing, NAMESPACE, client.V1Secret.model_validate({"metadata": {"name": missing}}), dry_run="All"
+        ),
         "delete a namespace": lambda: core.delete_namespace(missing),
         "create a namespace": lambda: core.create_namespace(
-            client.V1Namespace.model_validate({"metadata": {"name": missing}}), dry_run="All"),
+            client.V1Namespace.model_validate({"metadata": {"name": missing}}), dry_run="All"
+        ),
         "list leases everywhere": lambda: coordination.list_lease_for_all_namespaces(limit=1),
         "get another lease in taintkeeper-system": lambda: coordination.read_namespaced_lease(missing, NAMESPACE),
         "update another lease in taintkeeper-system": lambda: coordination.replace_namespaced_lease(
-            missing, NAMESPACE, client.V1Lease.model_validate({"metadata": {"name": missing}, "spec": {}}),
-            dry_run="All"),
+            missing,
+            NAMESPACE,
+            client.V1Lease.model_validate({"metadata": {"name": missing}, "spec": {}}),
+            dry_run="All",
+        ),
         "delete the leader lease": lambda: coordination.delete_namespaced_lease(LEASE, NAMESPACE),
         "write a node lease": lambda: coordination.create_namespaced_lease("kube-node-lease", lease, dry_run="All"),
         "list webhook configurations": lambda: admission.list_mutating_webhook_configuration(limit=1),
         "patch another webhook configuration": lambda: admission.patch_mutating_webhook_configuration(
-            missing, [], dry_run="All"),
+            missing, [], dry_run="All"
+        ),
         "delete the taintkeeper webhook configuration": lambda: admission.delete_mutating_webhook_configuration(
-            "taintkeeper", dry_run="All"),
+            "taintkeeper", dry_run="All"
+        ),
     }
 
 
-CONTROLLER_NEEDS = ("list nodes", "get a node", "patch a node", "patch a node's status", "list pods everywhere",
-                    "patch a pod", "patch a pod's status", "delete a pod", "evict a pod", "list volume attachments",
-                    "delete a volume attachment", "list namespaces",
-                    "get a namespace",
-                    "create an event", "list node leases", "get a node lease", "get the leader lease",
-                    "create a lease in taintkeeper-system")
+CONTROLLER_NEEDS = (
+    "list nodes",
+    "get a node",
+    "patch a node",
+    "patch a node's status",
+    "list pods everywhere",
+    "patch a pod",
+    "patch a pod's status",
+    "delete a pod",
+    "evict a pod",
+    "list volume attachments",
+    "delete a volume attachment",
+    "list namespaces",
+    "get a namespace",
+    "create an event",
+    "list node leases",
+    "get a node lease",
+    "get the leader lease",
+    "create a lease in taintkeeper-system",
+)
 WEBHOOK_NEEDS = ("list namespaces", "get a namespace")
-CERTS_NEEDS = ("get the webhook secret", "create a secret in taintkeeper-system", "update the webhook secret",
-               "get the taintkeeper webhook configuration", "patch the taintkeeper webhook configuration")
-IDENTITIES = {"taintkeeper-controller": CONTROLLER_NEEDS, "taintkeeper-webhook": WEBHOOK_NEEDS,
-              "taintkeeper-certs": CERTS_NEEDS}
+CERTS_NEEDS = (
+    "get the webhook secret",
+    "create a secret in taintkeeper-system",
+    "update the webhook secret",
+    "get the taintkeeper webhook configuration",
+    "patch the taintkeeper webhook configuration",
+)
+IDENTITIES = {
+    "taintkeeper-controller": CONTROLLER_NEEDS,
+    "taintkeeper-webhook": WEBHOOK_NEEDS,
+    "taintkeeper-certs": CERTS_NEEDS,
+}
 # Watches are authorized as the `watch` verb, separately from `list`.
-WATCHES = {"taintkeeper-controller": ("nodes", "pods", "namespaces", "leases@kube-node-lease", "volumeattachments"),
-           "taintkeeper-webhook": ("namespaces",)}
+WATCHES = {
+    "taintkeeper-controller": ("nodes", "pods", "namespaces", "leases@kube-node-lease", "volumeattachments"),
+    "taintkeeper-webhook": ("namespaces",),
+}
 
 
 def probe_ids() -> list[Any]:
     names = list(calls(client.ApiClient()))
-    return [pytest.param(account, name, name in needs, id=f"{account}-{'may' if name in needs else 'not'}-{name}")
-            for account, needs in IDENTITIES.items() for name in names]
+    return [
+        pytest.param(account, name, name in needs, id=f"{account}-{'may' if name in needs else 'not'}-{name}")
+        for account, needs in IDENTITIES.items()
+        for name in names
+    ]
 
 
 @pytest.mark.parametrize(("account", "call", "granted"), probe_ids())
-def test_each_identity_may_do_what_it_needs_and_nothing_else(rbac: LocalCluster, account: str, call: str,
-                                                             granted: bool):
+def test_each_identity_may_do_what_it_needs_and_nothing_else(
+    rbac: LocalCluster, account: str, call: str, granted: bool
+):
     api = identity_client(rbac, account)
     try:
         code = status(calls(api)[call])
@@ -327,7 +399,9 @@ def test_informer_watches_are_authorized(rbac: LocalCluster, account: str, resou
     api = identity_client(rbac, account)
     core, coordination = client.CoreV1Api(api), client.CoordinationV1Api(api)
     watches: dict[str, Callable[..., Any]] = {
-        "nodes": core.list_node, "pods": core.list_pod_for_all_namespaces, "namespaces": core.list_namespace,
+        "nodes": core.list_node,
+        "pods": core.list_pod_for_all_namespaces,
+        "namespaces": core.list_namespace,
         "leases@kube-node-lease": lambda **kw: coordination.list_namespaced_lease("kube-node-lease", **kw),
         "volumeattachments": client.StorageV1Api(api).list_volume_attachment,
     }
@@ -343,8 +417,14 @@ def test_informer_watches_are_authorized(rbac: LocalCluster, account: str, resou
 def test_a_watch_the_roles_do_not_grant_is_refused(rbac: LocalCluster):
     api = identity_client(rbac, "taintkeeper-webhook")
     try:
-        assert status(lambda: client.CoreV1Api(api).list_pod_for_all_namespaces(
-            watch=True, timeout_seconds=1, _preload_content=False, _request_timeout=10)) == 403
+        assert (
+            status(
+                lambda: client.CoreV1Api(api).list_pod_for_all_namespaces(
+                    watch=True, timeout_seconds=1, _preload_content=False, _request_timeout=10
+                )
+            )
+            == 403
+        )
     finally:
         api.close()
 

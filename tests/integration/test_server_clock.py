@@ -14,8 +14,7 @@ from kube.timestamps import format_micro_time, parse_time
 from tests.integration.kube import LocalCluster, wait_for
 
 
-def test_the_apiservers_clock_is_measured_within_a_second_and_a_half_and_bounds_the_truth(
-        local_cluster: LocalCluster):
+def test_the_apiservers_clock_is_measured_within_a_second_and_a_half_and_bounds_the_truth(local_cluster: LocalCluster):
     clock = server_clock.measure(local_cluster.api_client, 10)
     offset = clock.offset
     assert offset is not None
@@ -23,13 +22,22 @@ def test_the_apiservers_clock_is_measured_within_a_second_and_a_half_and_bounds_
     assert offset.low <= 0.0 <= offset.high  # one machine, one clock
 
 
-def test_a_lease_renewal_is_re_dated_exactly_when_the_apiservers_version_says_so(local_cluster: LocalCluster,
-                                                                                 namespace: str):
+def test_a_lease_renewal_is_re_dated_exactly_when_the_apiservers_version_says_so(
+    local_cluster: LocalCluster, namespace: str
+):
     """A renewal changes only renewTime's value: 1.25+ re-dates the kubelet's managedFields entry, older
     servers keep the creation's stamp, and the controller trusts the stamps by the version it reads."""
     path = f"/apis/coordination.k8s.io/v1/namespaces/{namespace}/leases"
-    lease = request_json(local_cluster.api_client, "POST", path, timeout=10, body={
-        "metadata": {"name": "node-x"}, "spec": {"holderIdentity": "node-x", "renewTime": format_micro_time(1.0)}})
+    lease = request_json(
+        local_cluster.api_client,
+        "POST",
+        path,
+        timeout=10,
+        body={
+            "metadata": {"name": "node-x"},
+            "spec": {"holderIdentity": "node-x", "renewTime": format_micro_time(1.0)},
+        },
+    )
     created = parse_time(lease_view(lease).stamped)
     assert created is not None
     # the stamps are whole seconds: renew once the creation's second is over, so a re-dating shows
@@ -51,14 +59,35 @@ def test_a_nodes_status_writes_are_stamped_apart_from_its_other_writes(local_clu
     name = f"stamped-{int(time.time() * 1000)}"
     # Created with a field to manage, as a kubelet registers a node: an object created without one is never
     # given managedFields by later writes either.
-    request_json(local_cluster.api_client, "POST", "/api/v1/nodes", timeout=10,
-                 body={"metadata": {"name": name, "labels": {"kubernetes.io/hostname": name}}})
+    request_json(
+        local_cluster.api_client,
+        "POST",
+        "/api/v1/nodes",
+        timeout=10,
+        body={"metadata": {"name": name, "labels": {"kubernetes.io/hostname": name}}},
+    )
     try:
-        status = {"status": {"conditions": [{"type": "Ready", "status": "True", "reason": "KubeletReady",
-                                             "lastHeartbeatTime": "2026-01-01T00:00:00Z"}]}}
+        status = {
+            "status": {
+                "conditions": [
+                    {
+                        "type": "Ready",
+                        "status": "True",
+                        "reason": "KubeletReady",
+                        "lastHeartbeatTime": "2026-01-01T00:00:00Z",
+                    }
+                ]
+            }
+        }
         before = time.time()
-        node = request_json(local_cluster.api_client, "PATCH", f"/api/v1/nodes/{name}/status", timeout=10,
-                            body=status, content_type="application/strategic-merge-patch+json")
+        node = request_json(
+            local_cluster.api_client,
+            "PATCH",
+            f"/api/v1/nodes/{name}/status",
+            timeout=10,
+            body=status,
+            content_type="application/strategic-merge-patch+json",
+        )
         stamped = parse_time(last_stamped(node["metadata"], "status"))
         assert stamped is not None and before - 1.0 <= stamped <= time.time()
     finally:

@@ -118,7 +118,8 @@ def test_nodes_register_with_zone_labels_ready_conditions_and_a_lease(make_simul
         assert lease["spec"]["leaseDurationSeconds"] == 40
         assert MICRO_TIME.match(lease["spec"]["renewTime"])
         assert lease["metadata"]["ownerReferences"] == [
-            {"apiVersion": "v1", "kind": "Node", "name": name, "uid": node["metadata"]["uid"]}]
+            {"apiVersion": "v1", "kind": "Node", "name": name, "uid": node["metadata"]["uid"]}
+        ]
 
 
 def test_leases_renew_stop_with_the_heartbeats_and_renew_again_on_resume(make_simulator, coordination):
@@ -150,12 +151,18 @@ def test_set_condition_is_posted_at_once_and_kept_by_status_reposts(make_simulat
     simulator.set_condition(name, "MemoryPressure", "True")
     conditions = node_conditions(core, name)
     ready = conditions["Ready"]
-    assert (ready["status"], ready["reason"], ready["message"]) == ("False", "KubeletNotReady",
-                                                                    "container runtime is down")
+    assert (ready["status"], ready["reason"], ready["message"]) == (
+        "False",
+        "KubeletNotReady",
+        "container runtime is down",
+    )
     assert (conditions["MemoryPressure"]["status"], conditions["MemoryPressure"]["reason"]) == ("True", "Simulated")
 
-    wait_for(lambda: node_conditions(core, name)["Ready"]["lastHeartbeatTime"] > ready["lastHeartbeatTime"], 5,
-             "a periodic status post")
+    wait_for(
+        lambda: node_conditions(core, name)["Ready"]["lastHeartbeatTime"] > ready["lastHeartbeatTime"],
+        5,
+        "a periodic status post",
+    )
     reposted = node_conditions(core, name)
     assert reposted["Ready"]["status"] == "False"
     assert reposted["Ready"]["lastTransitionTime"] == ready["lastTransitionTime"]
@@ -174,8 +181,13 @@ def test_resume_posts_ready_over_the_unknown_a_lifecycle_controller_set(make_sim
     simulator = make_simulator().start()
     (name,) = simulator.add_nodes(1)
     simulator.stop_heartbeats(name)
-    unknown = {"type": "Ready", "status": "Unknown", "reason": "NodeStatusUnknown",
-               "message": "Kubelet stopped posting node status.", "lastTransitionTime": "2030-01-01T00:00:00Z"}
+    unknown = {
+        "type": "Ready",
+        "status": "Unknown",
+        "reason": "NodeStatusUnknown",
+        "message": "Kubelet stopped posting node status.",
+        "lastTransitionTime": "2030-01-01T00:00:00Z",
+    }
     core.patch_node_status(name, {"status": {"conditions": [unknown]}}, _content_type=STRATEGIC)
     assert node_conditions(core, name)["Ready"]["status"] == "Unknown"
 
@@ -203,7 +215,10 @@ def test_pods_are_created_running_and_ready_on_their_node(make_simulator, core, 
         assert pod["status"]["phase"] == "Running"
         conditions = {c["type"]: c["status"] for c in pod["status"]["conditions"]}
         assert {kind: conditions[kind] for kind in ("Ready", "ContainersReady", "PodScheduled")} == {
-            "Ready": "True", "ContainersReady": "True", "PodScheduled": "True"}
+            "Ready": "True",
+            "ContainersReady": "True",
+            "PodScheduled": "True",
+        }
         assert pod["status"]["containerStatuses"][0]["ready"] is True
 
 
@@ -227,8 +242,9 @@ def test_a_graceful_deletion_on_a_live_node_ends_when_the_grace_period_does(make
     assert simulator.stats().pods_removed == 1
 
 
-def test_a_pod_terminating_before_the_start_is_found_on_a_later_page_of_the_relist(make_simulator, core, namespace,
-                                                                                    monkeypatch):
+def test_a_pod_terminating_before_the_start_is_found_on_a_later_page_of_the_relist(
+    make_simulator, core, namespace, monkeypatch
+):
     monkeypatch.setattr("hack.simulator_pod_watch.LIST_PAGE_SIZE", 1)  # every bound pod a page of its own
     simulator = make_simulator()
     (node,) = simulator.add_nodes(1)
@@ -250,8 +266,11 @@ def test_a_pod_on_a_stopped_node_stays_terminating_until_its_heartbeats_resume(m
     deleting = raw(core.delete_namespaced_pod, name, namespace)
     grace_ends = parse_time(deleting["metadata"]["deletionTimestamp"])
     seconds = max(grace_ends - time.time(), 0) + 3
-    assert_for(seconds, lambda: (pod_exists(core, name, namespace) or {}).get("metadata", {}).get("deletionTimestamp"),
-               "a pod on a dead node was removed (or lost its deletionTimestamp)")
+    assert_for(
+        seconds,
+        lambda: (pod_exists(core, name, namespace) or {}).get("metadata", {}).get("deletionTimestamp"),
+        "a pod on a dead node was removed (or lost its deletionTimestamp)",
+    )
 
     simulator.resume_heartbeats(node)
     wait_for(lambda: not pod_exists(core, name, namespace), 5, "the pod removed once the node is back")
@@ -263,8 +282,11 @@ def test_200_nodes_renew_every_lease_spread_over_the_period(make_simulator, coor
 
     def leases() -> dict[str, str]:
         listed = raw(coordination.list_namespaced_lease, LEASES)["items"]
-        return {lease["metadata"]["name"]: lease["spec"]["renewTime"] for lease in listed
-                if lease["metadata"]["name"].startswith(prefix)}
+        return {
+            lease["metadata"]["name"]: lease["spec"]["renewTime"]
+            for lease in listed
+            if lease["metadata"]["name"].startswith(prefix)
+        }
 
     started = time.monotonic()
     names = simulator.add_nodes(200, zones=["a", "b", "c"])
@@ -273,8 +295,12 @@ def test_200_nodes_renew_every_lease_spread_over_the_period(make_simulator, coor
     assert sorted(created) == sorted(names)
 
     window_start, before = time.monotonic(), simulator.stats()
-    wait_for(lambda: all(renewed > created[name] for name, renewed in leases().items()), 20,
-             "every lease renewed at least once", interval=0.5)
+    wait_for(
+        lambda: all(renewed > created[name] for name, renewed in leases().items()),
+        20,
+        "every lease renewed at least once",
+        interval=0.5,
+    )
     first_round_seconds = time.monotonic() - window_start
     time.sleep(max(0.0, 15 - (time.monotonic() - window_start)))  # a fixed window: this measures a rate
     after, window = simulator.stats(), time.monotonic() - window_start
@@ -282,10 +308,12 @@ def test_200_nodes_renew_every_lease_spread_over_the_period(make_simulator, coor
     calls_per_second = (after.api_calls - before.api_calls) / window
     cpu = after.cpu_seconds - before.cpu_seconds
     with capsys.disabled():
-        print(f"\n200 nodes: registered in {registration_seconds:.1f}s ({before.api_calls} API calls); every lease "
-              f"renewed within {first_round_seconds:.1f}s; over {window:.1f}s: {calls_per_second:.1f} API calls/s "
-              f"({after.lease_renewals - before.lease_renewals} renewals, {after.status_posts - before.status_posts}"
-              f" status posts), simulator CPU {cpu:.2f}s ({100 * cpu / window:.1f}% of a core)")
+        print(
+            f"\n200 nodes: registered in {registration_seconds:.1f}s ({before.api_calls} API calls); every lease "
+            f"renewed within {first_round_seconds:.1f}s; over {window:.1f}s: {calls_per_second:.1f} API calls/s "
+            f"({after.lease_renewals - before.lease_renewals} renewals, {after.status_posts - before.status_posts}"
+            f" status posts), simulator CPU {cpu:.2f}s ({100 * cpu / window:.1f}% of a core)"
+        )
     assert after.errors == 0
     # 200 leases every 10 s plus 200 status posts every 60 s is about 23 calls/s.
     assert 15 <= calls_per_second <= 35
@@ -294,14 +322,17 @@ def test_200_nodes_renew_every_lease_spread_over_the_period(make_simulator, coor
     assert max(per_second.values()) <= 60, per_second
 
 
-@pytest.mark.parametrize(("argv", "message"), [
-    (["--nodes", "x"], "--nodes: not a whole number"),
-    (["--nodes", "0"], "--nodes must be at least 1"),
-    (["--nodes", "2", "--lease-period", "soon"], "--lease-period: invalid duration 'soon'"),
-    (["--nodes", "2", "--fail", "sim-7"], "--fail: 'sim-7' is not one of the nodes"),
-    (["--nodes", "2", "--fail-after", "3"], "--fail-after and --recover-after need --fail"),
-    (["--nodes", "2", "--bogus"], "unrecognized arguments: --bogus"),
-])
+@pytest.mark.parametrize(
+    ("argv", "message"),
+    [
+        (["--nodes", "x"], "--nodes: not a whole number"),
+        (["--nodes", "0"], "--nodes must be at least 1"),
+        (["--nodes", "2", "--lease-period", "soon"], "--lease-period: invalid duration 'soon'"),
+        (["--nodes", "2", "--fail", "sim-7"], "--fail: 'sim-7' is not one of the nodes"),
+        (["--nodes", "2", "--fail-after", "3"], "--fail-after and --recover-after need --fail"),
+        (["--nodes", "2", "--bogus"], "unrecognized arguments: --bogus"),
+    ],
+)
 def test_bad_flags_are_one_line_and_exit_2(local_cluster, capsys, argv, message):
     with pytest.raises(SystemExit) as exited:
         parse_args(["--kubeconfig", str(local_cluster.kubeconfig), *argv])
@@ -313,7 +344,13 @@ def test_bad_flags_are_one_line_and_exit_2(local_cluster, capsys, argv, message)
 
 def test_durations_take_seconds_or_go_style():
     assert [parse_duration(text) for text in ("10", "0.5", "10s", "500ms", "1m30s", "1h")] == [
-        10, 0.5, 10, 0.5, 90, 3600]
+        10,
+        0.5,
+        10,
+        0.5,
+        90,
+        3600,
+    ]
     with pytest.raises(ValueError):
         parse_duration("10 seconds")
 
@@ -321,16 +358,48 @@ def test_durations_take_seconds_or_go_style():
 def test_the_command_fails_and_recovers_a_node_on_schedule_then_cleans_up(local_cluster, core, namespace):
     prefix = f"cli-{uuid.uuid4().hex[:6]}"
     result = subprocess.run(
-        [sys.executable, "hack/simulator.py", "--kubeconfig", str(local_cluster.kubeconfig), "--nodes", "2",
-         "--zones", "a,b", "--prefix", prefix, "--lease-period", "500ms", "--pods-per-node", "1",
-         "--namespace", namespace, "--fail", "1", "--fail-after", "1", "--recover-after", "1", "--duration", "3"],
-        cwd=ROOT, capture_output=True, text=True, timeout=60)
+        [
+            sys.executable,
+            "hack/simulator.py",
+            "--kubeconfig",
+            str(local_cluster.kubeconfig),
+            "--nodes",
+            "2",
+            "--zones",
+            "a,b",
+            "--prefix",
+            prefix,
+            "--lease-period",
+            "500ms",
+            "--pods-per-node",
+            "1",
+            "--namespace",
+            namespace,
+            "--fail",
+            "1",
+            "--fail-after",
+            "1",
+            "--recover-after",
+            "1",
+            "--duration",
+            "3",
+        ],
+        cwd=ROOT,
+        capture_output=True,
+        text=True,
+        timeout=60,
+    )
     assert result.returncode == 0, result.stderr
     lines = result.stdout.splitlines()
     assert all(re.match(r"^\d{4}-\d\d-\d\dT\d\d:\d\d:\d\d\.\d{3} ", line) for line in lines), lines
-    expected = [f"registered 2 node(s) {prefix}-0, {prefix}-1", f"created 1 pod(s) on {prefix}-0",
-                f"heartbeats stopped: {prefix}-1", f"heartbeats resumed: {prefix}-1", "--duration 3s reached",
-                f"deleted 2 node(s) {prefix}-0, {prefix}-1"]
+    expected = [
+        f"registered 2 node(s) {prefix}-0, {prefix}-1",
+        f"created 1 pod(s) on {prefix}-0",
+        f"heartbeats stopped: {prefix}-1",
+        f"heartbeats resumed: {prefix}-1",
+        "--duration 3s reached",
+        f"deleted 2 node(s) {prefix}-0, {prefix}-1",
+    ]
     positions = [next((i for i, line in enumerate(lines) if text in line), -1) for text in expected]
     assert -1 not in positions and positions == sorted(positions), result.stdout
     nodes = raw(core.list_node)["items"]
@@ -343,8 +412,20 @@ def test_the_command_cleans_up_on_sigterm(local_cluster, core, tmp_path):
     output = tmp_path / "simulator.out"
     with output.open("w") as sink:
         process = subprocess.Popen(
-            [sys.executable, "hack/simulator.py", "--kubeconfig", str(local_cluster.kubeconfig), "--nodes", "3",
-             "--prefix", prefix], cwd=ROOT, stdout=sink, stderr=subprocess.STDOUT)
+            [
+                sys.executable,
+                "hack/simulator.py",
+                "--kubeconfig",
+                str(local_cluster.kubeconfig),
+                "--nodes",
+                "3",
+                "--prefix",
+                prefix,
+            ],
+            cwd=ROOT,
+            stdout=sink,
+            stderr=subprocess.STDOUT,
+        )
     try:
         wait_for(lambda: "3 node(s) up" in output.read_text(), 30, "the nodes up")
         process.send_signal(signal.SIGTERM)

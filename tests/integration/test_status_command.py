@@ -36,8 +36,9 @@ from tests.support.kubernetes_version import server_minor
 
 METRICS_PORT = 10258  # the controller's default --port, which the command's --metrics-port defaults to
 # The leader's pod has no IP (no kubelet posted one): the apiserver's pod proxy refuses to dial it.
-METRICS_UNREACHABLE = "cannot reach the leader's /metrics through the apiserver's pod proxy: 400 Bad Request: " \
-                      "address not allowed"
+METRICS_UNREACHABLE = (
+    "cannot reach the leader's /metrics through the apiserver's pod proxy: 400 Bad Request: address not allowed"
+)
 WEBHOOK_USER = "system:serviceaccount:taintkeeper-system:taintkeeper-webhook"
 EVERY_VERSION = (("resourceVersion", "0"),)  # a LIST served from the apiserver's watch cache
 
@@ -73,8 +74,9 @@ class Request:
 class World:
     """A test's nodes, pods and Lease in the real apiserver, and the command run against them."""
 
-    def __init__(self, local: LocalCluster, namespace: str, monkeypatch: pytest.MonkeyPatch,
-                 capsys: pytest.CaptureFixture[str]) -> None:
+    def __init__(
+        self, local: LocalCluster, namespace: str, monkeypatch: pytest.MonkeyPatch, capsys: pytest.CaptureFixture[str]
+    ) -> None:
         self.local = local
         self.core = client.CoreV1Api(local.api_client)
         self.coordination = client.CoordinationV1Api(local.api_client)
@@ -101,14 +103,20 @@ class World:
         # kube-apiserver's TaintNodesByCondition admission gives every new node not-ready:NoSchedule (the
         # node lifecycle controller takes it off once the node is Ready): the taints are set afterwards.
         self.core.patch_node(name, {"spec": {"taints": taints}}, _content_type=MERGE_PATCH)
-        condition = {"type": "Ready", "status": ready, "reason": "NodeStatusUnknown" if ready == "Unknown" else
-                     "KubeletReady", "lastHeartbeatTime": format_time(since), "lastTransitionTime": format_time(since)}
+        condition = {
+            "type": "Ready",
+            "status": ready,
+            "reason": "NodeStatusUnknown" if ready == "Unknown" else "KubeletReady",
+            "lastHeartbeatTime": format_time(since),
+            "lastTransitionTime": format_time(since),
+        }
         self.core.patch_node_status(name, {"status": {"conditions": [condition]}}, _content_type=STRATEGIC_MERGE)
 
     def pod(self, namespace: str, name: str, node: str, tolerations: list[dict[str, Any]], app: str) -> None:
-        body = {"metadata": {"name": name, "labels": {"app": app}},
-                "spec": {"nodeName": node, "tolerations": tolerations,
-                         "containers": [{"name": "c", "image": "busybox"}]}}
+        body = {
+            "metadata": {"name": name, "labels": {"app": app}},
+            "spec": {"nodeName": node, "tolerations": tolerations, "containers": [{"name": "c", "image": "busybox"}]},
+        }
         self.pods[name] = raw(self.core.create_namespaced_pod, namespace, body=body)
 
     def scene(self, *, no_execute: bool = True, lease: bool = True) -> float:
@@ -127,18 +135,28 @@ class World:
         self.pod(self.lease_namespace, self.leader, self.dead, [], "taintkeeper-controller")
         if lease:
             renewed = format_micro_time(time.time())
-            raw(self.coordination.create_namespaced_lease, self.lease_namespace, body={
-                "metadata": {"name": self.lease_name},
-                "spec": {"holderIdentity": self.holder, "leaseDurationSeconds": 15, "acquireTime": renewed,
-                         "renewTime": renewed}})
+            raw(
+                self.coordination.create_namespaced_lease,
+                self.lease_namespace,
+                body={
+                    "metadata": {"name": self.lease_name},
+                    "spec": {
+                        "holderIdentity": self.holder,
+                        "leaseDurationSeconds": 15,
+                        "acquireTime": renewed,
+                        "renewTime": renewed,
+                    },
+                },
+            )
         return died
 
     def fill(self, text: str) -> str:
         """`text` with {ns}, {lease_ns}, {lease}, {leader} and {policy} (the budgets' group version the
         server serves: policy/v1beta1 on 1.20, policy/v1 from 1.21) filled in."""
         policy = "policy/v1beta1" if server_minor(self.local.api_client) < 21 else "policy/v1"
-        return text.format(ns=self.namespace, lease_ns=self.lease_namespace, lease=self.lease_name, leader=self.leader,
-                           policy=policy)
+        return text.format(
+            ns=self.namespace, lease_ns=self.lease_namespace, lease=self.lease_name, leader=self.leader, policy=policy
+        )
 
     # --- the command and what it asked ---
 
@@ -146,8 +164,17 @@ class World:
         replica = f"status-{uuid.uuid4().hex}"
         self.monkeypatch.setenv("POD_NAME", replica)
         self.capsys.readouterr()
-        code = status_command.main([*argv, "--kubeconfig", str(kubeconfig or self.local.kubeconfig),
-                                    "--lease-namespace", self.lease_namespace, "--lease-name", self.lease_name])
+        code = status_command.main(
+            [
+                *argv,
+                "--kubeconfig",
+                str(kubeconfig or self.local.kubeconfig),
+                "--lease-namespace",
+                self.lease_namespace,
+                "--lease-name",
+                self.lease_name,
+            ]
+        )
         captured = self.capsys.readouterr()
         return Run(code, captured.out, captured.err, replica)
 
@@ -159,8 +186,15 @@ class World:
         found = []
         for event in events:
             uri = urlsplit(event["requestURI"])
-            found.append(Request(event["verb"], uri.path, tuple(parse_qsl(uri.query)),
-                                 int(event["responseStatus"]["code"]), event["user"]["username"]))
+            found.append(
+                Request(
+                    event["verb"],
+                    uri.path,
+                    tuple(parse_qsl(uri.query)),
+                    int(event["responseStatus"]["code"]),
+                    event["user"]["username"],
+                )
+            )
         return found
 
     def ours(self, document: dict[str, Any], section: str) -> list[dict[str, Any]]:
@@ -175,8 +209,9 @@ class World:
 
 
 @pytest.fixture
-def world(local_cluster: LocalCluster, namespace: str, monkeypatch: pytest.MonkeyPatch,
-          capsys: pytest.CaptureFixture[str]) -> Iterator[World]:
+def world(
+    local_cluster: LocalCluster, namespace: str, monkeypatch: pytest.MonkeyPatch, capsys: pytest.CaptureFixture[str]
+) -> Iterator[World]:
     scene = World(local_cluster, namespace, monkeypatch, capsys)
     yield scene
     scene.close()
@@ -188,8 +223,11 @@ NODES = ("/api/v1/nodes", EVERY_VERSION)
 LEASE = ("/apis/coordination.k8s.io/v1/namespaces/{lease_ns}/leases/{lease}", ())
 METRICS = (f"/api/v1/namespaces/{{lease_ns}}/pods/{{leader}}:{METRICS_PORT}/proxy/metrics", ())
 # With pods to report: what their evictions may wait for (the namespaces' annotations, every budget).
-BUDGETS = (("/api/v1/namespaces", EVERY_VERSION), ("/apis/policy", ()),
-           ("/apis/{policy}/poddisruptionbudgets", EVERY_VERSION))
+BUDGETS = (
+    ("/api/v1/namespaces", EVERY_VERSION),
+    ("/apis/policy", ()),
+    ("/apis/{policy}/poddisruptionbudgets", EVERY_VERSION),
+)
 
 
 @dataclass(frozen=True)
@@ -201,17 +239,26 @@ class RequestsCase:
 
 
 REQUESTS = {
-    "a NoExecute taint: the nodes, the pods (filtered in the LIST), the budgets, the Lease, the leader's /metrics":
-        RequestsCase(("-n", "{ns}", "-l", "app=web"), (
-            NODES, ("/api/v1/namespaces/{ns}/pods", (*EVERY_VERSION, ("labelSelector", "app=web"))), *BUDGETS, LEASE,
-            METRICS)),
-    "no filters: the pods of every namespace":
-        RequestsCase((), (NODES, ("/api/v1/pods", EVERY_VERSION), *BUDGETS, LEASE, METRICS)),
-    "no NoExecute taint on any node: no eviction is pending, the pods are not listed":
-        RequestsCase(("-n", "{ns}"), (NODES, LEASE, METRICS), no_execute=False),
-    "no Lease: no leader, so no /metrics request":
-        RequestsCase(("-n", "{ns}"), (NODES, ("/api/v1/namespaces/{ns}/pods", EVERY_VERSION), *BUDGETS, LEASE),
-                     lease=False),
+    "a NoExecute taint: the nodes, the pods (filtered in the LIST), the budgets, the Lease, "
+    "the leader's /metrics": RequestsCase(
+        ("-n", "{ns}", "-l", "app=web"),
+        (
+            NODES,
+            ("/api/v1/namespaces/{ns}/pods", (*EVERY_VERSION, ("labelSelector", "app=web"))),
+            *BUDGETS,
+            LEASE,
+            METRICS,
+        ),
+    ),
+    "no filters: the pods of every namespace": RequestsCase(
+        (), (NODES, ("/api/v1/pods", EVERY_VERSION), *BUDGETS, LEASE, METRICS)
+    ),
+    "no NoExecute taint on any node: no eviction is pending, the pods are not listed": RequestsCase(
+        ("-n", "{ns}"), (NODES, LEASE, METRICS), no_execute=False
+    ),
+    "no Lease: no leader, so no /metrics request": RequestsCase(
+        ("-n", "{ns}"), (NODES, ("/api/v1/namespaces/{ns}/pods", EVERY_VERSION), *BUDGETS, LEASE), lease=False
+    ),
 }
 
 
@@ -219,13 +266,17 @@ REQUESTS = {
 def test_the_requests_the_command_makes(case: RequestsCase, world: World) -> None:
     world.scene(no_execute=case.no_execute, lease=case.lease)
     if not case.no_execute:
-        others = [node["metadata"]["name"] for node in raw(world.core.list_node)["items"]
-                  if any(t.get("effect") == "NoExecute" for t in node["spec"].get("taints") or [])]
+        others = [
+            node["metadata"]["name"]
+            for node in raw(world.core.list_node)["items"]
+            if any(t.get("effect") == "NoExecute" for t in node["spec"].get("taints") or [])
+        ]
         assert not others, f"nodes left behind with a NoExecute taint make the command list the pods: {others}"
     run = world.status(*(world.fill(arg) for arg in case.argv), "-o", "json")
     run.document()
-    assert [(r.path, r.query) for r in world.requests(run)] == [(world.fill(path), query)
-                                                                for path, query in case.expected]
+    assert [(r.path, r.query) for r in world.requests(run)] == [
+        (world.fill(path), query) for path, query in case.expected
+    ]
 
 
 # --- the report -------------------------------------------------------------------------------------
@@ -234,14 +285,18 @@ FILTERS = {  # argv: (the untolerating pods, due now; the pods tolerating for a 
     "no filters: the pods of every namespace": ((), ["{ns}/db", "{lease_ns}/{leader}"], ["{ns}/web"]),
     "-n: that namespace's pods": (("-n", "{ns}"), ["{ns}/db"], ["{ns}/web"]),
     "-n and -l: the pods matching the selector": (("-n", "{ns}", "-l", "app=web"), [], ["{ns}/web"]),
-    "-l alone: the matching pods of every namespace": (("-l", "app in (web,taintkeeper-controller)"),
-                                                       ["{lease_ns}/{leader}"], ["{ns}/web"]),
+    "-l alone: the matching pods of every namespace": (
+        ("-l", "app in (web,taintkeeper-controller)"),
+        ["{lease_ns}/{leader}"],
+        ["{ns}/web"],
+    ),
 }
 
 
 @pytest.mark.parametrize(("argv", "due_now", "later"), FILTERS.values(), ids=FILTERS.keys())
-def test_the_pending_evictions_are_those_of_the_pods_the_filters_select(argv: tuple[str, ...], due_now: list[str],
-                                                                        later: list[str], world: World) -> None:
+def test_the_pending_evictions_are_those_of_the_pods_the_filters_select(
+    argv: tuple[str, ...], due_now: list[str], later: list[str], world: World
+) -> None:
     world.scene()
     document = world.status(*(world.fill(arg) for arg in argv), "-o", "json").document()
     pending = [f"{p['namespace']}/{p['pod']}" for p in world.ours(document, "pendingEvictions")]
@@ -257,15 +312,29 @@ def test_the_json_report(world: World) -> None:
     assert list(document) == ["zones", "brake", "nodes", "leader", "pendingEvictions"]
 
     zone = next(z for z in document["zones"] if z["zone"] == world.zone)
-    assert zone == {"zone": world.zone, "state": "Normal", "nodes": sorted(world.nodes), "excluded": [], "size": 2,
-                    "notReady": 1, "evictionRate": 0.1, "evictionRateReason": "--node-eviction-rate"}
+    assert zone == {
+        "zone": world.zone,
+        "state": "Normal",
+        "nodes": sorted(world.nodes),
+        "excluded": [],
+        "size": 2,
+        "notReady": 1,
+        "evictionRate": 0.1,
+        "evictionRateReason": "--node-eviction-rate",
+    }
     assert document["brake"] is False  # this zone is not fully disrupted
 
     [node] = world.ours(document, "nodes")  # the healthy node carries no taint of taintkeeper's
     ages = [taint.pop("ageSeconds") for taint in node["taints"]]
-    assert node == {"name": world.dead, "zone": world.zone, "ready": "Unknown", "taints": [
-        {"key": UR, "effect": "NoExecute", "since": format_time(died), "sinceSource": "timeAdded"},
-        {"key": UR, "effect": "NoSchedule", "since": format_time(died), "sinceSource": "Ready.lastTransitionTime"}]}
+    assert node == {
+        "name": world.dead,
+        "zone": world.zone,
+        "ready": "Unknown",
+        "taints": [
+            {"key": UR, "effect": "NoExecute", "since": format_time(died), "sinceSource": "timeAdded"},
+            {"key": UR, "effect": "NoSchedule", "since": format_time(died), "sinceSource": "Ready.lastTransitionTime"},
+        ],
+    }
     assert all(before - died - 1 <= age <= after - died + 1 for age in ages), ages
 
     db, web = world.ours(document, "pendingEvictions")
@@ -279,9 +348,16 @@ def test_the_json_report(world: World) -> None:
     leader = document["leader"]
     assert leader.pop("lastMonitorPassError") == METRICS_UNREACHABLE
     renewed, renewed_ago = parse_time(leader.pop("renewTime")), leader.pop("renewedSecondsAgo")
-    assert leader == {"lease": f"{world.lease_namespace}/{world.lease_name}", "holder": world.holder,
-                      "pod": world.leader, "leaseDurationSeconds": 15, "expired": False, "error": None,
-                      "lastMonitorPass": None, "lastMonitorPassSecondsAgo": None}
+    assert leader == {
+        "lease": f"{world.lease_namespace}/{world.lease_name}",
+        "holder": world.holder,
+        "pod": world.leader,
+        "leaseDurationSeconds": 15,
+        "expired": False,
+        "error": None,
+        "lastMonitorPass": None,
+        "lastMonitorPassSecondsAgo": None,
+    }
     assert renewed is not None and before - 5 <= renewed <= after  # written by scene(), whole seconds
     assert 0 <= renewed_ago <= after - renewed + 1
 
@@ -292,8 +368,9 @@ def test_metrics_that_cannot_be_reached_are_one_line_of_the_report(world: World)
     assert (run.code, run.err) == (0, "")
     lines = run.out.splitlines()
     [said_leader] = [line for line in lines if line.startswith("LEADER")]
-    assert said_leader.startswith(f"LEADER  {world.leader} (Lease {world.lease_namespace}/{world.lease_name} held by "
-                                  f"{world.holder}, renewed "), said_leader
+    assert said_leader.startswith(
+        f"LEADER  {world.leader} (Lease {world.lease_namespace}/{world.lease_name} held by {world.holder}, renewed "
+    ), said_leader
     said = [line for line in lines if line.startswith("  last monitor pass")]
     assert said == ["  last monitor pass: cannot tell: " + METRICS_UNREACHABLE]
     # The apiserver's answer is the line's reason: the proxy request was made, and refused.
@@ -307,9 +384,18 @@ def test_no_lease_means_no_leader(world: World) -> None:
     assert (run.code, run.err) == (0, "")
     assert f"LEADER  none (the Lease {world.lease_namespace}/{world.lease_name} does not exist)" in run.out.splitlines()
     assert world.status("-n", world.namespace, "-o", "json").document()["leader"] == {
-        "lease": f"{world.lease_namespace}/{world.lease_name}", "holder": None, "pod": None, "renewTime": None,
-        "renewedSecondsAgo": None, "leaseDurationSeconds": None, "expired": False, "error": None,
-        "lastMonitorPass": None, "lastMonitorPassSecondsAgo": None, "lastMonitorPassError": "no leader"}
+        "lease": f"{world.lease_namespace}/{world.lease_name}",
+        "holder": None,
+        "pod": None,
+        "renewTime": None,
+        "renewedSecondsAgo": None,
+        "leaseDurationSeconds": None,
+        "expired": False,
+        "error": None,
+        "lastMonitorPass": None,
+        "lastMonitorPassSecondsAgo": None,
+        "lastMonitorPassError": "no leader",
+    }
 
 
 def test_an_api_error_is_one_line_and_exit_1(world: World) -> None:
@@ -320,7 +406,8 @@ def test_an_api_error_is_one_line_and_exit_1(world: World) -> None:
     assert (run.code, run.out) == (1, "")
     assert run.err.splitlines() == [
         f'status: error: cannot read the cluster: 403 Forbidden: nodes is forbidden: User "{WEBHOOK_USER}" cannot '
-        'list resource "nodes" in API group "" at the cluster scope']
+        'list resource "nodes" in API group "" at the cluster scope'
+    ]
     assert world.requests(run) == [Request("list", *NODES, 403, WEBHOOK_USER)]  # and nothing after it
 
 
@@ -332,6 +419,7 @@ def test_watch_in_json_prints_one_document_per_line(world: World, monkeypatch: p
         sleeps.append(seconds)
         if len(sleeps) == 2:
             raise KeyboardInterrupt
+
     monkeypatch.setattr("kubectl_taintkeeper.status_command.time.sleep", sleep)
     run = world.status("-n", world.namespace, "-o", "json", "--watch")
     assert (run.code, run.err) == (0, "")
@@ -344,8 +432,9 @@ def test_watch_in_json_prints_one_document_per_line(world: World, monkeypatch: p
 # --- the deadline shown is the deletion -------------------------------------------------------------
 
 
-def test_a_pod_is_deleted_at_the_deadline_the_command_shows(cluster: Cluster, capsys: pytest.CaptureFixture[str],
-                                                            monkeypatch: pytest.MonkeyPatch) -> None:
+def test_a_pod_is_deleted_at_the_deadline_the_command_shows(
+    cluster: Cluster, capsys: pytest.CaptureFixture[str], monkeypatch: pytest.MonkeyPatch
+) -> None:
     dead, *_healthy = cluster.sim.add_nodes(3, zones=["a"])
     pod = cluster.pods(dead, unreachable(20), "twenty")
     cluster.start_controller()  # --leader-elect=false: the command finds no Lease, which is fine here
@@ -354,8 +443,23 @@ def test_a_pod_is_deleted_at_the_deadline_the_command_shows(cluster: Cluster, ca
 
     monkeypatch.setenv("POD_NAME", f"status-{uuid.uuid4().hex}")
     capsys.readouterr()
-    assert status_command.main(["-n", cluster.namespace, "-o", "json", "--kubeconfig", str(cluster.local.kubeconfig),
-                                "--lease-namespace", cluster.namespace, "--lease-name", "no-such-lease"]) == 0
+    assert (
+        status_command.main(
+            [
+                "-n",
+                cluster.namespace,
+                "-o",
+                "json",
+                "--kubeconfig",
+                str(cluster.local.kubeconfig),
+                "--lease-namespace",
+                cluster.namespace,
+                "--lease-name",
+                "no-such-lease",
+            ]
+        )
+        == 0
+    )
     shown = [p for p in json.loads(capsys.readouterr().out)["pendingEvictions"] if p["pod"] == pod]
     assert len(shown) == 1 and (shown[0]["node"], shown[0]["taint"]) == (dead, f"{UR}:NoExecute"), shown
     deadline = parse_time(shown[0]["deadline"])
@@ -365,6 +469,8 @@ def test_a_pod_is_deleted_at_the_deadline_the_command_shows(cluster: Cluster, ca
     poll = 0.1
     wait_for(lambda: cluster.deleted(pod), deadline - time.time() + 15, f"pod {pod} deleted", interval=poll)
     seen = time.time()
-    print(f"deadline shown {shown[0]['deadline']} ({deadline:.3f}, {shown[0]['secondsLeft']} s left); "
-          f"pod first seen terminating or gone at {seen:.3f}: {seen - deadline:+.3f} s")
+    print(
+        f"deadline shown {shown[0]['deadline']} ({deadline:.3f}, {shown[0]['secondsLeft']} s left); "
+        f"pod first seen terminating or gone at {seen:.3f}: {seen - deadline:+.3f} s"
+    )
     assert abs(seen - deadline) <= 1.0 + poll

@@ -77,9 +77,23 @@ class Pane:
 @pytest.fixture
 def pane(world: World) -> Iterator[Pane]:  # noqa: F811  (the fixture imported above)
     world.scene()
-    command = ["env", f"POD_NAME=status-{uuid.uuid4().hex}", sys.executable, "-m", "controller", "status",
-               "-n", world.namespace, "--kubeconfig", str(world.local.kubeconfig),
-               "--lease-namespace", world.lease_namespace, "--lease-name", world.lease_name, "--watch"]
+    command = [
+        "env",
+        f"POD_NAME=status-{uuid.uuid4().hex}",
+        sys.executable,
+        "-m",
+        "controller",
+        "status",
+        "-n",
+        world.namespace,
+        "--kubeconfig",
+        str(world.local.kubeconfig),
+        "--lease-namespace",
+        world.lease_namespace,
+        "--lease-name",
+        world.lease_name,
+        "--watch",
+    ]
     opened = Pane(command)
     try:
         yield opened
@@ -88,14 +102,16 @@ def pane(world: World) -> Iterator[Pane]:  # noqa: F811  (the fixture imported a
 
 
 def test_watch_redraws_in_place_in_colour_and_ctrl_c_ends_it(world: World, pane: Pane) -> None:  # noqa: F811
-    first = pane.wait_showing("PENDING EVICTIONS", "/db ", timeout=30,
-                              what="the first frame, with the pods due on the dead node")
+    first = pane.wait_showing(
+        "PENDING EVICTIONS", "/db ", timeout=30, what="the first frame, with the pods due on the dead node"
+    )
     assert "/web " in first and world.dead in first
     assert ESCAPE in pane.screen(escapes=True), "a terminal gets colour"
 
     world.core.delete_namespaced_pod("db", world.namespace, grace_period_seconds=0)
-    redrawn = pane.wait_showing("PENDING EVICTIONS", absent=("/db ",), timeout=15,
-                                what="a frame without the deleted pod")
+    redrawn = pane.wait_showing(
+        "PENDING EVICTIONS", absent=("/db ",), timeout=15, what="a frame without the deleted pod"
+    )
     assert "/web " in redrawn
     for heading in ("ZONES", "BRAKE", "TAINTED NODES", "PENDING EVICTIONS", "LEADER"):
         assert redrawn.count(heading) == 1, f"{heading}: one frame on the screen, drawn in place"

@@ -25,8 +25,11 @@ from tests.integration.kube import LocalCluster, control_plane, raw, wait_for
 
 TAINT_KEY = "example.com/evict"
 STRATEGIC = "application/strategic-merge-patch+json"
-FAST_LEADER_ELECTION = ("--leader-elect-lease-duration=4s", "--leader-elect-renew-deadline=3s",
-                        "--leader-elect-retry-period=500ms")
+FAST_LEADER_ELECTION = (
+    "--leader-elect-lease-duration=4s",
+    "--leader-elect-renew-deadline=3s",
+    "--leader-elect-retry-period=500ms",
+)
 
 
 def rfc3339(epoch: float) -> str:
@@ -59,8 +62,9 @@ class Scenario:
             if seconds is not None:
                 toleration["tolerationSeconds"] = seconds
             spec["tolerations"] = [toleration]
-        self.core.create_namespaced_pod(self.namespace,
-                                        body=client.V1Pod.model_validate({"metadata": {"name": name}, "spec": spec}))
+        self.core.create_namespaced_pod(
+            self.namespace, body=client.V1Pod.model_validate({"metadata": {"name": name}, "spec": spec})
+        )
 
     def taint(self, added: float | None = None) -> float:
         """Add the NoExecute taint with timeAdded (now by default); returns the time it counts from."""
@@ -77,8 +81,9 @@ class Scenario:
 
     def deleted_at(self, name: str, timeout: float) -> float:
         """Wait for the pod's deletionTimestamp; return when we saw it (epoch seconds)."""
-        wait_for(lambda: self.read(name)["metadata"].get("deletionTimestamp"), timeout, f"pod {name} deleted",
-                 interval=0.05)
+        wait_for(
+            lambda: self.read(name)["metadata"].get("deletionTimestamp"), timeout, f"pod {name} deleted", interval=0.05
+        )
         return time.time()
 
     def assert_not_deleted_for(self, name: str, seconds: float) -> None:
@@ -88,8 +93,7 @@ class Scenario:
             time.sleep(0.2)
 
     def events(self, name: str) -> list[dict]:
-        listed = raw(self.core.list_namespaced_event, self.namespace,
-                     field_selector=f"involvedObject.name={name}")
+        listed = raw(self.core.list_namespaced_event, self.namespace, field_selector=f"involvedObject.name={name}")
         return [e for e in listed["items"] if e["reason"] == "TaintManagerEviction"]
 
     def messages(self, name: str) -> list[str]:
@@ -143,7 +147,8 @@ def test_removing_the_taint_at_2s_cancels_the_deletion(world: Scenario):
     world.untaint()
     world.assert_not_deleted_for("spared", 5)
     assert wait_for(lambda: world.messages("spared"), 10, "the cancel event") == [
-        f"Cancelling deletion of Pod {world.namespace}/spared"]
+        f"Cancelling deletion of Pod {world.namespace}/spared"
+    ]
 
 
 def test_shortening_toleration_seconds_mid_countdown_deletes_earlier(world: Scenario):
@@ -152,9 +157,11 @@ def test_shortening_toleration_seconds_mid_countdown_deletes_earlier(world: Scen
     start = world.taint()
     time.sleep(1)
     world.core.patch_namespaced_pod(
-        "shortened", world.namespace,
+        "shortened",
+        world.namespace,
         [{"op": "replace", "path": "/spec/tolerations/0/tolerationSeconds", "value": 4}],
-        _content_type="application/json-patch+json")
+        _content_type="application/json-patch+json",
+    )
     deleted = world.deleted_at("shortened", timeout=15)
     assert 3.0 <= deleted - start <= 6.0
 
@@ -196,8 +203,13 @@ def leader_of(controllers: list[ControllerProcess]) -> ControllerProcess | None:
 
 def test_two_replicas_exactly_one_acts_and_killing_it_hands_over(world: Scenario):
     lease = f"lease-{uuid.uuid4().hex[:6]}"
-    args = ("--leader-elect-resource-namespace", world.namespace, "--leader-elect-resource-name", lease,
-            *FAST_LEADER_ELECTION)
+    args = (
+        "--leader-elect-resource-namespace",
+        world.namespace,
+        "--leader-elect-resource-name",
+        lease,
+        *FAST_LEADER_ELECTION,
+    )
     replicas = [world.controller(*args), world.controller(*args)]
     leader = wait_for(lambda: leader_of(replicas), 10, "a leader")
     standby = next(c for c in replicas if c is not leader)
@@ -218,9 +230,15 @@ def test_two_replicas_exactly_one_acts_and_killing_it_hands_over(world: Scenario
 
 def test_sigterm_releases_the_lease_and_the_standby_takes_over_within_seconds(world: Scenario):
     lease = f"lease-{uuid.uuid4().hex[:6]}"
-    args = ("--leader-elect-resource-namespace", world.namespace, "--leader-elect-resource-name", lease,
-            "--leader-elect-lease-duration=15s", "--leader-elect-renew-deadline=10s",
-            "--leader-elect-retry-period=1s")
+    args = (
+        "--leader-elect-resource-namespace",
+        world.namespace,
+        "--leader-elect-resource-name",
+        lease,
+        "--leader-elect-lease-duration=15s",
+        "--leader-elect-renew-deadline=10s",
+        "--leader-elect-retry-period=1s",
+    )
     replicas = [world.controller(*args), world.controller(*args)]
     leader = wait_for(lambda: leader_of(replicas), 15, "a leader")
     standby = next(c for c in replicas if c is not leader)
@@ -269,25 +287,42 @@ def test_a_refused_delete_is_retried_until_it_is_allowed(world: Scenario):
     subject = [{"kind": "User", "name": CONTROLLER_USER, "apiGroup": "rbac.authorization.k8s.io"}]
     names = [f"tk-read-{suffix}", f"tk-delete-{suffix}"]
     rbac.create_cluster_role(client.V1ClusterRole.model_validate({"metadata": {"name": names[0]}, "rules": base_rules}))
-    rbac.create_cluster_role_binding(client.V1ClusterRoleBinding.model_validate({
-        "metadata": {"name": names[0]}, "subjects": subject,
-        "roleRef": {"kind": "ClusterRole", "name": names[0], "apiGroup": "rbac.authorization.k8s.io"}}))
+    rbac.create_cluster_role_binding(
+        client.V1ClusterRoleBinding.model_validate(
+            {
+                "metadata": {"name": names[0]},
+                "subjects": subject,
+                "roleRef": {"kind": "ClusterRole", "name": names[0], "apiGroup": "rbac.authorization.k8s.io"},
+            }
+        )
+    )
     try:
         world.pod("guarded")
         kubeconfig = world.cluster.directory / "kubeconfig-taintkeeper-controller"
         # Only the eviction manager: these rules are exactly what it needs (the monitor needs more).
-        controller = world.controller("--leader-elect=false", "--controllers=taint-eviction-controller",
-                                      kubeconfig=kubeconfig)
+        controller = world.controller(
+            "--leader-elect=false", "--controllers=taint-eviction-controller", kubeconfig=kubeconfig
+        )
         world.taint()
-        wait_for(lambda: controller.metric("taintkeeper_pod_deletion_failures_total") >= 2, 15,
-                 "refused deletions")
+        wait_for(lambda: controller.metric("taintkeeper_pod_deletion_failures_total") >= 2, 15, "refused deletions")
         assert not world.read("guarded")["metadata"].get("deletionTimestamp")
-        rbac.create_cluster_role(client.V1ClusterRole.model_validate({
-            "metadata": {"name": names[1]},
-            "rules": [{"apiGroups": [""], "resources": ["pods"], "verbs": ["delete"]}]}))
-        rbac.create_cluster_role_binding(client.V1ClusterRoleBinding.model_validate({
-            "metadata": {"name": names[1]}, "subjects": subject,
-            "roleRef": {"kind": "ClusterRole", "name": names[1], "apiGroup": "rbac.authorization.k8s.io"}}))
+        rbac.create_cluster_role(
+            client.V1ClusterRole.model_validate(
+                {
+                    "metadata": {"name": names[1]},
+                    "rules": [{"apiGroups": [""], "resources": ["pods"], "verbs": ["delete"]}],
+                }
+            )
+        )
+        rbac.create_cluster_role_binding(
+            client.V1ClusterRoleBinding.model_validate(
+                {
+                    "metadata": {"name": names[1]},
+                    "subjects": subject,
+                    "roleRef": {"kind": "ClusterRole", "name": names[1], "apiGroup": "rbac.authorization.k8s.io"},
+                }
+            )
+        )
         allowed = time.time()
         deleted = world.deleted_at("guarded", timeout=40)
         assert deleted - allowed < 35  # within one capped backoff (30 s) of being allowed
@@ -304,9 +339,22 @@ def test_explain_tells_when_and_why_each_pod_on_a_node_goes(world: Scenario):
     world.pod("sixty", 60)
     world.pod("forever", None)
     start = world.taint()
-    result = subprocess.run([sys.executable, "-m", "controller", "explain", "--node", world.node, "--kubeconfig",
-                             str(world.cluster.kubeconfig)], capture_output=True, text=True, timeout=60,
-                            cwd=Path(__file__).resolve().parents[2])
+    result = subprocess.run(
+        [
+            sys.executable,
+            "-m",
+            "controller",
+            "explain",
+            "--node",
+            world.node,
+            "--kubeconfig",
+            str(world.cluster.kubeconfig),
+        ],
+        capture_output=True,
+        text=True,
+        timeout=60,
+        cwd=Path(__file__).resolve().parents[2],
+    )
     assert result.returncode == 0, result.stderr
     lines = result.stdout.splitlines()
     assert lines[0].startswith(f"node {world.node}: Ready=none; NoExecute taints: {TAINT_KEY}=x:NoExecute (added ")
@@ -319,8 +367,21 @@ def test_explain_tells_when_and_why_each_pod_on_a_node_goes(world: Scenario):
 
 
 def test_explain_names_a_missing_node_and_exits_1(world: Scenario):
-    result = subprocess.run([sys.executable, "-m", "controller", "explain", "--node", "no-such-node",
-                             "--kubeconfig", str(world.cluster.kubeconfig)], capture_output=True, text=True,
-                            timeout=60, cwd=Path(__file__).resolve().parents[2])
+    result = subprocess.run(
+        [
+            sys.executable,
+            "-m",
+            "controller",
+            "explain",
+            "--node",
+            "no-such-node",
+            "--kubeconfig",
+            str(world.cluster.kubeconfig),
+        ],
+        capture_output=True,
+        text=True,
+        timeout=60,
+        cwd=Path(__file__).resolve().parents[2],
+    )
     assert result.returncode == 1
     assert result.stderr.strip() == "explain: error: node no-such-node: no such node"

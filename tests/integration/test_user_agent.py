@@ -69,8 +69,19 @@ def webhook_requests(target: Target) -> None:
 
 def certs_sync_requests(target: Target) -> None:
     # The Secret is written into the test's namespace; the webhook configuration does not exist: one round, failed.
-    assert certs.sync.main(["--kubeconfig", target.kubeconfig, "--namespace", target.namespace,
-                            "--webhook-configuration", target.missing]) == 1
+    assert (
+        certs.sync.main(
+            [
+                "--kubeconfig",
+                target.kubeconfig,
+                "--namespace",
+                target.namespace,
+                "--webhook-configuration",
+                target.missing,
+            ]
+        )
+        == 1
+    )
 
 
 def explain_requests(target: Target) -> None:
@@ -94,15 +105,17 @@ PROCESS_CASES = {
 
 
 @pytest.mark.parametrize("case", PROCESS_CASES.values(), ids=PROCESS_CASES.keys())
-def test_every_request_a_process_makes_names_it_and_its_replica(case: ProcessCase, local_cluster: LocalCluster,
-                                                                namespace: str,
-                                                                monkeypatch: pytest.MonkeyPatch) -> None:
+def test_every_request_a_process_makes_names_it_and_its_replica(
+    case: ProcessCase, local_cluster: LocalCluster, namespace: str, monkeypatch: pytest.MonkeyPatch
+) -> None:
     replica = f"ua-{uuid.uuid4().hex}"
     monkeypatch.setenv("POD_NAME", replica)
     case.requests(Target(str(local_cluster.kubeconfig), namespace, f"absent-{uuid.uuid4().hex[:10]}"))
     expected = f"{case.component}/{importlib.metadata.version('taintkeeper')} ({replica})"
-    seen = [(event["verb"], event["requestURI"], event["responseStatus"]["code"], event["userAgent"])
-            for event in audit_events(local_cluster, replica)]
+    seen = [
+        (event["verb"], event["requestURI"], event["responseStatus"]["code"], event["userAgent"])
+        for event in audit_events(local_cluster, replica)
+    ]
     print("\n".join(f"{verb} {uri} -> {code}: {agent}" for verb, uri, code, agent in seen))
     assert seen, f"no request in the audit log names {replica}"
     assert {agent for _verb, _uri, _code, agent in seen} == {expected}

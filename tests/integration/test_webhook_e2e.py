@@ -36,15 +36,26 @@ def pod(name: str, tolerations: list[dict] | None) -> dict:
 def webhook(local_cluster: LocalCluster, tmp_path_factory: pytest.TempPathFactory) -> Iterator[WebhookServer]:
     directory = tmp_path_factory.mktemp("webhook")
     ca_bundle = make_certs(directory / "certs")
-    server = WebhookServer(directory / "certs", directory / "webhook.log", extra_args=(
-        "--default-not-ready-toleration-seconds", str(NOT_READY_SECONDS),
-        "--default-unreachable-toleration-seconds", str(UNREACHABLE_SECONDS)))
+    server = WebhookServer(
+        directory / "certs",
+        directory / "webhook.log",
+        extra_args=(
+            "--default-not-ready-toleration-seconds",
+            str(NOT_READY_SECONDS),
+            "--default-unreachable-toleration-seconds",
+            str(UNREACHABLE_SECONDS),
+        ),
+    )
     admission = client.AdmissionregistrationV1Api(local_cluster.api_client)
     name = f"taintkeeper-test-{uuid.uuid4().hex[:6]}"
     # Only namespaces made by these tests are sent to the webhook; Fail makes a broken webhook visible.
     body = mutating_webhook_configuration(
-        ca_bundle, url=server.url, name=name, failure_policy="Fail",
-        namespace_selector={"matchExpressions": [{"key": "taintkeeper-test", "operator": "Exists"}]})
+        ca_bundle,
+        url=server.url,
+        name=name,
+        failure_policy="Fail",
+        namespace_selector={"matchExpressions": [{"key": "taintkeeper-test", "operator": "Exists"}]},
+    )
     with server:
         admission.create_mutating_webhook_configuration(body=client.V1MutatingWebhookConfiguration.model_validate(body))
         try:
@@ -88,30 +99,47 @@ def test_without_the_webhook_the_apiserver_adds_no_tolerations(local_cluster: Lo
 # NoSchedule or empty-effect tolerations are written here without it.
 UNRELATED = {"key": "foo", "operator": "Equal", "value": "bar", "effect": "NoSchedule"}
 CASES = [
-    ("a pod with no tolerations gets both defaults", None,
-     [default(NR, NOT_READY_SECONDS), default(UR, UNREACHABLE_SECONDS)]),
-    ("an existing not-ready toleration keeps its own seconds", [default(NR, 700)],
-     [default(NR, 700), default(UR, UNREACHABLE_SECONDS)]),
-    ("an existing unreachable toleration keeps its own seconds", [default(UR, 700)],
-     [default(UR, 700), default(NR, NOT_READY_SECONDS)]),
+    (
+        "a pod with no tolerations gets both defaults",
+        None,
+        [default(NR, NOT_READY_SECONDS), default(UR, UNREACHABLE_SECONDS)],
+    ),
+    (
+        "an existing not-ready toleration keeps its own seconds",
+        [default(NR, 700)],
+        [default(NR, 700), default(UR, UNREACHABLE_SECONDS)],
+    ),
+    (
+        "an existing unreachable toleration keeps its own seconds",
+        [default(UR, 700)],
+        [default(UR, 700), default(NR, NOT_READY_SECONDS)],
+    ),
     ("a pod with both is left alone", [default(NR, 700), default(UR, 700)], [default(NR, 700), default(UR, 700)]),
-    ("an empty-effect toleration counts for its key", [{"key": UR, "operator": "Exists"}],
-     [{"key": UR, "operator": "Exists"}, default(NR, NOT_READY_SECONDS)]),
+    (
+        "an empty-effect toleration counts for its key",
+        [{"key": UR, "operator": "Exists"}],
+        [{"key": UR, "operator": "Exists"}, default(NR, NOT_READY_SECONDS)],
+    ),
     ("the Exists wildcard is left alone", [{"operator": "Exists"}], [{"operator": "Exists"}]),
-    ("an unrelated toleration stays first", [UNRELATED],
-     [UNRELATED, default(NR, NOT_READY_SECONDS), default(UR, UNREACHABLE_SECONDS)]),
+    (
+        "an unrelated toleration stays first",
+        [UNRELATED],
+        [UNRELATED, default(NR, NOT_READY_SECONDS), default(UR, UNREACHABLE_SECONDS)],
+    ),
 ]
 
 
 @pytest.mark.parametrize(("tolerations", "expected"), [c[1:] for c in CASES], ids=[c[0] for c in CASES])
 def test_pods_created_through_the_api_get_the_default_tolerations(
-        local_cluster: LocalCluster, webhook: WebhookServer, namespace: str, tolerations, expected):
+    local_cluster: LocalCluster, webhook: WebhookServer, namespace: str, tolerations, expected
+):
     wait_until_webhook_is_called(local_cluster, namespace)
     assert created_tolerations(local_cluster, namespace, pod("p", tolerations)) == expected
 
 
 def test_an_update_that_drops_the_defaults_gets_them_back(
-        local_cluster: LocalCluster, webhook: WebhookServer, namespace: str):
+    local_cluster: LocalCluster, webhook: WebhookServer, namespace: str
+):
     """Tolerations may only be added to a running pod, so the webhook's UPDATE path re-adds them."""
     wait_until_webhook_is_called(local_cluster, namespace)
     core = client.CoreV1Api(local_cluster.api_client)
@@ -121,7 +149,8 @@ def test_an_update_that_drops_the_defaults_gets_them_back(
 
 
 def test_a_stopped_webhook_with_failure_policy_fail_blocks_pod_creation(
-        local_cluster: LocalCluster, webhook: WebhookServer, namespace: str, tmp_path: Path):
+    local_cluster: LocalCluster, webhook: WebhookServer, namespace: str, tmp_path: Path
+):
     """Proves the apiserver really calls the webhook: with it stopped, Fail refuses the pod."""
     wait_until_webhook_is_called(local_cluster, namespace)
     webhook.stop()

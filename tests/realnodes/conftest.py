@@ -20,8 +20,11 @@ NODE_COUNT = 3
 
 
 def pytest_configure(config: pytest.Config) -> None:
-    config.addinivalue_line("markers", "realnodes: needs real kubelets beside the local kube-apiserver "
-                                       "(hack/local-cluster.sh up DIR --nodes N); CI runs these")
+    config.addinivalue_line(
+        "markers",
+        "realnodes: needs real kubelets beside the local kube-apiserver "
+        "(hack/local-cluster.sh up DIR --nodes N); CI runs these",
+    )
 
 
 # Runs before any other test of this suite, whatever the file names: it brings up nodes of its own and

@@ -71,8 +71,9 @@ class RealCluster:
     def tasks(self, node: str) -> dict[str, tuple[int, str]]:
         """containerd's view on the host: container id -> (pid, status) in the node's k8s.io namespace."""
         socket = self.refresh()[node]["containerdSocket"]
-        output = subprocess.run(["ctr", "-a", socket, "-n", "k8s.io", "tasks", "ls"], capture_output=True,
-                                text=True, check=True, timeout=30).stdout
+        output = subprocess.run(
+            ["ctr", "-a", socket, "-n", "k8s.io", "tasks", "ls"], capture_output=True, text=True, check=True, timeout=30
+        ).stdout
         tasks = {}
         for line in output.splitlines()[1:]:
             task_id, pid, status = line.split()

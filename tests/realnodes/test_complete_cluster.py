@@ -50,27 +50,41 @@ class Complete:
     def pod(self, name: str) -> dict:
         return raw(self.core.read_namespaced_pod, name, self.namespace)
 
-    def create_pod(self, name: str, command: str, *, node: str | None = None, labels: dict | None = None,
-                   once: bool = False) -> dict:
-        spec: dict = {"terminationGracePeriodSeconds": 1, "containers": [{
-            "name": "c", "image": self.image, "imagePullPolicy": "Never", "command": ["sh", "-c", command]}]}
+    def create_pod(
+        self, name: str, command: str, *, node: str | None = None, labels: dict | None = None, once: bool = False
+    ) -> dict:
+        spec: dict = {
+            "terminationGracePeriodSeconds": 1,
+            "containers": [
+                {"name": "c", "image": self.image, "imagePullPolicy": "Never", "command": ["sh", "-c", command]}
+            ],
+        }
         if node:
             spec["nodeName"] = node
         if once:
             spec["restartPolicy"] = "Never"
-        return raw(self.core.create_namespaced_pod, self.namespace,
-                   body={"metadata": {"name": name, "labels": labels or {}}, "spec": spec})
+        return raw(
+            self.core.create_namespaced_pod,
+            self.namespace,
+            body={"metadata": {"name": name, "labels": labels or {}}, "spec": spec},
+        )
 
     def running(self, name: str) -> dict | None:
         pod = self.pod(name)
         return pod if pod["status"].get("phase") == "Running" and pod["status"].get("podIP") else None
 
-    def run_to_completion(self, name: str, command: str, *, node: str | None = None,
-                          timeout: float = 90) -> tuple[str, str]:
+    def run_to_completion(
+        self, name: str, command: str, *, node: str | None = None, timeout: float = 90
+    ) -> tuple[str, str]:
         """Run `command` once in a busybox pod; its phase (Succeeded/Failed) and its log."""
         self.create_pod(name, command, node=node, once=True)
-        phase = wait_for(lambda: self.pod(name)["status"].get("phase") in ("Succeeded", "Failed")
-                         and self.pod(name)["status"]["phase"], timeout, f"pod {name} to finish")
+        phase = wait_for(
+            lambda: (
+                self.pod(name)["status"].get("phase") in ("Succeeded", "Failed") and self.pod(name)["status"]["phase"]
+            ),
+            timeout,
+            f"pod {name} to finish",
+        )
         log = self.core.read_namespaced_pod_log(name, self.namespace)
         return phase, log
 
@@ -105,16 +119,42 @@ class ControllerNames:
 
 # False: 1.20 (the taint manager inside `nodelifecycle`); True: 1.29+ (`taint-eviction-controller` of its own).
 CONTROLLER_NAMES = {
-    False: ControllerNames(("nodelifecycle",), ("deployment", "replicaset", "job", "cronjob", "endpoint",
-                                                "endpointslice", "serviceaccount", "garbagecollector", "namespace",
-                                                "podgc"),
-                           '"{}" is disabled', 'Started "{}"', True),
-    True: ControllerNames(("node-lifecycle-controller", "taint-eviction-controller"),
-                          ("deployment-controller", "replicaset-controller", "job-controller", "cronjob-controller",
-                           "endpoints-controller", "endpointslice-controller", "serviceaccount-controller",
-                           "garbage-collector-controller", "namespace-controller", "pod-garbage-collector-controller"),
-                          '"Warning: controller is disabled" controller="{}"',
-                          '"Controller starting..." controller="{}"', False),
+    False: ControllerNames(
+        ("nodelifecycle",),
+        (
+            "deployment",
+            "replicaset",
+            "job",
+            "cronjob",
+            "endpoint",
+            "endpointslice",
+            "serviceaccount",
+            "garbagecollector",
+            "namespace",
+            "podgc",
+        ),
+        '"{}" is disabled',
+        'Started "{}"',
+        True,
+    ),
+    True: ControllerNames(
+        ("node-lifecycle-controller", "taint-eviction-controller"),
+        (
+            "deployment-controller",
+            "replicaset-controller",
+            "job-controller",
+            "cronjob-controller",
+            "endpoints-controller",
+            "endpointslice-controller",
+            "serviceaccount-controller",
+            "garbage-collector-controller",
+            "namespace-controller",
+            "pod-garbage-collector-controller",
+        ),
+        '"Warning: controller is disabled" controller="{}"',
+        '"Controller starting..." controller="{}"',
+        False,
+    ),
 }
 
 
@@ -154,22 +194,44 @@ def test_kube_scheduler_places_a_pod_without_a_node_name(complete: Complete):
     assert pod["spec"]["nodeName"] in complete.cluster.nodes
     scheduled = next(c for c in pod["status"]["conditions"] if c["type"] == "PodScheduled")
     assert scheduled["status"] == "True"
-    events = complete.core.list_namespaced_event(complete.namespace,
-                                                 field_selector="involvedObject.name=unplaced,reason=Scheduled")
+    events = complete.core.list_namespaced_event(
+        complete.namespace, field_selector="involvedObject.name=unplaced,reason=Scheduled"
+    )
     # the scheduler records events.k8s.io events: reportingController, no source
-    assert [e.reporting_component or (e.source.component if e.source is not None else None)
-            for e in events.items] == ["default-scheduler"]
+    assert [e.reporting_component or (e.source.component if e.source is not None else None) for e in events.items] == [
+        "default-scheduler"
+    ]
 
 
 def test_a_deployment_gets_its_pods(complete: Complete):
     apps = client.AppsV1Api(complete.cluster.api_client)
     labels = {"app": "deployed"}
-    apps.create_namespaced_deployment(complete.namespace, body=client.V1Deployment.model_validate({
-        "metadata": {"name": "deployed"},
-        "spec": {"replicas": 3, "selector": {"matchLabels": labels}, "template": {
-            "metadata": {"labels": labels},
-            "spec": {"terminationGracePeriodSeconds": 1, "containers": [{
-                "name": "c", "image": complete.image, "imagePullPolicy": "Never", "command": ["sleep", "3600"]}]}}}}))
+    apps.create_namespaced_deployment(
+        complete.namespace,
+        body=client.V1Deployment.model_validate(
+            {
+                "metadata": {"name": "deployed"},
+                "spec": {
+                    "replicas": 3,
+                    "selector": {"matchLabels": labels},
+                    "template": {
+                        "metadata": {"labels": labels},
+                        "spec": {
+                            "terminationGracePeriodSeconds": 1,
+                            "containers": [
+                                {
+                                    "name": "c",
+                                    "image": complete.image,
+                                    "imagePullPolicy": "Never",
+                                    "command": ["sleep", "3600"],
+                                }
+                            ],
+                        },
+                    },
+                },
+            }
+        ),
+    )
 
     def ready_replicas() -> int | None:
         status = apps.read_namespaced_deployment("deployed", complete.namespace).status
@@ -189,12 +251,22 @@ def http_get(url: str) -> str:
 
 def test_a_cluster_ip_service_works_from_a_pod_on_another_node_and_from_the_host(complete: Complete):
     marker = f"served-by-{uuid.uuid4().hex[:8]}"
-    complete.create_pod("server", f"mkdir -p /www && echo {marker} >/www/index.html && exec httpd -f -p 8080 -h /www",
-                        node="node-1", labels={"app": "server"})
+    complete.create_pod(
+        "server",
+        f"mkdir -p /www && echo {marker} >/www/index.html && exec httpd -f -p 8080 -h /www",
+        node="node-1",
+        labels={"app": "server"},
+    )
     server = wait_for(lambda: complete.running("server"), 60, "the server pod running")
-    service = complete.core.create_namespaced_service(complete.namespace, body=client.V1Service.model_validate({
-        "metadata": {"name": "web"},
-        "spec": {"selector": {"app": "server"}, "ports": [{"port": 80, "targetPort": 8080}]}}))
+    service = complete.core.create_namespaced_service(
+        complete.namespace,
+        body=client.V1Service.model_validate(
+            {
+                "metadata": {"name": "web"},
+                "spec": {"selector": {"app": "server"}, "ports": [{"port": 80, "targetPort": 8080}]},
+            }
+        ),
+    )
     assert service.spec is not None
     cluster_ip, pod_ip = service.spec.cluster_ip, server["status"]["podIP"]
     assert cluster_ip is not None and cluster_ip.startswith("10.96.")
@@ -206,20 +278,31 @@ def test_a_cluster_ip_service_works_from_a_pod_on_another_node_and_from_the_host
 
     # a pod on the other node: through the Service, and straight to the pod across the nodes
     request = r"printf 'GET / HTTP/1.0\r\n\r\n'"
-    phase, log = complete.run_to_completion("client", (
-        f"{request} | nc -w 5 {cluster_ip} 80 | grep -q {marker} || {{ echo service-failed; exit 1; }}; "
-        f"{request} | nc -w 5 {pod_ip} 8080 | grep -q {marker} || {{ echo pod-failed; exit 2; }}; "
-        "echo both-answered"), node="node-2")
+    phase, log = complete.run_to_completion(
+        "client",
+        (
+            f"{request} | nc -w 5 {cluster_ip} 80 | grep -q {marker} || {{ echo service-failed; exit 1; }}; "
+            f"{request} | nc -w 5 {pod_ip} 8080 | grep -q {marker} || {{ echo pod-failed; exit 2; }}; "
+            "echo both-answered"
+        ),
+        node="node-2",
+    )
     assert (phase, log.strip()) == ("Succeeded", "both-answered"), log
     assert complete.pod("client")["spec"]["nodeName"] != server["spec"]["nodeName"]
 
 
 def test_a_pod_reaches_the_kubernetes_service_with_its_mounted_token(complete: Complete):
     rbac = client.RbacAuthorizationV1Api(complete.cluster.api_client)
-    rbac.create_namespaced_role_binding(complete.namespace, body=client.V1RoleBinding.model_validate({
-        "metadata": {"name": "default-view"},
-        "roleRef": {"apiGroup": "rbac.authorization.k8s.io", "kind": "ClusterRole", "name": "view"},
-        "subjects": [{"kind": "ServiceAccount", "name": "default", "namespace": complete.namespace}]}))
+    rbac.create_namespaced_role_binding(
+        complete.namespace,
+        body=client.V1RoleBinding.model_validate(
+            {
+                "metadata": {"name": "default-view"},
+                "roleRef": {"apiGroup": "rbac.authorization.k8s.io", "kind": "ClusterRole", "name": "view"},
+                "subjects": [{"kind": "ServiceAccount", "name": "default", "namespace": complete.namespace}],
+            }
+        ),
+    )
     # What an in-cluster client does: KUBERNETES_SERVICE_HOST/PORT, the mounted token and namespace,
     # HTTPS to the `kubernetes` Service. Without the token the same read is refused (anonymous): the
     # apiserver answers 401 or 403, not a failed connection.
@@ -240,17 +323,22 @@ echo END
     assert phase == "Succeeded", log
     lines = log.splitlines()
     assert lines[0] == f"service={KUBERNETES_SERVICE}"
-    myself = json.loads("\n".join(lines[lines.index("BEGIN") + 1:lines.index("END")]))
+    myself = json.loads("\n".join(lines[lines.index("BEGIN") + 1 : lines.index("END")]))
     pod = complete.pod("in-cluster")
     assert myself["kind"] == "Pod" and myself["metadata"]["uid"] == pod["metadata"]["uid"]
     # the token came from ServiceAccount admission: a token Secret's volume on 1.20, a projected
     # service account token (bound to the pod, requested by the kubelet) from 1.22 on
     if server_minor(complete.cluster.api_client) < 22:
-        assert any(v.get("secret", {}).get("secretName", "").startswith("default-token-")
-                   for v in pod["spec"]["volumes"])
+        assert any(
+            v.get("secret", {}).get("secretName", "").startswith("default-token-") for v in pod["spec"]["volumes"]
+        )
     else:
-        assert any(source.get("serviceAccountToken") for v in pod["spec"]["volumes"] if v["name"].startswith(
-            "kube-api-access-") for source in v["projected"]["sources"])
+        assert any(
+            source.get("serviceAccountToken")
+            for v in pod["spec"]["volumes"]
+            if v["name"].startswith("kube-api-access-")
+            for source in v["projected"]["sources"]
+        )
 
 
 def lease_age(complete: Complete, node: str) -> float:
@@ -265,8 +353,7 @@ def test_no_node_lifecycle_controller_taints_a_node_whose_kubelet_stopped(comple
     try:
         # kube-controller-manager's own grace period and monitor period, plus slack, since the last renewal
         silent = KCM_GRACE_S + 2 * KCM_MONITOR_PERIOD_S
-        wait_for(lambda: lease_age(complete, node) > silent, silent + 30, f"{node}'s Lease {silent} s old",
-                 interval=1)
+        wait_for(lambda: lease_age(complete, node) > silent, silent + 30, f"{node}'s Lease {silent} s old", interval=1)
         status = raw(complete.core.read_node, node)
         assert {c["type"]: c["status"] for c in status["status"]["conditions"]}["Ready"] == "True"
         assert not status["spec"].get("taints")

@@ -27,12 +27,20 @@ def budgeted(real_cluster: RealCluster, tmp_path_factory: pytest.TempPathFactory
     image = real_cluster.nodes[node]["busyboxImage"]
 
     def pod_spec(on: str) -> dict:
-        return {"nodeSelector": {"kubernetes.io/hostname": on}, "terminationGracePeriodSeconds": 1,
-                "containers": [{"name": "c", "image": image, "imagePullPolicy": "Never", "command": ["sleep", "3600"]}]}
+        return {
+            "nodeSelector": {"kubernetes.io/hostname": on},
+            "terminationGracePeriodSeconds": 1,
+            "containers": [{"name": "c", "image": image, "imagePullPolicy": "Never", "command": ["sleep", "3600"]}],
+        }
 
     made = Budgeted(real_cluster.api_client, real_cluster.kubeconfig, namespace, node, other, pod_spec)
-    controller = ControllerProcess(real_cluster.kubeconfig, tmp / "controller.log", "--leader-elect=false",
-                                   "--controllers=taint-eviction-controller", "--backfill-default-tolerations=false")
+    controller = ControllerProcess(
+        real_cluster.kubeconfig,
+        tmp / "controller.log",
+        "--leader-elect=false",
+        "--controllers=taint-eviction-controller",
+        "--backfill-default-tolerations=false",
+    )
     controller.start()
     try:
         yield made

@@ -35,9 +35,14 @@ OUT_OF_SERVICE = "node.kubernetes.io/out-of-service"
 UR = "node.kubernetes.io/unreachable"
 GRACE = 10
 AUTO_FENCE_AFTER = 5
-CONTROLLER_FLAGS = ("--leader-elect=false", "--node-monitor-period=1s", f"--node-monitor-grace-period={GRACE}s",
-                    "--node-startup-grace-period=30s", "--backfill-default-tolerations=false",
-                    f"--auto-fence-after={AUTO_FENCE_AFTER}s")
+CONTROLLER_FLAGS = (
+    "--leader-elect=false",
+    "--node-monitor-period=1s",
+    f"--node-monitor-grace-period={GRACE}s",
+    "--node-startup-grace-period=30s",
+    "--backfill-default-tolerations=false",
+    f"--auto-fence-after={AUTO_FENCE_AFTER}s",
+)
 HELD = 15  # seconds the dead node's pod must visibly stay Terminating
 PLUGIN = Path(sys.executable).parent / "kubectl-taintkeeper"
 FIGURES: dict[str, float] = {}
@@ -63,19 +68,24 @@ class Fencing:
             raise
 
     def ready(self, pod: dict | None) -> bool:
-        return any(c["type"] == "Ready" and c["status"] == "True" for c in (pod or {}).get("status", {})
-                   .get("conditions") or [])
+        return any(
+            c["type"] == "Ready" and c["status"] == "True"
+            for c in (pod or {}).get("status", {}).get("conditions") or []
+        )
 
     def node(self, name: str) -> dict:
         return raw(self.core.read_node, name)
 
     def node_ready(self, name: str) -> str | None:
-        return next((c["status"] for c in self.node(name)["status"].get("conditions") or []
-                     if c["type"] == "Ready"), None)
+        return next(
+            (c["status"] for c in self.node(name)["status"].get("conditions") or [] if c["type"] == "Ready"), None
+        )
 
     def taint(self, name: str, key: str) -> dict | None:
-        return next((t for t in self.node(name)["spec"].get("taints") or []
-                     if t["key"] == key and t["effect"] == "NoExecute"), None)
+        return next(
+            (t for t in self.node(name)["spec"].get("taints") or [] if t["key"] == key and t["effect"] == "NoExecute"),
+            None,
+        )
 
     def statefulset(self) -> dict:
         return raw(client.AppsV1Api(self.cluster.api_client).read_namespaced_stateful_set, "web", self.namespace)
@@ -86,23 +96,52 @@ class Fencing:
 
     def command(self, *args: str, plugin: bool = False) -> subprocess.CompletedProcess[str]:
         program = [str(PLUGIN)] if plugin else [sys.executable, "-m", "controller"]
-        return subprocess.run([*program, *args, "--kubeconfig", str(self.cluster.kubeconfig)], cwd=ROOT,
-                              capture_output=True, text=True, timeout=60, stdin=subprocess.DEVNULL)
+        return subprocess.run(
+            [*program, *args, "--kubeconfig", str(self.cluster.kubeconfig)],
+            cwd=ROOT,
+            capture_output=True,
+            text=True,
+            timeout=60,
+            stdin=subprocess.DEVNULL,
+        )
 
 
 def statefulset(name: str, image: str) -> dict:
     labels = {"app": name}
-    return {"apiVersion": "apps/v1", "kind": "StatefulSet", "metadata": {"name": name},
-            "spec": {"replicas": 3, "serviceName": name, "podManagementPolicy": "Parallel",
-                     "selector": {"matchLabels": labels},
-                     "template": {"metadata": {"labels": labels}, "spec": {
-                         "terminationGracePeriodSeconds": 5,
-                         # Spread over the nodes, but a replacement may share a node with a sibling.
-                         "affinity": {"podAntiAffinity": {"preferredDuringSchedulingIgnoredDuringExecution": [
-                             {"weight": 100, "podAffinityTerm": {"labelSelector": {"matchLabels": labels},
-                                                                 "topologyKey": "kubernetes.io/hostname"}}]}},
-                         "containers": [{"name": "c", "image": image, "imagePullPolicy": "Never",
-                                         "command": ["sleep", "3600"]}]}}}}
+    return {
+        "apiVersion": "apps/v1",
+        "kind": "StatefulSet",
+        "metadata": {"name": name},
+        "spec": {
+            "replicas": 3,
+            "serviceName": name,
+            "podManagementPolicy": "Parallel",
+            "selector": {"matchLabels": labels},
+            "template": {
+                "metadata": {"labels": labels},
+                "spec": {
+                    "terminationGracePeriodSeconds": 5,
+                    # Spread over the nodes, but a replacement may share a node with a sibling.
+                    "affinity": {
+                        "podAntiAffinity": {
+                            "preferredDuringSchedulingIgnoredDuringExecution": [
+                                {
+                                    "weight": 100,
+                                    "podAffinityTerm": {
+                                        "labelSelector": {"matchLabels": labels},
+                                        "topologyKey": "kubernetes.io/hostname",
+                                    },
+                                }
+                            ]
+                        }
+                    },
+                    "containers": [
+                        {"name": "c", "image": image, "imagePullPolicy": "Never", "command": ["sleep", "3600"]}
+                    ],
+                },
+            },
+        },
+    }
 
 
 @pytest.fixture(scope="module")
@@ -133,21 +172,28 @@ def fencing(real_cluster: RealCluster, tmp_path_factory: pytest.TempPathFactory)
 def test_1_a_dead_nodes_statefulset_pod_stays_terminating_and_auto_fence_waits_for_a_confirmation(fencing: Fencing):
     image = next(iter(fencing.cluster.refresh().values()))["busyboxImage"]
     client.AppsV1Api(fencing.cluster.api_client).create_namespaced_stateful_set(
-        fencing.namespace, body=client.V1StatefulSet.model_validate(statefulset("web", image)))
+        fencing.namespace, body=client.V1StatefulSet.model_validate(statefulset("web", image))
+    )
     wait_for(lambda: all(fencing.ready(fencing.pod(f"web-{i}")) for i in range(3)), 120, "3 Ready replicas")
     pod = fencing.pod("web-1")
     assert pod is not None
     victim = pod["spec"]["nodeName"]
-    fencing.state.update(victim=victim, uid=pod["metadata"]["uid"],
-                         container=pod["status"]["containerStatuses"][0]["containerID"].removeprefix("containerd://"))
+    fencing.state.update(
+        victim=victim,
+        uid=pod["metadata"]["uid"],
+        container=pod["status"]["containerStatuses"][0]["containerID"].removeprefix("containerd://"),
+    )
 
     stopped = fencing.cluster.stop_node(victim)
     info = fencing.cluster.refresh()[victim]
     assert info["pids"]["kubelet"] is None and info["pids"]["containerd"] is None
     wait_for(lambda: fencing.node_ready(victim) == "Unknown", GRACE + 20, "Ready=Unknown")
     wait_for(lambda: fencing.taint(victim, UR), 10, "unreachable:NoExecute")
-    wait_for(lambda: (fencing.pod("web-1") or {}).get("metadata", {}).get("deletionTimestamp"), 10,
-             "the taint eviction to delete web-1")
+    wait_for(
+        lambda: (fencing.pod("web-1") or {}).get("metadata", {}).get("deletionTimestamp"),
+        10,
+        "the taint eviction to delete web-1",
+    )
     FIGURES["stop_to_terminating_s"] = round(time.time() - stopped, 1)
 
     # Only its kubelet could say the pod stopped: it stays, and the StatefulSet cannot replace it.
@@ -160,8 +206,10 @@ def test_1_a_dead_nodes_statefulset_pod_stays_terminating_and_auto_fence_waits_f
     # Unreachable for longer than --auto-fence-after, but no fencing agent confirmed the machine is off.
     assert fencing.taint(victim, OUT_OF_SERVICE) is None, "auto-fenced without a confirmation"
     assert CONFIRMED_AT_ANNOTATION not in (fencing.node(victim)["metadata"].get("annotations") or {})
-    assert f"not fencing unreachable node {victim}: no {CONFIRMED_AT_ANNOTATION} annotation" in \
-        fencing.controller.log_text()
+    assert (
+        f"not fencing unreachable node {victim}: no {CONFIRMED_AT_ANNOTATION} annotation"
+        in fencing.controller.log_text()
+    )
 
 
 def test_2_fence_refuses_a_ready_node_and_a_node_down_less_than_min_down(fencing: Fencing):
@@ -182,10 +230,18 @@ def test_3_fencing_the_dead_node_brings_the_statefulset_pod_back_elsewhere(fenci
     victim = str(fencing.state["victim"])
     storage = client.StorageV1Api(fencing.cluster.api_client)
     attachment = f"csi-{uuid.uuid4().hex[:12]}"  # no CSI driver runs here: one written as the attach-detach would
-    storage.create_volume_attachment(body=client.V1VolumeAttachment.model_validate({
-        "metadata": {"name": attachment},
-        "spec": {"attacher": "csi.taintkeeper.test", "nodeName": victim,
-                 "source": {"persistentVolumeName": "pv-web-1"}}}))
+    storage.create_volume_attachment(
+        body=client.V1VolumeAttachment.model_validate(
+            {
+                "metadata": {"name": attachment},
+                "spec": {
+                    "attacher": "csi.taintkeeper.test",
+                    "nodeName": victim,
+                    "source": {"persistentVolumeName": "pv-web-1"},
+                },
+            }
+        )
+    )
 
     fenced_at = time.time()
     fenced = fencing.command("fence", victim, "--yes", "--min-down=10s")
@@ -214,8 +270,10 @@ def test_3_fencing_the_dead_node_brings_the_statefulset_pod_back_elsewhere(fenci
     assert new["spec"]["nodeName"] != victim
     FIGURES["fence_to_recreated_s"] = round(replaced_at - fenced_at, 1)
     FIGURES["fence_to_ready_s"] = round(ready_at - fenced_at, 1)
-    print(f"fence to the StatefulSet's replacement pod Ready: {ready_at - fenced_at:.1f}s "
-          f"(recreated after {replaced_at - fenced_at:.1f}s, on {new['spec']['nodeName']})")
+    print(
+        f"fence to the StatefulSet's replacement pod Ready: {ready_at - fenced_at:.1f}s "
+        f"(recreated after {replaced_at - fenced_at:.1f}s, on {new['spec']['nodeName']})"
+    )
 
     def attachment_gone() -> bool:
         try:
@@ -227,8 +285,10 @@ def test_3_fencing_the_dead_node_brings_the_statefulset_pod_back_elsewhere(fenci
     wait_for(attachment_gone, 10, "the node's volume attachment deleted")
     wait_for(lambda: fencing.node_events(victim, "NodeOutOfService"), 10, "the NodeOutOfService event")
     events = raw(fencing.core.list_namespaced_event, fencing.namespace, field_selector="involvedObject.name=web-1")
-    assert any(e["reason"] == "OutOfServiceForceDelete" and e["involvedObject"].get("uid") == fencing.state["uid"]
-               for e in events["items"])
+    assert any(
+        e["reason"] == "OutOfServiceForceDelete" and e["involvedObject"].get("uid") == fencing.state["uid"]
+        for e in events["items"]
+    )
     assert fencing.controller.metric("taintkeeper_out_of_service_pods_deleted_total") >= 1
     assert fencing.controller.metric("taintkeeper_out_of_service_failures_total") == 0
 
@@ -238,8 +298,9 @@ def test_4_the_node_comes_back_is_unfenced_and_the_cluster_is_whole(fencing: Fen
     started = time.time()
     fencing.cluster.start_node(victim)  # returns once Ready
     FIGURES["start_to_ready_s"] = round(time.time() - started, 1)
-    warning = wait_for(lambda: fencing.node_events(victim, "OutOfServiceTaintOnReadyNode"), 15,
-                       "the warning that the taint should go")
+    warning = wait_for(
+        lambda: fencing.node_events(victim, "OutOfServiceTaintOnReadyNode"), 15, "the warning that the taint should go"
+    )
     assert warning[0]["type"] == "Warning"
 
     unfenced = fencing.command("unfence", victim)
@@ -250,8 +311,15 @@ def test_4_the_node_comes_back_is_unfenced_and_the_cluster_is_whole(fencing: Fen
 
     names = fencing.cluster.names()
     wait_for(lambda: all(fencing.node_ready(name) == "True" for name in names), 30, "every node Ready")
-    wait_for(lambda: not any(t["effect"] == "NoExecute" for name in names
-                             for t in fencing.node(name)["spec"].get("taints") or []), 20, "no NoExecute taint left")
+    wait_for(
+        lambda: (
+            not any(
+                t["effect"] == "NoExecute" for name in names for t in fencing.node(name)["spec"].get("taints") or []
+            )
+        ),
+        20,
+        "no NoExecute taint left",
+    )
     wait_for(lambda: (fencing.statefulset().get("status") or {}).get("readyReplicas") == 3, 60, "3 Ready replicas")
     pods = raw(fencing.core.list_namespaced_pod, fencing.namespace)["items"]
     assert sorted(p["metadata"]["name"] for p in pods) == ["web-0", "web-1", "web-2"]

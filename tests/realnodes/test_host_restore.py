@@ -22,18 +22,51 @@ from tests.realnodes.nodes import RealCluster, checked, script, wait_default_ser
 
 # kubelet, CNI bridge, and kube-proxy (route_localnet; it reads bridge-nf-call-iptables and would set the
 # conntrack ones if its config asked); keys this kernel lacks are left out
-SYSCTLS = tuple(key for key in (
-    "vm.overcommit_memory", "vm.panic_on_oom", "kernel.panic", "kernel.panic_on_oops", "kernel.keys.root_maxkeys",
-    "kernel.keys.root_maxbytes", "net.ipv4.ip_forward", "net.ipv4.conf.all.route_localnet",
-    "net.bridge.bridge-nf-call-iptables", "net.netfilter.nf_conntrack_max",
-    "net.netfilter.nf_conntrack_tcp_timeout_established", "net.netfilter.nf_conntrack_tcp_timeout_close_wait")
-    if Path("/proc/sys", *key.split(".")).exists())
+SYSCTLS = tuple(
+    key
+    for key in (
+        "vm.overcommit_memory",
+        "vm.panic_on_oom",
+        "kernel.panic",
+        "kernel.panic_on_oops",
+        "kernel.keys.root_maxkeys",
+        "kernel.keys.root_maxbytes",
+        "net.ipv4.ip_forward",
+        "net.ipv4.conf.all.route_localnet",
+        "net.bridge.bridge-nf-call-iptables",
+        "net.netfilter.nf_conntrack_max",
+        "net.netfilter.nf_conntrack_tcp_timeout_established",
+        "net.netfilter.nf_conntrack_tcp_timeout_close_wait",
+    )
+    if Path("/proc/sys", *key.split(".")).exists()
+)
 # iptables chains kube-proxy (iptables mode) creates whatever the services; KUBE-SVC-*/KUBE-SEP-* per service
-PROXY_CHAINS = ("iptables *nat KUBE-SERVICES", "iptables *nat KUBE-NODEPORTS", "iptables *nat KUBE-POSTROUTING",
-                "iptables *nat KUBE-MARK-MASQ", "iptables *filter KUBE-FORWARD", "iptables *filter KUBE-SERVICES")
-PATHS = ("/var/lib/kubelet", "/var/log/pods", "/var/log/containers", "/usr/libexec/kubernetes", "/run/containerd",
-         "/run/netns", "/var/run/netns", "/var/lib/cni", "/var/lib/containerd", "/opt/containerd", "/etc/cni",
-         "/opt/cni", "/run/kubernetes", "/etc/kubernetes", "/var/lib/dockershim", "/var/lib/kubelet/pki")
+PROXY_CHAINS = (
+    "iptables *nat KUBE-SERVICES",
+    "iptables *nat KUBE-NODEPORTS",
+    "iptables *nat KUBE-POSTROUTING",
+    "iptables *nat KUBE-MARK-MASQ",
+    "iptables *filter KUBE-FORWARD",
+    "iptables *filter KUBE-SERVICES",
+)
+PATHS = (
+    "/var/lib/kubelet",
+    "/var/log/pods",
+    "/var/log/containers",
+    "/usr/libexec/kubernetes",
+    "/run/containerd",
+    "/run/netns",
+    "/var/run/netns",
+    "/var/lib/cni",
+    "/var/lib/containerd",
+    "/opt/containerd",
+    "/etc/cni",
+    "/opt/cni",
+    "/run/kubernetes",
+    "/etc/kubernetes",
+    "/var/lib/dockershim",
+    "/var/lib/kubelet/pki",
+)
 CGROUP_ROOT = Path("/sys/fs/cgroup")
 # The first run on a machine builds the kubelet (about 2.5 minutes on 2 cores) inside this test.
 pytestmark = pytest.mark.timeout(900)
@@ -57,7 +90,7 @@ def iptables_rules() -> list[str]:
 
 
 def iptables_chains(rules: list[str]) -> set[str]:
-    """"<family> *<table> <chain>" for every chain in iptables_rules()."""
+    """ "<family> *<table> <chain>" for every chain in iptables_rules()."""
     chains, table = set(), ""
     for line in rules:
         family, rest = line.split(" ", 1)
@@ -79,15 +112,26 @@ class Snapshot(TypedDict):
 
 
 def snapshot() -> Snapshot:
-    mounts = sorted({(fields[4], line.split(" - ")[1].split()[0], line.split(" - ")[1].split()[1])
-                     for line in Path("/proc/self/mountinfo").read_text().splitlines()
-                     for fields in [line.split()]})
+    mounts = sorted(
+        {
+            (fields[4], line.split(" - ")[1].split()[0], line.split(" - ")[1].split()[1])
+            for line in Path("/proc/self/mountinfo").read_text().splitlines()
+            for fields in [line.split()]
+        }
+    )
     paths = {path: sorted(p.name for p in Path(path).iterdir()) if Path(path).is_dir() else None for path in PATHS}
-    cgroups = {str(hierarchy): sorted(entry.name for entry in hierarchy.iterdir() if entry.is_dir())
-               for hierarchy in sorted(CGROUP_ROOT.iterdir()) if hierarchy.is_dir()}
-    links = {kind: sorted(line.split(":")[1].strip().split("@")[0] for line in
-                          run("ip", "-o", "link", "show", "type", kind).splitlines())
-             for kind in ("bridge", "veth")}
+    cgroups = {
+        str(hierarchy): sorted(entry.name for entry in hierarchy.iterdir() if entry.is_dir())
+        for hierarchy in sorted(CGROUP_ROOT.iterdir())
+        if hierarchy.is_dir()
+    }
+    links = {
+        kind: sorted(
+            line.split(":")[1].strip().split("@")[0]
+            for line in run("ip", "-o", "link", "show", "type", kind).splitlines()
+        )
+        for kind in ("bridge", "veth")
+    }
     return {
         "sysctls": {key: run("sysctl", "-n", key).strip() for key in SYSCTLS},
         "iptables": iptables_rules(),
@@ -116,21 +160,47 @@ def test_down_leaves_the_host_as_up_found_it(tmp_path_factory: pytest.TempPathFa
         core.create_namespace(body=client.V1Namespace.model_validate({"metadata": {"name": namespace}}))
         wait_default_service_account(core, namespace)
         for name, node in nodes.items():  # a running pod per node: sandboxes, netns, veths, bridges
-            core.create_namespaced_pod(namespace, body=client.V1Pod.model_validate({
-                "metadata": {"name": f"p-{name}", "labels": {"taintkeeper.io/skip": "true", "app": "host"}},
-                "spec": {"nodeName": name, "terminationGracePeriodSeconds": 1, "containers": [{
-                    "name": "c", "image": node["busyboxImage"], "imagePullPolicy": "Never",
-                    "command": ["sleep", "3600"]}]}}))
+            core.create_namespaced_pod(
+                namespace,
+                body=client.V1Pod.model_validate(
+                    {
+                        "metadata": {"name": f"p-{name}", "labels": {"taintkeeper.io/skip": "true", "app": "host"}},
+                        "spec": {
+                            "nodeName": name,
+                            "terminationGracePeriodSeconds": 1,
+                            "containers": [
+                                {
+                                    "name": "c",
+                                    "image": node["busyboxImage"],
+                                    "imagePullPolicy": "Never",
+                                    "command": ["sleep", "3600"],
+                                }
+                            ],
+                        },
+                    }
+                ),
+            )
         for name in nodes:
+
             def running(name: str = name) -> bool:
                 status = core.read_namespaced_pod(f"p-{name}", namespace).status
                 return status is not None and status.phase == "Running"
 
             wait_for(running, 60, f"the pod on {name} to run")
         # a Service with endpoints on both nodes (and a NodePort): kube-proxy's per-service chains
-        core.create_namespaced_service(namespace, body=client.V1Service.model_validate({
-            "metadata": {"name": "host"},
-            "spec": {"type": "NodePort", "selector": {"app": "host"}, "ports": [{"port": 80, "targetPort": 8080}]}}))
+        core.create_namespaced_service(
+            namespace,
+            body=client.V1Service.model_validate(
+                {
+                    "metadata": {"name": "host"},
+                    "spec": {
+                        "type": "NodePort",
+                        "selector": {"app": "host"},
+                        "ports": [{"port": 80, "targetPort": 8080}],
+                    },
+                }
+            ),
+        )
 
         def service_chains() -> set[str]:
             chains = iptables_chains(iptables_rules())

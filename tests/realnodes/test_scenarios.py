@@ -38,9 +38,15 @@ UR = "node.kubernetes.io/unreachable"
 NR = "node.kubernetes.io/not-ready"
 UNSCHEDULABLE = "node.kubernetes.io/unschedulable"
 GRACE = 10
-CONTROLLER_FLAGS = ("--node-monitor-period=1s", f"--node-monitor-grace-period={GRACE}s",
-                    "--node-startup-grace-period=30s", "--leader-elect=true", "--leader-elect-lease-duration=4s",
-                    "--leader-elect-renew-deadline=3s", "--leader-elect-retry-period=1s")
+CONTROLLER_FLAGS = (
+    "--node-monitor-period=1s",
+    f"--node-monitor-grace-period={GRACE}s",
+    "--node-startup-grace-period=30s",
+    "--leader-elect=true",
+    "--leader-elect-lease-duration=4s",
+    "--leader-elect-renew-deadline=3s",
+    "--leader-elect-retry-period=1s",
+)
 SKIP = {"taintkeeper.io/skip": "true"}  # the registration's objectSelector leaves these pods alone
 FIGURES: dict[str, Any] = {}  # written out as JSON
 
@@ -80,21 +86,29 @@ class World:
         return sorted((t["key"], t["effect"]) for t in self.node(name)["spec"].get("taints") or [])
 
     def taint(self, name: str, key: str, effect: str) -> dict | None:
-        return next((t for t in self.node(name)["spec"].get("taints") or []
-                     if (t["key"], t["effect"]) == (key, effect)), None)
+        return next(
+            (t for t in self.node(name)["spec"].get("taints") or [] if (t["key"], t["effect"]) == (key, effect)), None
+        )
 
     def conditions(self, name: str) -> dict[str, str]:
         return {c["type"]: c["status"] for c in self.node(name)["status"].get("conditions") or []}
 
-    def create_pod(self, name: str, node: str, tolerations: list[dict] | None = None,
-                   labels: dict[str, str] | None = None) -> dict:
+    def create_pod(
+        self, name: str, node: str, tolerations: list[dict] | None = None, labels: dict[str, str] | None = None
+    ) -> dict:
         image = self.cluster.nodes[node]["busyboxImage"]
-        spec: dict = {"nodeName": node, "terminationGracePeriodSeconds": 2, "containers": [{
-            "name": "c", "image": image, "imagePullPolicy": "Never", "command": ["sleep", "3600"]}]}
+        spec: dict = {
+            "nodeName": node,
+            "terminationGracePeriodSeconds": 2,
+            "containers": [{"name": "c", "image": image, "imagePullPolicy": "Never", "command": ["sleep", "3600"]}],
+        }
         if tolerations is not None:
             spec["tolerations"] = tolerations
-        return raw(self.core.create_namespaced_pod, self.namespace,
-                   body={"metadata": {"name": name, "labels": labels or {}}, "spec": spec})
+        return raw(
+            self.core.create_namespaced_pod,
+            self.namespace,
+            body={"metadata": {"name": name, "labels": labels or {}}, "spec": spec},
+        )
 
     def pod(self, name: str) -> dict | None:
         try:
@@ -110,8 +124,9 @@ class World:
 
     def ready(self, name: str) -> str | None:
         pod = self.pod(name)
-        return next((c["status"] for c in (pod or {}).get("status", {}).get("conditions") or []
-                     if c["type"] == "Ready"), None)
+        return next(
+            (c["status"] for c in (pod or {}).get("status", {}).get("conditions") or [] if c["type"] == "Ready"), None
+        )
 
     def running_container(self, name: str) -> str | None:
         """The containerd id of the pod's running container, from the API."""
@@ -122,8 +137,10 @@ class World:
         return None
 
     def wait_running(self, names: list[str], timeout: float = 60) -> dict[str, str]:
-        return {name: wait_for(functools.partial(self.running_container, name), timeout, f"{name} Running")
-                for name in names}
+        return {
+            name: wait_for(functools.partial(self.running_container, name), timeout, f"{name} Running")
+            for name in names
+        }
 
 
 @pytest.fixture(scope="module")
@@ -131,8 +148,11 @@ def world(real_cluster: RealCluster, tmp_path_factory: pytest.TempPathFactory) -
     tmp = tmp_path_factory.mktemp("scenarios")
     core = client.CoreV1Api(real_cluster.api_client)
     namespace = f"rn-{uuid.uuid4().hex[:6]}"
-    core.create_namespace(body=client.V1Namespace.model_validate(
-        {"metadata": {"name": namespace, "labels": {"taintkeeper-test": namespace}}}))
+    core.create_namespace(
+        body=client.V1Namespace.model_validate(
+            {"metadata": {"name": namespace, "labels": {"taintkeeper-test": namespace}}}
+        )
+    )
     wait_default_service_account(core, namespace)
     try:
         core.create_namespace(body=client.V1Namespace.model_validate({"metadata": {"name": "taintkeeper-system"}}))
@@ -143,11 +163,16 @@ def world(real_cluster: RealCluster, tmp_path_factory: pytest.TempPathFactory) -
     webhook = WebhookServer(tmp / "certs", tmp / "webhook.log")
     admission = client.AdmissionregistrationV1Api(real_cluster.api_client)
     registration = mutating_webhook_configuration(
-        ca_bundle, url=webhook.url, name="taintkeeper-realnodes", failure_policy="Fail",
-        namespace_selector={"matchLabels": {"taintkeeper-test": namespace}})
+        ca_bundle,
+        url=webhook.url,
+        name="taintkeeper-realnodes",
+        failure_policy="Fail",
+        namespace_selector={"matchLabels": {"taintkeeper-test": namespace}},
+    )
     with webhook:
         admission.create_mutating_webhook_configuration(
-            body=client.V1MutatingWebhookConfiguration.model_validate(registration))
+            body=client.V1MutatingWebhookConfiguration.model_validate(registration)
+        )
         made = World(real_cluster, namespace, webhook, tmp)
         try:
             made.start_controller("a")
@@ -167,10 +192,13 @@ def test_1_a_pod_gets_the_default_tolerations_and_runs_in_a_real_container(world
     node = "node-2"
 
     def webhook_called() -> bool:
-        probe = {"metadata": {"name": f"probe-{uuid.uuid4().hex[:6]}"},
-                 "spec": {"containers": [{"name": "c", "image": "x"}]}}
-        return bool(raw(world.core.create_namespaced_pod, world.namespace, body=probe,
-                        dry_run="All")["spec"].get("tolerations"))
+        probe = {
+            "metadata": {"name": f"probe-{uuid.uuid4().hex[:6]}"},
+            "spec": {"containers": [{"name": "c", "image": "x"}]},
+        }
+        return bool(
+            raw(world.core.create_namespaced_pod, world.namespace, body=probe, dry_run="All")["spec"].get("tolerations")
+        )
 
     wait_for(webhook_called, 30, "the apiserver to call the webhook")
     created = world.create_pod("defaults", node)
@@ -185,8 +213,10 @@ def test_1_a_pod_gets_the_default_tolerations_and_runs_in_a_real_container(world
 
     # Resident memory of every component, for the report.
     directory = world.cluster.directory
-    memory = {"etcd": rss_mib(int((directory / "etcd.pid").read_text())),
-              "kube-apiserver": rss_mib(int((directory / "apiserver.pid").read_text()))}
+    memory = {
+        "etcd": rss_mib(int((directory / "etcd.pid").read_text())),
+        "kube-apiserver": rss_mib(int((directory / "apiserver.pid").read_text())),
+    }
     for name, info in sorted(world.cluster.refresh().items()):
         memory[f"containerd {name}"] = rss_mib(info["pids"]["containerd"])
         memory[f"kubelet {name}"] = rss_mib(info["pids"]["kubelet"])
@@ -213,8 +243,9 @@ def test_2_a_killed_kubelet_taints_the_node_and_evicts_on_schedule(world: World)
     world.create_pod("forever", DEAD, unreachable(None))
     now = world.pod("now")
     assert now is not None and now["spec"].get("tolerations") is None
-    assert {"key": NR, "operator": "Exists", "effect": "NoExecute", "tolerationSeconds": 300} in \
-        ten["spec"]["tolerations"]  # the webhook added only what the pod lacked
+    assert {"key": NR, "operator": "Exists", "effect": "NoExecute", "tolerationSeconds": 300} in ten["spec"][
+        "tolerations"
+    ]  # the webhook added only what the pod lacked
     containers = world.wait_running(["now", "ten", "forever"])
     STATE["containers"] = containers
 
@@ -294,9 +325,11 @@ def test_4_a_standby_controller_takes_over_mid_countdown_and_the_deadline_holds(
     assert 20 - 2 <= evicted - tainted_at <= 20 + 2 + 1
     tasks = world.cluster.tasks(node)
     assert tasks[container][1] == "RUNNING"  # the kubelet is still down
-    FIGURES["scenario4"] = {"kill_to_taint_timeAdded_s": round(tainted_at - stopped, 1),
-                            "leader_crash_to_takeover_s": round(took_over - crashed, 1),
-                            "taint_to_20s_pod_evicted_s": round(evicted - tainted_at, 1)}
+    FIGURES["scenario4"] = {
+        "kill_to_taint_timeAdded_s": round(tainted_at - stopped, 1),
+        "leader_crash_to_takeover_s": round(took_over - crashed, 1),
+        "taint_to_20s_pod_evicted_s": round(evicted - tainted_at, 1),
+    }
 
     world.cluster.start_kubelet(node)
     wait_for(lambda: world.conditions(node).get("Ready") == "True", 40, f"{node} Ready again")

@@ -23,7 +23,19 @@ DURATION = "5m"
 @pytest.mark.timeout(1800)
 def test_a_short_soak_violates_no_invariant(tmp_path_factory: pytest.TempPathFactory, taintkeeper_image: object):
     directory: Path = tmp_path_factory.mktemp("soak")
-    args = chaos.parse_args(["--duration", DURATION, "--seed", str(SEED), "--faults-per-minute", "6",
-                             "--settle", "60s", "--dir", str(directory)])
+    args = chaos.parse_args(
+        [
+            "--duration",
+            DURATION,
+            "--seed",
+            str(SEED),
+            "--faults-per-minute",
+            "6",
+            "--settle",
+            "60s",
+            "--dir",
+            str(directory),
+        ]
+    )
     result = chaos.run(args)
     assert result.exit_code == 0, f"the soak found violations:\n{result.table}"

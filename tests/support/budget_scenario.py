@@ -30,8 +30,15 @@ HELD_FOR = 20  # seconds the budget must visibly hold both pods
 class Budgeted:
     """The scenario's objects in `namespace`: the set's pods on `node` (tainted) and `other`."""
 
-    def __init__(self, api_client: client.ApiClient, kubeconfig: Path, namespace: str, node: str, other: str,
-                 pod_spec: Callable[[str], dict]) -> None:
+    def __init__(
+        self,
+        api_client: client.ApiClient,
+        kubeconfig: Path,
+        namespace: str,
+        node: str,
+        other: str,
+        pod_spec: Callable[[str], dict],
+    ) -> None:
         self.api_client, self.kubeconfig, self.namespace = api_client, kubeconfig, namespace
         self.node, self.other, self.pod_spec = node, other, pod_spec
         self.core = client.CoreV1Api(api_client)
@@ -42,16 +49,18 @@ class Budgeted:
         return raw(self.core.list_namespaced_pod, self.namespace, label_selector="app=web")["items"]
 
     def running_on(self, node: str) -> list[str]:
-        return sorted(p["metadata"]["name"] for p in self.pods()
-                      if p["spec"].get("nodeName") == node and not p["metadata"].get("deletionTimestamp"))
+        return sorted(
+            p["metadata"]["name"]
+            for p in self.pods()
+            if p["spec"].get("nodeName") == node and not p["metadata"].get("deletionTimestamp")
+        )
 
     def ready(self, name: str) -> bool:
         pod = raw(self.core.read_namespaced_pod, name, self.namespace)
         return any(c["type"] == "Ready" and c["status"] == "True" for c in pod["status"].get("conditions") or [])
 
     def budget_status(self) -> dict:
-        return request_json(self.api_client, "GET", f"{self.budgets}/web",
-                            timeout=REQUEST_TIMEOUT).get("status") or {}
+        return request_json(self.api_client, "GET", f"{self.budgets}/web", timeout=REQUEST_TIMEOUT).get("status") or {}
 
     def events(self, reason: str) -> list[dict]:
         return [e for e in raw(self.core.list_namespaced_event, self.namespace)["items"] if e["reason"] == reason]
@@ -67,14 +76,37 @@ class Budgeted:
 def run(b: Budgeted) -> dict[str, float]:
     """The scenario; returns how long the budget held both pods, and how soon one went once it could."""
     figures: dict[str, float] = {}
-    request_json(b.api_client, "POST", f"/apis/apps/v1/namespaces/{b.namespace}/deployments", timeout=REQUEST_TIMEOUT,
-                 body={"apiVersion": "apps/v1", "kind": "Deployment", "metadata": {"name": "web"},
-                       "spec": {"replicas": 2, "selector": {"matchLabels": {"app": "web"}},
-                                "template": {"metadata": {"labels": {"app": "web"}, "annotations": RESPECT},
-                                             "spec": b.pod_spec(b.node)}}})
-    request_json(b.api_client, "POST", b.budgets, timeout=REQUEST_TIMEOUT,
-                 body={"apiVersion": b.policy, "kind": "PodDisruptionBudget", "metadata": {"name": "web"},
-                       "spec": {"minAvailable": 2, "selector": {"matchLabels": {"app": "web"}}}})
+    request_json(
+        b.api_client,
+        "POST",
+        f"/apis/apps/v1/namespaces/{b.namespace}/deployments",
+        timeout=REQUEST_TIMEOUT,
+        body={
+            "apiVersion": "apps/v1",
+            "kind": "Deployment",
+            "metadata": {"name": "web"},
+            "spec": {
+                "replicas": 2,
+                "selector": {"matchLabels": {"app": "web"}},
+                "template": {
+                    "metadata": {"labels": {"app": "web"}, "annotations": RESPECT},
+                    "spec": b.pod_spec(b.node),
+                },
+            },
+        },
+    )
+    request_json(
+        b.api_client,
+        "POST",
+        b.budgets,
+        timeout=REQUEST_TIMEOUT,
+        body={
+            "apiVersion": b.policy,
+            "kind": "PodDisruptionBudget",
+            "metadata": {"name": "web"},
+            "spec": {"minAvailable": 2, "selector": {"matchLabels": {"app": "web"}}},
+        },
+    )
 
     def two_ready() -> list[str] | None:
         names = b.running_on(b.node)
@@ -87,9 +119,13 @@ def run(b: Budgeted) -> dict[str, float]:
     tainted = time.monotonic()
     b.set_drain_taint(True)
     wait_for(lambda: b.events("WaitingForDisruptionBudget"), 30, "the controller to report the refused eviction")
-    explained = subprocess.run([sys.executable, "-m", "controller", "explain", "--node", b.node, "--kubeconfig",
-                                str(b.kubeconfig)], capture_output=True, text=True, timeout=60,
-                               cwd=Path(__file__).parents[2])
+    explained = subprocess.run(
+        [sys.executable, "-m", "controller", "explain", "--node", b.node, "--kubeconfig", str(b.kubeconfig)],
+        capture_output=True,
+        text=True,
+        timeout=60,
+        cwd=Path(__file__).parents[2],
+    )
     assert explained.returncode == 0, explained.stderr
     assert f"{b.namespace}/{held[0]}: waiting for disruption budget web (allowed 0)" in explained.stdout
     while time.monotonic() - tainted < HELD_FOR:  # watched, not slept: both must stay the whole time
@@ -97,9 +133,18 @@ def run(b: Budgeted) -> dict[str, float]:
         time.sleep(1)
 
     extra = "web-extra"
-    request_json(b.api_client, "POST", f"/api/v1/namespaces/{b.namespace}/pods", timeout=REQUEST_TIMEOUT,
-                 body={"apiVersion": "v1", "kind": "Pod", "metadata": {"name": extra, "labels": {"app": "web"}},
-                       "spec": b.pod_spec(b.other)})
+    request_json(
+        b.api_client,
+        "POST",
+        f"/api/v1/namespaces/{b.namespace}/pods",
+        timeout=REQUEST_TIMEOUT,
+        body={
+            "apiVersion": "v1",
+            "kind": "Pod",
+            "metadata": {"name": extra, "labels": {"app": "web"}},
+            "spec": b.pod_spec(b.other),
+        },
+    )
     wait_for(lambda: b.ready(extra), 120, "the third replica Ready on the other node")
     extra_ready = time.monotonic()
     wait_for(lambda: len(b.running_on(b.node)) == 1, 90, "one replica to be evicted")
@@ -108,8 +153,11 @@ def run(b: Budgeted) -> dict[str, float]:
     print(f"budget figures: {figures}")
 
     # The evicted replica's replacement cannot land on the tainted node: the budget allows none again.
-    wait_for(lambda: b.budget_status().get("disruptionsAllowed") == 0 and b.budget_status().get("currentHealthy") == 2,
-             60, "the budget to allow nothing again")
+    wait_for(
+        lambda: b.budget_status().get("disruptionsAllowed") == 0 and b.budget_status().get("currentHealthy") == 2,
+        60,
+        "the budget to allow nothing again",
+    )
     since = time.monotonic()
     remaining = b.running_on(b.node)
     while time.monotonic() - since < 10:

@@ -21,8 +21,9 @@ def taint(key: str = UNREACHABLE, added: float | None = None, *, effect: str = N
     return taint
 
 
-def toleration(key: str | None = UNREACHABLE, seconds: int | None = None, *, operator: str = "Exists",
-               effect: str = NO_EXECUTE) -> dict[str, Any]:
+def toleration(
+    key: str | None = UNREACHABLE, seconds: int | None = None, *, operator: str = "Exists", effect: str = NO_EXECUTE
+) -> dict[str, Any]:
     """A toleration of `key` (None: every key) for `seconds` (None: forever)."""
     built: dict[str, Any] = {"operator": operator, "effect": effect}
     if key:
@@ -32,11 +33,28 @@ def toleration(key: str | None = UNREACHABLE, seconds: int | None = None, *, ope
     return built
 
 
-def pod(name: str, tolerations: Any = (), node: str = "node1", uid: str | None = None, created: float | None = None,
-        terminating: bool = False, namespace: str = "default", annotations: dict[str, str] | None = None) -> PodView:
+def pod(
+    name: str,
+    tolerations: Any = (),
+    node: str = "node1",
+    uid: str | None = None,
+    created: float | None = None,
+    terminating: bool = False,
+    namespace: str = "default",
+    annotations: dict[str, str] | None = None,
+) -> PodView:
     """A pod view as the pod informer makes it (no Ready condition, bound when created)."""
-    return PodView(namespace, name, uid or f"uid-{name}", node, tuple(tolerations), created, terminating, None,
-                   annotations=tuple((annotations or {}).items()))
+    return PodView(
+        namespace,
+        name,
+        uid or f"uid-{name}",
+        node,
+        tuple(tolerations),
+        created,
+        terminating,
+        None,
+        annotations=tuple((annotations or {}).items()),
+    )
 
 
 def node(name: str = "node1", *taints: dict[str, Any]) -> NodeView:
@@ -47,9 +65,16 @@ def node(name: str = "node1", *taints: dict[str, Any]) -> NodeView:
 def kubeconfig_file(directory: Path) -> Path:
     """A token kubeconfig for a server nobody listens on (https://127.0.0.1:1): it loads, and connects to nothing."""
     path = directory / "kubeconfig"
-    path.write_text(json.dumps({
-        "apiVersion": "v1", "kind": "Config", "current-context": "c",
-        "clusters": [{"name": "c", "cluster": {"server": "https://127.0.0.1:1"}}],
-        "contexts": [{"name": "c", "context": {"cluster": "c", "user": "u"}}],
-        "users": [{"name": "u", "user": {"token": "t"}}]}))
+    path.write_text(
+        json.dumps(
+            {
+                "apiVersion": "v1",
+                "kind": "Config",
+                "current-context": "c",
+                "clusters": [{"name": "c", "cluster": {"server": "https://127.0.0.1:1"}}],
+                "contexts": [{"name": "c", "context": {"cluster": "c", "user": "u"}}],
+                "users": [{"name": "u", "user": {"token": "t"}}],
+            }
+        )
+    )
     return path

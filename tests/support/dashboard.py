@@ -28,5 +28,8 @@ def dashboard() -> dict[str, Any]:
 
 
 def queries() -> list[Query]:
-    return [Query(panel["title"], target.get("legendFormat", ""), target["expr"])
-            for panel in dashboard()["panels"] for target in panel["targets"]]
+    return [
+        Query(panel["title"], target.get("legendFormat", ""), target["expr"])
+        for panel in dashboard()["panels"]
+        for target in panel["targets"]
+    ]

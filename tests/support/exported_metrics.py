@@ -13,8 +13,14 @@ import controller.outofservice.metrics
 import controller.tainteviction.metrics
 import webhook.metrics
 
-MODULES = (controller.metrics, controller.nodelifecycle.metrics, controller.tainteviction.metrics,
-           controller.backfill.metrics, controller.outofservice.metrics, webhook.metrics)
+MODULES = (
+    controller.metrics,
+    controller.nodelifecycle.metrics,
+    controller.tainteviction.metrics,
+    controller.backfill.metrics,
+    controller.outofservice.metrics,
+    webhook.metrics,
+)
 # taintkeeper's own prefix and the upstream subsystems whose names it keeps
 OURS = re.compile(r"\b(?:taintkeeper|node_collector|taint_eviction_controller|pod_gc_collector)_\w+")
 SUFFIXES = {"counter": ("_total",), "gauge": ("",), "histogram": ("_bucket", "_count", "_sum")}

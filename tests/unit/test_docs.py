@@ -32,8 +32,12 @@ ARCHITECTURE = ROOT / "docs" / "architecture.md"
 
 def docs() -> list[Path]:
     """The markdown whose links are checked."""
-    return [ROOT / "README.md", *sorted((ROOT / "docs").glob("*.md")), ROOT / "bench" / "README.md",
-            ROOT / "bench" / "REPORT.md"]
+    return [
+        ROOT / "README.md",
+        *sorted((ROOT / "docs").glob("*.md")),
+        ROOT / "bench" / "README.md",
+        ROOT / "bench" / "REPORT.md",
+    ]
 
 
 # --- reading markdown ------------------------------------------------------------------------------------
@@ -54,8 +58,12 @@ def without_code(text: str) -> str:
             kept.append("")
         elif fence is not None:
             closing = FENCE.match(line)
-            if closing and closing.group(1)[0] == fence[0] and len(closing.group(1)) >= len(fence) \
-                    and not line.strip().lstrip(fence[0]):
+            if (
+                closing
+                and closing.group(1)[0] == fence[0]
+                and len(closing.group(1)) >= len(fence)
+                and not line.strip().lstrip(fence[0])
+            ):
                 fence = None
             kept.append("")
         else:
@@ -77,10 +85,15 @@ class Link:
 def links(text: str) -> list[Link]:
     """Every link target outside code, in order: inline links and images, reference definitions, HTML."""
     prose = without_code(text)
-    found = [(match.start(1), match.group(1)) for pattern in (INLINE_LINK, REFERENCE_DEFINITION, HTML_LINK)
-             for match in pattern.finditer(prose)]
-    return [Link(prose.count("\n", 0, start) + 1, target.removeprefix("<").removesuffix(">"))
-            for start, target in sorted(found)]
+    found = [
+        (match.start(1), match.group(1))
+        for pattern in (INLINE_LINK, REFERENCE_DEFINITION, HTML_LINK)
+        for match in pattern.finditer(prose)
+    ]
+    return [
+        Link(prose.count("\n", 0, start) + 1, target.removeprefix("<").removesuffix(">"))
+        for start, target in sorted(found)
+    ]
 
 
 def is_relative(target: str) -> bool:
@@ -102,8 +115,11 @@ def heading_text(markdown: str) -> str:
 def slug(text: str) -> str:
     """GitHub's anchor for a heading's text (github-slugger): lower case; letters, digits, marks, `-`
     and `_` kept, every other character dropped; each space a hyphen."""
-    kept = (ch for ch in heading_text(text).strip().lower()
-            if ch in " -_" or ch.isalnum() or unicodedata.category(ch).startswith("M"))
+    kept = (
+        ch
+        for ch in heading_text(text).strip().lower()
+        if ch in " -_" or ch.isalnum() or unicodedata.category(ch).startswith("M")
+    )
     return "".join("-" if ch == " " else ch for ch in kept)
 
 
@@ -193,8 +209,11 @@ def test_only_relative_links_are_checked(target, relative):
 
 SLUGS = [
     ("lower case, spaces become hyphens", "The local control plane", "the-local-control-plane"),
-    ("an apostrophe and a colon are dropped", "A dead node's StatefulSet pods: fencing",
-     "a-dead-nodes-statefulset-pods-fencing"),
+    (
+        "an apostrophe and a colon are dropped",
+        "A dead node's StatefulSet pods: fencing",
+        "a-dead-nodes-statefulset-pods-fencing",
+    ),
     ("a code span keeps its text", "`explain` and `status`", "explain-and-status"),
     ("a link keeps its text", "[Tests](tests.md) and more", "tests-and-more"),
     ("emphasis is dropped", "**Bold** *move*", "bold-move"),
@@ -225,16 +244,22 @@ def test_an_html_anchor_counts():
 @pytest.mark.parametrize("doc", docs(), ids=[str(doc.relative_to(ROOT)) for doc in docs()])
 def test_every_relative_link_leads_to_an_existing_file_and_heading(doc):
     assert doc.is_file(), f"{doc.relative_to(ROOT)} is gone: update docs() in this test"
-    dead = [f"{doc.relative_to(ROOT)}:{link.line}: ({link.target}) {why}"
-            for link in links(doc.read_text()) if is_relative(link.target)
-            if (why := broken(doc, link)) is not None]
+    dead = [
+        f"{doc.relative_to(ROOT)}:{link.line}: ({link.target}) {why}"
+        for link in links(doc.read_text())
+        if is_relative(link.target)
+        if (why := broken(doc, link)) is not None
+    ]
     assert not dead, "dead links:\n" + "\n".join(dead)
 
 
 def test_every_doc_is_linked_from_the_readme():
     readme = ROOT / "README.md"
-    linked = {(readme.parent / unquote(link.target.partition("#")[0])).resolve()
-              for link in links(readme.read_text()) if is_relative(link.target)}
+    linked = {
+        (readme.parent / unquote(link.target.partition("#")[0])).resolve()
+        for link in links(readme.read_text())
+        if is_relative(link.target)
+    }
     unlisted = [str(doc.relative_to(ROOT)) for doc in sorted((ROOT / "docs").glob("*.md")) if doc not in linked]
     assert not unlisted, f"README.md's Documentation list does not link {', '.join(unlisted)}"
 
@@ -358,8 +383,9 @@ FLAGS_MENTIONED = [
 ]
 
 
-@pytest.mark.parametrize(("text", "flag", "found"), [c[1:] for c in FLAGS_MENTIONED],
-                         ids=[c[0] for c in FLAGS_MENTIONED])
+@pytest.mark.parametrize(
+    ("text", "flag", "found"), [c[1:] for c in FLAGS_MENTIONED], ids=[c[0] for c in FLAGS_MENTIONED]
+)
 def test_a_flag_is_mentioned_as_itself(text, flag, found):
     assert mentioned(flag, text) is found
 
@@ -402,18 +428,22 @@ def test_every_webhook_environment_variable_is_in_operating_md():
 
 def test_every_console_script_has_its_flags_checked():
     scripts = tomllib.loads((ROOT / "pyproject.toml").read_text())["project"]["scripts"]
-    unchecked = [f"{name} ({target})" for name, target in scripts.items()
-                 if target.partition(":")[0] not in COVERED_ENTRY_POINTS]
+    unchecked = [
+        f"{name} ({target})" for name, target in scripts.items() if target.partition(":")[0] not in COVERED_ENTRY_POINTS
+    ]
     assert not unchecked, f"add these commands' parsers to COMMANDS in this test: {', '.join(unchecked)}"
 
 
 # --- the import contracts --------------------------------------------------------------------------------------
 
-CONTRACTS = [contract["id"] for contract in
-             tomllib.loads((ROOT / "pyproject.toml").read_text())["tool"]["importlinter"]["contracts"]]
+CONTRACTS = [
+    contract["id"]
+    for contract in tomllib.loads((ROOT / "pyproject.toml").read_text())["tool"]["importlinter"]["contracts"]
+]
 
 
 @pytest.mark.parametrize("contract", CONTRACTS)
 def test_every_import_contract_is_explained_in_architecture_md(contract):
     assert f"`{contract}`" in ARCHITECTURE.read_text(), (
-        f"docs/architecture.md (Import contracts) does not explain the contract `{contract}` of pyproject.toml")
+        f"docs/architecture.md (Import contracts) does not explain the contract `{contract}` of pyproject.toml"
+    )

@@ -24,10 +24,18 @@ BASE = ROOT / "manifests" / "base"
 
 
 def review(pod: dict[str, Any], uid: str = "3f1c") -> dict[str, Any]:
-    return {"apiVersion": "admission.k8s.io/v1", "kind": "AdmissionReview", "request": {
-        "uid": uid, "kind": {"group": "", "version": "v1", "kind": "Pod"},
-        "resource": {"group": "", "version": "v1", "resource": "pods"}, "namespace": "bench", "operation": "CREATE",
-        "object": pod}}
+    return {
+        "apiVersion": "admission.k8s.io/v1",
+        "kind": "AdmissionReview",
+        "request": {
+            "uid": uid,
+            "kind": {"group": "", "version": "v1", "kind": "Pod"},
+            "resource": {"group": "", "version": "v1", "resource": "pods"},
+            "namespace": "bench",
+            "operation": "CREATE",
+            "object": pod,
+        },
+    }
 
 
 def patched(response: dict[str, Any], pod: dict[str, Any]) -> dict[str, Any]:
@@ -59,7 +67,8 @@ def test_the_echo_is_served_as_taintkeepers_webhook_is_only_its_names_app_and_na
     service = manifest("webhook.yaml", "Service")
     configuration = manifest("mutatingwebhookconfiguration.yaml", "MutatingWebhookConfiguration")
     secret, config_map, echo_deployment, echo_service, echo_configuration = echo_objects(
-        deployment, service, configuration, "Q0E=", {"tls.crt": b"crt", "tls.key": b"key"})
+        deployment, service, configuration, "Q0E=", {"tls.crt": b"crt", "tls.key": b"key"}
+    )
     assert echo_deployment["metadata"]["name"] == ECHO and echo_deployment["spec"]["replicas"] == 2
     original, served = deployment["spec"]["template"]["spec"], echo_deployment["spec"]["template"]["spec"]
     mine, theirs = served["containers"][0], original["containers"][0]
@@ -95,10 +104,13 @@ def measured(share_ms: float) -> Measured:
     return result
 
 
-@pytest.mark.parametrize(("share_ms", "verdict"), [
-    (0.1, "<= 0.3 ms: met"),
-    (0.5, "<= 0.3 ms: not met"),
-])
+@pytest.mark.parametrize(
+    ("share_ms", "verdict"),
+    [
+        (0.1, "<= 0.3 ms: met"),
+        (0.5, "<= 0.3 ms: not met"),
+    ],
+)
 def test_taintkeepers_share_over_the_echo_is_judged_against_the_goal(share_ms: float, verdict: str):
     table = render(measured(share_ms), [20.0], 60.0, 3)
     assert verdict in table
@@ -114,12 +126,15 @@ def test_a_configuration_that_did_not_mutate_as_it_says_is_reported():
     assert check_mutations(good) == ["20/s c: 0 of 100 pods carried the default tolerations, expected 100"]
 
 
-@pytest.mark.parametrize(("argv", "message"), [
-    (["--rates", "20,x"], "not a comma-separated list of rates"),
-    (["--rates", "0"], "rates must be positive"),
-    (["--seconds", "-1"], "must be positive"),
-    (["--rounds", "0"], "invalid choice"),
-])
+@pytest.mark.parametrize(
+    ("argv", "message"),
+    [
+        (["--rates", "20,x"], "not a comma-separated list of rates"),
+        (["--rates", "0"], "rates must be positive"),
+        (["--seconds", "-1"], "must be positive"),
+        (["--rounds", "0"], "invalid choice"),
+    ],
+)
 def test_bad_arguments_exit_2_with_one_line(argv: list[str], message: str, capsys: pytest.CaptureFixture[str]):
     with pytest.raises(SystemExit) as exit_info:
         admission_latency.parse_args(argv)

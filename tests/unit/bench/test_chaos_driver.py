@@ -44,17 +44,32 @@ class RecordingInjector(Injector):
         super().__post_init__()
         self.drawn: dict[int, tuple[str, str, float]] = {}  # by fault id: the threads finish in any order
 
-    def _run_fault(self, fault_id: int, kind: str, target: str, hold: float, pick: float, resources: set[str],
-                   stop: threading.Event) -> None:
+    def _run_fault(
+        self,
+        fault_id: int,
+        kind: str,
+        target: str,
+        hold: float,
+        pick: float,
+        resources: set[str],
+        stop: threading.Event,
+    ) -> None:
         self.drawn[fault_id] = (kind, target, round(hold, 6))
         with self._lock:
             self._busy -= resources
 
 
-def draws(seed: int, builtin: bool = False, count: int = 60,
-          without: frozenset[str] = frozenset()) -> list[tuple[str, str, float]]:
-    injector = RecordingInjector(FakeCluster(), None, Path("/dev/null"), random.Random(seed),  # type: ignore[arg-type]
-                                 builtin=builtin, without=without)
+def draws(
+    seed: int, builtin: bool = False, count: int = 60, without: frozenset[str] = frozenset()
+) -> list[tuple[str, str, float]]:
+    injector = RecordingInjector(
+        FakeCluster(),  # type: ignore[arg-type]
+        None,  # type: ignore[arg-type]
+        Path("/dev/null"),
+        random.Random(seed),
+        builtin=builtin,
+        without=without,
+    )
     stop = threading.Event()
     for _ in range(count):
         kinds = injector.catalogue()

@@ -26,8 +26,12 @@ CASES = [
     ("1.37: one of the two synced", "kube-controller-manager", KCM_137_WAITING + ONE_SYNCED, False),
     ("1.37: both synced", "kube-controller-manager", KCM_137_WAITING + ONE_SYNCED * 2, True),
     ("1.20: the node controller still waiting", "kube-controller-manager", KCM_120, False),
-    ("1.20: both synced", "kube-controller-manager",
-     KCM_120 + "I0113 10:00:02.100000    1234 shared_informer.go:247] Caches are synced for node\n", True),
+    (
+        "1.20: both synced",
+        "kube-controller-manager",
+        KCM_120 + "I0113 10:00:02.100000    1234 shared_informer.go:247] Caches are synced for node\n",
+        True,
+    ),
     ("nothing logged yet", "kube-controller-manager", "", False),
     ("taintkeeper says it once", "taintkeeper", '{"msg": "caches synced", "seconds": 4.2}\n', True),
 ]

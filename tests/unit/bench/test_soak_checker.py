@@ -56,12 +56,16 @@ from tests.unit.manifests.test_manifests import documents
 
 END = 120.0
 A, B = controller(REPLICA_A), controller(REPLICA_B)
-STATEFULSET = Actor("system:serviceaccount:kube-system:statefulset-controller",
-                    "kube-controller-manager/v1.20.2 (linux/amd64) kubernetes/faecb19/system:serviceaccount:"
-                    "kube-system:statefulset-controller")
-WEBHOOK_DOWN = ('Internal error occurred: failed calling webhook "tolerations.taintkeeper.io": Post '
-                '"https://taintkeeper-webhook.taintkeeper-system.svc:443/mutate?timeout=5s": dial tcp 10.0.0.12:443: '
-                'connect: connection refused')
+STATEFULSET = Actor(
+    "system:serviceaccount:kube-system:statefulset-controller",
+    "kube-controller-manager/v1.20.2 (linux/amd64) kubernetes/faecb19/system:serviceaccount:"
+    "kube-system:statefulset-controller",
+)
+WEBHOOK_DOWN = (
+    'Internal error occurred: failed calling webhook "tolerations.taintkeeper.io": Post '
+    '"https://taintkeeper-webhook.taintkeeper-system.svc:443/mutate?timeout=5s": dial tcp 10.0.0.12:443: '
+    "connect: connection refused"
+)
 
 
 @dataclass
@@ -71,8 +75,9 @@ class World:
     config: SoakConfig = field(default_factory=taintkeeper_config)
 
     def fault(self, kind: str, target: str, start: float, end: float | None, **detail: object) -> None:
-        self.faults.append(Fault(len(self.faults) + 1, kind, target, T0 + start,
-                                 None if end is None else T0 + end, dict(detail)))
+        self.faults.append(
+            Fault(len(self.faults) + 1, kind, target, T0 + start, None if end is None else T0 + end, dict(detail))
+        )
 
     def write(self, directory: Path) -> tuple[Path, Path]:
         """The run's files as bench/chaos.py leaves them: the audit log and the fault log."""
@@ -113,8 +118,9 @@ def base(*, down: tuple[str, ...] = (), leader: bool = True, workload: bool = Tr
     return World(s)
 
 
-def n1_fails(w: World, at: float = 50.0, *, by: Actor = A, key: str = UNREACHABLE,
-             kubelet_back: float | None = None) -> None:
+def n1_fails(
+    w: World, at: float = 50.0, *, by: Actor = A, key: str = UNREACHABLE, kubelet_back: float | None = None
+) -> None:
     """n1's kubelet killed at 10 s; at `at` the controller marks n1 Unknown and taints it (timeAdded `at`)."""
     w.fault("kubelet-kill", "n1", 10.0, kubelet_back)
     w.script.set_ready(at, "n1", "Unknown", by)
@@ -307,8 +313,9 @@ def refused_every_5s(first: float, last: float) -> tuple[tuple[float, str], ...]
     return tuple((first + 5 * index, "refused") for index in range(count))
 
 
-def drained_budgeted_pod(*, removals: tuple[tuple[float, str], ...], namespace: str = BUDGETED,
-                         end: float = END) -> World:
+def drained_budgeted_pod(
+    *, removals: tuple[tuple[float, str], ...], namespace: str = BUDGETED, end: float = END
+) -> World:
     """n2 healthy; at 30 s someone taints it with the soak's drain taint; `api-3`, in `namespace` (one whose
     pods respect their disruption budget) and tolerating the taint 5 s, is due at 35 s. `removals`: the
     controller's (time, how) for it: "evict", "refused" (an Eviction the budget refuses) or "delete".
@@ -338,8 +345,9 @@ def budgeted_pod_on_a_failed_node_deleted() -> World:
     return w
 
 
-def fenced(*, fence_at: float | None = 70.0, force: tuple[str, ...] = ("tol5-1",), at: float = 70.5,
-           fail: bool = True) -> World:
+def fenced(
+    *, fence_at: float | None = 70.0, force: tuple[str, ...] = ("tol5-1",), at: float = 70.5, fail: bool = True
+) -> World:
     """n1 dies (if `fail`): tainted at 50 s, its 5 s pod deleted gracefully at 55.2 s and left Terminating
     (no kubelet to finish it). At `fence_at` an operator adds the out-of-service taint; at `at` the
     controller force-deletes the pods `force`."""
@@ -525,9 +533,11 @@ def builtin_plugin_missed_a_pod() -> World:
     return w
 
 
-POD_GC = Actor("system:serviceaccount:kube-system:pod-garbage-collector",
-               "kube-controller-manager/v1.37.2 (linux/amd64) kubernetes/f0e1d2c/system:serviceaccount:"
-               "kube-system:pod-garbage-collector")
+POD_GC = Actor(
+    "system:serviceaccount:kube-system:pod-garbage-collector",
+    "kube-controller-manager/v1.37.2 (linux/amd64) kubernetes/f0e1d2c/system:serviceaccount:"
+    "kube-system:pod-garbage-collector",
+)
 
 
 def builtins_delete(*removals: tuple[float, Actor, bool]) -> World:
@@ -578,138 +588,303 @@ def early_deletion_before_the_soak_began() -> World:
 
 
 SCENARIOS: list[tuple[str, Callable[[], World], dict[str, int]]] = [
-    ("a node dies and its pod with a 5 s toleration goes 5.2 s after the taint; the one tolerating forever stays",
-     node_dies_and_its_pod_goes_on_time, {}),
+    (
+        "a node dies and its pod with a 5 s toleration goes 5.2 s after the taint; the one tolerating forever stays",
+        node_dies_and_its_pod_goes_on_time,
+        {},
+    ),
     ("I1: a pod deleted 3 s before its toleration runs out is early", pod_deleted_early, {"I1": 1}),
     ("a pod deleted 0.5 s early is within the slack", pod_deleted_half_a_second_early, {}),
     ("a pod evicted through the Eviction API on time is fine", pod_evicted_through_the_eviction_api, {}),
-    ("I1: a pod deleted from a node without a NoExecute taint has no cause, I2: and that dead node never got one",
-     pod_deleted_without_a_taint, {"I1": 1, "I2": 1}),
+    (
+        "I1: a pod deleted from a node without a NoExecute taint has no cause, I2: and that dead node never got one",
+        pod_deleted_without_a_taint,
+        {"I1": 1, "I2": 1},
+    ),
     ("a not-ready -> unreachable swap keeps the eviction's start", swap_keeps_the_start, {}),
-    ("I2: after a swap the deadline still counts from the first taint", lambda: swap_keeps_the_start(61.0),
-     {"I2": 1}),
-    ("I4: a replica writing past its renew deadline while nobody else holds the Lease (the fence); I10: and the "
-     "stand-by never took it",
-     replica_writes_past_its_renew_deadline, {"I4": 1, "I10": 1}),
-    ("a stand-by that takes the Lease 20 s after the leader stopped is within the hand-over bound",
-     lambda: nobody_leads_though_a_replica_runs(40.0), {}),
-    ("I10: a stand-by running all along and taking the Lease only 30 s after the leader stopped",
-     lambda: nobody_leads_though_a_replica_runs(50.0), {"I10": 1}),
-    ("a stand-by not Ready (caches syncing) until 40 s, leading at 50 s: within the bound from when it could",
-     lambda: standby_not_ready_until(40.0), {}),
-    ("I10: the same stand-by Ready from 25 s and leading only at 50 s", lambda: standby_not_ready_until(25.0),
-     {"I10": 1}),
-    ("I2: with the controller scaled to 0 a dead node's taint is late: absent replicas are no fault's doing",
-     scaled_to_zero_while_a_node_dies, {"I2": 1}),
-    ("I2: a leader kill just before the scale to 0 excuses only the hand-over bound",
-     lambda: scaled_to_zero_while_a_node_dies(leader_kill=True), {"I2": 1}),
-    ("I10 and I2: a controller that stops leading at the first fault, its stand-by running, fails both",
-     leader_stops_after_the_first_fault, {"I10": 1, "I2": 1}),
-    ("a new leader gives a dead node a whole grace period from its first sight, as upstream",
-     lambda: new_leader_taints_a_dead_node_a_grace_period_after_it_began(84.0), {}),
-    ("I2: a dead node tainted later than a grace period after the leader began",
-     lambda: new_leader_taints_a_dead_node_a_grace_period_after_it_began(110.0), {"I2": 1}),
+    ("I2: after a swap the deadline still counts from the first taint", lambda: swap_keeps_the_start(61.0), {"I2": 1}),
+    (
+        "I4: a replica writing past its renew deadline while nobody else holds the Lease (the fence); I10: and the "
+        "stand-by never took it",
+        replica_writes_past_its_renew_deadline,
+        {"I4": 1, "I10": 1},
+    ),
+    (
+        "a stand-by that takes the Lease 20 s after the leader stopped is within the hand-over bound",
+        lambda: nobody_leads_though_a_replica_runs(40.0),
+        {},
+    ),
+    (
+        "I10: a stand-by running all along and taking the Lease only 30 s after the leader stopped",
+        lambda: nobody_leads_though_a_replica_runs(50.0),
+        {"I10": 1},
+    ),
+    (
+        "a stand-by not Ready (caches syncing) until 40 s, leading at 50 s: within the bound from when it could",
+        lambda: standby_not_ready_until(40.0),
+        {},
+    ),
+    (
+        "I10: the same stand-by Ready from 25 s and leading only at 50 s",
+        lambda: standby_not_ready_until(25.0),
+        {"I10": 1},
+    ),
+    (
+        "I2: with the controller scaled to 0 a dead node's taint is late: absent replicas are no fault's doing",
+        scaled_to_zero_while_a_node_dies,
+        {"I2": 1},
+    ),
+    (
+        "I2: a leader kill just before the scale to 0 excuses only the hand-over bound",
+        lambda: scaled_to_zero_while_a_node_dies(leader_kill=True),
+        {"I2": 1},
+    ),
+    (
+        "I10 and I2: a controller that stops leading at the first fault, its stand-by running, fails both",
+        leader_stops_after_the_first_fault,
+        {"I10": 1, "I2": 1},
+    ),
+    (
+        "a new leader gives a dead node a whole grace period from its first sight, as upstream",
+        lambda: new_leader_taints_a_dead_node_a_grace_period_after_it_began(84.0),
+        {},
+    ),
+    (
+        "I2: a dead node tainted later than a grace period after the leader began",
+        lambda: new_leader_taints_a_dead_node_a_grace_period_after_it_began(110.0),
+        {"I2": 1},
+    ),
     ("I2: a pod left on its failed node past its deadline is late", pod_left_past_its_deadline, {"I2": 1}),
-    ("a deletion late because the apiserver was stopped counts from its return",
-     deletion_after_the_apiserver_returned, {}),
-    ("I2: a deletion beyond the apiserver's return plus the slack is late",
-     deletion_long_after_the_apiserver_returned, {"I2": 1}),
-    ("a leader killed mid-countdown: the deadline counts from the new leader's acquisition",
-     leader_killed_mid_countdown, {}),
-    ("a budgeted pod under a drain taint leaves through an Eviction at its deadline",
-     lambda: drained_budgeted_pod(removals=((35.2, "evict"),)), {}),
-    ("I8: a budgeted pod under a drain taint removed with a DELETE, bypassing its budget",
-     lambda: drained_budgeted_pod(removals=((35.2, "delete"),)), {"I8": 1}),
-    ("a budgeted pod whose budget refuses its Eviction waits, asked again every 5 s: not late",
-     lambda: drained_budgeted_pod(removals=((35.2, "refused"), (40.2, "refused"), (45.2, "refused"),
-                                           (50.2, "evict"))), {}),
-    ("taintkeeper's own replica under a drain taint waits while its budget refuses: its namespace is budgeted",
-     lambda: drained_budgeted_pod(removals=((35.2, "refused"), (40.2, "refused"), (45.2, "evict")),
-                                  namespace=SYSTEM), {}),
-    ("I8: taintkeeper's own replica under a drain taint removed with a DELETE, bypassing its budget",
-     lambda: drained_budgeted_pod(removals=((35.2, "delete"),), namespace=SYSTEM), {"I8": 1}),
-    ("I2: a budgeted pod asked once, refused, and never asked again is late",
-     lambda: drained_budgeted_pod(removals=((35.2, "refused"),)), {"I2": 1}),
-    ("I2: a budgeted pod asked again only 18 s after its budget refused is late",
-     lambda: drained_budgeted_pod(removals=((35.2, "refused"), (40.2, "refused"), (58.0, "evict"))), {"I2": 1}),
-    ("a budgeted pod still refused when its namespace's budget timeout (120 s) runs out is deleted: on time",
-     lambda: drained_budgeted_pod(removals=(*refused_every_5s(35.2, 155.0), (155.2, "delete")), end=170.0), {}),
-    ("I2: a budgeted pod still refused 10 s after its budget timeout ran out and never deleted is late",
-     lambda: drained_budgeted_pod(removals=refused_every_5s(35.2, 195.0), end=200.0), {"I2": 1}),
-    ("I8: a budgeted pod deleted before its budget timeout ran out bypassed its budget",
-     lambda: drained_budgeted_pod(removals=(*refused_every_5s(35.2, 100.0), (100.2, "delete"))), {"I8": 1}),
-    ("I2: a budgeted pod nobody asked to evict is late all the same",
-     lambda: drained_budgeted_pod(removals=((60.0, "evict"),)), {"I2": 1}),
-    ("a budgeted pod on a failed node goes with a DELETE: node failures are never budgeted",
-     budgeted_pod_on_a_failed_node_deleted, {}),
+    (
+        "a deletion late because the apiserver was stopped counts from its return",
+        deletion_after_the_apiserver_returned,
+        {},
+    ),
+    (
+        "I2: a deletion beyond the apiserver's return plus the slack is late",
+        deletion_long_after_the_apiserver_returned,
+        {"I2": 1},
+    ),
+    (
+        "a leader killed mid-countdown: the deadline counts from the new leader's acquisition",
+        leader_killed_mid_countdown,
+        {},
+    ),
+    (
+        "a budgeted pod under a drain taint leaves through an Eviction at its deadline",
+        lambda: drained_budgeted_pod(removals=((35.2, "evict"),)),
+        {},
+    ),
+    (
+        "I8: a budgeted pod under a drain taint removed with a DELETE, bypassing its budget",
+        lambda: drained_budgeted_pod(removals=((35.2, "delete"),)),
+        {"I8": 1},
+    ),
+    (
+        "a budgeted pod whose budget refuses its Eviction waits, asked again every 5 s: not late",
+        lambda: drained_budgeted_pod(
+            removals=((35.2, "refused"), (40.2, "refused"), (45.2, "refused"), (50.2, "evict"))
+        ),
+        {},
+    ),
+    (
+        "taintkeeper's own replica under a drain taint waits while its budget refuses: its namespace is budgeted",
+        lambda: drained_budgeted_pod(
+            removals=((35.2, "refused"), (40.2, "refused"), (45.2, "evict")), namespace=SYSTEM
+        ),
+        {},
+    ),
+    (
+        "I8: taintkeeper's own replica under a drain taint removed with a DELETE, bypassing its budget",
+        lambda: drained_budgeted_pod(removals=((35.2, "delete"),), namespace=SYSTEM),
+        {"I8": 1},
+    ),
+    (
+        "I2: a budgeted pod asked once, refused, and never asked again is late",
+        lambda: drained_budgeted_pod(removals=((35.2, "refused"),)),
+        {"I2": 1},
+    ),
+    (
+        "I2: a budgeted pod asked again only 18 s after its budget refused is late",
+        lambda: drained_budgeted_pod(removals=((35.2, "refused"), (40.2, "refused"), (58.0, "evict"))),
+        {"I2": 1},
+    ),
+    (
+        "a budgeted pod still refused when its namespace's budget timeout (120 s) runs out is deleted: on time",
+        lambda: drained_budgeted_pod(removals=(*refused_every_5s(35.2, 155.0), (155.2, "delete")), end=170.0),
+        {},
+    ),
+    (
+        "I2: a budgeted pod still refused 10 s after its budget timeout ran out and never deleted is late",
+        lambda: drained_budgeted_pod(removals=refused_every_5s(35.2, 195.0), end=200.0),
+        {"I2": 1},
+    ),
+    (
+        "I8: a budgeted pod deleted before its budget timeout ran out bypassed its budget",
+        lambda: drained_budgeted_pod(removals=(*refused_every_5s(35.2, 100.0), (100.2, "delete"))),
+        {"I8": 1},
+    ),
+    (
+        "I2: a budgeted pod nobody asked to evict is late all the same",
+        lambda: drained_budgeted_pod(removals=((60.0, "evict"),)),
+        {"I2": 1},
+    ),
+    (
+        "a budgeted pod on a failed node goes with a DELETE: node failures are never budgeted",
+        budgeted_pod_on_a_failed_node_deleted,
+        {},
+    ),
     ("a fenced dead node's terminating pod is force-deleted: not a second deletion", fenced, {}),
-    ("I9: a force deletion on a dead node nobody fenced (I3: so it is a second deletion too)",
-     lambda: fenced(fence_at=None), {"I3": 1, "I9": 1}),
-    ("I9: a force deletion on a fenced node still Ready",
-     lambda: fenced(fence_at=30.0, force=("forever-2",), at=30.5, fail=False), {"I9": 1}),
-    ("I9: a force deletion of a pod tolerating the fence and not terminating",
-     lambda: fenced(force=("forever-2",)), {"I9": 1}),
+    (
+        "I9: a force deletion on a dead node nobody fenced (I3: so it is a second deletion too)",
+        lambda: fenced(fence_at=None),
+        {"I3": 1, "I9": 1},
+    ),
+    (
+        "I9: a force deletion on a fenced node still Ready",
+        lambda: fenced(fence_at=30.0, force=("forever-2",), at=30.5, fail=False),
+        {"I9": 1},
+    ),
+    (
+        "I9: a force deletion of a pod tolerating the fence and not terminating",
+        lambda: fenced(force=("forever-2",)),
+        {"I9": 1},
+    ),
     ("I3: a pod deleted twice by the controller", pod_deleted_twice, {"I3": 1}),
-    ("I3: a second deletion answered 404 after the pod was gone still counts", pod_deleted_again_after_it_was_gone,
-     {"I3": 1}),
+    (
+        "I3: a second deletion answered 404 after the pod was gone still counts",
+        pod_deleted_again_after_it_was_gone,
+        {"I3": 1},
+    ),
     ("I3: the next leader repeating a taint the last one just added", next_leader_repeats_a_taint, {"I3": 1}),
-    ("I3: the next leader undoing the last one's taint within the lease duration", next_leader_undoes_a_taint,
-     {"I3": 1}),
-    ("the next leader removing a taint after the kubelet reported Ready is no revert",
-     next_leader_removes_a_taint_after_the_kubelet_came_back, {}),
+    (
+        "I3: the next leader undoing the last one's taint within the lease duration",
+        next_leader_undoes_a_taint,
+        {"I3": 1},
+    ),
+    (
+        "the next leader removing a taint after the kubelet reported Ready is no revert",
+        next_leader_removes_a_taint_after_the_kubelet_came_back,
+        {},
+    ),
     ("the next leader swapping not-ready for unreachable is no revert", next_leader_swaps_the_failure_taint, {}),
-    ("I4: a standby deleting a pod while the Lease names the leader", standby_deletes_while_the_leader_holds_the_lease,
-     {"I4": 1}),
-    ("the leader's event about the pod it is about to delete is one actor",
-     lambda: event_about_a_pod_after_the_lease_changed_hands(B), {}),
-    ("I4: an event about a pod posted by the replica that lost the Lease (a queued one, sent late)",
-     lambda: event_about_a_pod_after_the_lease_changed_hands(A), {"I4": 1}),
+    (
+        "I4: a standby deleting a pod while the Lease names the leader",
+        standby_deletes_while_the_leader_holds_the_lease,
+        {"I4": 1},
+    ),
+    (
+        "the leader's event about the pod it is about to delete is one actor",
+        lambda: event_about_a_pod_after_the_lease_changed_hands(B),
+        {},
+    ),
+    (
+        "I4: an event about a pod posted by the replica that lost the Lease (a queued one, sent late)",
+        lambda: event_about_a_pod_after_the_lease_changed_hands(A),
+        {"I4": 1},
+    ),
     ("I5: the controller tainting a heartbeating node", controller_taints_a_heartbeating_node, {"I5": 1}),
-    ("I5: the controller marking a heartbeating node Unknown", controller_marks_a_heartbeating_node_unknown,
-     {"I5": 1}),
-    ("I5 (and I1): a pod deleted from a heartbeating node without a taint",
-     pod_deleted_from_a_healthy_node_without_a_taint, {"I1": 1, "I5": 1}),
-    ("a hand-added NoExecute taint may evict at once from a healthy node", hand_added_taint_evicts_from_a_healthy_node,
-     {}),
+    ("I5: the controller marking a heartbeating node Unknown", controller_marks_a_heartbeating_node_unknown, {"I5": 1}),
+    (
+        "I5 (and I1): a pod deleted from a heartbeating node without a taint",
+        pod_deleted_from_a_healthy_node_without_a_taint,
+        {"I1": 1, "I5": 1},
+    ),
+    (
+        "a hand-added NoExecute taint may evict at once from a healthy node",
+        hand_added_taint_evicts_from_a_healthy_node,
+        {},
+    ),
     ("a StatefulSet pod name used twice is two pods", statefulset_reuses_a_pod_name, {}),
-    ("I6: a pod admitted without the defaults while a webhook pod was Ready",
-     pod_admitted_bare_while_the_webhook_was_ready, {"I6": 1}),
-    ("a call the apiserver says failed open (1.37's audit annotation) is the backfill's turn: backfilled, fine",
-     lambda: pod_admitted_bare_when_the_webhook_call_failed_open(23.0), {}),
-    ("I6: a call that failed open and a pod not backfilled within the slack",
-     lambda: pod_admitted_bare_when_the_webhook_call_failed_open(None), {"I6": 1}),
-    ("a webhook pod Ready but not yet in its Service's endpoints cannot be called: a backfilled pod is fine",
-     pod_admitted_bare_while_the_webhook_pod_was_ready_but_not_yet_in_its_endpoints, {}),
-    ("a webhook pod on a powered-off node cannot be called though the API shows it Ready",
-     lambda: pod_admitted_bare_while_the_webhook_pods_node_was_powered_off(back=None), {}),
-    ("I6: a webhook pod counts again once its node is back and its kubelet reported it Ready",
-     lambda: pod_admitted_bare_while_the_webhook_pods_node_was_powered_off(back=30.0), {"I6": 1}),
-    ("a pod admitted without the defaults while no webhook pod was Ready and backfilled in 3 s is fine",
-     lambda: webhook_deleted(backfill_at=23.0), {}),
-    ("I6: a pod admitted without the defaults and not backfilled within the slack",
-     lambda: webhook_deleted(backfill_at=None), {"I6": 1}),
-    ("I6: a pod creation refused because the webhook could not be called", pod_creation_refused_by_the_webhook,
-     {"I6": 1}),
+    (
+        "I6: a pod admitted without the defaults while a webhook pod was Ready",
+        pod_admitted_bare_while_the_webhook_was_ready,
+        {"I6": 1},
+    ),
+    (
+        "a call the apiserver says failed open (1.37's audit annotation) is the backfill's turn: backfilled, fine",
+        lambda: pod_admitted_bare_when_the_webhook_call_failed_open(23.0),
+        {},
+    ),
+    (
+        "I6: a call that failed open and a pod not backfilled within the slack",
+        lambda: pod_admitted_bare_when_the_webhook_call_failed_open(None),
+        {"I6": 1},
+    ),
+    (
+        "a webhook pod Ready but not yet in its Service's endpoints cannot be called: a backfilled pod is fine",
+        pod_admitted_bare_while_the_webhook_pod_was_ready_but_not_yet_in_its_endpoints,
+        {},
+    ),
+    (
+        "a webhook pod on a powered-off node cannot be called though the API shows it Ready",
+        lambda: pod_admitted_bare_while_the_webhook_pods_node_was_powered_off(back=None),
+        {},
+    ),
+    (
+        "I6: a webhook pod counts again once its node is back and its kubelet reported it Ready",
+        lambda: pod_admitted_bare_while_the_webhook_pods_node_was_powered_off(back=30.0),
+        {"I6": 1},
+    ),
+    (
+        "a pod admitted without the defaults while no webhook pod was Ready and backfilled in 3 s is fine",
+        lambda: webhook_deleted(backfill_at=23.0),
+        {},
+    ),
+    (
+        "I6: a pod admitted without the defaults and not backfilled within the slack",
+        lambda: webhook_deleted(backfill_at=None),
+        {"I6": 1},
+    ),
+    (
+        "I6: a pod creation refused because the webhook could not be called",
+        pod_creation_refused_by_the_webhook,
+        {"I6": 1},
+    ),
     ("a pod labelled taintkeeper.io/skip needs no defaults", opted_out_pod_without_defaults, {}),
     ("I6: with the built-in plugin every pod must carry the defaults", builtin_plugin_missed_a_pod, {"I6": 1}),
-    ("the built-ins' taint manager deleting a pod again (each taint change) is upstream's design: no I3",
-     lambda: builtins_delete((55.2, NODE_CONTROLLER, False), (56.0, NODE_CONTROLLER, False)), {}),
-    ("I3: the built-ins removing one pod by two actors (the taint manager, then PodGC on an unfenced node)",
-     lambda: builtins_delete((55.2, NODE_CONTROLLER, False), (56.0, POD_GC, True)), {"I3": 1}),
-    ("the built-ins, leader-elected, act again within the hand-over bound (22 s) after a pause's end",
-     lambda: builtins_paused(90.0), {}),
-    ("I2: the built-ins acting past the hand-over bound after a pause's end are late", lambda: builtins_paused(99.0),
-     {"I2": 1}),
-    ("the built-ins' DELETE of a pod in a budget-respecting namespace: I8 is taintkeeper's, reported beside",
-     builtins_drain_a_budgeted_pod_with_a_delete, {}),
+    (
+        "the built-ins' taint manager deleting a pod again (each taint change) is upstream's design: no I3",
+        lambda: builtins_delete((55.2, NODE_CONTROLLER, False), (56.0, NODE_CONTROLLER, False)),
+        {},
+    ),
+    (
+        "I3: the built-ins removing one pod by two actors (the taint manager, then PodGC on an unfenced node)",
+        lambda: builtins_delete((55.2, NODE_CONTROLLER, False), (56.0, POD_GC, True)),
+        {"I3": 1},
+    ),
+    (
+        "the built-ins, leader-elected, act again within the hand-over bound (22 s) after a pause's end",
+        lambda: builtins_paused(90.0),
+        {},
+    ),
+    (
+        "I2: the built-ins acting past the hand-over bound after a pause's end are late",
+        lambda: builtins_paused(99.0),
+        {"I2": 1},
+    ),
+    (
+        "the built-ins' DELETE of a pod in a budget-respecting namespace: I8 is taintkeeper's, reported beside",
+        builtins_drain_a_budgeted_pod_with_a_delete,
+        {},
+    ),
     ("I7: a controller pod in CrashLoopBackOff", controller_pod_crash_loops, {"I7": 1}),
-    ("the kubelet's back-off right after the soak killed the container is no crash loop",
-     controller_pod_backs_off_after_the_soak_killed_it, {}),
-    ("a leader that evicts its own pod and releases the Lease: deadlines count from the next acquisition",
-     lambda: self_eviction_handover(67.0), {}),
+    (
+        "the kubelet's back-off right after the soak killed the container is no crash loop",
+        controller_pod_backs_off_after_the_soak_killed_it,
+        {},
+    ),
+    (
+        "a leader that evicts its own pod and releases the Lease: deadlines count from the next acquisition",
+        lambda: self_eviction_handover(67.0),
+        {},
+    ),
     ("I2: the next leader late beyond the slack after acquiring", lambda: self_eviction_handover(75.0), {"I2": 1}),
-    ("a taint lifted before any leader could act on it leaves nothing to judge", taint_lifted_before_a_leader_could_act,
-     {}),
+    (
+        "a taint lifted before any leader could act on it leaves nothing to judge",
+        taint_lifted_before_a_leader_could_act,
+        {},
+    ),
     ("a violation before the soak's window does not count", early_deletion_before_the_soak_began, {}),
 ]
 
@@ -750,23 +925,35 @@ def test_the_controller_pods_most_restarts_are_reported():
 
 def test_the_checker_budgets_every_namespace_the_manifests_and_the_workload_annotate():
     """The audit log records namespaces without their annotations, so the checker's list is kept in step here."""
-    annotated = {doc["metadata"]["name"] for _, _, doc in documents() if doc.get("kind") == "Namespace"
-                 and opted_in({}, doc["metadata"].get("annotations") or {})}
-    annotated |= {namespace for namespace, annotations in workload.NAMESPACE_ANNOTATIONS.items()
-                  if opted_in({}, annotations)}
+    annotated = {
+        doc["metadata"]["name"]
+        for _, _, doc in documents()
+        if doc.get("kind") == "Namespace" and opted_in({}, doc["metadata"].get("annotations") or {})
+    }
+    annotated |= {
+        namespace for namespace, annotations in workload.NAMESPACE_ANNOTATIONS.items() if opted_in({}, annotations)
+    }
     assert annotated == {"taintkeeper-system", workload.BUDGETED_NAMESPACE}
     assert taintkeeper_config().budgeted_namespaces == annotated
 
 
 def test_the_checker_knows_each_budgeted_namespaces_budget_timeout():
-    annotations = {doc["metadata"]["name"]: doc["metadata"].get("annotations") or {}
-                   for _, _, doc in documents() if doc.get("kind") == "Namespace"}
+    annotations = {
+        doc["metadata"]["name"]: doc["metadata"].get("annotations") or {}
+        for _, _, doc in documents()
+        if doc.get("kind") == "Namespace"
+    }
     annotations.update(workload.NAMESPACE_ANNOTATIONS)
     # The controller's own reading, with the manifests' --disruption-budget-timeout (none: 0, no ceiling).
-    timeouts = {namespace: budget_timeout({}, annotations[namespace], None)[0]
-                for namespace in taintkeeper_config().budgeted_namespaces}
-    assert timeouts == taintkeeper_config().budget_timeouts == {workload.BUDGETED_NAMESPACE: 120.0,
-                                                                "taintkeeper-system": None}
+    timeouts = {
+        namespace: budget_timeout({}, annotations[namespace], None)[0]
+        for namespace in taintkeeper_config().budgeted_namespaces
+    }
+    assert (
+        timeouts
+        == taintkeeper_config().budget_timeouts
+        == {workload.BUDGETED_NAMESPACE: 120.0, "taintkeeper-system": None}
+    )
 
 
 def test_one_actor_is_not_applicable_without_a_lease():
@@ -796,8 +983,12 @@ def test_the_fault_table_counts_faults_overlapping_another():
     report = w.report()
     rows = {row.kind: row for row in report.rows}
     assert [(kind, rows[kind].injected, rows[kind].overlapping) for kind in rows] == [
-        ("apiserver-stop", 1, 1), ("etcd-restart", 1, 0), ("kubelet-kill", 1, 1), ("manual-taint", 1, 0),
-        ("none", 0, 0)]
+        ("apiserver-stop", 1, 1),
+        ("etcd-restart", 1, 0),
+        ("kubelet-kill", 1, 1),
+        ("manual-taint", 1, 0),
+        ("none", 0, 0),
+    ]
     assert (report.total.injected, report.total.overlapping) == (4, 2)
     evictions = (rows["kubelet-kill"].evictions, rows["apiserver-stop"].evictions, rows["etcd-restart"].evictions)
     assert evictions == (1, 1, 0)
@@ -814,8 +1005,10 @@ def test_violations_with_no_fault_active_go_to_the_none_row():
 def test_a_failing_report_names_the_counts_and_each_violation():
     lines = render(pod_deleted_early().report()).splitlines()
     assert lines[-2] == "1 faults (0 overlapping), 1 evictions checked, 1 violations (I1 1): FAIL"
-    assert lines[-1].startswith("I1 2023-11-14T22:14:12.000000Z pod chaos-workload/tol5-1 (00000004): deleted by "
-                                f"{REPLICA_A} 3.0s before its deadline")
+    assert lines[-1].startswith(
+        "I1 2023-11-14T22:14:12.000000Z pod chaos-workload/tol5-1 (00000004): deleted by "
+        f"{REPLICA_A} 3.0s before its deadline"
+    )
     assert lines[-1].endswith("[faults: 1]")
 
 
@@ -840,17 +1033,21 @@ def test_overlapping_faults(windows, expected):
 
 def test_the_drivers_fault_lines_read_back(tmp_path: Path):
     path = tmp_path / "faults.jsonl"
-    written = [Fault(1, "manual-taint", "n2", T0 + 1.5, T0 + 9.0, {"key": CHAOS_TAINT, "effect": "NoExecute"}),
-               Fault(2, "apiserver-stop", "kube-apiserver", T0 + 3.0, None)]
+    written = [
+        Fault(1, "manual-taint", "n2", T0 + 1.5, T0 + 9.0, {"key": CHAOS_TAINT, "effect": "NoExecute"}),
+        Fault(2, "apiserver-stop", "kube-apiserver", T0 + 3.0, None),
+    ]
     for fault in written:
         append_fault(path, fault)
     assert read_faults(path) == written
 
 
 def test_a_later_line_of_the_same_fault_replaces_the_first():
-    lines = ['{"id": 3, "kind": "kubelet-pause", "target": "n1", "start": 10.0, "end": null, "detail": {}}',
-             "",
-             '{"id": 3, "kind": "kubelet-pause", "target": "n1", "start": 10.0, "end": 25.5, "detail": {}}']
+    lines = [
+        '{"id": 3, "kind": "kubelet-pause", "target": "n1", "start": 10.0, "end": null, "detail": {}}',
+        "",
+        '{"id": 3, "kind": "kubelet-pause", "target": "n1", "start": 10.0, "end": 25.5, "detail": {}}',
+    ]
     assert parse_faults(lines) == [Fault(3, "kubelet-pause", "n1", 10.0, 25.5)]
 
 
@@ -910,25 +1107,38 @@ STARTED_LINE = METADATA_LINE.replace('"stage":"ResponseComplete"', '"stage":"Res
 def test_a_real_audit_line_becomes_a_slim_record():
     (record,) = parse_lines([REAL_LINE]).records
     assert (record.verb, record.username, record.user_agent) == (
-        "delete", "system:serviceaccount:taintkeeper-system:taintkeeper-controller",
-        "taintkeeper-controller/0.1.0 (taintkeeper-controller-6f7b9c-k2x4q)")
+        "delete",
+        "system:serviceaccount:taintkeeper-system:taintkeeper-controller",
+        "taintkeeper-controller/0.1.0 (taintkeeper-controller-6f7b9c-k2x4q)",
+    )
     assert (record.resource, record.subresource, record.namespace, record.name, record.api_group) == (
-        "pods", "", "chaos-workload", "tol5-17-3fa2c1", "")
+        "pods",
+        "",
+        "chaos-workload",
+        "tol5-17-3fa2c1",
+        "",
+    )
     assert (record.code, record.message, record.succeeded) == (200, "", True)
     assert record.received == pytest.approx(T0 + 55.200118, abs=1e-6)
     assert record.completed == pytest.approx(T0 + 55.209876, abs=1e-6)
-    assert record.request_object == {"kind": "DeleteOptions", "apiVersion": "v1",
-                                     "preconditions": {"uid": "9d3e4c2a-1b7f-4e8d-a6c5-0f2b3a4d5e6f"}}
+    assert record.request_object == {
+        "kind": "DeleteOptions",
+        "apiVersion": "v1",
+        "preconditions": {"uid": "9d3e4c2a-1b7f-4e8d-a6c5-0f2b3a4d5e6f"},
+    }
     assert record.response_object is not None and record.response_object["spec"]["nodeName"] == "n1"
 
 
 def test_lines_that_are_no_event_are_counted_and_stages_without_an_answer_left_out():
     panic = json.loads(METADATA_LINE) | {"stage": "Panic", "auditID": "7a1f", "responseStatus": {"metadata": {}}}
-    log = parse_lines(["", "not json", "[1, 2]", '{"stage": "ResponseComplete"}', STARTED_LINE, METADATA_LINE,
-                       json.dumps(panic)])
+    log = parse_lines(
+        ["", "not json", "[1, 2]", '{"stage": "ResponseComplete"}', STARTED_LINE, METADATA_LINE, json.dumps(panic)]
+    )
     assert log.unreadable_lines == 4
     assert [(record.verb, record.code, record.request_object) for record in log.records] == [
-        ("get", 200, None), ("get", 500, None)]
+        ("get", 200, None),
+        ("get", 500, None),
+    ]
 
 
 def test_rotated_files_are_read_as_one_log_ordered_by_completion(tmp_path: Path):
@@ -959,11 +1169,17 @@ def test_audit_timestamps_read_as_epoch_seconds(text, expected):
 # --- who made a write -------------------------------------------------------------------------
 
 AGENTS = [
-    ("taintkeeper's agent names its pod", "taintkeeper-controller/0.1.0 (taintkeeper-controller-6f7b9c-k2x4q)",
-     "taintkeeper-controller-6f7b9c-k2x4q"),
+    (
+        "taintkeeper's agent names its pod",
+        "taintkeeper-controller/0.1.0 (taintkeeper-controller-6f7b9c-k2x4q)",
+        "taintkeeper-controller-6f7b9c-k2x4q",
+    ),
     ("the last parentheses count", "taintkeeper-controller/0.1.0 (linux) (pod-b)", "pod-b"),
-    ("any other agent is its own replica", "kube-controller-manager/v1.20.2 (linux/amd64) kubernetes/faecb19",
-     "kube-controller-manager/v1.20.2 (linux/amd64) kubernetes/faecb19"),
+    (
+        "any other agent is its own replica",
+        "kube-controller-manager/v1.20.2 (linux/amd64) kubernetes/faecb19",
+        "kube-controller-manager/v1.20.2 (linux/amd64) kubernetes/faecb19",
+    ),
     ("taintkeeper's agent without a pod is itself", "taintkeeper-controller/0.1.0", "taintkeeper-controller/0.1.0"),
 ]
 
@@ -974,8 +1190,11 @@ def test_the_replica_of_a_write_comes_from_its_user_agent(agent, expected):
 
 
 HOLDERS = [
-    ("pod name and uuid", "taintkeeper-controller-6f7b9c-k2x4q_0f5a8a8e3e0b4d0e9c517d1f6f2b9e10",
-     "taintkeeper-controller-6f7b9c-k2x4q"),
+    (
+        "pod name and uuid",
+        "taintkeeper-controller-6f7b9c-k2x4q_0f5a8a8e3e0b4d0e9c517d1f6f2b9e10",
+        "taintkeeper-controller-6f7b9c-k2x4q",
+    ),
     ("an underscore in the name keeps all but the last part", "my_pod_abc", "my_pod"),
     ("no underscore", "solo", "solo"),
     ("released", "", ""),
@@ -1022,8 +1241,11 @@ BAD_INPUT = [
     ("no audit log", lambda path: (path / "logs" / "audit.log").unlink(), "no audit log at"),
     ("no fault log", lambda path: (path / "faults.jsonl").unlink(), "no fault log at"),
     ("a broken fault log", lambda path: (path / "faults.jsonl").write_text("{oops\n"), "line 1: not JSON"),
-    ("an audit log with no event", lambda path: (path / "logs" / "audit.log").write_text("junk\n"),
-     "no audit events in"),
+    (
+        "an audit log with no event",
+        lambda path: (path / "logs" / "audit.log").write_text("junk\n"),
+        "no audit events in",
+    ),
 ]
 
 

@@ -20,15 +20,26 @@ def run() -> Incident:
 
 TABLE = [
     ("every node of the log gets a track, by name", lambda i: [n.name for n in i.nodes] == ["n1", "n2", "n3"]),
-    ("the failed node is Ready from its registration, then Unknown from the controller's write",
-     lambda i: [(s.label, round(s.start - T0, 1), round(s.end - T0, 1)) for s in i.nodes[0].ready]
-     == [("True", 0.5, 50.0), ("Unknown", 50.0, 120.0)]),
-    ("its NoExecute taint is held from its timeAdded to the end of the log",
-     lambda i: [(s.label, s.start, s.end) for s in i.nodes[0].taints] == [(f"{UNREACHABLE}:NoExecute", T0 + 50.0,
-                                                                           i.end)]),
-    ("the judged eviction is a bar from the taint, deadline 5 s later, deleted when the controller deleted it",
-     lambda i: [(p.node, p.start, p.deadline, round(p.deleted - T0, 1) if p.deleted else None) for p in i.pods]
-     == [("n1", T0 + 50.0, T0 + 55.0, 55.2)]),
+    (
+        "the failed node is Ready from its registration, then Unknown from the controller's write",
+        lambda i: (
+            [(s.label, round(s.start - T0, 1), round(s.end - T0, 1)) for s in i.nodes[0].ready]
+            == [("True", 0.5, 50.0), ("Unknown", 50.0, 120.0)]
+        ),
+    ),
+    (
+        "its NoExecute taint is held from its timeAdded to the end of the log",
+        lambda i: (
+            [(s.label, s.start, s.end) for s in i.nodes[0].taints] == [(f"{UNREACHABLE}:NoExecute", T0 + 50.0, i.end)]
+        ),
+    ),
+    (
+        "the judged eviction is a bar from the taint, deadline 5 s later, deleted when the controller deleted it",
+        lambda i: (
+            [(p.node, p.start, p.deadline, round(p.deleted - T0, 1) if p.deleted else None) for p in i.pods]
+            == [("n1", T0 + 50.0, T0 + 55.0, 55.2)]
+        ),
+    ),
     ("the kubelet kill is a tick", lambda i: [(t.at, t.label) for t in i.events] == [(T0 + 10.0, "kubelet-kill n1")]),
 ]
 

@@ -32,8 +32,9 @@ from bench.webhook_verdicts import per_round_ratios, throughput_verdict, verdict
 
 
 def load(rps: float, bad: int = 0, errors: int = 0) -> LoadResult:
-    return LoadResult(rps=rps, p50_ms=1.0, p99_ms=2.0, requests=int(rps), bad_responses=bad, errors=errors,
-                      command=["wrk"])
+    return LoadResult(
+        rps=rps, p50_ms=1.0, p99_ms=2.0, requests=int(rps), bad_responses=bad, errors=errors, command=["wrk"]
+    )
 
 
 def slices(*cycles: dict[str, float]) -> list[Slice]:
@@ -42,8 +43,20 @@ def slices(*cycles: dict[str, float]) -> list[Slice]:
 
 
 def summary(server: str, peak_rps: float) -> Summary:
-    return Summary(server=server, peak_rps=peak_rps, peak_p50=1.0, peak_p99=2.0, fixed_p50=1.0, fixed_p99=2.0,
-                   fixed_rps=500.0, bad_responses=0, errors=0, log_problems=0, other_cores=0.0, rounds=1)
+    return Summary(
+        server=server,
+        peak_rps=peak_rps,
+        peak_p50=1.0,
+        peak_p99=2.0,
+        fixed_p50=1.0,
+        fixed_p99=2.0,
+        fixed_rps=500.0,
+        bad_responses=0,
+        errors=0,
+        log_problems=0,
+        other_cores=0.0,
+        rounds=1,
+    )
 
 
 def measurement(server: str, round_no: int, peak_rps: float, log_lines: list[str] | None = None) -> Measurement:
@@ -82,12 +95,21 @@ def test_the_order_leaves_the_given_list_alone():
 # --- per-cycle ratios and their medians -----------------------------------------------------
 
 CYCLE_RATIOS = [
-    ("each cycle's ratio comes from that cycle's own slices",
-     slices({"ours": 900, "static": 1000}, {"static": 500, "ours": 600}), [0.9, 1.2]),
-    ("ratios come in cycle order whatever order the slices are listed in",
-     list(reversed(slices({"ours": 100, "static": 400}, {"ours": 300, "static": 100}))), [0.25, 3.0]),
-    ("a cycle missing either server is left out",
-     [*slices({"ours": 100, "static": 200}), Slice(2, "ours", load(500))], [0.5]),
+    (
+        "each cycle's ratio comes from that cycle's own slices",
+        slices({"ours": 900, "static": 1000}, {"static": 500, "ours": 600}),
+        [0.9, 1.2],
+    ),
+    (
+        "ratios come in cycle order whatever order the slices are listed in",
+        list(reversed(slices({"ours": 100, "static": 400}, {"ours": 300, "static": 100}))),
+        [0.25, 3.0],
+    ),
+    (
+        "a cycle missing either server is left out",
+        [*slices({"ours": 100, "static": 200}), Slice(2, "ours", load(500))],
+        [0.5],
+    ),
     ("no slices give no ratios", [], []),
 ]
 
@@ -98,12 +120,18 @@ def test_a_ratio_per_cycle_from_that_cycles_slices(given, expected):
 
 
 PAIRS = [
-    ("the default servers give ours/static and ours/kopf", {"ours", "static", "kopf"},
-     [("ours", "static"), ("ours", "kopf")]),
+    (
+        "the default servers give ours/static and ours/kopf",
+        {"ours", "static", "kopf"},
+        [("ours", "static"), ("ours", "kopf")],
+    ),
     ("ours alone gives none", {"ours"}, []),
     ("without ours there is none", {"static", "kopf"}, []),
-    ("the gthread variants give their own ours/static", {"ours-gthread", "static-gthread"},
-     [("ours-gthread", "static-gthread")]),
+    (
+        "the gthread variants give their own ours/static",
+        {"ours-gthread", "static-gthread"},
+        [("ours-gthread", "static-gthread")],
+    ),
 ]
 
 
@@ -113,12 +141,25 @@ def test_ratios_are_taken_for_the_pairs_whose_servers_both_ran(servers, expected
 
 
 MEDIANS = [
-    ("the median of per-cycle ratios, not the ratio of per-server medians (which is 1.00x here)",
-     slices({"ours": 100, "static": 50}, {"ours": 200, "static": 400}, {"ours": 300, "static": 200}),
-     1.5, 0.5, 2.0),
-    ("an even number of cycles takes the mean of the middle two",
-     slices({"ours": 80, "static": 100}, {"ours": 90, "static": 100}, {"ours": 95, "static": 100},
-            {"ours": 70, "static": 100}), 0.85, 0.7, 0.95),
+    (
+        "the median of per-cycle ratios, not the ratio of per-server medians (which is 1.00x here)",
+        slices({"ours": 100, "static": 50}, {"ours": 200, "static": 400}, {"ours": 300, "static": 200}),
+        1.5,
+        0.5,
+        2.0,
+    ),
+    (
+        "an even number of cycles takes the mean of the middle two",
+        slices(
+            {"ours": 80, "static": 100},
+            {"ours": 90, "static": 100},
+            {"ours": 95, "static": 100},
+            {"ours": 70, "static": 100},
+        ),
+        0.85,
+        0.7,
+        0.95,
+    ),
     ("a single cycle is its own median, min and max", slices({"ours": 90, "static": 100}), 0.9, 0.9, 0.9),
 ]
 
@@ -133,7 +174,9 @@ def test_a_paired_ratio_is_the_median_of_the_cycles_with_their_range(given, medi
 def test_paired_ratios_cover_every_pair_present_in_the_slices():
     given = slices({"ours": 100, "static": 125, "kopf": 25}, {"kopf": 20, "static": 100, "ours": 80})
     assert [(r.top, r.bottom, r.ratios) for r in paired_ratios(given)] == [
-        ("ours", "static", pytest.approx([0.8, 0.8])), ("ours", "kopf", pytest.approx([4.0, 4.0]))]
+        ("ours", "static", pytest.approx([0.8, 0.8])),
+        ("ours", "kopf", pytest.approx([4.0, 4.0])),
+    ]
 
 
 def test_per_round_ratios_still_leave_out_rounds_missing_a_server():
@@ -147,12 +190,16 @@ def test_per_round_ratios_still_leave_out_rounds_missing_a_server():
 def test_a_cycles_progress_line_lists_the_servers_in_the_order_they_ran_and_the_cycles_ratios():
     given = slices({"ours": 900, "static": 1000, "kopf": 200}, {"kopf": 250, "static": 1200, "ours": 1000})
     assert cycle_line(given, 2, 12) == (
-        "paired cycle 2/12: kopf 250, static 1,200, ours 1,000 req/s | ours/static 0.83x, ours/kopf 4.00x")
+        "paired cycle 2/12: kopf 250, static 1,200, ours 1,000 req/s | ours/static 0.83x, ours/kopf 4.00x"
+    )
 
 
 def test_the_paired_table_gives_each_servers_median_and_range_and_each_ratios_median_and_range():
-    given = [*slices({"ours": 900, "static": 1000}, {"static": 2000, "ours": 1500}),
-             Slice(3, "ours", load(1200, bad=1)), Slice(3, "static", load(1500, errors=2))]
+    given = [
+        *slices({"ours": 900, "static": 1000}, {"static": 2000, "ours": 1500}),
+        Slice(3, "ours", load(1200, bad=1)),
+        Slice(3, "static", load(1500, errors=2)),
+    ]
     assert paired_table(given).splitlines() == [
         "| server | median req/s over slices | min-max req/s | slices | non-2xx / errors |",
         "|---|---:|---:|---:|---:|",
@@ -177,14 +224,23 @@ def test_the_cycles_table_shows_each_cycles_order_rates_and_ratios():
 
 
 THROUGHPUT = [
-    ("without paired slices the rounds' ratio of medians is judged, as before", None,
-     "- ours/static throughput: 0.80x (800 / 1,000 req/s; per round 0.80x) -- target >= 0.90x: MISS"),
-    ("paired slices above the target pass although the rounds missed it", PairedRatio("ours", "static", [0.92, 0.95]),
-     "- ours/static throughput, from the paired slices: 0.94x (median of 2 per-cycle ratios, 0.92-0.95x); "
-     "rounds: 0.80x (800 / 1,000 req/s; per round 0.80x) -- target >= 0.90x, on the paired median: PASS"),
-    ("paired slices below the target miss", PairedRatio("ours", "static", [0.7, 0.85, 0.99]),
-     "- ours/static throughput, from the paired slices: 0.85x (median of 3 per-cycle ratios, 0.70-0.99x); "
-     "rounds: 0.80x (800 / 1,000 req/s; per round 0.80x) -- target >= 0.90x, on the paired median: MISS"),
+    (
+        "without paired slices the rounds' ratio of medians is judged, as before",
+        None,
+        "- ours/static throughput: 0.80x (800 / 1,000 req/s; per round 0.80x) -- target >= 0.90x: MISS",
+    ),
+    (
+        "paired slices above the target pass although the rounds missed it",
+        PairedRatio("ours", "static", [0.92, 0.95]),
+        "- ours/static throughput, from the paired slices: 0.94x (median of 2 per-cycle ratios, 0.92-0.95x); "
+        "rounds: 0.80x (800 / 1,000 req/s; per round 0.80x) -- target >= 0.90x, on the paired median: PASS",
+    ),
+    (
+        "paired slices below the target miss",
+        PairedRatio("ours", "static", [0.7, 0.85, 0.99]),
+        "- ours/static throughput, from the paired slices: 0.85x (median of 3 per-cycle ratios, 0.70-0.99x); "
+        "rounds: 0.80x (800 / 1,000 req/s; per round 0.80x) -- target >= 0.90x, on the paired median: MISS",
+    ),
 ]
 
 
@@ -199,7 +255,9 @@ def test_a_pair_without_paired_slices_keeps_its_verdict_from_the_rounds():
     runs = [measurement(name, 1, s.peak_rps) for name, s in summaries.items()]
     lines = verdict_lines(summaries, runs, parse_args([]), [PairedRatio("ours", "static", [0.95])])
     assert [line.split(":", 1)[0] for line in lines if "throughput" in line] == [
-        "- ours/static throughput, from the paired slices", "- ours/kopf throughput"]
+        "- ours/static throughput, from the paired slices",
+        "- ours/kopf throughput",
+    ]
     assert lines[-1].endswith("target >= 3.8x: PASS")
 
 
@@ -216,16 +274,22 @@ def test_the_paired_options(argv, expected):
     assert (args.paired_slices, args.slice_seconds) == expected
 
 
-@pytest.mark.parametrize("argv", [["--paired-slices", "-1"], ["--slice-seconds", "0"]],
-                         ids=["negative cycles", "slices of no seconds"])
+@pytest.mark.parametrize(
+    "argv", [["--paired-slices", "-1"], ["--slice-seconds", "0"]], ids=["negative cycles", "slices of no seconds"]
+)
 def test_impossible_paired_options_stop_the_start(argv):
     with pytest.raises(SystemExit):
         parse_args(argv)
 
 
 def paired_run() -> PairedRun:
-    return PairedRun(slices({"ours": 900, "static": 1000}, {"static": 1000, "ours": 940}),
-                     {"ours": ["ValueError: boom"], "static": []}, 0.05, 0.01, 0.12)
+    return PairedRun(
+        slices({"ours": 900, "static": 1000}, {"static": 1000, "ours": 940}),
+        {"ours": ["ValueError: boom"], "static": []},
+        0.05,
+        0.01,
+        0.12,
+    )
 
 
 def test_the_report_section_is_left_out_when_the_paired_slices_did_not_run():
@@ -240,8 +304,9 @@ def test_the_log_problems_of_the_paired_servers_are_listed_with_the_rounds_ones(
 def test_the_report_gets_the_paired_section_and_keeps_the_current_state_before_and_what_follows(tmp_path: Path):
     report = tmp_path / "REPORT.md"
     state = "# Where it stands\n\n| figure | today |\n\n# History\n\n"
-    report.write_text(f"{state}{REPORT_START}\n## Webhook benchmark\n\nold figures\n\n{REPORT_END}\n\n"
-                      "## Another benchmark\n\nkept\n")
+    report.write_text(
+        f"{state}{REPORT_START}\n## Webhook benchmark\n\nold figures\n\n{REPORT_END}\n\n## Another benchmark\n\nkept\n"
+    )
     (tmp_path / "review.json").write_text("{}")
     (tmp_path / "post.lua").write_text(f'local file = assert(io.open("{tmp_path / "review.json"}", "rb"))\n')
     setup = Setup(tmp_path, tmp_path, tmp_path / "review.json", b"{}", tmp_path / "post.lua", 2, 8, None)

@@ -16,8 +16,15 @@ DAY = timedelta(days=1)
 
 
 def run(current, now=NOW, ca_days=3650, cert_days=365, renew_days=30):
-    return plan(current, "taintkeeper-webhook", "taintkeeper-system", ca_valid_for=ca_days * DAY,
-                cert_valid_for=cert_days * DAY, renew_before=renew_days * DAY, now=now)
+    return plan(
+        current,
+        "taintkeeper-webhook",
+        "taintkeeper-system",
+        ca_valid_for=ca_days * DAY,
+        cert_valid_for=cert_days * DAY,
+        renew_before=renew_days * DAY,
+        now=now,
+    )
 
 
 def subjects(pem_bundle: bytes) -> int:
@@ -108,16 +115,30 @@ class FakeApi:
         return self._write("patch_mutating_webhook_configuration")
 
 
-@pytest.mark.parametrize(("secret", "written"), [
-    (None, "create_namespaced_secret"),
-    ({"metadata": {"name": "tls", "namespace": "ns", "resourceVersion": "3"}, "data": {}},
-     "replace_namespaced_secret"),
-], ids=["no Secret yet", "a Secret without the files"])
+@pytest.mark.parametrize(
+    ("secret", "written"),
+    [
+        (None, "create_namespaced_secret"),
+        (
+            {"metadata": {"name": "tls", "namespace": "ns", "resourceVersion": "3"}, "data": {}},
+            "replace_namespaced_secret",
+        ),
+    ],
+    ids=["no Secret yet", "a Secret without the files"],
+)
 def test_every_write_response_is_read_and_its_connection_handed_back(monkeypatch, secret, written):
     api = FakeApi(secret)
     monkeypatch.setattr(sync.client, "CoreV1Api", api)
     monkeypatch.setattr(sync.client, "AdmissionregistrationV1Api", api)
-    summary = sync.sync_once(object(), namespace="ns", secret="tls", service="svc", configuration="taintkeeper",
-                             ca_valid_for=3650 * DAY, cert_valid_for=365 * DAY, renew_before=30 * DAY)
+    summary = sync.sync_once(
+        object(),
+        namespace="ns",
+        secret="tls",
+        service="svc",
+        configuration="taintkeeper",
+        ca_valid_for=3650 * DAY,
+        cert_valid_for=365 * DAY,
+        renew_before=30 * DAY,
+    )
     assert [method for method, _ in api.writes] == [written, "patch_mutating_webhook_configuration"], summary
     assert all(response.read_out and response.released for _, response in api.writes)

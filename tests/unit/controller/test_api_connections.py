@@ -30,22 +30,42 @@ API_SILENT_THREADS = {"eviction-timers"}
 # out-of-service handling), an event recorder per controller, the leader elector (with --leader-elect, the default).
 CASES = [
     ("every controller", [], 4 + 3 + 1 + NODE_LIFECYCLE_THREADS + 8 + 1 + OUT_OF_SERVICE_THREADS),
-    ("more eviction workers, more connections", ["--taint-eviction-workers=20"],
-     4 + 3 + 1 + NODE_LIFECYCLE_THREADS + 20 + 1 + OUT_OF_SERVICE_THREADS),
-    ("without leader election", ["--leader-elect=false"],
-     4 + 3 + NODE_LIFECYCLE_THREADS + 8 + 1 + OUT_OF_SERVICE_THREADS),
-    ("the taint eviction controller alone", ["--controllers=taint-eviction-controller",
-                                             "--backfill-default-tolerations=false"], 3 + 1 + 1 + 8),
-    ("node lifecycle alone", ["--controllers=nodelifecycle", "--backfill-default-tolerations=false"],
-     3 + 1 + 1 + NODE_LIFECYCLE_THREADS),
+    (
+        "more eviction workers, more connections",
+        ["--taint-eviction-workers=20"],
+        4 + 3 + 1 + NODE_LIFECYCLE_THREADS + 20 + 1 + OUT_OF_SERVICE_THREADS,
+    ),
+    (
+        "without leader election",
+        ["--leader-elect=false"],
+        4 + 3 + NODE_LIFECYCLE_THREADS + 8 + 1 + OUT_OF_SERVICE_THREADS,
+    ),
+    (
+        "the taint eviction controller alone",
+        ["--controllers=taint-eviction-controller", "--backfill-default-tolerations=false"],
+        3 + 1 + 1 + 8,
+    ),
+    (
+        "node lifecycle alone",
+        ["--controllers=nodelifecycle", "--backfill-default-tolerations=false"],
+        3 + 1 + 1 + NODE_LIFECYCLE_THREADS,
+    ),
     ("the backfill alone", ["--controllers=toleration-backfill"], 3 + 1 + 1 + 1),
-    ("the out-of-service handling alone", ["--controllers=out-of-service", "--backfill-default-tolerations=false"],
-     2 + 1 + OUT_OF_SERVICE_THREADS),
-    ("the out-of-service handling alone, auto-fencing: + node Leases",
-     ["--controllers=out-of-service", "--backfill-default-tolerations=false", "--auto-fence-after=10m"],
-     2 + 1 + OUT_OF_SERVICE_THREADS + 1),
-    ("every controller, auto-fencing: the node Leases are watched already", ["--auto-fence-after=10m"],
-     4 + 3 + 1 + NODE_LIFECYCLE_THREADS + 8 + 1 + OUT_OF_SERVICE_THREADS),
+    (
+        "the out-of-service handling alone",
+        ["--controllers=out-of-service", "--backfill-default-tolerations=false"],
+        2 + 1 + OUT_OF_SERVICE_THREADS,
+    ),
+    (
+        "the out-of-service handling alone, auto-fencing: + node Leases",
+        ["--controllers=out-of-service", "--backfill-default-tolerations=false", "--auto-fence-after=10m"],
+        2 + 1 + OUT_OF_SERVICE_THREADS + 1,
+    ),
+    (
+        "every controller, auto-fencing: the node Leases are watched already",
+        ["--auto-fence-after=10m"],
+        4 + 3 + 1 + NODE_LIFECYCLE_THREADS + 8 + 1 + OUT_OF_SERVICE_THREADS,
+    ),
 ]
 FLAGS = [case[1:] for case in CASES]
 IDS = [case[0] for case in CASES]
@@ -57,8 +77,9 @@ def test_the_pool_holds_a_connection_for_every_thread_that_calls_the_api(flags: 
 
 
 @pytest.mark.parametrize(("flags", "expected"), FLAGS, ids=IDS)
-def test_the_count_is_the_threads_the_runner_starts(flags: list[str], expected: int, tmp_path: Path,
-                                                   monkeypatch: pytest.MonkeyPatch) -> None:
+def test_the_count_is_the_threads_the_runner_starts(
+    flags: list[str], expected: int, tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
     options = parse_options(flags)
     path = tmp_path / "kubeconfig"
     path.write_text(KUBECONFIG)

@@ -24,27 +24,34 @@ from tests.support.fencing import OUT_OF_SERVICE_TAINT, START, node_json
 
 MIN_DOWN = 300.0
 NOW = START
-UNREACHABLE_TAINTS = [{"key": UNREACHABLE, "effect": NO_SCHEDULE},
-                      {"key": UNREACHABLE, "effect": NO_EXECUTE, "timeAdded": "2027-01-15T07:50:00Z"}]
+UNREACHABLE_TAINTS = [
+    {"key": UNREACHABLE, "effect": NO_SCHEDULE},
+    {"key": UNREACHABLE, "effect": NO_EXECUTE, "timeAdded": "2027-01-15T07:50:00Z"},
+]
 
 REFUSALS = {
     "down 10m, Unknown: may be fenced": (node_json(since=NOW - 600), None),
     "down exactly --min-down: may be fenced": (node_json(since=NOW - MIN_DOWN), None),
     "NotReady (False) 10m: may be fenced": (node_json("node1", "False", since=NOW - 600), None),
-    "Ready: refused": (node_json("node1", "True", since=NOW - 3600),
-                       "node node1 is Ready: its kubelet is reporting, so its pods may be running; not fencing it "
-                       "(fence only a node that is powered off, cut off, or whose workloads are known to be stopped)"),
+    "Ready: refused": (
+        node_json("node1", "True", since=NOW - 3600),
+        "node node1 is Ready: its kubelet is reporting, so its pods may be running; not fencing it "
+        "(fence only a node that is powered off, cut off, or whose workloads are known to be stopped)",
+    ),
     "down for less than --min-down: refused": (
         node_json(since=NOW - 130),
         "node node1 has not been Ready for only 2m10s (since 2027-01-15T07:57:50Z), less than --min-down 5m0s; "
-        "not fencing it yet"),
+        "not fencing it yet",
+    ),
     "no Ready condition: refused": (
         node_json("node1", None),
-        "node node1 has no Ready condition: cannot tell how long it has been down; not fencing it"),
+        "node node1 has no Ready condition: cannot tell how long it has been down; not fencing it",
+    ),
     "no transition time: refused": (
         node_json(since=None),
         "node node1 is not Ready (Unknown) but its Ready condition has no lastTransitionTime: cannot tell since "
-        "when; not fencing it"),
+        "when; not fencing it",
+    ),
 }
 
 
@@ -64,8 +71,9 @@ def applied(node: dict, ops) -> dict:
 
 FENCES = {
     "a node with no taints and no annotations": node_json(),
-    "a node with the failure taints and annotations": node_json(taints=UNREACHABLE_TAINTS,
-                                                                annotations={"a": "b", CONFIRMED_AT_ANNOTATION: "x"}),
+    "a node with the failure taints and annotations": node_json(
+        taints=UNREACHABLE_TAINTS, annotations={"a": "b", CONFIRMED_AT_ANNOTATION: "x"}
+    ),
     "a node with an empty taint list": node_json(taints=[], annotations={}),
 }
 
@@ -77,13 +85,21 @@ def test_fencing_adds_the_taint_and_who_and_when_and_keeps_everything_else(node)
     fenced = applied(node, patch.ops)
     taints = fenced["spec"]["taints"]
     assert taints[:-1] == (node["spec"].get("taints") or [])
-    assert taints[-1] == {"key": OUT_OF_SERVICE, "value": "nodeshutdown", "effect": NO_EXECUTE,
-                          "timeAdded": "2027-01-15T08:00:00Z"} == patch.taint
+    assert (
+        taints[-1]
+        == {"key": OUT_OF_SERVICE, "value": "nodeshutdown", "effect": NO_EXECUTE, "timeAdded": "2027-01-15T08:00:00Z"}
+        == patch.taint
+    )
     marks = fenced["metadata"]["annotations"]
-    assert marks == {**(node["metadata"].get("annotations") or {}),
-                     FENCED_BY_ANNOTATION: "alice@laptop as admin", FENCED_AT_ANNOTATION: "2027-01-15T08:00:00Z"}
-    assert patch.annotations == {FENCED_BY_ANNOTATION: "alice@laptop as admin",
-                                 FENCED_AT_ANNOTATION: "2027-01-15T08:00:00Z"}
+    assert marks == {
+        **(node["metadata"].get("annotations") or {}),
+        FENCED_BY_ANNOTATION: "alice@laptop as admin",
+        FENCED_AT_ANNOTATION: "2027-01-15T08:00:00Z",
+    }
+    assert patch.annotations == {
+        FENCED_BY_ANNOTATION: "alice@laptop as admin",
+        FENCED_AT_ANNOTATION: "2027-01-15T08:00:00Z",
+    }
     assert fenced_text(fenced) == "by alice@laptop as admin at 2027-01-15T08:00:00Z"
 
 
@@ -102,18 +118,34 @@ def test_a_node_fenced_already_gets_no_patch():
 
 UNFENCES = {
     "fenced by `fence`: the taint and both annotations go": (
-        node_json(taints=[*UNREACHABLE_TAINTS, OUT_OF_SERVICE_TAINT],
-                  annotations={"keep": "me", FENCED_BY_ANNOTATION: "a", FENCED_AT_ANNOTATION: "t"}),
-        UNREACHABLE_TAINTS, {"keep": "me"}),
+        node_json(
+            taints=[*UNREACHABLE_TAINTS, OUT_OF_SERVICE_TAINT],
+            annotations={"keep": "me", FENCED_BY_ANNOTATION: "a", FENCED_AT_ANNOTATION: "t"},
+        ),
+        UNREACHABLE_TAINTS,
+        {"keep": "me"},
+    ),
     "the confirmation goes too (the fencing it confirmed is over)": (
-        node_json(taints=[OUT_OF_SERVICE_TAINT], annotations={CONFIRMED_AT_ANNOTATION: "t"}), [], {}),
+        node_json(taints=[OUT_OF_SERVICE_TAINT], annotations={CONFIRMED_AT_ANNOTATION: "t"}),
+        [],
+        {},
+    ),
     "the taint put on by hand, with another value, in the middle": (
-        node_json(taints=[UNREACHABLE_TAINTS[0], {"key": OUT_OF_SERVICE, "value": "x", "effect": NO_EXECUTE},
-                          UNREACHABLE_TAINTS[1]]),
-        UNREACHABLE_TAINTS, None),
+        node_json(
+            taints=[
+                UNREACHABLE_TAINTS[0],
+                {"key": OUT_OF_SERVICE, "value": "x", "effect": NO_EXECUTE},
+                UNREACHABLE_TAINTS[1],
+            ]
+        ),
+        UNREACHABLE_TAINTS,
+        None,
+    ),
     "the key with another effect stays": (
         node_json(taints=[{"key": OUT_OF_SERVICE, "effect": NO_SCHEDULE}, OUT_OF_SERVICE_TAINT]),
-        [{"key": OUT_OF_SERVICE, "effect": NO_SCHEDULE}], None),
+        [{"key": OUT_OF_SERVICE, "effect": NO_SCHEDULE}],
+        None,
+    ),
     "only stray annotations": (node_json(annotations={FENCED_AT_ANNOTATION: "t"}), None, {}),
 }
 

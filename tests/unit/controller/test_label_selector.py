@@ -12,13 +12,19 @@ CASES = [
     ("matchLabels with a missing key", {"matchLabels": {"zone": "a"}}, False),
     ("In holds", {"matchExpressions": [{"key": "app", "operator": "In", "values": ["db", "web"]}]}, True),
     ("In on a missing key", {"matchExpressions": [{"key": "zone", "operator": "In", "values": ["a"]}]}, False),
-    ("NotIn on a missing key holds", {"matchExpressions": [{"key": "zone", "operator": "NotIn", "values": ["a"]}]},
-     True),
+    (
+        "NotIn on a missing key holds",
+        {"matchExpressions": [{"key": "zone", "operator": "NotIn", "values": ["a"]}]},
+        True,
+    ),
     ("NotIn on a listed value", {"matchExpressions": [{"key": "app", "operator": "NotIn", "values": ["web"]}]}, False),
     ("Exists", {"matchExpressions": [{"key": "tier", "operator": "Exists"}]}, True),
     ("DoesNotExist on a present key", {"matchExpressions": [{"key": "tier", "operator": "DoesNotExist"}]}, False),
-    ("every term must hold", {"matchLabels": {"app": "web"},
-                              "matchExpressions": [{"key": "tier", "operator": "In", "values": ["back"]}]}, False),
+    (
+        "every term must hold",
+        {"matchLabels": {"app": "web"}, "matchExpressions": [{"key": "tier", "operator": "In", "values": ["back"]}]},
+        False,
+    ),
     ("an unknown operator selects nothing", {"matchExpressions": [{"key": "app", "operator": "Gt"}]}, False),
 ]
 

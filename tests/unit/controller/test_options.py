@@ -27,21 +27,34 @@ from shared.defaults import DefaultSeconds
 def test_the_defaults_are_kube_controller_managers():
     options = parse_options([])
     assert (options.kubeconfig, options.leader_elect, options.dry_run) == (None, True, False)
-    assert (options.leader_elect_lease_duration, options.leader_elect_renew_deadline,
-            options.leader_elect_retry_period) == (15.0, 10.0, 2.0)
+    assert (
+        options.leader_elect_lease_duration,
+        options.leader_elect_renew_deadline,
+        options.leader_elect_retry_period,
+    ) == (15.0, 10.0, 2.0)
     assert (options.leader_elect_resource_name, options.leader_elect_resource_namespace) == (
-        "taintkeeper-controller", "taintkeeper-system")
+        "taintkeeper-controller",
+        "taintkeeper-system",
+    )
     assert (options.bind_address, options.port, options.taint_eviction_workers) == ("0.0.0.0", 10258, 8)
     assert options.controllers == frozenset(CONTROLLER_NAMES)
     assert (options.log_format, options.log_level) == ("plain", "INFO")
     monitor = options.monitor
     assert (monitor.node_monitor_period, monitor.node_monitor_grace_period, monitor.node_startup_grace_period) == (
-        5.0, 50.0, 60.0)
-    assert (monitor.node_eviction_rate, monitor.secondary_node_eviction_rate, monitor.large_cluster_size_threshold,
-            monitor.unhealthy_zone_threshold) == (0.1, 0.01, 50, 0.55)
+        5.0,
+        50.0,
+        60.0,
+    )
+    assert (
+        monitor.node_eviction_rate,
+        monitor.secondary_node_eviction_rate,
+        monitor.large_cluster_size_threshold,
+        monitor.unhealthy_zone_threshold,
+    ) == (0.1, 0.01, 50, 0.55)
     assert monitor.mark_pods_not_ready_on_transition_only is False  # taintkeeper's rule; true: upstream's
-    assert options.backfill == BackfillSettings(True, 10.0, frozenset({"taintkeeper-system", "kube-system"}),
-                                                DefaultSeconds(300, 300))
+    assert options.backfill == BackfillSettings(
+        True, 10.0, frozenset({"taintkeeper-system", "kube-system"}), DefaultSeconds(300, 300)
+    )
 
 
 # (flag as given, where the value lands, the value)
@@ -64,18 +77,30 @@ FLAGS = [
     (["--port=65535"], "port", 65535),
     (["--taint-eviction-workers=3"], "taint_eviction_workers", 3),
     (["--controllers=nodelifecycle"], "controllers", frozenset({NODE_LIFECYCLE})),
-    (["--controllers=*,-nodelifecycle"], "controllers",
-     frozenset({TAINT_EVICTION, TOLERATION_BACKFILL, OUT_OF_SERVICE})),
-    (["--controllers=*,-out-of-service"], "controllers", frozenset({NODE_LIFECYCLE, TAINT_EVICTION,
-                                                                   TOLERATION_BACKFILL})),
+    (
+        ["--controllers=*,-nodelifecycle"],
+        "controllers",
+        frozenset({TAINT_EVICTION, TOLERATION_BACKFILL, OUT_OF_SERVICE}),
+    ),
+    (
+        ["--controllers=*,-out-of-service"],
+        "controllers",
+        frozenset({NODE_LIFECYCLE, TAINT_EVICTION, TOLERATION_BACKFILL}),
+    ),
     ([], "auto_fence_after", None),
     (["--auto-fence-after=0"], "auto_fence_after", None),
     (["--auto-fence-after=10m"], "auto_fence_after", 600.0),
     ([], "feature_gates", {"TaintTolerationComparisonOperators": False}),
-    (["--feature-gates=TaintTolerationComparisonOperators=true"], "feature_gates",
-     {"TaintTolerationComparisonOperators": True}),
-    (["--controllers=taint-eviction-controller,toleration-backfill"], "controllers",
-     frozenset({TAINT_EVICTION, TOLERATION_BACKFILL})),
+    (
+        ["--feature-gates=TaintTolerationComparisonOperators=true"],
+        "feature_gates",
+        {"TaintTolerationComparisonOperators": True},
+    ),
+    (
+        ["--controllers=taint-eviction-controller,toleration-backfill"],
+        "controllers",
+        frozenset({TAINT_EVICTION, TOLERATION_BACKFILL}),
+    ),
     (["--node-monitor-period=2s"], "monitor.node_monitor_period", 2.0),
     (["--node-monitor-grace-period=40s"], "monitor.node_monitor_grace_period", 40.0),
     (["--node-startup-grace-period=1m30s"], "monitor.node_startup_grace_period", 90.0),
@@ -142,15 +167,16 @@ BAD = [
     (["--backfill-rate=0"], "--backfill-rate must be greater than zero"),
     (["--backfill-rate=fast"], "--backfill-rate: could not convert"),
     (["--backfill-default-tolerations=yes"], "--backfill-default-tolerations: invalid boolean"),
-    (["--mark-pods-not-ready-on-transition-only=on"],
-     "--mark-pods-not-ready-on-transition-only: invalid boolean 'on'"),
+    (["--mark-pods-not-ready-on-transition-only=on"], "--mark-pods-not-ready-on-transition-only: invalid boolean 'on'"),
     (["--default-not-ready-toleration-seconds=-1"], "--default-not-ready-toleration-seconds: invalid whole number"),
     (["--default-unreachable-toleration-seconds=1.5"], "--default-unreachable-toleration-seconds: invalid whole"),
     (["--controllers=toleration-backfill", "--backfill-default-tolerations=false"], "no controller left to run"),
     (["--auto-fence-after=10"], "--auto-fence-after: invalid duration '10'"),
     (["--auto-fence-after=-5m"], "--auto-fence-after must not be negative"),
-    (["--auto-fence-after=5m", "--controllers=*,-out-of-service"],
-     "--auto-fence-after needs the out-of-service controller (--controllers)"),
+    (
+        ["--auto-fence-after=5m", "--controllers=*,-out-of-service"],
+        "--auto-fence-after needs the out-of-service controller (--controllers)",
+    ),
     (["--log-format=xml"], "--log-format must be one of"),
     (["--log-level=TRACE"], "--log-level must be DEBUG, INFO, WARNING or ERROR"),
     (["--no-such-flag"], "unrecognized arguments: --no-such-flag"),
@@ -170,8 +196,17 @@ def test_a_bad_value_stops_the_start_with_one_line_and_exit_2(argv, message, cap
     assert message in lines[0]
 
 
-DURATIONS = [("0", 0.0), ("5s", 5.0), ("300ms", 0.3), ("1m30s", 90.0), ("1.5h", 5400.0), ("-5s", -5.0),
-             ("2us", 2e-6), ("10ns", 1e-8), (".5s", 0.5)]
+DURATIONS = [
+    ("0", 0.0),
+    ("5s", 5.0),
+    ("300ms", 0.3),
+    ("1m30s", 90.0),
+    ("1.5h", 5400.0),
+    ("-5s", -5.0),
+    ("2us", 2e-6),
+    ("10ns", 1e-8),
+    (".5s", 0.5),
+]
 
 
 @pytest.mark.parametrize(("text", "seconds"), DURATIONS, ids=[text for text, _ in DURATIONS])
@@ -185,8 +220,19 @@ def test_not_go_durations(text):
         parse_duration(text)
 
 
-@pytest.mark.parametrize(("text", "value"), [("1", True), ("t", True), ("TRUE", True), ("True", True),
-                                             ("0", False), ("f", False), ("FALSE", False), ("False", False)])
+@pytest.mark.parametrize(
+    ("text", "value"),
+    [
+        ("1", True),
+        ("t", True),
+        ("TRUE", True),
+        ("True", True),
+        ("0", False),
+        ("f", False),
+        ("FALSE", False),
+        ("False", False),
+    ],
+)
 def test_go_booleans(text, value):
     assert parse_bool(text) is value
 
@@ -194,6 +240,11 @@ def test_go_booleans(text, value):
 def test_help_exits_0_and_names_every_flag(capsys):
     assert main(["--help"]) == 0
     out = capsys.readouterr().out
-    for flag in ("--leader-elect-lease-duration", "--controllers", "--node-monitor-grace-period",
-                 "--backfill-rate", "--taint-eviction-workers"):
+    for flag in (
+        "--leader-elect-lease-duration",
+        "--controllers",
+        "--node-monitor-grace-period",
+        "--backfill-rate",
+        "--taint-eviction-workers",
+    ):
         assert flag in out

@@ -7,19 +7,40 @@ import pytest
 from controller.objects import last_stamped, lease_view, node_view
 
 KUBELET_137 = [
-    {"manager": "kubelet", "operation": "Update", "time": "2026-11-27T03:14:56Z",
-     "fieldsV1": {"f:metadata": {"f:labels": {}}}},
-    {"manager": "kubelet", "operation": "Update", "subresource": "status", "time": "2026-11-27T03:14:58Z",
-     "fieldsV1": {"f:status": {"f:conditions": {}}}},
-    {"manager": "taintkeeper-controller", "operation": "Update", "time": "2026-11-27T03:15:30Z",
-     "fieldsV1": {"f:spec": {"f:taints": {}}}},
+    {
+        "manager": "kubelet",
+        "operation": "Update",
+        "time": "2026-11-27T03:14:56Z",
+        "fieldsV1": {"f:metadata": {"f:labels": {}}},
+    },
+    {
+        "manager": "kubelet",
+        "operation": "Update",
+        "subresource": "status",
+        "time": "2026-11-27T03:14:58Z",
+        "fieldsV1": {"f:status": {"f:conditions": {}}},
+    },
+    {
+        "manager": "taintkeeper-controller",
+        "operation": "Update",
+        "time": "2026-11-27T03:15:30Z",
+        "fieldsV1": {"f:spec": {"f:taints": {}}},
+    },
 ]
 # Before 1.22 an entry names no subresource: the kubelet's one entry holds its status writes too.
 KUBELET_120 = [
-    {"manager": "kubelet", "operation": "Update", "time": "2021-01-13T10:00:07Z",
-     "fieldsV1": {"f:metadata": {"f:labels": {}}, "f:status": {"f:conditions": {}}}},
-    {"manager": "taintkeeper-controller", "operation": "Update", "time": "2021-01-13T10:00:30Z",
-     "fieldsV1": {"f:spec": {"f:taints": {}}}},
+    {
+        "manager": "kubelet",
+        "operation": "Update",
+        "time": "2021-01-13T10:00:07Z",
+        "fieldsV1": {"f:metadata": {"f:labels": {}}, "f:status": {"f:conditions": {}}},
+    },
+    {
+        "manager": "taintkeeper-controller",
+        "operation": "Update",
+        "time": "2021-01-13T10:00:30Z",
+        "fieldsV1": {"f:spec": {"f:taints": {}}},
+    },
 ]
 
 CASES = [
@@ -37,6 +58,10 @@ def test_the_last_stamp_of_a_subresource_is_read_from_its_managed_fields(fields,
 
 def test_the_views_carry_the_stamps_a_new_leader_dates_a_silence_by():
     node = node_view({"metadata": {"name": "n1", "managedFields": KUBELET_137}})
-    lease = lease_view({"metadata": {"name": "n1", "managedFields": [KUBELET_137[0]]},
-                        "spec": {"renewTime": "2026-11-27T03:14:56.000000Z"}})
+    lease = lease_view(
+        {
+            "metadata": {"name": "n1", "managedFields": [KUBELET_137[0]]},
+            "spec": {"renewTime": "2026-11-27T03:14:56.000000Z"},
+        }
+    )
     assert (node.status_stamped, lease.stamped) == ("2026-11-27T03:14:58Z", "2026-11-27T03:14:56Z")

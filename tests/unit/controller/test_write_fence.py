@@ -65,6 +65,7 @@ class RecordingCore:
         def call(*_args: Any, **_kwargs: Any) -> object:
             self.calls.append(method)
             return http_response(b"{}")
+
         return call
 
     @property
@@ -73,8 +74,11 @@ class RecordingCore:
 
 
 def node_json() -> dict[str, Any]:
-    return {"metadata": {"name": NODE_NAME, "uid": "uid-node1", "resourceVersion": "7"},
-            "spec": {"taints": [taint()]}, "status": {"conditions": [{"type": "Ready", "status": "True"}]}}
+    return {
+        "metadata": {"name": NODE_NAME, "uid": "uid-node1", "resourceVersion": "7"},
+        "spec": {"taints": [taint()]},
+        "status": {"conditions": [{"type": "Ready", "status": "True"}]},
+    }
 
 
 def cached_node() -> MemoryStore[NodeView]:
@@ -93,6 +97,7 @@ def fence(clock: FakeClock, renewed_ago: float | None) -> WriteFence:
 
 # --- each edge ---------------------------------------------------------------------------------------
 
+
 @dataclass(frozen=True)
 class EdgeCase:
     write: Callable[[client.ApiClient, WriteFence], object]  # the edge's write, as its caller makes it
@@ -104,24 +109,44 @@ class EdgeCase:
 EDGE_CASES = {
     "taints (swap_taints)": EdgeCase(
         lambda api, f: KubeNodeLifecycleApi(api, f, cache=cached_node()).swap_taints(
-            NODE_NAME, [NOT_READY_NO_SCHEDULE], []),
-        True, ["patch_node"], refused=False),
+            NODE_NAME, [NOT_READY_NO_SCHEDULE], []
+        ),
+        True,
+        ["patch_node"],
+        refused=False,
+    ),
     "node conditions (post_conditions)": EdgeCase(
         lambda api, f: KubeNodeLifecycleApi(api, f).post_conditions(node_view(node_json()), [UNKNOWN_READY]),
-        True, ["patch_node_status"], refused=False),
+        True,
+        ["patch_node_status"],
+        refused=False,
+    ),
     "beta OS/arch labels (set_labels)": EdgeCase(
-        lambda api, f: KubeNodeLifecycleApi(api, f).set_labels(node_view(node_json()),
-                                                               {"beta.kubernetes.io/os": "linux"}),
-        True, ["patch_node"], refused=False),
+        lambda api, f: KubeNodeLifecycleApi(api, f).set_labels(
+            node_view(node_json()), {"beta.kubernetes.io/os": "linux"}
+        ),
+        True,
+        ["patch_node"],
+        refused=False,
+    ),
     "pod NotReady (mark_pod_not_ready)": EdgeCase(
         lambda api, f: KubeNodeLifecycleApi(api, f).mark_pod_not_ready(pod("p")),
-        None, ["patch_namespaced_pod_status"], refused=WriteFenced),
+        None,
+        ["patch_namespaced_pod_status"],
+        refused=WriteFenced,
+    ),
     "DisruptionTarget and DELETE (evict)": EdgeCase(
         lambda api, f: KubeEvictionActions(api, f).evict(pod("p")),
-        None, ["patch_namespaced_pod_status", "delete_namespaced_pod"], refused=WriteFenced),
+        None,
+        ["patch_namespaced_pod_status", "delete_namespaced_pod"],
+        refused=WriteFenced,
+    ),
     "backfill patch (patch_pod)": EdgeCase(
         lambda api, f: KubeBackfillApi(api, f).patch_pod("apps", "p", [{"op": "add", "path": "/x", "value": 1}]),
-        True, ["patch_namespaced_pod"], refused=WriteFenced),  # False would mean "pod gone": done
+        True,
+        ["patch_namespaced_pod"],
+        refused=WriteFenced,
+    ),  # False would mean "pod gone": done
 }
 
 
@@ -189,13 +214,20 @@ def recording_requests(calls: list[str]) -> client.ApiClient:
     200: the policy group's discovery document for GET /apis/policy, else {}."""
     api = client.ApiClient(client.Configuration())
 
-    def request(method: str, url: str, headers: Any = None, body: Any = None, post_params: Any = None,
-                _request_timeout: Any = None) -> rest.RESTResponse:
+    def request(
+        method: str,
+        url: str,
+        headers: Any = None,
+        body: Any = None,
+        post_params: Any = None,
+        _request_timeout: Any = None,
+    ) -> rest.RESTResponse:
         path = urlsplit(url).path
         calls.append(f"{method} {path}")
         body = POLICY_GROUP if path == "/apis/policy" else {}
-        return rest.RESTResponse(urllib3.HTTPResponse(body=json.dumps(body).encode(), status=200,
-                                                      preload_content=False))
+        return rest.RESTResponse(
+            urllib3.HTTPResponse(body=json.dumps(body).encode(), status=200, preload_content=False)
+        )
 
     api.rest_client.request = request  # type: ignore[method-assign]
     return api
@@ -209,14 +241,20 @@ def test_the_first_eviction_sends_nothing_but_its_post_after_the_fence_check(cor
     eviction = "POST /api/v1/namespaces/default/pods/p/eviction"
 
     assert actions.request_eviction(pod("p")) is None
-    assert calls == ["GET /apis/policy", "fence pod-eviction", eviction,
-                     "fence pod-disruption-target", "patch_namespaced_pod_status"]
+    assert calls == [
+        "GET /apis/policy",
+        "fence pod-eviction",
+        eviction,
+        "fence pod-disruption-target",
+        "patch_namespaced_pod_status",
+    ]
     calls.clear()
     assert actions.request_eviction(pod("p")) is None  # the version is asked once
     assert calls == ["fence pod-eviction", eviction, "fence pod-disruption-target", "patch_namespaced_pod_status"]
 
 
 # --- the eviction manager and the backfill retry it, and count it neither done nor failed -----------------
+
 
 def sample(name: str) -> float:
     return REGISTRY.get_sample_value(name) or 0.0
@@ -230,8 +268,13 @@ def test_a_fenced_eviction_is_retried_not_done_and_not_an_api_failure(core: Reco
     clock = FakeClock()
     write_fence = fence(clock, renewed_ago=RENEW_DEADLINE + 1)  # woke from a pause, not renewed yet
     pods: MemoryStore = MemoryStore()
-    manager = TaintEvictionManager(pods, KubeEvictionActions(client.ApiClient(client.Configuration()), write_fence),
-                                   RecordingEvents(), clock=clock, queue=WorkQueue(clock))
+    manager = TaintEvictionManager(
+        pods,
+        KubeEvictionActions(client.ApiClient(client.Configuration()), write_fence),
+        RecordingEvents(),
+        clock=clock,
+        queue=WorkQueue(clock),
+    )
     manager.activate()
     failures = sample("taintkeeper_pod_deletion_failures_total")
     deletions = sample("taint_eviction_controller_pod_deletions_total")
@@ -276,6 +319,7 @@ def test_a_fenced_backfill_is_retried_not_done_and_not_an_api_failure() -> None:
 
 
 # --- the runner's fence ------------------------------------------------------------------------------
+
 
 def test_without_leader_election_the_runners_fence_is_always_open() -> None:
     assert write_fence(parse_options(["--leader-elect=false"])).permits("node-taints", "node node1")

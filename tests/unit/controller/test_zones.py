@@ -56,39 +56,69 @@ KEY_R2Z2 = "region2:\x00:zone2"
 # Each node: (labels, Ready status seen on the first pass, Ready status 60 minutes later).
 # None = no Ready condition (a node that never posted status, or one whose condition was removed).
 MONITOR_NODE_HEALTH_CASES = [  # upstream TestMonitorNodeHealth, same names
-    ("No Disruption: Node created recently without failure domain labels",
-     [({}, "True", "True")],
-     {"": NORMAL}, {"": NORMAL}),
-    ("No Disruption: Initially both zones down, one comes back",
-     [(Z1, "Unknown", "Unknown"), (Z2, "Unknown", "True")],
-     {KEY_Z1: FULL, KEY_Z2: FULL}, {KEY_Z1: FULL, KEY_Z2: NORMAL}),
-    ("Partial Disruption: Nodes created recently without status conditions",
-     [(Z1, None, "Unknown"), (Z1, None, "Unknown"), (Z1, None, "Unknown"), (Z1, None, "True")],
-     {KEY_Z1: FULL}, {KEY_Z1: PARTIAL}),
-    ("Partial Disruption: one Node failed leading to the number of healthy Nodes to exceed the configured threshold",
-     [(Z1, "Unknown", "Unknown"), (Z1, "Unknown", "Unknown"), (Z1, "True", "Unknown"), (Z1, "True", "True"),
-      (Z1, "True", "True")],
-     {KEY_Z1: NORMAL}, {KEY_Z1: PARTIAL}),
-    ("Full Disruption: the zone has less than 2 Nodes down, the last healthy Node has failed",
-     [(Z1, "Unknown", "Unknown"), (Z1, "Unknown", "Unknown"), (Z1, "True", "Unknown")],
-     {KEY_Z1: NORMAL}, {KEY_Z1: FULL}),
-    ("Full Disruption: all the Nodes in one zone are down",
-     [(Z1, "Unknown", "Unknown"), (Z2, "True", "True")],
-     {KEY_Z1: FULL, KEY_Z2: NORMAL}, {KEY_Z1: FULL, KEY_Z2: NORMAL}),
-    ("Full Disruption: all the Nodes in both the zones are down",
-     [(Z1, "Unknown", "Unknown"), (R2Z2, "Unknown", "Unknown")],
-     {KEY_Z1: FULL, KEY_R2Z2: FULL}, {KEY_Z1: FULL, KEY_R2Z2: FULL}),
-    ("Full Disruption: Ready condition removed from the Node",
-     [(Z1, "True", None)],
-     {KEY_Z1: NORMAL}, {KEY_Z1: FULL}),
-    ("Full Disruption: the only available Node has the node.kubernetes.io/exclude-disruption label",
-     [(Z1, "Unknown", "Unknown"), (Z1_EXCLUDED, "True", "True")],
-     {KEY_Z1: FULL}, {KEY_Z1: FULL}),
+    (
+        "No Disruption: Node created recently without failure domain labels",
+        [({}, "True", "True")],
+        {"": NORMAL},
+        {"": NORMAL},
+    ),
+    (
+        "No Disruption: Initially both zones down, one comes back",
+        [(Z1, "Unknown", "Unknown"), (Z2, "Unknown", "True")],
+        {KEY_Z1: FULL, KEY_Z2: FULL},
+        {KEY_Z1: FULL, KEY_Z2: NORMAL},
+    ),
+    (
+        "Partial Disruption: Nodes created recently without status conditions",
+        [(Z1, None, "Unknown"), (Z1, None, "Unknown"), (Z1, None, "Unknown"), (Z1, None, "True")],
+        {KEY_Z1: FULL},
+        {KEY_Z1: PARTIAL},
+    ),
+    (
+        "Partial Disruption: one Node failed leading to the number of healthy Nodes to exceed the configured threshold",
+        [
+            (Z1, "Unknown", "Unknown"),
+            (Z1, "Unknown", "Unknown"),
+            (Z1, "True", "Unknown"),
+            (Z1, "True", "True"),
+            (Z1, "True", "True"),
+        ],
+        {KEY_Z1: NORMAL},
+        {KEY_Z1: PARTIAL},
+    ),
+    (
+        "Full Disruption: the zone has less than 2 Nodes down, the last healthy Node has failed",
+        [(Z1, "Unknown", "Unknown"), (Z1, "Unknown", "Unknown"), (Z1, "True", "Unknown")],
+        {KEY_Z1: NORMAL},
+        {KEY_Z1: FULL},
+    ),
+    (
+        "Full Disruption: all the Nodes in one zone are down",
+        [(Z1, "Unknown", "Unknown"), (Z2, "True", "True")],
+        {KEY_Z1: FULL, KEY_Z2: NORMAL},
+        {KEY_Z1: FULL, KEY_Z2: NORMAL},
+    ),
+    (
+        "Full Disruption: all the Nodes in both the zones are down",
+        [(Z1, "Unknown", "Unknown"), (R2Z2, "Unknown", "Unknown")],
+        {KEY_Z1: FULL, KEY_R2Z2: FULL},
+        {KEY_Z1: FULL, KEY_R2Z2: FULL},
+    ),
+    ("Full Disruption: Ready condition removed from the Node", [(Z1, "True", None)], {KEY_Z1: NORMAL}, {KEY_Z1: FULL}),
+    (
+        "Full Disruption: the only available Node has the node.kubernetes.io/exclude-disruption label",
+        [(Z1, "Unknown", "Unknown"), (Z1_EXCLUDED, "True", "True")],
+        {KEY_Z1: FULL},
+        {KEY_Z1: FULL},
+    ),
 ]
 
 
-@pytest.mark.parametrize(("nodes", "initial", "following"), [c[1:] for c in MONITOR_NODE_HEALTH_CASES],
-                         ids=[c[0] for c in MONITOR_NODE_HEALTH_CASES])
+@pytest.mark.parametrize(
+    ("nodes", "initial", "following"),
+    [c[1:] for c in MONITOR_NODE_HEALTH_CASES],
+    ids=[c[0] for c in MONITOR_NODE_HEALTH_CASES],
+)
 def test_zone_state_transitions(nodes, initial, following):
     assert zone_states(nodes, 0) == initial
     assert zone_states(nodes, 1) == following
@@ -131,19 +161,36 @@ ZONE_KEY_CASES = [
     ("zone only", {LABEL_TOPOLOGY_ZONE: "zone1"}, ":\x00:zone1"),
     ("region only", {LABEL_TOPOLOGY_REGION: "region1"}, "region1:\x00:"),
     ("region and zone", {LABEL_TOPOLOGY_REGION: "region1", LABEL_TOPOLOGY_ZONE: "zone1"}, "region1:\x00:zone1"),
-    ("beta labels only", {LABEL_FAILURE_DOMAIN_BETA_REGION: "region1", LABEL_FAILURE_DOMAIN_BETA_ZONE: "zone1"},
-     "region1:\x00:zone1"),
-    ("beta labels win over topology labels (upstream GetZoneKey)",
-     {LABEL_FAILURE_DOMAIN_BETA_REGION: "beta-r", LABEL_FAILURE_DOMAIN_BETA_ZONE: "beta-z",
-      LABEL_TOPOLOGY_REGION: "topo-r", LABEL_TOPOLOGY_ZONE: "topo-z"},
-     "beta-r:\x00:beta-z"),
-    ("region and zone fall back independently",
-     {LABEL_FAILURE_DOMAIN_BETA_ZONE: "beta-z", LABEL_TOPOLOGY_REGION: "topo-r", LABEL_TOPOLOGY_ZONE: "topo-z"},
-     "topo-r:\x00:beta-z"),
-    ("an empty beta label still shadows the topology label (presence, as upstream)",
-     {LABEL_FAILURE_DOMAIN_BETA_ZONE: "", LABEL_TOPOLOGY_ZONE: "topo-z"}, ""),
-    ("a colon in the region cannot collide with another zone",
-     {LABEL_TOPOLOGY_REGION: "a:b", LABEL_TOPOLOGY_ZONE: "c"}, "a:b:\x00:c"),
+    (
+        "beta labels only",
+        {LABEL_FAILURE_DOMAIN_BETA_REGION: "region1", LABEL_FAILURE_DOMAIN_BETA_ZONE: "zone1"},
+        "region1:\x00:zone1",
+    ),
+    (
+        "beta labels win over topology labels (upstream GetZoneKey)",
+        {
+            LABEL_FAILURE_DOMAIN_BETA_REGION: "beta-r",
+            LABEL_FAILURE_DOMAIN_BETA_ZONE: "beta-z",
+            LABEL_TOPOLOGY_REGION: "topo-r",
+            LABEL_TOPOLOGY_ZONE: "topo-z",
+        },
+        "beta-r:\x00:beta-z",
+    ),
+    (
+        "region and zone fall back independently",
+        {LABEL_FAILURE_DOMAIN_BETA_ZONE: "beta-z", LABEL_TOPOLOGY_REGION: "topo-r", LABEL_TOPOLOGY_ZONE: "topo-z"},
+        "topo-r:\x00:beta-z",
+    ),
+    (
+        "an empty beta label still shadows the topology label (presence, as upstream)",
+        {LABEL_FAILURE_DOMAIN_BETA_ZONE: "", LABEL_TOPOLOGY_ZONE: "topo-z"},
+        "",
+    ),
+    (
+        "a colon in the region cannot collide with another zone",
+        {LABEL_TOPOLOGY_REGION: "a:b", LABEL_TOPOLOGY_ZONE: "c"},
+        "a:b:\x00:c",
+    ),
 ]
 
 
@@ -159,10 +206,12 @@ def labels_of(node):
 EXCLUDED_CASES = [  # upstream Test_isNodeExcludedFromDisruptionChecks, plus presence-not-value
     ("empty labels are not excluded", {"metadata": {"labels": {}}}, False),
     ("a node named like a master without the label is not excluded", {"metadata": {"name": "master-abc"}}, False),
-    ("the label present with an empty value excludes", {"metadata": {"labels": {EXCLUDE_DISRUPTION_LABEL: ""}}},
-     True),
-    ("the label excludes whatever its value, even false",
-     {"metadata": {"labels": {EXCLUDE_DISRUPTION_LABEL: "false"}}}, True),
+    ("the label present with an empty value excludes", {"metadata": {"labels": {EXCLUDE_DISRUPTION_LABEL: ""}}}, True),
+    (
+        "the label excludes whatever its value, even false",
+        {"metadata": {"labels": {EXCLUDE_DISRUPTION_LABEL: "false"}}},
+        True,
+    ),
 ]
 
 
@@ -182,8 +231,9 @@ RATE_CASES = [
 ]
 
 
-@pytest.mark.parametrize(("state", "zone_size", "expected"), [c[1:] for c in RATE_CASES],
-                         ids=[c[0] for c in RATE_CASES])
+@pytest.mark.parametrize(
+    ("state", "zone_size", "expected"), [c[1:] for c in RATE_CASES], ids=[c[0] for c in RATE_CASES]
+)
 def test_eviction_rate(state, zone_size, expected):
     assert eviction_rate(state, zone_size, **RATES) == expected
 
@@ -197,8 +247,9 @@ HEALTH_CASES = [
 ]
 
 
-@pytest.mark.parametrize(("ready", "not_ready", "expected"), [c[1:] for c in HEALTH_CASES],
-                         ids=[c[0] for c in HEALTH_CASES])
+@pytest.mark.parametrize(
+    ("ready", "not_ready", "expected"), [c[1:] for c in HEALTH_CASES], ids=[c[0] for c in HEALTH_CASES]
+)
 def test_zone_health_percent(ready, not_ready, expected):
     assert zone_health_percent(ready, not_ready) == pytest.approx(expected)
 

@@ -33,7 +33,7 @@ def final_stage_directives() -> list[tuple[str, str]]:
     text = re.sub(r"\\\n\s*", " ", CONTAINERFILE.read_text())
     lines = [line.strip() for line in text.splitlines() if line.strip() and not line.strip().startswith("#")]
     last_from = max(i for i, line in enumerate(lines) if line.upper().startswith("FROM "))
-    return [(line.split(None, 1)[0].upper(), line.split(None, 1)[1]) for line in lines[last_from + 1:]]
+    return [(line.split(None, 1)[0].upper(), line.split(None, 1)[1]) for line in lines[last_from + 1 :]]
 
 
 def test_config_is_the_containerfiles_final_stage() -> None:
@@ -61,8 +61,9 @@ def test_config_is_the_containerfiles_final_stage() -> None:
     assert {"USER", "WORKDIR", "CMD", "EXPOSE", "ENV", "COPY"} <= seen
     # Nothing in the config that the Containerfile (or the python:3.11-slim base's PATH and LANG) does not give.
     assert set(config) <= {"User", "WorkingDir", "Cmd", "Entrypoint", "ExposedPorts", "Env", "Labels"}
-    assert set(env) <= set(image_recipe.BASE_ENV) | {pair.split("=", 1)[0] for op, args in final_stage_directives()
-                                               if op == "ENV" for pair in shlex.split(args)}
+    assert set(env) <= set(image_recipe.BASE_ENV) | {
+        pair.split("=", 1)[0] for op, args in final_stage_directives() if op == "ENV" for pair in shlex.split(args)
+    }
 
 
 def test_config_values_the_manifests_rely_on() -> None:
@@ -103,8 +104,12 @@ def test_manifests_pods_fit_the_image() -> None:
     recipe = image_recipe.recipe_from_containerfile()
     config = image_recipe.image_config(recipe)
     uid, gid = (int(part) for part in config["User"].split(":"))
-    containers = [(spec, container) for spec in pod_specs() for container in spec["containers"]
-                  if container["image"].startswith("taintkeeper:")]
+    containers = [
+        (spec, container)
+        for spec in pod_specs()
+        for container in spec["containers"]
+        if container["image"].startswith("taintkeeper:")
+    ]
     assert len(containers) >= 4  # webhook, controller, the certs Job and CronJob
     for spec, container in containers:
         command = container["command"]
@@ -138,23 +143,33 @@ def variant(tmp_path: Path, old: str, new: str) -> Path:
     return path
 
 
-@pytest.mark.parametrize(("old", "new", "message"), [
-    ("RUN /opt/taintkeeper/bin/python -m pip uninstall -y pip setuptools",
-     "RUN apt-get update", "cannot mirror `RUN apt-get update` in the build stage"),
-    ('CMD ["python", "-m", "webhook"]', "CMD python -m webhook", "exec (JSON) form"),
-    ("FROM python:3.11-slim\n", "FROM debian:bookworm-slim\n", "only python:X.Y-slim"),
-    ("USER 65532:65532", "USER 65532:65532\nHEALTHCHECK CMD true", "cannot mirror `HEALTHCHECK CMD true`"),
-    ("COPY --from=build /opt/taintkeeper /opt/taintkeeper", "COPY --from=build /opt/taintkeeper /opt/other",
-     "may only `COPY --from=build"),
-])
+@pytest.mark.parametrize(
+    ("old", "new", "message"),
+    [
+        (
+            "RUN /opt/taintkeeper/bin/python -m pip uninstall -y pip setuptools",
+            "RUN apt-get update",
+            "cannot mirror `RUN apt-get update` in the build stage",
+        ),
+        ('CMD ["python", "-m", "webhook"]', "CMD python -m webhook", "exec (JSON) form"),
+        ("FROM python:3.11-slim\n", "FROM debian:bookworm-slim\n", "only python:X.Y-slim"),
+        ("USER 65532:65532", "USER 65532:65532\nHEALTHCHECK CMD true", "cannot mirror `HEALTHCHECK CMD true`"),
+        (
+            "COPY --from=build /opt/taintkeeper /opt/taintkeeper",
+            "COPY --from=build /opt/taintkeeper /opt/other",
+            "may only `COPY --from=build",
+        ),
+    ],
+)
 def test_what_the_builder_cannot_mirror_stops_it(tmp_path: Path, old: str, new: str, message: str) -> None:
     with pytest.raises(image_recipe.RecipeError, match=re.escape(message)):
         image_recipe.recipe_from_containerfile(variant(tmp_path, old, new))
 
 
 def test_the_recipe_follows_the_containerfile(tmp_path: Path) -> None:
-    path = variant(tmp_path, "EXPOSE 8443 10258",
-                   "EXPOSE 9443 10258/udp\nENV A=1\nENV A=2 \\\n    B=\"${A} x\"\nLABEL k=v")
+    path = variant(
+        tmp_path, "EXPOSE 8443 10258", 'EXPOSE 9443 10258/udp\nENV A=1\nENV A=2 \\\n    B="${A} x"\nLABEL k=v'
+    )
     recipe = image_recipe.recipe_from_containerfile(path)
     config = image_recipe.image_config(recipe)
     assert config["ExposedPorts"] == {"9443/tcp": {}, "10258/udp": {}}
@@ -169,8 +184,11 @@ def test_the_recipe_follows_the_containerfile(tmp_path: Path) -> None:
 
 def test_the_build_stages_compiler_is_required_of_the_host(tmp_path: Path) -> None:
     assert image_recipe.recipe_from_containerfile().build_packages == ["gcc", "libc6-dev"]
-    path = variant(tmp_path, "install -y --no-install-recommends gcc libc6-dev",
-                   "install -y --no-install-recommends gcc libc6-dev no-such-package-here")
+    path = variant(
+        tmp_path,
+        "install -y --no-install-recommends gcc libc6-dev",
+        "install -y --no-install-recommends gcc libc6-dev no-such-package-here",
+    )
     recipe = image_recipe.recipe_from_containerfile(path)
     with pytest.raises(image_commands.BuildError, match="no-such-package-here"):
         image.build(tmp_path / "out.tar", recipe, image.DEFAULT_TAG)
@@ -233,8 +251,15 @@ def test_layers_are_deterministic(tmp_path: Path) -> None:
     assert len(digests) == 1
     with tarfile.open(tmp_path / "layer0.tar.gz") as tar:
         members = tar.getmembers()
-    assert [member.name for member in members] == ["etc", "etc/passwd", "opt", "opt/x", "opt/x/link", "opt/x/pkg",
-                                                   "opt/x/pkg/a.py"]
+    assert [member.name for member in members] == [
+        "etc",
+        "etc/passwd",
+        "opt",
+        "opt/x",
+        "opt/x/link",
+        "opt/x/pkg",
+        "opt/x/pkg/a.py",
+    ]
     assert {(member.mtime, member.uid, member.gid) for member in members} == {(0, 0, 0)}
 
 
@@ -254,8 +279,9 @@ def test_oci_archive_layout(tmp_path: Path) -> None:
     descriptor = json.loads(files["index.json"])["manifests"][0]
     assert descriptor["annotations"]["io.containerd.image.name"] == "docker.io/library/taintkeeper:dev"
     manifest = json.loads(files[f"blobs/sha256/{descriptor['digest'].split(':')[1]}"])
-    assert manifest["layers"] == [{"mediaType": "application/vnd.oci.image.layer.v1.tar+gzip",
-                                   "digest": layer.digest, "size": layer.size}]
+    assert manifest["layers"] == [
+        {"mediaType": "application/vnd.oci.image.layer.v1.tar+gzip", "digest": layer.digest, "size": layer.size}
+    ]
     written = json.loads(files[f"blobs/sha256/{manifest['config']['digest'].split(':')[1]}"])
     assert written == config
     assert written["config"] == image_recipe.image_config(recipe)
@@ -263,13 +289,19 @@ def test_oci_archive_layout(tmp_path: Path) -> None:
     with tarfile.open(fileobj=io.BytesIO(files[f"blobs/sha256/{layer.digest.split(':')[1]}"])) as tar:
         assert _read(tar, "hello") == b"hi\n"
     built = image_archive.read_archive(archive)
-    assert (built.reference, built.digest, built.config) == ("docker.io/library/taintkeeper:dev",
-                                                             descriptor["digest"], config)
+    assert (built.reference, built.digest, built.config) == (
+        "docker.io/library/taintkeeper:dev",
+        descriptor["digest"],
+        config,
+    )
 
 
 def test_debian_dependencies_are_parsed() -> None:
     assert image_debian._alternatives("libc6 (>= 2.34), media-types | mime-support, libssl3:any (>= 3)") == [
-        ["libc6"], ["media-types", "mime-support"], ["libssl3"]]
+        ["libc6"],
+        ["media-types", "mime-support"],
+        ["libssl3"],
+    ]
     assert image_debian._merged_usr("./lib/x86_64-linux-gnu/libc.so.6") == "usr/lib/x86_64-linux-gnu/libc.so.6"
     assert image_debian._merged_usr("./usr/bin/python3.11") == "usr/bin/python3.11"
     assert image_debian._merged_usr("./etc/ld.so.conf.d/") == "etc/ld.so.conf.d"

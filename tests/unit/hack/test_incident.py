@@ -37,8 +37,9 @@ def failure() -> IncidentRecorder:
         now = T0 + second
         down = 10 <= second < 41
         record.ready("Unknown" if down else "True", now)
-        taints = [taint(UNREACHABLE, "NoSchedule"), taint(UNREACHABLE, "NoExecute", T0 + 12)] if 12 <= second < 41 \
-            else []
+        taints = (
+            [taint(UNREACHABLE, "NoSchedule"), taint(UNREACHABLE, "NoExecute", T0 + 12)] if 12 <= second < 41 else []
+        )
         record.taints(taints, now)
         record.pod("short", tolerating(5), taints, second >= 17.5, now)
         record.pod("forever", tolerating(None), taints, False, now)
@@ -47,15 +48,25 @@ def failure() -> IncidentRecorder:
 
 
 TABLE = [
-    ("the Ready status is one band per status", lambda i: i.nodes[0].ready == (Span("True", T0, T0 + 10),
-                                                                                Span("Unknown", T0 + 10, T0 + 41),
-                                                                                Span("True", T0 + 41, T0 + 50))),
-    ("a NoExecute taint starts at its timeAdded and ends when it is lifted",
-     lambda i: Span(f"{UNREACHABLE}:NoExecute", T0 + 12, T0 + 41) in i.nodes[0].taints),
-    ("a pod's bar runs from the taint, its deadline that taint plus its seconds, to its deletion",
-     lambda i: PodBar("short", "n1", T0 + 12, T0 + 17, T0 + 17.5) in i.pods),
-    ("a pod tolerating the taint forever has no deadline and no deletion",
-     lambda i: PodBar("forever", "n1", T0 + 12, None, None) in i.pods),
+    (
+        "the Ready status is one band per status",
+        lambda i: (
+            i.nodes[0].ready
+            == (Span("True", T0, T0 + 10), Span("Unknown", T0 + 10, T0 + 41), Span("True", T0 + 41, T0 + 50))
+        ),
+    ),
+    (
+        "a NoExecute taint starts at its timeAdded and ends when it is lifted",
+        lambda i: Span(f"{UNREACHABLE}:NoExecute", T0 + 12, T0 + 41) in i.nodes[0].taints,
+    ),
+    (
+        "a pod's bar runs from the taint, its deadline that taint plus its seconds, to its deletion",
+        lambda i: PodBar("short", "n1", T0 + 12, T0 + 17, T0 + 17.5) in i.pods,
+    ),
+    (
+        "a pod tolerating the taint forever has no deadline and no deletion",
+        lambda i: PodBar("forever", "n1", T0 + 12, None, None) in i.pods,
+    ),
     ("a pod that never saw a NoExecute taint is not drawn", lambda i: "early" not in {p.name for p in i.pods}),
     ("the soonest deadline comes first, forever last", lambda i: [p.name for p in i.pods] == ["short", "forever"]),
 ]
@@ -70,8 +81,16 @@ def test_the_record_of_a_node_failure() -> None:
 def test_the_picture_shows_the_node_its_taints_each_pod_and_the_events(tmp_path: Path) -> None:
     svg = draw(failure().close(T0 + 50), tmp_path / "failure.svg").read_text()
     assert svg.startswith("<?xml") and "</svg>" in svg
-    for text in ("n1 Ready", "unreachable:NoExecute", "unreachable:NoSchedule", "pod short", "pod forever",
-                 "tolerates forever", "deleted +0.5s from its deadline", "kubelet stops"):
+    for text in (
+        "n1 Ready",
+        "unreachable:NoExecute",
+        "unreachable:NoSchedule",
+        "pod short",
+        "pod forever",
+        "tolerates forever",
+        "deleted +0.5s from its deadline",
+        "kubelet stops",
+    ):
         assert text in svg, text
 
 
@@ -79,23 +98,27 @@ def soak(pods: int) -> Incident:
     """One node, `pods` pods each tainted 10 s before its deletion, one starting every 4 s (negative:
     that many, all at once)."""
     step = 4 if pods > 0 else 0
-    bars = tuple(PodBar(f"p{n}", "n1", T0 + step * n, T0 + step * n + 8, T0 + step * n + 10)
-                 for n in range(abs(pods)))
+    bars = tuple(PodBar(f"p{n}", "n1", T0 + step * n, T0 + step * n + 8, T0 + step * n + 10) for n in range(abs(pods)))
     pods = abs(pods)
     return Incident(T0, T0 + 4 * pods + 20, (NodeTrack("n1", (Span("True", T0, T0 + 4 * pods + 20),), ()),), bars, ())
 
 
 ROWS = [
     ("a few pods get a labelled row each", NAMED_PODS, NAMED_PODS, f"pod p{NAMED_PODS - 1}"),
-    ("more are packed: a pod takes the first row free at its start (10 s bars, one every 4 s: 3 rows)",
-     NAMED_PODS + 1, 3, "pods on n1"),
+    (
+        "more are packed: a pod takes the first row free at its start (10 s bars, one every 4 s: 3 rows)",
+        NAMED_PODS + 1,
+        3,
+        "pods on n1",
+    ),
     ("a soak's hundreds still fit in 3 rows", 500, 3, "pods on n1"),
     ("a burst (every pod at once) overlaps in at most 8 rows", -40, 8, "pods on n1"),
 ]
 
 
-@pytest.mark.parametrize(("pods", "pod_rows", "first_label"), [case[1:] for case in ROWS],
-                         ids=[case[0] for case in ROWS])
+@pytest.mark.parametrize(
+    ("pods", "pod_rows", "first_label"), [case[1:] for case in ROWS], ids=[case[0] for case in ROWS]
+)
 def test_pod_rows(pods: int, pod_rows: int, first_label: str) -> None:
     rows = rows_of(soak(pods))[1:]  # after the Ready row
     assert len(rows) == pod_rows

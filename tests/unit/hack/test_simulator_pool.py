@@ -1,4 +1,5 @@
 """The simulator's worker pool: heartbeats first, without starving deletions and pod creations."""
+
 from __future__ import annotations
 
 import functools
@@ -46,9 +47,16 @@ def test_below_four_workers_work_is_taken_strictly_by_priority(workers: int) -> 
         gate = threading.Event()
         blockers = [pool.submit(HEARTBEAT, lambda: gate.wait(WAIT)) for _ in range(workers)]
         order: list[str] = []
-        submitted = [pool.submit(priority, functools.partial(order.append, label))
-                     for priority, label in [(BULK, "bulk"), (DELETION, "deletion"), (HEARTBEAT, "heartbeat"),
-                                             (BULK, "bulk 2"), (HEARTBEAT, "heartbeat 2")]]
+        submitted = [
+            pool.submit(priority, functools.partial(order.append, label))
+            for priority, label in [
+                (BULK, "bulk"),
+                (DELETION, "deletion"),
+                (HEARTBEAT, "heartbeat"),
+                (BULK, "bulk 2"),
+                (HEARTBEAT, "heartbeat 2"),
+            ]
+        ]
         # Every worker is held on a blocker, so nothing above has started yet.
         assert order == []
         gate.set()
@@ -62,12 +70,19 @@ def test_below_four_workers_work_is_taken_strictly_by_priority(workers: int) -> 
         pool.shutdown()
 
 
-@pytest.mark.parametrize(("freed_worker", "expected"), [
-    ("test-0", ["deletion", "bulk", "heartbeat"]),  # the reserved one: other work first
-    ("test-1", ["heartbeat", "deletion", "bulk"]),
-    ("test-3", ["heartbeat", "deletion", "bulk"]),
-], ids=["a reserved worker takes deletions, then bulk work, then heartbeats",
-        "an ordinary worker takes heartbeats first", "the last ordinary worker takes heartbeats first"])
+@pytest.mark.parametrize(
+    ("freed_worker", "expected"),
+    [
+        ("test-0", ["deletion", "bulk", "heartbeat"]),  # the reserved one: other work first
+        ("test-1", ["heartbeat", "deletion", "bulk"]),
+        ("test-3", ["heartbeat", "deletion", "bulk"]),
+    ],
+    ids=[
+        "a reserved worker takes deletions, then bulk work, then heartbeats",
+        "an ordinary worker takes heartbeats first",
+        "the last ordinary worker takes heartbeats first",
+    ],
+)
 def test_which_work_a_freed_worker_takes(freed_worker: str, expected: list[str]) -> None:
     pool = _PriorityPool(4, "test")
     gates: dict[str, threading.Event] = {}
@@ -85,8 +100,10 @@ def test_which_work_a_freed_worker_takes(freed_worker: str, expected: list[str])
         with all_held:
             assert all_held.wait_for(lambda: len(gates) == 4, WAIT)
         order: list[str] = []
-        submitted = [pool.submit(priority, functools.partial(order.append, label))
-                     for priority, label in [(HEARTBEAT, "heartbeat"), (BULK, "bulk"), (DELETION, "deletion")]]
+        submitted = [
+            pool.submit(priority, functools.partial(order.append, label))
+            for priority, label in [(HEARTBEAT, "heartbeat"), (BULK, "bulk"), (DELETION, "deletion")]
+        ]
         gates[freed_worker].set()
         futures.wait(submitted, WAIT)
         assert order == expected  # the freed worker ran all three while the others were held
@@ -116,6 +133,7 @@ def test_work_submitted_after_shutdown_is_refused() -> None:
 def test_a_failing_call_sets_its_future_and_the_worker_goes_on() -> None:
     pool = _PriorityPool(1, "test")
     try:
+
         def fail() -> None:
             raise ValueError("boom")
 

@@ -26,8 +26,16 @@ def test_returns_the_first_truthy_value() -> None:
 
 
 def test_an_ignored_exception_is_not_yet_and_any_other_propagates_at_once() -> None:
-    assert wait_for(answers(ApiException(status=404, reason="Not Found"), "there"), 5, "the Secret", interval=0,
-                    ignore=ApiException) == "there"
+    assert (
+        wait_for(
+            answers(ApiException(status=404, reason="Not Found"), "there"),
+            5,
+            "the Secret",
+            interval=0,
+            ignore=ApiException,
+        )
+        == "there"
+    )
     with pytest.raises(ValueError, match="broken"):
         wait_for(answers(ValueError("broken"), "there"), 5, "the Secret", interval=0, ignore=ApiException)
     with pytest.raises(ApiException):

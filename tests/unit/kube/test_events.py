@@ -23,25 +23,33 @@ def api_error(status: int, body: object) -> client.ApiException:
     return error
 
 
-TERMINATING = {"kind": "Status", "reason": "Forbidden", "code": 403, "details": {
-    "kind": "events", "causes": [{"reason": "NamespaceTerminating", "field": "metadata.namespace"}]}}
+TERMINATING = {
+    "kind": "Status",
+    "reason": "Forbidden",
+    "code": 403,
+    "details": {"kind": "events", "causes": [{"reason": "NamespaceTerminating", "field": "metadata.namespace"}]},
+}
 
 
-@pytest.mark.parametrize(("error", "expected"), [
-    (api_error(403, TERMINATING), True),  # the namespace of the pod is being deleted
-    (api_error(409, {"reason": "AlreadyExists", "code": 409}), True),
-    (api_error(403, {"reason": "Forbidden", "code": 403, "details": {"kind": "events"}}), False),  # RBAC
-    (api_error(403, "not json"), False),
-    (api_error(403, None), False),
-    (api_error(422, {"details": {"causes": [{"reason": "FieldValueInvalid"}]}}), False),
-    (api_error(500, {"details": {"causes": "not a list"}}), False),
-    (TimeoutError("read timed out"), False),
-])
+@pytest.mark.parametrize(
+    ("error", "expected"),
+    [
+        (api_error(403, TERMINATING), True),  # the namespace of the pod is being deleted
+        (api_error(409, {"reason": "AlreadyExists", "code": 409}), True),
+        (api_error(403, {"reason": "Forbidden", "code": 403, "details": {"kind": "events"}}), False),  # RBAC
+        (api_error(403, "not json"), False),
+        (api_error(403, None), False),
+        (api_error(422, {"details": {"causes": [{"reason": "FieldValueInvalid"}]}}), False),
+        (api_error(500, {"details": {"causes": "not a list"}}), False),
+        (TimeoutError("read timed out"), False),
+    ],
+)
 def test_only_the_refusals_upstream_expects_are_quiet(error: BaseException, expected: bool):
     assert expected_rejection(error) is expected
 
 
 # --- the recorder posts only while the write fence is open -----------------------------------------------
+
 
 class PodRef(NamedTuple):
     namespace: str
@@ -56,8 +64,13 @@ class Recording:
         self.clock = FakeClock()
         self.fence = fence or WriteFence(RENEW_DEADLINE, monotonic=self.clock.monotonic)
         self.dropped: list[str] = []
-        self.recorder = EventRecorder(None, "taint-eviction-controller", self.fence,  # type: ignore[arg-type]
-                                      on_dropped=self.dropped.append, max_queued=max_queued)
+        self.recorder = EventRecorder(
+            None,  # type: ignore[arg-type]
+            "taint-eviction-controller",
+            self.fence,
+            on_dropped=self.dropped.append,
+            max_queued=max_queued,
+        )
         self.posted: list[str] = []
         self.recorder._core = self  # type: ignore[assignment]
 
@@ -67,8 +80,11 @@ class Recording:
 
     def queue(self, *names: str) -> None:
         for name in names:
-            self.recorder.pod_event(PodRef("default", name, f"uid-{name}"), "TaintManagerEviction",
-                                    f"Marking for deletion Pod default/{name}")
+            self.recorder.pod_event(
+                PodRef("default", name, f"uid-{name}"),
+                "TaintManagerEviction",
+                f"Marking for deletion Pod default/{name}",
+            )
 
     def post_queued(self) -> None:
         drain = threading.Event()
@@ -95,11 +111,17 @@ def test_events_are_dropped_while_the_fence_is_closed_with_one_warning_per_run(c
     assert r.posted == ["a", "e"]
     assert r.dropped == [FENCED] * 4
     assert [(rec.levelname, rec.getMessage()) for rec in caplog.records] == [
-        ("WARNING", "write fence closed: not posting events until this replica leads again; dropped "
-                    "TaintManagerEviction (Marking for deletion Pod default/b) and any that follow"),
+        (
+            "WARNING",
+            "write fence closed: not posting events until this replica leads again; dropped "
+            "TaintManagerEviction (Marking for deletion Pod default/b) and any that follow",
+        ),
         ("INFO", "posting events again; 3 dropped while the write fence was closed"),
-        ("WARNING", "write fence closed: not posting events until this replica leads again; dropped "
-                    "TaintManagerEviction (Marking for deletion Pod default/f) and any that follow"),
+        (
+            "WARNING",
+            "write fence closed: not posting events until this replica leads again; dropped "
+            "TaintManagerEviction (Marking for deletion Pod default/f) and any that follow",
+        ),
     ]
 
 

@@ -23,11 +23,15 @@ ACTION, TARGET = "node-taints", "node n1"
 
 
 def fence_on(clock: FakeClock, refused: list[str] | None = None) -> WriteFence:
-    return WriteFence(RENEW_DEADLINE, monotonic=clock.monotonic,
-                      on_refused=(refused.append if refused is not None else lambda _action: None))
+    return WriteFence(
+        RENEW_DEADLINE,
+        monotonic=clock.monotonic,
+        on_refused=(refused.append if refused is not None else lambda _action: None),
+    )
 
 
 # --- the rule ----------------------------------------------------------------------------------
+
 
 @dataclass(frozen=True)
 class RuleCase:
@@ -40,6 +44,7 @@ def renewed_ago(seconds: float) -> Callable[[WriteFence, FakeClock], None]:
     def prepare(fence: WriteFence, clock: FakeClock) -> None:
         fence.renewed(clock.now)
         clock.advance(seconds)
+
     return prepare
 
 
@@ -53,15 +58,21 @@ RULE_CASES = {
     "a leader that renewed 2 s ago writes": RuleCase(renewed_ago(2), writes=True),
     "a leader just inside its renew deadline writes": RuleCase(renewed_ago(RENEW_DEADLINE - 0.01), writes=True),
     "a leader whose last renewal is as old as the renew deadline writes nothing": RuleCase(
-        renewed_ago(RENEW_DEADLINE), writes=False,
-        why="its last lease renewal was 10.0s ago, not within the renew deadline (10s)"),
+        renewed_ago(RENEW_DEADLINE),
+        writes=False,
+        why="its last lease renewal was 10.0s ago, not within the renew deadline (10s)",
+    ),
     "a leader whose last renewal is older than the renew deadline writes nothing": RuleCase(
-        renewed_ago(RENEW_DEADLINE + 2.5), writes=False,
-        why="its last lease renewal was 12.5s ago, not within the renew deadline (10s)"),
+        renewed_ago(RENEW_DEADLINE + 2.5),
+        writes=False,
+        why="its last lease renewal was 12.5s ago, not within the renew deadline (10s)",
+    ),
     "a stand-by that never acquired the lease writes nothing": RuleCase(
-        lambda _fence, _clock: None, writes=False, why="this replica does not hold the lease"),
+        lambda _fence, _clock: None, writes=False, why="this replica does not hold the lease"
+    ),
     "a leader that stepped down writes nothing, however recent its renewal": RuleCase(
-        stepped_down, writes=False, why="this replica does not hold the lease"),
+        stepped_down, writes=False, why="this replica does not hold the lease"
+    ),
 }
 
 
@@ -115,6 +126,7 @@ def test_refusals_are_warned_about_at_most_once_per_interval_with_a_count(caplog
 
 # --- the leader elector keeps it -------------------------------------------------------------
 
+
 def test_the_fence_opens_on_acquire_and_closes_on_step_down(clock: FakeClock, store: MemoryLeases) -> None:
     me = replica(store, clock)
     fence = me.elector.fence
@@ -143,9 +155,15 @@ def test_the_fence_is_closed_before_on_stopped_leading_runs(clock: FakeClock, st
     fence = WriteFence(RENEW_DEADLINE, monotonic=clock.monotonic)
     open_when_stopped: list[bool] = []
     config = LeaderElectionConfig(NAME, NAMESPACE, "me", renew_deadline=RENEW_DEADLINE, retry_period=RETRY_PERIOD)
-    elector = LeaderElector(config, store, lambda: None,
-                            lambda: open_when_stopped.append(fence.permits(ACTION, TARGET)),
-                            monotonic=clock.monotonic, wall_clock=clock.wall, fence=fence)
+    elector = LeaderElector(
+        config,
+        store,
+        lambda: None,
+        lambda: open_when_stopped.append(fence.permits(ACTION, TARGET)),
+        monotonic=clock.monotonic,
+        wall_clock=clock.wall,
+        fence=fence,
+    )
     elector.tick()
     stop = threading.Event()
     stop.set()
@@ -170,8 +188,9 @@ def test_the_fence_counts_from_the_start_of_the_successful_attempt(clock: FakeCl
     assert not me.elector.fence.permits(ACTION, TARGET)
 
 
-def test_a_replica_paused_past_its_deadline_writes_nothing_until_it_renews(clock: FakeClock, store: MemoryLeases,
-                                                                          caplog: pytest.LogCaptureFixture) -> None:
+def test_a_replica_paused_past_its_deadline_writes_nothing_until_it_renews(
+    clock: FakeClock, store: MemoryLeases, caplog: pytest.LogCaptureFixture
+) -> None:
     caplog.set_level(logging.WARNING, logger="taintkeeper.fence")
     me = replica(store, clock)
     fence = me.elector.fence
@@ -186,7 +205,8 @@ def test_a_replica_paused_past_its_deadline_writes_nothing_until_it_renews(clock
     assert not fence.permits(ACTION, TARGET)
     assert [r.getMessage() for r in caplog.records] == [
         f"write fence: not writing {ACTION} of {TARGET}: its last lease renewal was 30.0s ago, not within the "
-        "renew deadline (10s)"]
+        "renew deadline (10s)"
+    ]
     delay = me.elector.tick()  # the elector wakes: past its deadline, it steps down without trying to renew
     assert me.events == ["started", "stopped"]
     assert not fence.permits(ACTION, TARGET)

@@ -54,6 +54,7 @@ def test_a_source_tree_never_installed_reports_version_0_0_0(monkeypatch: pytest
 # That each process's clients send the User-Agent on real requests is shown against the real
 # apiserver, by its audit log: tests/integration/test_user_agent.py.
 
+
 def test_a_client_cannot_be_made_without_naming_its_component(tmp_path: Path) -> None:
     with pytest.raises(TypeError, match="component"):
         make_api_client(str(kubeconfig_file(tmp_path)))  # type: ignore[call-arg]

@@ -75,10 +75,14 @@ APPLY_CASES = {
 }
 
 
-@pytest.mark.parametrize(("initial", "event_type", "view", "expected_change", "expected_items"),
-                         list(APPLY_CASES.values()), ids=list(APPLY_CASES))
-def test_apply(initial: list[Pod], event_type: str, view: Pod, expected_change: tuple | None,
-               expected_items: list[Pod]) -> None:
+@pytest.mark.parametrize(
+    ("initial", "event_type", "view", "expected_change", "expected_items"),
+    list(APPLY_CASES.values()),
+    ids=list(APPLY_CASES),
+)
+def test_apply(
+    initial: list[Pod], event_type: str, view: Pod, expected_change: tuple | None, expected_items: list[Pod]
+) -> None:
     store = store_of(*initial)
     assert store.apply(event_type, view) == expected_change
     assert store.list() == expected_items
@@ -137,16 +141,19 @@ REPLACE_CASES = {
     "first list reports every object as added": ([], [A, B], [(None, A), (None, B)]),
     "identical list reports nothing": ([A, B], [Pod("a", "n1"), B], []),
     "empty list reports every object as removed": ([A, B], [], [(A, None), (B, None)]),
-    "mixed list reports removals first, then changes and additions in list order":
-        ([A, B, C], [D, A_READY, C], [(B, None), (None, D), (A, A_READY)]),
+    "mixed list reports removals first, then changes and additions in list order": (
+        [A, B, C],
+        [D, A_READY, C],
+        [(B, None), (None, D), (A, A_READY)],
+    ),
     "pod moved during the gap is one change": ([A, B], [A_MOVED, B], [(A, A_MOVED)]),
 }
 
 
-@pytest.mark.parametrize(("initial", "listed", "expected_changes"), list(REPLACE_CASES.values()),
-                         ids=list(REPLACE_CASES))
-def test_replace_yields_exact_differences(initial: list[Pod], listed: list[Pod],
-                                          expected_changes: list[tuple]) -> None:
+@pytest.mark.parametrize(
+    ("initial", "listed", "expected_changes"), list(REPLACE_CASES.values()), ids=list(REPLACE_CASES)
+)
+def test_replace_yields_exact_differences(initial: list[Pod], listed: list[Pod], expected_changes: list[tuple]) -> None:
     store = store_of(*initial)
     assert store.replace(listed) == expected_changes
     assert {p.key: p for p in store.list()} == {p.key: p for p in listed}
@@ -155,8 +162,7 @@ def test_replace_yields_exact_differences(initial: list[Pod], listed: list[Pod],
 
 # -- property: the index is always what a rebuild would give --------------------------------------
 
-pods = st.builds(Pod, name=st.sampled_from("abcde"), node=st.sampled_from(["", "n1", "n2", "n3"]),
-                 ready=st.booleans())
+pods = st.builds(Pod, name=st.sampled_from("abcde"), node=st.sampled_from(["", "n1", "n2", "n3"]), ready=st.booleans())
 operations = st.one_of(
     st.tuples(st.sampled_from([ADDED, MODIFIED, DELETED]), pods),
     st.tuples(st.just("RELIST"), st.lists(pods, max_size=6)),
@@ -171,8 +177,9 @@ def test_index_and_reported_changes_match_a_model_after_any_operations(ops: list
     for op, argument in ops:
         if op == "RELIST":
             fresh = {pod.key: pod for pod in argument}
-            expected = {(model.get(k), fresh.get(k)) for k in model.keys() | fresh.keys()
-                        if model.get(k) != fresh.get(k)}
+            expected = {
+                (model.get(k), fresh.get(k)) for k in model.keys() | fresh.keys() if model.get(k) != fresh.get(k)
+            }
             assert set(store.replace(argument)) == expected
             model = fresh
         elif op == DELETED:
@@ -188,14 +195,17 @@ def test_index_and_reported_changes_match_a_model_after_any_operations(ops: list
 
 # -- line splitting and backoff -------------------------------------------------------------------
 
+
 @settings(max_examples=200, deadline=None)
-@given(st.lists(st.dictionaries(st.text(max_size=5), st.text(max_size=20), max_size=3), max_size=6),
-       st.lists(st.integers(min_value=1, max_value=30), max_size=20))
+@given(
+    st.lists(st.dictionaries(st.text(max_size=5), st.text(max_size=20), max_size=3), max_size=6),
+    st.lists(st.integers(min_value=1, max_value=30), max_size=20),
+)
 def test_iter_lines_returns_every_event_whatever_the_chunk_boundaries(events: list[dict], cuts: list[int]) -> None:
     stream = b"".join(json.dumps(event, ensure_ascii=False).encode() + b"\n" for event in events)
     chunks, position = [], 0
     for size in cuts:
-        chunks.append(stream[position:position + size])
+        chunks.append(stream[position : position + size])
         position += size
     chunks.append(stream[position:])
     assert [json.loads(line) for line in iter_lines(chunks)] == events
@@ -220,9 +230,12 @@ def test_backoff_doubles_up_to_the_cap_and_resets() -> None:
 
 # -- the list/watch loop against a scripted fake API ----------------------------------------------
 
+
 def pod_json(name: str, node: str = "", rv: str = "1", ready: str | None = None) -> dict:
-    pod: dict[str, Any] = {"metadata": {"namespace": "ns", "name": name, "uid": f"uid-{name}",
-                                        "resourceVersion": rv}, "spec": {"nodeName": node}}
+    pod: dict[str, Any] = {
+        "metadata": {"namespace": "ns", "name": name, "uid": f"uid-{name}", "resourceVersion": rv},
+        "spec": {"nodeName": node},
+    }
     if ready is not None:
         pod["status"] = {"conditions": [{"type": "Ready", "status": ready}]}
     return pod
@@ -280,8 +293,15 @@ def run_informer() -> Iterator[Callable[..., tuple[Informer[PodView], list[tuple
 
     def run(api: FakeApi, **options: Any) -> tuple[Informer[PodView], list[tuple]]:
         changes: list[tuple] = []
-        informer = Informer("pods", api, pod_view, lambda old, new: changes.append((old, new)),
-                            index_by=lambda pod: pod.node_name, sleep=lambda _: None, **options)
+        informer = Informer(
+            "pods",
+            api,
+            pod_view,
+            lambda old, new: changes.append((old, new)),
+            index_by=lambda pod: pod.node_name,
+            sleep=lambda _: None,
+            **options,
+        )
         started.append((informer, api))
         informer.start()
         return informer, changes
@@ -294,8 +314,10 @@ def run_informer() -> Iterator[Callable[..., tuple[Informer[PodView], list[tuple
 
 
 def test_loop_lists_every_page_then_watches_from_the_list_resource_version(run_informer: Callable) -> None:
-    api = FakeApi([[page([pod_json("a", "n1")], "10", "1"), page([pod_json("b", "n1")], "10")]],
-                  [[event(ADDED, pod_json("c", "n2", rv="11"))]])
+    api = FakeApi(
+        [[page([pod_json("a", "n1")], "10", "1"), page([pod_json("b", "n1")], "10")]],
+        [[event(ADDED, pod_json("c", "n2", rv="11"))]],
+    )
     informer, changes = run_informer(api, page_size=1)
     assert informer.wait_for_sync(5)
     wait_for(lambda: len(changes) == 3, 5, "3 changes")
@@ -310,14 +332,16 @@ def test_loop_lists_every_page_then_watches_from_the_list_resource_version(run_i
     wait_for(lambda: informer.last_resource_version == "11", 5, "resourceVersion 11")
 
 
-def test_loop_resumes_a_dropped_stream_from_the_last_resource_version_without_listing(
-        run_informer: Callable) -> None:
-    api = FakeApi([[page([], "10")]], [
-        [event(ADDED, pod_json("a", rv="11"))],
-        urllib3.exceptions.ProtocolError("connection broken"),
-        [event("BOOKMARK", {"metadata": {"resourceVersion": "15"}})],
-        urllib3.exceptions.ReadTimeoutError(None, "/", "read timed out"),  # type: ignore[arg-type]  # no pool here
-    ])
+def test_loop_resumes_a_dropped_stream_from_the_last_resource_version_without_listing(run_informer: Callable) -> None:
+    api = FakeApi(
+        [[page([], "10")]],
+        [
+            [event(ADDED, pod_json("a", rv="11"))],
+            urllib3.exceptions.ProtocolError("connection broken"),
+            [event("BOOKMARK", {"metadata": {"resourceVersion": "15"}})],
+            urllib3.exceptions.ReadTimeoutError(None, "/", "read timed out"),  # type: ignore[arg-type]  # no pool here
+        ],
+    )
     informer, _ = run_informer(api)
     wait_for(lambda: len(api.watches()) == 5, 5, "5 watches")
     assert [w["resource_version"] for w in api.watches()] == ["10", "11", "11", "15", "15"]
@@ -328,12 +352,16 @@ def test_loop_resumes_a_dropped_stream_from_the_last_resource_version_without_li
 
 def test_loop_relists_on_a_410_error_event_and_reports_the_differences(run_informer: Callable) -> None:
     gone = event("ERROR", {"kind": "Status", "code": 410, "reason": "Expired", "message": "too old"})
-    api = FakeApi([[page([pod_json("a", "n1"), pod_json("b", "n1")], "10")],
-                   [page([pod_json("b", "n1", ready="True"), pod_json("c", "n2")], "20")]], [[gone]])
+    api = FakeApi(
+        [
+            [page([pod_json("a", "n1"), pod_json("b", "n1")], "10")],
+            [page([pod_json("b", "n1", ready="True"), pod_json("c", "n2")], "20")],
+        ],
+        [[gone]],
+    )
     informer, changes = run_informer(api)
     wait_for(lambda: informer.list_count == 2 and len(api.watches()) == 2, 5, "a second LIST and watch")
-    assert [(old and old.name, new and new.name) for old, new in changes[2:]] == [
-        ("a", None), ("b", "b"), (None, "c")]
+    assert [(old and old.name, new and new.name) for old, new in changes[2:]] == [("a", None), ("b", "b"), (None, "c")]
     assert informer.expired_count == 1
     assert api.watches()[1]["resource_version"] == "20"
     assert informer.by_index("n1")[0].ready == "True"
@@ -350,7 +378,8 @@ def test_loop_relists_on_http_410(run_informer: Callable) -> None:
 
 
 def test_the_first_list_reads_the_watch_cache_and_a_relist_after_410_reads_etcd_in_pages(
-        run_informer: Callable) -> None:
+    run_informer: Callable,
+) -> None:
     from kubernetes.client.exceptions import ApiException
 
     first = [page([pod_json("a")], "10")]
@@ -364,15 +393,18 @@ def test_the_first_list_reads_the_watch_cache_and_a_relist_after_410_reads_etcd_
 
 
 def test_loop_survives_a_failing_handler_and_an_untransformable_object(
-        run_informer: Callable, caplog: pytest.LogCaptureFixture) -> None:
+    run_informer: Callable, caplog: pytest.LogCaptureFixture
+) -> None:
     calls: list[str] = []
 
     def flaky(old: PodView | None, new: PodView | None) -> None:
         calls.append((new or old).name)  # type: ignore[union-attr]
         raise RuntimeError("handler bug")
 
-    api = FakeApi([[page([pod_json("a")], "10")]],
-                  [[event(ADDED, {"metadata": "not a dict"}), event(ADDED, pod_json("b", rv="12"))]])
+    api = FakeApi(
+        [[page([pod_json("a")], "10")]],
+        [[event(ADDED, {"metadata": "not a dict"}), event(ADDED, pod_json("b", rv="12"))]],
+    )
     informer = Informer("pods", api, pod_view, flaky, sleep=lambda _: None)
     with caplog.at_level(logging.ERROR, logger="taintkeeper.informer"):
         informer.start()
@@ -389,8 +421,7 @@ def test_loop_survives_a_failing_handler_and_an_untransformable_object(
 def test_loop_backs_off_exponentially_while_failing_and_resets_after_an_event() -> None:
     delays: list[float] = []
     refused = urllib3.exceptions.NewConnectionError(None, "connection refused")  # type: ignore[arg-type]
-    api = FakeApi([[page([], "10")]], [refused, refused, refused, [event(ADDED, pod_json("a", rv="11"))],
-                                     refused])
+    api = FakeApi([[page([], "10")]], [refused, refused, refused, [event(ADDED, pod_json("a", rv="11"))], refused])
     informer = Informer("pods", api, pod_view, lambda old, new: None, sleep=delays.append, backoff_max=0.5)
     informer.start()
     try:
@@ -442,8 +473,12 @@ def test_stop_interrupts_a_blocked_read_promptly() -> None:
     def list_call(**kwargs: Any) -> urllib3.HTTPResponse:
         if not kwargs.get("watch"):
             return http_response(json.dumps(page([], "1")).encode())
-        return urllib3.HTTPResponse(body=body, preload_content=False, connection=Connection(),  # type: ignore[arg-type]
-                                    sock_shutdown=lambda how: body.closed_by_stop.set())
+        return urllib3.HTTPResponse(
+            body=body,
+            preload_content=False,
+            connection=Connection(),  # type: ignore[arg-type]
+            sock_shutdown=lambda how: body.closed_by_stop.set(),
+        )
 
     informer = Informer("pods", list_call, pod_view, lambda old, new: None)
     informer.start()
@@ -451,7 +486,6 @@ def test_stop_interrupts_a_blocked_read_promptly() -> None:
     informer.stop(timeout=2)
     assert not informer.running
     assert body.closed_by_stop.is_set()
-
 
 
 # -- client construction ----------------------------------------------------------------------------
@@ -488,13 +522,18 @@ def test_the_client_keeps_as_many_connections_as_it_is_given(tmp_path: Path) -> 
         api.close()
 
 
-@pytest.mark.parametrize(("content", "message"), [
-    (None, "does not exist"),
-    ("clusters: [unclosed", "invalid kubeconfig"),
-    ("apiVersion: v1\nkind: Config\n", "invalid kubeconfig"),
-], ids=["missing file", "broken yaml", "no current context"])
-def test_make_api_client_reports_a_bad_kubeconfig_in_one_line(tmp_path: Path, content: str | None,
-                                                              message: str) -> None:
+@pytest.mark.parametrize(
+    ("content", "message"),
+    [
+        (None, "does not exist"),
+        ("clusters: [unclosed", "invalid kubeconfig"),
+        ("apiVersion: v1\nkind: Config\n", "invalid kubeconfig"),
+    ],
+    ids=["missing file", "broken yaml", "no current context"],
+)
+def test_make_api_client_reports_a_bad_kubeconfig_in_one_line(
+    tmp_path: Path, content: str | None, message: str
+) -> None:
     path = tmp_path / "kubeconfig"
     if content is not None:
         path.write_text(content)
@@ -505,7 +544,8 @@ def test_make_api_client_reports_a_bad_kubeconfig_in_one_line(tmp_path: Path, co
 
 
 def test_make_api_client_outside_a_cluster_falls_back_to_kubeconfig_env(
-        tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> None:
+    tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
     monkeypatch.delenv("KUBERNETES_SERVICE_HOST", raising=False)
     monkeypatch.setenv("KUBECONFIG", str(tmp_path / "absent"))
     with pytest.raises(ClientConfigError, match="not running in a cluster"):

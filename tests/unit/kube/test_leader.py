@@ -103,17 +103,30 @@ class Replica:
     events: list[str] = field(default_factory=list)
 
 
-def replica(store: MemoryLeases, clock: FakeClock, identity: str = "me", jitter: float = 0.5,
-            on_started: Callable[[], None] | None = None, on_stopped: Callable[[], None] | None = None) -> Replica:
+def replica(
+    store: MemoryLeases,
+    clock: FakeClock,
+    identity: str = "me",
+    jitter: float = 0.5,
+    on_started: Callable[[], None] | None = None,
+    on_stopped: Callable[[], None] | None = None,
+) -> Replica:
     config = LeaderElectionConfig(NAME, NAMESPACE, identity, LEASE_DURATION, RENEW_DEADLINE, RETRY_PERIOD)
     events: list[str] = []
-    elector = LeaderElector(config, store, on_started or (lambda: events.append("started")),
-                            on_stopped or (lambda: events.append("stopped")),
-                            monotonic=clock.monotonic, wall_clock=clock.wall, jitter=lambda: jitter)
+    elector = LeaderElector(
+        config,
+        store,
+        on_started or (lambda: events.append("started")),
+        on_stopped or (lambda: events.append("stopped")),
+        monotonic=clock.monotonic,
+        wall_clock=clock.wall,
+        jitter=lambda: jitter,
+    )
     return Replica(elector, events)
 
 
 # --- the acquire/renew rule ------------------------------------------------------------------
+
 
 @dataclass(frozen=True)
 class RuleCase:
@@ -133,17 +146,24 @@ RULE_CASES = {
     "our own lease is renewed": RuleCase("me", EPOCH, None, True),
     # Clock skew: the holder's renewTime says nothing to us; only our own observation counts.
     "another's renewTime far in the past does not make its lease expired": RuleCase(
-        "other", datetime(1970, 1, 1, tzinfo=UTC), None, False),
+        "other", datetime(1970, 1, 1, tzinfo=UTC), None, False
+    ),
     "another's renewTime in the future does not keep its lease alive": RuleCase(
-        "other", datetime(2100, 1, 1, tzinfo=UTC), LEASE_DURATION + 0.1, True),
+        "other", datetime(2100, 1, 1, tzinfo=UTC), LEASE_DURATION + 0.1, True
+    ),
 }
 
 
 @pytest.mark.parametrize("case", RULE_CASES.values(), ids=RULE_CASES.keys())
 def test_acquire_rule(case: RuleCase, store: MemoryLeases, clock: FakeClock) -> None:
     acquired_at = micro_time(EPOCH - timedelta(hours=1))
-    store.put(holderIdentity=case.holder, leaseDurationSeconds=15, acquireTime=acquired_at,
-              renewTime=micro_time(case.renew_time), leaseTransitions=4)
+    store.put(
+        holderIdentity=case.holder,
+        leaseDurationSeconds=15,
+        acquireTime=acquired_at,
+        renewTime=micro_time(case.renew_time),
+        leaseTransitions=4,
+    )
     me = replica(store, clock).elector
     if case.unchanged_for is not None:
         assert me.try_acquire_or_renew() is False
@@ -170,8 +190,13 @@ def test_a_missing_lease_is_created_with_no_transitions(store: MemoryLeases, clo
     me = replica(store, clock).elector
     assert me.try_acquire_or_renew() is True
     now = micro_time(clock.wall())
-    assert store.spec == {"holderIdentity": "me", "leaseDurationSeconds": 15, "acquireTime": now,
-                          "renewTime": now, "leaseTransitions": 0}
+    assert store.spec == {
+        "holderIdentity": "me",
+        "leaseDurationSeconds": 15,
+        "acquireTime": now,
+        "renewTime": now,
+        "leaseTransitions": 0,
+    }
     assert me.leader_identity == "me"
 
 
@@ -230,6 +255,7 @@ def test_an_api_error_counts_as_not_acquired(store: MemoryLeases, clock: FakeClo
 
 
 # --- leading, stepping down, campaigning again -----------------------------------------------
+
 
 def test_the_first_successful_attempt_starts_leading(store: MemoryLeases, clock: FakeClock) -> None:
     me = replica(store, clock)
@@ -315,8 +341,13 @@ def test_stop_while_leading_releases_the_lease_then_stops(store: MemoryLeases, c
 
     me.elector.run(stop)
 
-    released = {"holderIdentity": "", "leaseDurationSeconds": 1, "acquireTime": micro_time(clock.wall()),
-                "renewTime": micro_time(clock.wall()), "leaseTransitions": transitions}
+    released = {
+        "holderIdentity": "",
+        "leaseDurationSeconds": 1,
+        "acquireTime": micro_time(clock.wall()),
+        "renewTime": micro_time(clock.wall()),
+        "leaseTransitions": transitions,
+    }
     assert store.spec == released
     assert seen_when_stopped == [released]  # released first, then on_stopped_leading
     assert not me.elector.is_leader
@@ -374,6 +405,7 @@ def test_transitions_are_logged(store: MemoryLeases, clock: FakeClock, caplog: p
 
 # --- config, identity, time format -----------------------------------------------------------
 
+
 def test_the_defaults_are_client_gos() -> None:
     config = LeaderElectionConfig("name", "namespace", "me")
     assert (config.lease_duration, config.renew_deadline, config.retry_period) == (15, 10, 2)
@@ -398,8 +430,11 @@ def test_just_valid_timings_are_accepted() -> None:
     LeaderElectionConfig("name", "namespace", "me", 3, 2, 1.6)
 
 
-@pytest.mark.parametrize("fields", [("", "ns", "me"), ("name", "", "me"), ("name", "ns", "")],
-                         ids=["no lease name", "no namespace", "no identity"])
+@pytest.mark.parametrize(
+    "fields",
+    [("", "ns", "me"), ("name", "", "me"), ("name", "ns", "")],
+    ids=["no lease name", "no namespace", "no identity"],
+)
 def test_empty_names_are_rejected(fields: tuple[str, str, str]) -> None:
     with pytest.raises(ValueError):
         LeaderElectionConfig(*fields)

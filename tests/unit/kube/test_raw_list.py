@@ -12,14 +12,22 @@ import kube.raw_list
 from kube.raw_list import raw_list_call
 
 CASES = [
-    ("the first LIST, from the watch cache", {"limit": 500, "resource_version": "0"},
-     [("limit", "500"), ("resourceVersion", "0")]),
+    (
+        "the first LIST, from the watch cache",
+        {"limit": 500, "resource_version": "0"},
+        [("limit", "500"), ("resourceVersion", "0")],
+    ),
     ("a next page", {"limit": 500, "_continue": "token"}, [("limit", "500"), ("continue", "token")]),
-    ("a WATCH with bookmarks", {"watch": True, "resource_version": "42", "allow_watch_bookmarks": True,
-                                "timeout_seconds": 300},
-     [("watch", "true"), ("resourceVersion", "42"), ("allowWatchBookmarks", "true"), ("timeoutSeconds", "300")]),
-    ("None is left out", {"label_selector": None, "field_selector": "metadata.name=x"},
-     [("fieldSelector", "metadata.name=x")]),
+    (
+        "a WATCH with bookmarks",
+        {"watch": True, "resource_version": "42", "allow_watch_bookmarks": True, "timeout_seconds": 300},
+        [("watch", "true"), ("resourceVersion", "42"), ("allowWatchBookmarks", "true"), ("timeoutSeconds", "300")],
+    ),
+    (
+        "None is left out",
+        {"label_selector": None, "field_selector": "metadata.name=x"},
+        [("fieldSelector", "metadata.name=x")],
+    ),
 ]
 
 
@@ -41,8 +49,10 @@ def test_the_query(kwargs: dict[str, Any], query: list[tuple[str, str]], monkeyp
     assert sent == [("GET", "/api/v1/namespaces", (1, 2), query)]
 
 
-@pytest.mark.parametrize(("kwargs", "message"), [({"_preload_content": True}, "only streams"),
-                                                 ({"pretty": "true"}, "unexpected arguments ['pretty']")])
+@pytest.mark.parametrize(
+    ("kwargs", "message"),
+    [({"_preload_content": True}, "only streams"), ({"pretty": "true"}, "unexpected arguments ['pretty']")],
+)
 def test_what_it_does_not_do_is_refused(kwargs: dict[str, Any], message: str) -> None:
     with pytest.raises(TypeError, match=message.replace("[", r"\[").replace("]", r"\]")):
         raw_list_call(object(), "/api/v1/namespaces")(**kwargs)  # type: ignore[arg-type]

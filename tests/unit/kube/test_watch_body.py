@@ -18,24 +18,30 @@ def chunked(*payloads: bytes, end: bool = True) -> bytes:
 EVENTS = [b'{"type": "MODIFIED", "object": {"metadata": {"name": "node-1"}}}\n', b'{"type": "ADDED"}\n']
 
 
-@pytest.mark.parametrize(("case", "body", "payload", "done"), [
-    ("two chunks and the last one", chunked(*EVENTS), b"".join(EVENTS), True),
-    ("a stream still open", chunked(*EVENTS, end=False), b"".join(EVENTS), False),
-    ("a chunk extension is ignored", b"5;name=value\r\nhello\r\n0\r\n\r\n", b"hello", True),
-    ("upper-case hex sizes", b"A\r\n0123456789\r\n0\r\n\r\n", b"0123456789", True),
-    ("a chunk cut in its payload gives what came", b"a\r\n01234", b"01234", False),
-    ("bytes after the last chunk are not payload", chunked(b"ab") + b"trailer: x\r\n\r\n", b"ab", True),
-])
+@pytest.mark.parametrize(
+    ("case", "body", "payload", "done"),
+    [
+        ("two chunks and the last one", chunked(*EVENTS), b"".join(EVENTS), True),
+        ("a stream still open", chunked(*EVENTS, end=False), b"".join(EVENTS), False),
+        ("a chunk extension is ignored", b"5;name=value\r\nhello\r\n0\r\n\r\n", b"hello", True),
+        ("upper-case hex sizes", b"A\r\n0123456789\r\n0\r\n\r\n", b"0123456789", True),
+        ("a chunk cut in its payload gives what came", b"a\r\n01234", b"01234", False),
+        ("bytes after the last chunk are not payload", chunked(b"ab") + b"trailer: x\r\n\r\n", b"ab", True),
+    ],
+)
 def test_chunked_body_unframes(case: str, body: bytes, payload: bytes, done: bool) -> None:
     reader = ChunkedBody()
     assert (reader.feed(body), reader.done) == (payload, done), case
 
 
-@pytest.mark.parametrize(("case", "body", "message"), [
-    ("a size that is not hex", b"zz\r\nhello\r\n", "not a chunk size"),
-    ("a payload without its CRLF", b"2\r\nabXY1\r\nc\r\n", "not followed by CRLF"),
-    ("no size line in 1 KiB", b"1" * 2000, "no chunk-size line"),
-])
+@pytest.mark.parametrize(
+    ("case", "body", "message"),
+    [
+        ("a size that is not hex", b"zz\r\nhello\r\n", "not a chunk size"),
+        ("a payload without its CRLF", b"2\r\nabXY1\r\nc\r\n", "not followed by CRLF"),
+        ("no size line in 1 KiB", b"1" * 2000, "no chunk-size line"),
+    ],
+)
 def test_chunked_body_refuses_a_malformed_body(case: str, body: bytes, message: str) -> None:
     with pytest.raises(ValueError, match=message):
         ChunkedBody().feed(body)
@@ -48,7 +54,7 @@ def test_chunked_body_gives_the_same_payload_however_the_bytes_are_cut(payloads:
     out = bytearray()
     position = 0
     for cut in cuts:
-        out += reader.feed(body[position:position + cut])
+        out += reader.feed(body[position : position + cut])
         position += cut
     out += reader.feed(body[position:])
     assert (bytes(out), reader.done) == (b"".join(payloads), True)

@@ -41,10 +41,14 @@ UNREACHABLE_TAINT = {"key": UNREACHABLE, "effect": NO_EXECUTE, "timeAdded": form
 
 GOOD = {
     "fence: the defaults": (["fence", "node1"], FenceRequest("fence", "node1", None, 300.0, False)),
-    "fence: --min-down and --yes": (["fence", "node1", "--min-down", "90s", "--yes"],
-                                    FenceRequest("fence", "node1", None, 90.0, True)),
-    "fence: -y and a kubeconfig": (["fence", "--kubeconfig=/k", "node1", "-y"],
-                                   FenceRequest("fence", "node1", "/k", 300.0, True)),
+    "fence: --min-down and --yes": (
+        ["fence", "node1", "--min-down", "90s", "--yes"],
+        FenceRequest("fence", "node1", None, 90.0, True),
+    ),
+    "fence: -y and a kubeconfig": (
+        ["fence", "--kubeconfig=/k", "node1", "-y"],
+        FenceRequest("fence", "node1", "/k", 300.0, True),
+    ),
     "fence: --min-down 0": (["fence", "node1", "--min-down=0"], FenceRequest("fence", "node1", None, 0.0, False)),
     "unfence": (["unfence", "node1"], FenceRequest("unfence", "node1", None)),
 }
@@ -120,9 +124,11 @@ def test_a_kubeconfig_that_does_not_load_is_one_line_and_exit_2(tmp_path: Path) 
 
 def test_who_fences_is_the_login_and_the_kubeconfig_user(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> None:
     kubeconfig = tmp_path / "kubeconfig"
-    kubeconfig.write_text("apiVersion: v1\nkind: Config\ncurrent-context: c\nclusters: [{name: k, cluster: "
-                          "{server: 'https://127.0.0.1:1'}}]\ncontexts: [{name: c, context: {cluster: k, user: ops}}]\n"
-                          "users: [{name: ops, user: {token: t}}]\n")
+    kubeconfig.write_text(
+        "apiVersion: v1\nkind: Config\ncurrent-context: c\nclusters: [{name: k, cluster: "
+        "{server: 'https://127.0.0.1:1'}}]\ncontexts: [{name: c, context: {cluster: k, user: ops}}]\n"
+        "users: [{name: ops, user: {token: t}}]\n"
+    )
     monkeypatch.setattr("getpass.getuser", lambda: "alice")
     monkeypatch.setattr("socket.gethostname", lambda: "laptop")
     assert fencer(str(kubeconfig)) == "alice@laptop as ops"
@@ -131,11 +137,16 @@ def test_who_fences_is_the_login_and_the_kubeconfig_user(tmp_path: Path, monkeyp
 
 # --- fence and unfence against the stand-in ---------------------------------------------------------------
 
+
 class Cluster:
     """The requests the commands make (FenceApi), answered from memory; the PATCH applied for real."""
 
-    def __init__(self, node: dict[str, Any] | None, pods: list[dict[str, Any]] | None = None,
-                 attachments: list[dict[str, Any]] | None = None) -> None:
+    def __init__(
+        self,
+        node: dict[str, Any] | None,
+        pods: list[dict[str, Any]] | None = None,
+        attachments: list[dict[str, Any]] | None = None,
+    ) -> None:
         self.node = copy.deepcopy(node)
         self.pods = pods or []
         self.attachments = attachments or []
@@ -189,8 +200,9 @@ class Keyboard(io.StringIO):
         return self._tty
 
 
-def fenced(cluster: Cluster, *, yes: bool = True, min_down: float = 300.0, answer: str = "", tty: bool = True
-           ) -> tuple[int, str, str]:
+def fenced(
+    cluster: Cluster, *, yes: bool = True, min_down: float = 300.0, answer: str = "", tty: bool = True
+) -> tuple[int, str, str]:
     out, err = io.StringIO(), io.StringIO()
     request = FenceRequest("fence", "node1", None, min_down, yes)
     code = fence(request, cluster, Terminal(out, err, Keyboard(answer, tty)), WHO, now=lambda: NOW)
@@ -202,14 +214,19 @@ def dead_node(**changes: Any) -> dict[str, Any]:
 
 
 def test_a_dead_node_is_shown_then_fenced_with_who_and_when() -> None:
-    cluster = Cluster(dead_node(), [pod_json("web-1", owners=[owner("StatefulSet", "web")])],
-                      [attachment_json("csi-1", volume="pvc-web-1")])
+    cluster = Cluster(
+        dead_node(),
+        [pod_json("web-1", owners=[owner("StatefulSet", "web")])],
+        [attachment_json("csi-1", volume="pvc-web-1")],
+    )
     code, out, err = fenced(cluster)
     assert (code, err) == (0, "")
     assert cluster.taints() == [(UNREACHABLE, ""), (OUT_OF_SERVICE, "nodeshutdown")]
     assert cluster.node is not None
-    assert cluster.node["metadata"]["annotations"] == {FENCED_BY_ANNOTATION: WHO,
-                                                       FENCED_AT_ANNOTATION: "2027-01-15T08:00:00Z"}
+    assert cluster.node["metadata"]["annotations"] == {
+        FENCED_BY_ANNOTATION: WHO,
+        FENCED_AT_ANNOTATION: "2027-01-15T08:00:00Z",
+    }
     assert "  apps/web-1  StatefulSet/web  it does not tolerate node.kubernetes.io/out-of-service" in out
     assert "  csi-1             pvc-web-1  csi.example.com" in out
     assert "Node node1 fenced: taint node.kubernetes.io/out-of-service=nodeshutdown:NoExecute" in out
@@ -217,17 +234,24 @@ def test_a_dead_node_is_shown_then_fenced_with_who_and_when() -> None:
 
 
 REFUSED = {
-    "a Ready node": (node_json("node1", "True", since=NOW - 3600), 300.0,
-                     "fence: error: node node1 is Ready: its kubelet is reporting"),
-    "a node down less than --min-down": (dead_node(), 900.0,
-                                         "fence: error: node node1 has not been Ready for only 10m0s"),
+    "a Ready node": (
+        node_json("node1", "True", since=NOW - 3600),
+        300.0,
+        "fence: error: node node1 is Ready: its kubelet is reporting",
+    ),
+    "a node down less than --min-down": (
+        dead_node(),
+        900.0,
+        "fence: error: node node1 has not been Ready for only 10m0s",
+    ),
     "a node that does not exist": (None, 300.0, "fence: error: node node1 not found"),
 }
 
 
 @pytest.mark.parametrize(("node", "min_down", "message"), REFUSED.values(), ids=REFUSED.keys())
-def test_refusals_are_one_line_exit_1_and_change_nothing(node: dict[str, Any] | None, min_down: float,
-                                                         message: str) -> None:
+def test_refusals_are_one_line_exit_1_and_change_nothing(
+    node: dict[str, Any] | None, min_down: float, message: str
+) -> None:
     cluster = Cluster(node, [pod_json("web-1")])
     code, out, err = fenced(cluster, min_down=min_down)
     assert code == 1 and out == ""
@@ -240,13 +264,16 @@ def test_without_a_terminal_and_without_yes_nothing_is_even_read() -> None:
     cluster = Cluster(dead_node())
     code, out, err = fenced(cluster, yes=False, tty=False)
     assert (code, out) == (2, "")
-    assert err == ("fence: error: stdin is not a terminal, so nobody can confirm: pass --yes to fence node node1 "
-                   "without asking\n")
+    assert err == (
+        "fence: error: stdin is not a terminal, so nobody can confirm: pass --yes to fence node node1 without asking\n"
+    )
     assert cluster.gets == [] and cluster.patches == []
 
 
-@pytest.mark.parametrize(("answer", "done"), [("y\n", True), ("yes\n", True), ("Y\n", True), ("n\n", False),
-                                              ("\n", False), ("", False), ("sure\n", False)])
+@pytest.mark.parametrize(
+    ("answer", "done"),
+    [("y\n", True), ("yes\n", True), ("Y\n", True), ("n\n", False), ("\n", False), ("", False), ("sure\n", False)],
+)
 def test_on_a_terminal_it_asks_and_only_yes_fences(answer: str, done: bool) -> None:
     cluster = Cluster(dead_node())
     code, out, _ = fenced(cluster, yes=False, answer=answer)
@@ -258,12 +285,17 @@ def test_on_a_terminal_it_asks_and_only_yes_fences(answer: str, done: bool) -> N
 
 
 def test_a_node_fenced_already_is_left_alone() -> None:
-    cluster = Cluster(dead_node(taints=[OUT_OF_SERVICE_TAINT],
-                                annotations={FENCED_BY_ANNOTATION: "bob@ops", FENCED_AT_ANNOTATION: "t"}))
+    cluster = Cluster(
+        dead_node(
+            taints=[OUT_OF_SERVICE_TAINT], annotations={FENCED_BY_ANNOTATION: "bob@ops", FENCED_AT_ANNOTATION: "t"}
+        )
+    )
     code, out, _ = fenced(cluster)
     assert code == 0 and cluster.patches == []
-    assert out == ("Node node1 is already fenced (node.kubernetes.io/out-of-service=nodeshutdown:NoExecute, by "
-                   "bob@ops at t); nothing to do.\n")
+    assert out == (
+        "Node node1 is already fenced (node.kubernetes.io/out-of-service=nodeshutdown:NoExecute, by "
+        "bob@ops at t); nothing to do.\n"
+    )
 
 
 def test_a_concurrent_taint_change_is_kept_the_patch_is_redone_on_a_fresh_read() -> None:
@@ -278,8 +310,9 @@ def test_a_concurrent_taint_change_is_kept_the_patch_is_redone_on_a_fresh_read()
 
 def test_a_node_that_came_back_meanwhile_is_not_fenced() -> None:
     cluster = Cluster(dead_node())
-    cluster.before_patch.append(lambda node: node["status"]["conditions"][0].update(
-        status="True", lastTransitionTime=format_time(NOW - 1)))
+    cluster.before_patch.append(
+        lambda node: node["status"]["conditions"][0].update(status="True", lastTransitionTime=format_time(NOW - 1))
+    )
     code, _, err = fenced(cluster)
     assert code == 1
     assert err.startswith("fence: error: node node1 is Ready")
@@ -300,8 +333,9 @@ def test_a_user_who_may_not_list_volume_attachments_is_told_so_and_may_still_fen
     cluster.attachments_forbidden = True
     code, out, err = fenced(cluster)
     assert (code, err) == (0, "")
-    assert ("The volume attachments could not be read (403 Forbidden); taintkeeper's controller deletes the "
-            "node's anyway.") in out
+    assert (
+        "The volume attachments could not be read (403 Forbidden); taintkeeper's controller deletes the node's anyway."
+    ) in out
     assert cluster.taints()[-1] == (OUT_OF_SERVICE, "nodeshutdown")
 
 
@@ -312,15 +346,28 @@ def unfenced(cluster: Cluster) -> tuple[int, str, str]:
 
 
 def test_unfence_removes_the_taint_and_the_annotations() -> None:
-    cluster = Cluster(node_json("node1", "True", taints=[OUT_OF_SERVICE_TAINT], annotations={
-        "keep": "me", FENCED_BY_ANNOTATION: WHO, FENCED_AT_ANNOTATION: "t", CONFIRMED_AT_ANNOTATION: "c"}))
+    cluster = Cluster(
+        node_json(
+            "node1",
+            "True",
+            taints=[OUT_OF_SERVICE_TAINT],
+            annotations={
+                "keep": "me",
+                FENCED_BY_ANNOTATION: WHO,
+                FENCED_AT_ANNOTATION: "t",
+                CONFIRMED_AT_ANNOTATION: "c",
+            },
+        )
+    )
     code, out, err = unfenced(cluster)
     assert (code, err) == (0, "")
     assert cluster.taints() == []
     assert cluster.node is not None and cluster.node["metadata"]["annotations"] == {"keep": "me"}
-    assert out == ("Node node1 unfenced: removed the taint node.kubernetes.io/out-of-service=nodeshutdown:NoExecute "
-                   "and the annotation(s) taintkeeper.io/fenced-by, taintkeeper.io/fenced-at, "
-                   "taintkeeper.io/fencing-confirmed-at.\n")
+    assert out == (
+        "Node node1 unfenced: removed the taint node.kubernetes.io/out-of-service=nodeshutdown:NoExecute "
+        "and the annotation(s) taintkeeper.io/fenced-by, taintkeeper.io/fenced-at, "
+        "taintkeeper.io/fencing-confirmed-at.\n"
+    )
 
 
 def test_unfencing_a_node_that_is_still_down_says_what_that_means() -> None:

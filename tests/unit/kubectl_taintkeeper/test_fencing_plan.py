@@ -22,10 +22,14 @@ NOW = START
 OWNERS = {
     "a StatefulSet's pod": (pod_json("web-1", owners=[owner("StatefulSet", "web")]), "StatefulSet/web"),
     "the controlling owner, not the first": (
-        pod_json("p", owners=[owner("ConfigMap", "c", controller=False), owner("ReplicaSet", "rs")]), "ReplicaSet/rs"),
+        pod_json("p", owners=[owner("ConfigMap", "c", controller=False), owner("ReplicaSet", "rs")]),
+        "ReplicaSet/rs",
+    ),
     "no controller: the first owner": (pod_json("p", owners=[owner("Job", "j", controller=False)]), "Job/j"),
-    "a static pod's mirror": (pod_json("p", annotations={"kubernetes.io/config.mirror": "x"}),
-                              "static pod (its kubelet recreates it when the node is back)"),
+    "a static pod's mirror": (
+        pod_json("p", annotations={"kubernetes.io/config.mirror": "x"}),
+        "static pod (its kubelet recreates it when the node is back)",
+    ),
     "a bare pod": (pod_json("p"), "no owner (nothing recreates it)"),
 }
 
@@ -38,26 +42,42 @@ def test_owners(pod, expected):
 NODE = node_json("node1", "Unknown", since=NOW - 600)
 PODS = [
     pod_json("web-1", owners=[owner("StatefulSet", "web")]),
-    pod_json("agent-x", namespace="kube-system", tolerations=[{"operator": "Exists"}],
-             owners=[owner("DaemonSet", "agent")]),
+    pod_json(
+        "agent-x", namespace="kube-system", tolerations=[{"operator": "Exists"}], owners=[owner("DaemonSet", "agent")]
+    ),
     pod_json("db-0", owners=[owner("StatefulSet", "db")], tolerations=[tolerate_out_of_service()], terminating=True),
     pod_json("elsewhere", node="node2"),
 ]
-ATTACHMENTS = [attachment_json("csi-b", volume="pvc-2"), attachment_json("csi-a", volume="pvc-1"),
-               attachment_json("csi-gone", deleting=True), attachment_json("csi-other", node="node2")]
+ATTACHMENTS = [
+    attachment_json("csi-b", volume="pvc-2"),
+    attachment_json("csi-a", volume="pvc-1"),
+    attachment_json("csi-gone", deleting=True),
+    attachment_json("csi-other", node="node2"),
+]
 
 
 def test_the_plan_lists_what_goes_and_what_stays_as_the_controller_decides():
     plan = fence_plan(NODE, PODS, ATTACHMENTS, NOW)
     assert plan == FencePlan(
-        node="node1", ready="Unknown", down_since=NOW - 600,
-        taint={"key": "node.kubernetes.io/out-of-service", "value": "nodeshutdown", "effect": "NoExecute",
-               "timeAdded": "2027-01-15T08:00:00Z"},
-        force_deleted=(PlannedPod("apps/db-0", "StatefulSet/db", TERMINATING),
-                       PlannedPod("apps/web-1", "StatefulSet/web", UNTOLERATED)),
+        node="node1",
+        ready="Unknown",
+        down_since=NOW - 600,
+        taint={
+            "key": "node.kubernetes.io/out-of-service",
+            "value": "nodeshutdown",
+            "effect": "NoExecute",
+            "timeAdded": "2027-01-15T08:00:00Z",
+        },
+        force_deleted=(
+            PlannedPod("apps/db-0", "StatefulSet/db", TERMINATING),
+            PlannedPod("apps/web-1", "StatefulSet/web", UNTOLERATED),
+        ),
         staying=(PlannedPod("kube-system/agent-x", "DaemonSet/agent", ""),),
-        attachments=(PlannedAttachment("csi-a", "pvc-1", "csi.example.com"),
-                     PlannedAttachment("csi-b", "pvc-2", "csi.example.com")))
+        attachments=(
+            PlannedAttachment("csi-a", "pvc-1", "csi.example.com"),
+            PlannedAttachment("csi-b", "pvc-2", "csi.example.com"),
+        ),
+    )
 
 
 def test_the_plan_as_printed():
@@ -91,5 +111,9 @@ def test_an_empty_node():
         "Node node1 (Ready False since 2027-01-15T07:00:00Z, 1h0s ago) will get the taint "
         "node.kubernetes.io/out-of-service=nodeshutdown:NoExecute.",
         "Caution: its kubelet still reports (Ready False, not Unknown): its containers may still run.",
-        "", "No pod will be force deleted.", "", "No volume attachment will be deleted."]
+        "",
+        "No pod will be force deleted.",
+        "",
+        "No volume attachment will be deleted.",
+    ]
     assert text.endswith(SPLIT_BRAIN)

@@ -17,14 +17,28 @@ GOOD = [
     ("--kubeconfig after the name", ["explain", "node", "n1", "--kubeconfig", "/k"], {}, ExplainNode("n1", "/k")),
     ("--kubeconfig before the command", ["--kubeconfig=/k", "explain", "node", "n1"], {}, ExplainNode("n1", "/k")),
     ("KUBECONFIG from the environment", ["explain", "node", "n1"], {"KUBECONFIG": "/a:/b"}, ExplainNode("n1", "/a:/b")),
-    ("--kubeconfig over KUBECONFIG", ["explain", "node", "n1", "--kubeconfig", "/k"], {"KUBECONFIG": "/e"},
-     ExplainNode("n1", "/k")),
+    (
+        "--kubeconfig over KUBECONFIG",
+        ["explain", "node", "n1", "--kubeconfig", "/k"],
+        {"KUBECONFIG": "/e"},
+        ExplainNode("n1", "/k"),
+    ),
     ("an empty KUBECONFIG is none", ["explain", "node", "n1"], {"KUBECONFIG": ""}, ExplainNode("n1", None)),
-    ("the controller's disruption-budget flags are passed on",
-     ["explain", "node", "n1", "--respect-disruption-budgets-for-taints", "example.com/drain",
-      "--disruption-budget-timeout=10m"], {},
-     ExplainNode("n1", None, ("--respect-disruption-budgets-for-taints=example.com/drain",
-                              "--disruption-budget-timeout=10m"))),
+    (
+        "the controller's disruption-budget flags are passed on",
+        [
+            "explain",
+            "node",
+            "n1",
+            "--respect-disruption-budgets-for-taints",
+            "example.com/drain",
+            "--disruption-budget-timeout=10m",
+        ],
+        {},
+        ExplainNode(
+            "n1", None, ("--respect-disruption-budgets-for-taints=example.com/drain", "--disruption-budget-timeout=10m")
+        ),
+    ),
 ]
 
 

@@ -36,10 +36,17 @@ METRICS_PATH = f"/api/v1/namespaces/taintkeeper-system/pods/{POD}:10258/proxy/me
 
 
 def request(**changes: Any) -> StatusRequest:
-    defaults: dict[str, Any] = {"kubeconfig": None, "namespace": None, "selector": None, "output": "text",
-                                "watch": False, "lease_namespace": "taintkeeper-system",
-                                "lease_name": "taintkeeper-controller", "metrics_port": 10258,
-                                "settings": MonitorSettings()}
+    defaults: dict[str, Any] = {
+        "kubeconfig": None,
+        "namespace": None,
+        "selector": None,
+        "output": "text",
+        "watch": False,
+        "lease_namespace": "taintkeeper-system",
+        "lease_name": "taintkeeper-controller",
+        "metrics_port": 10258,
+        "settings": MonitorSettings(),
+    }
     return StatusRequest(**(defaults | changes))
 
 
@@ -50,16 +57,35 @@ GOOD = {
     "-o json": (["-o", "json"], request(output="json")),
     "--output json": (["--output=json"], request(output="json")),
     "namespace and selector, short": (["-n", "shop", "-l", "app=web"], request(namespace="shop", selector="app=web")),
-    "namespace and selector, long": (["--namespace", "shop", "--selector", "app in (a,b)"],
-                                     request(namespace="shop", selector="app in (a,b)")),
+    "namespace and selector, long": (
+        ["--namespace", "shop", "--selector", "app in (a,b)"],
+        request(namespace="shop", selector="app in (a,b)"),
+    ),
     "--watch": (["--watch"], request(watch=True)),
-    "the four rate flags": (["--node-eviction-rate", "2", "--secondary-node-eviction-rate", "0.5",
-                             "--large-cluster-size-threshold", "10", "--unhealthy-zone-threshold", "0.4"],
-                            request(settings=MonitorSettings(node_eviction_rate=2, secondary_node_eviction_rate=0.5,
-                                                             large_cluster_size_threshold=10,
-                                                             unhealthy_zone_threshold=0.4))),
-    "another Lease and metrics port": (["--lease-namespace", "tk", "--lease-name", "l", "--metrics-port", "9000"],
-                                       request(lease_namespace="tk", lease_name="l", metrics_port=9000)),
+    "the four rate flags": (
+        [
+            "--node-eviction-rate",
+            "2",
+            "--secondary-node-eviction-rate",
+            "0.5",
+            "--large-cluster-size-threshold",
+            "10",
+            "--unhealthy-zone-threshold",
+            "0.4",
+        ],
+        request(
+            settings=MonitorSettings(
+                node_eviction_rate=2,
+                secondary_node_eviction_rate=0.5,
+                large_cluster_size_threshold=10,
+                unhealthy_zone_threshold=0.4,
+            )
+        ),
+    ),
+    "another Lease and metrics port": (
+        ["--lease-namespace", "tk", "--lease-name", "l", "--metrics-port", "9000"],
+        request(lease_namespace="tk", lease_name="l", metrics_port=9000),
+    ),
     "--kubeconfig": (["--kubeconfig", "/k"], request(kubeconfig="/k")),
 }
 
@@ -74,8 +100,10 @@ BAD = {
     "an output other than text or json": (["-o", "yaml"], "invalid choice: 'yaml'"),
     "a negative rate": (["--node-eviction-rate", "-1"], "--node-eviction-rate: must be a number >= 0"),
     "a rate that is no number": (["--secondary-node-eviction-rate", "fast"], "--secondary-node-eviction-rate"),
-    "a threshold that is not whole": (["--large-cluster-size-threshold", "2.5"],
-                                      "--large-cluster-size-threshold: invalid whole number '2.5'"),
+    "a threshold that is not whole": (
+        ["--large-cluster-size-threshold", "2.5"],
+        "--large-cluster-size-threshold: invalid whole number '2.5'",
+    ),
     "an unhealthy share of 0": (["--unhealthy-zone-threshold", "0"], "--unhealthy-zone-threshold must be in (0, 1]"),
     "an unhealthy share above 1": (["--unhealthy-zone-threshold", "1.5"], "must be in (0, 1]"),
     "a port out of range": (["--metrics-port", "70000"], "not a port number: '70000'"),
@@ -93,8 +121,9 @@ def test_bad_flags_exit_2_with_one_line(argv: list[str], message: str, capsys: p
 
 
 @pytest.mark.parametrize(("argv", "message"), BAD.values(), ids=BAD.keys())
-def test_the_plugin_refuses_bad_status_flags_with_one_line_too(argv: list[str], message: str,
-                                                               capsys: pytest.CaptureFixture[str]) -> None:
+def test_the_plugin_refuses_bad_status_flags_with_one_line_too(
+    argv: list[str], message: str, capsys: pytest.CaptureFixture[str]
+) -> None:
     with pytest.raises(SystemExit) as exited:
         kubectl_plugin.parse_args(["status", *argv], {})
     assert exited.value.code == 2
@@ -103,13 +132,18 @@ def test_the_plugin_refuses_bad_status_flags_with_one_line_too(argv: list[str], 
 
 
 PLUGIN = {
-    "status with flags": (["status", "-o", "json", "-n", "shop"], {},
-                          request(output="json", namespace="shop")),
+    "status with flags": (["status", "-o", "json", "-n", "shop"], {}, request(output="json", namespace="shop")),
     "KUBECONFIG from the environment": (["status"], {"KUBECONFIG": "/e"}, request(kubeconfig="/e")),
-    "--kubeconfig before the command": (["--kubeconfig", "/k", "status"], {"KUBECONFIG": "/e"},
-                                        request(kubeconfig="/k")),
-    "--kubeconfig after the command": (["status", "--kubeconfig", "/k"], {"KUBECONFIG": "/e"},
-                                       request(kubeconfig="/k")),
+    "--kubeconfig before the command": (
+        ["--kubeconfig", "/k", "status"],
+        {"KUBECONFIG": "/e"},
+        request(kubeconfig="/k"),
+    ),
+    "--kubeconfig after the command": (
+        ["status", "--kubeconfig", "/k"],
+        {"KUBECONFIG": "/e"},
+        request(kubeconfig="/k"),
+    ),
     "explain node NAME is unchanged": (["explain", "node", "n1"], {}, ExplainNode("n1", None)),
 }
 
@@ -125,6 +159,7 @@ def test_the_plugin_runs_status(monkeypatch: pytest.MonkeyPatch) -> None:
     def fake_run(req: StatusRequest) -> int:
         ran.append(req)
         return 0
+
     monkeypatch.setattr("kubectl_taintkeeper.status_command.run", fake_run)
     monkeypatch.delenv("KUBECONFIG", raising=False)
     assert kubectl_plugin.main(["status", "-l", "app=web"]) == 0
@@ -143,17 +178,26 @@ def test_python_m_controller_status_refuses_bad_flags_with_exit_2(capsys: pytest
 QUERIES = {
     "every pod": (None, None, "/api/v1/pods", [("resourceVersion", "0")]),
     "one namespace's pods": ("shop", None, "/api/v1/namespaces/shop/pods", [("resourceVersion", "0")]),
-    "pods matching a selector": (None, "app=web,tier!=db", "/api/v1/pods",
-                                 [("resourceVersion", "0"), ("labelSelector", "app=web,tier!=db")]),
-    "both": ("shop", "app=web", "/api/v1/namespaces/shop/pods",
-             [("resourceVersion", "0"), ("labelSelector", "app=web")]),
+    "pods matching a selector": (
+        None,
+        "app=web,tier!=db",
+        "/api/v1/pods",
+        [("resourceVersion", "0"), ("labelSelector", "app=web,tier!=db")],
+    ),
+    "both": (
+        "shop",
+        "app=web",
+        "/api/v1/namespaces/shop/pods",
+        [("resourceVersion", "0"), ("labelSelector", "app=web")],
+    ),
     "a namespace is one path segment": ("a/b", None, "/api/v1/namespaces/a%2Fb/pods", [("resourceVersion", "0")]),
 }
 
 
 @pytest.mark.parametrize(("namespace", "selector", "path", "query"), QUERIES.values(), ids=QUERIES.keys())
-def test_the_pod_filters_go_into_the_list_query(namespace: str | None, selector: str | None, path: str,
-                                                query: list[tuple[str, str]]) -> None:
+def test_the_pod_filters_go_into_the_list_query(
+    namespace: str | None, selector: str | None, path: str, query: list[tuple[str, str]]
+) -> None:
     assert pods_query(namespace, selector) == (path, query)
 
 
@@ -170,6 +214,7 @@ def test_the_lease_is_read_by_its_path() -> None:
 # the metrics request or its absence, an API error, --watch -o json) are tested against the real
 # apiserver: tests/integration/test_status_command.py.
 
+
 def test_an_apiserver_that_cannot_be_reached_is_one_line_and_exit_1(tmp_path: Path) -> None:
     out, err = io.StringIO(), io.StringIO()
     code = run(parse_args(["--kubeconfig", str(kubeconfig_file(tmp_path))]), out, err)
@@ -180,11 +225,13 @@ def test_an_apiserver_that_cannot_be_reached_is_one_line_and_exit_1(tmp_path: Pa
 def test_a_kubeconfig_that_does_not_load_is_one_line_and_exit_2(tmp_path: Path) -> None:
     out, err = io.StringIO(), io.StringIO()
     assert run(parse_args(["--kubeconfig", str(tmp_path / "missing")]), out, err) == 2
-    assert err.getvalue().splitlines() == [f"status: error: kubeconfig {tmp_path / 'missing'} does not exist or is "
-                                           "not a file"]
+    assert err.getvalue().splitlines() == [
+        f"status: error: kubeconfig {tmp_path / 'missing'} does not exist or is not a file"
+    ]
 
 
 # --- output: colour and --watch -------------------------------------------------------------------------
+
 
 class Terminal(io.StringIO):
     def isatty(self) -> bool:
@@ -211,6 +258,7 @@ def frames(*texts: str | None) -> Any:
         if not remaining:
             raise KeyboardInterrupt
         return remaining.pop(0)
+
     return draw
 
 
@@ -225,8 +273,7 @@ def test_watch_on_a_terminal_clears_once_then_redraws_in_place() -> None:
     out = Terminal()
     assert watch(frames("a\nb", "c"), out, tty=True, sleep=lambda _s: None) == 0
     erase = "\x1b[K"
-    assert out.getvalue() == (CLEAR + HOME + f"a{erase}\nb{erase}\n" + ERASE_BELOW
-                              + HOME + f"c{erase}\n" + ERASE_BELOW)
+    assert out.getvalue() == (CLEAR + HOME + f"a{erase}\nb{erase}\n" + ERASE_BELOW + HOME + f"c{erase}\n" + ERASE_BELOW)
 
 
 def test_watch_waits_only_what_is_left_of_the_interval() -> None:

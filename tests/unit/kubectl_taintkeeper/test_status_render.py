@@ -24,8 +24,15 @@ BORN = NOW - 3600
 
 NODES = [
     node_json("a1", "True", zone="a", region="eu"),
-    node_json("a2", "Unknown", taint(UNREACHABLE, NOW - 120), taint(UNREACHABLE, effect=NO_SCHEDULE),
-              zone="a", region="eu", ready_since=NOW - 130),
+    node_json(
+        "a2",
+        "Unknown",
+        taint(UNREACHABLE, NOW - 120),
+        taint(UNREACHABLE, effect=NO_SCHEDULE),
+        zone="a",
+        region="eu",
+        ready_since=NOW - 130,
+    ),
     node_json("a3", "True", taint(UNSCHEDULABLE, effect=NO_SCHEDULE), zone="a", region="eu"),
     node_json("b1", "False", taint(NOT_READY, NOW - 20), zone="b", region="eu", ready_since=NOW - 25),
 ]
@@ -37,45 +44,114 @@ PODS = [
 ]
 
 
-def build(nodes: list[dict[str, Any]] = NODES, pods: list[dict[str, Any]] = PODS,
-          lease: Reading[Any] | None = None, last_pass: Reading[float] | None = None) -> ClusterStatus:
-    return cluster_status(nodes, pods, LEASE, Reading(lease_json(HOLDER, NOW - 1)) if lease is None else lease,
-                          Reading(NOW - 3) if last_pass is None else last_pass, MonitorSettings(), NOW)
+def build(
+    nodes: list[dict[str, Any]] = NODES,
+    pods: list[dict[str, Any]] = PODS,
+    lease: Reading[Any] | None = None,
+    last_pass: Reading[float] | None = None,
+) -> ClusterStatus:
+    return cluster_status(
+        nodes,
+        pods,
+        LEASE,
+        Reading(lease_json(HOLDER, NOW - 1)) if lease is None else lease,
+        Reading(NOW - 3) if last_pass is None else last_pass,
+        MonitorSettings(),
+        NOW,
+    )
 
 
 # --- JSON ----------------------------------------------------------------------------------------------
+
 
 def test_the_json_has_exactly_the_contracts_names() -> None:
     document = json.loads(json.dumps(status_json(build())))
     assert list(document) == ["zones", "brake", "nodes", "leader", "pendingEvictions"]
     assert document["brake"] is False
     assert document["pendingEvictions"] == [
-        {"namespace": "jobs", "pod": "batch", "node": "a2", "taint": f"{UNREACHABLE}:NoExecute",
-         "deadline": "2027-01-15T07:59:00Z", "secondsLeft": -60, "waitingFor": None},
-        {"namespace": "shop", "pod": "bare", "node": "b1", "taint": f"{NOT_READY}:NoExecute",
-         "deadline": "2027-01-15T08:00:00Z", "secondsLeft": 0, "waitingFor": None},
-        {"namespace": "shop", "pod": "web-1", "node": "a2", "taint": f"{UNREACHABLE}:NoExecute",
-         "deadline": "2027-01-15T08:03:00Z", "secondsLeft": 180, "waitingFor": None},
+        {
+            "namespace": "jobs",
+            "pod": "batch",
+            "node": "a2",
+            "taint": f"{UNREACHABLE}:NoExecute",
+            "deadline": "2027-01-15T07:59:00Z",
+            "secondsLeft": -60,
+            "waitingFor": None,
+        },
+        {
+            "namespace": "shop",
+            "pod": "bare",
+            "node": "b1",
+            "taint": f"{NOT_READY}:NoExecute",
+            "deadline": "2027-01-15T08:00:00Z",
+            "secondsLeft": 0,
+            "waitingFor": None,
+        },
+        {
+            "namespace": "shop",
+            "pod": "web-1",
+            "node": "a2",
+            "taint": f"{UNREACHABLE}:NoExecute",
+            "deadline": "2027-01-15T08:03:00Z",
+            "secondsLeft": 180,
+            "waitingFor": None,
+        },
     ]
 
 
 def test_the_json_of_zones_nodes_and_the_leader() -> None:
     document = status_json(build())
-    assert document["zones"][0] == {"zone": "eu::a", "state": "Normal", "nodes": ["a1", "a2", "a3"], "excluded": [],
-                                    "size": 3, "notReady": 1, "evictionRate": 0.1,
-                                    "evictionRateReason": "--node-eviction-rate"}
-    assert document["nodes"][0] == {"name": "a2", "zone": "eu::a", "ready": "Unknown", "taints": [
-        {"key": UNREACHABLE, "effect": "NoExecute", "since": "2027-01-15T07:58:00Z", "sinceSource": "timeAdded",
-         "ageSeconds": 120},
-        {"key": UNREACHABLE, "effect": "NoSchedule", "since": "2027-01-15T07:57:50Z",
-         "sinceSource": "Ready.lastTransitionTime", "ageSeconds": 130}]}
-    assert document["nodes"][1]["taints"][0] | {"key": None} == {"key": None, "effect": "NoSchedule", "since": None,
-                                                                 "sinceSource": None, "ageSeconds": None}
+    assert document["zones"][0] == {
+        "zone": "eu::a",
+        "state": "Normal",
+        "nodes": ["a1", "a2", "a3"],
+        "excluded": [],
+        "size": 3,
+        "notReady": 1,
+        "evictionRate": 0.1,
+        "evictionRateReason": "--node-eviction-rate",
+    }
+    assert document["nodes"][0] == {
+        "name": "a2",
+        "zone": "eu::a",
+        "ready": "Unknown",
+        "taints": [
+            {
+                "key": UNREACHABLE,
+                "effect": "NoExecute",
+                "since": "2027-01-15T07:58:00Z",
+                "sinceSource": "timeAdded",
+                "ageSeconds": 120,
+            },
+            {
+                "key": UNREACHABLE,
+                "effect": "NoSchedule",
+                "since": "2027-01-15T07:57:50Z",
+                "sinceSource": "Ready.lastTransitionTime",
+                "ageSeconds": 130,
+            },
+        ],
+    }
+    assert document["nodes"][1]["taints"][0] | {"key": None} == {
+        "key": None,
+        "effect": "NoSchedule",
+        "since": None,
+        "sinceSource": None,
+        "ageSeconds": None,
+    }
     assert document["leader"] == {
-        "lease": LEASE, "holder": HOLDER, "pod": "taintkeeper-controller-7d9f8-abcde",
-        "renewTime": "2027-01-15T07:59:59Z", "renewedSecondsAgo": 1, "leaseDurationSeconds": 15, "expired": False,
-        "error": None, "lastMonitorPass": "2027-01-15T07:59:57Z", "lastMonitorPassSecondsAgo": 3,
-        "lastMonitorPassError": None}
+        "lease": LEASE,
+        "holder": HOLDER,
+        "pod": "taintkeeper-controller-7d9f8-abcde",
+        "renewTime": "2027-01-15T07:59:59Z",
+        "renewedSecondsAgo": 1,
+        "leaseDurationSeconds": 15,
+        "expired": False,
+        "error": None,
+        "lastMonitorPass": "2027-01-15T07:59:57Z",
+        "lastMonitorPassSecondsAgo": 3,
+        "lastMonitorPassError": None,
+    }
 
 
 def test_the_json_of_a_braked_cluster_says_so() -> None:
@@ -86,6 +162,7 @@ def test_the_json_of_a_braked_cluster_says_so() -> None:
 
 # --- text ----------------------------------------------------------------------------------------------
 
+
 def test_plain_text_has_no_escapes_and_colour_differs_only_by_them() -> None:
     plain = render_text(build(), colour=False)
     coloured = render_text(build(), colour=True)
@@ -95,52 +172,84 @@ def test_plain_text_has_no_escapes_and_colour_differs_only_by_them() -> None:
 
 
 TEXT_CASES = {
-    "a healthy cluster: Normal zones, brake off, nothing tainted or pending":
-        (build([node_json("n1", zone="a"), node_json("n2", zone="b")], []),
-         ["  ::a   Normal  1      0          0.1 nodes/s: --node-eviction-rate",
-          "BRAKE  off (a zone is not fully disrupted)",
-          "TAINTED NODES  (taintkeeper's taints)\n  none",
-          "PENDING EVICTIONS  (0, soonest first)\n  none"]),
-    "a small zone partially disrupted: tainting stopped, and why":
-        (build([node_json("ok", zone="a")] + [node_json(f"down{i}", "Unknown", zone="a") for i in range(3)], []),
-         ["PartialDisruption  4      3          0 nodes/s: stopped: partially disrupted, at most 50 nodes "
-          "(--large-cluster-size-threshold)"]),
-    "every zone fully disrupted: the brake is on":
-        (build([node_json("n", "Unknown")], []),
-         ["  (no zone)  FullDisruption  1      1          0 nodes/s: stopped: every zone is fully disrupted",
-          "BRAKE  ON: every zone is fully disrupted; nothing is tainted NoExecute"]),
-    "a tainted node's taints with their ages, or why the age is unknown":
-        (build(), ["  a2  zone eu::a  Ready=Unknown",
-                   f"      {UNREACHABLE}:NoExecute   2m0s (since 2027-01-15T07:58:00Z, timeAdded)",
-                   f"      {UNREACHABLE}:NoSchedule  2m10s (since 2027-01-15T07:57:50Z, Ready.lastTransitionTime)",
-                   f"      {UNSCHEDULABLE}:NoSchedule  age unknown (a NoSchedule taint has no timeAdded)"]),
-    "pending evictions soonest first, with the time left, the taint and the toleration":
-        (build(), ["PENDING EVICTIONS  (3, soonest first)\n"
-                   "  DEADLINE              LEFT          POD         NODE  WHY\n"
-                   f"  2027-01-15T07:59:00Z  overdue 1m0s  jobs/batch  a2    {UNREACHABLE}:NoExecute, toleration "
-                   f"{UNREACHABLE} Exists NoExecute for 60s\n"
-                   f"  2027-01-15T08:00:00Z  due now       shop/bare   b1    {NOT_READY}:NoExecute not tolerated\n"
-                   f"  2027-01-15T08:03:00Z  in 3m0s       shop/web-1  a2    {UNREACHABLE}:NoExecute, toleration "
-                   f"{UNREACHABLE} Exists NoExecute for 300s"]),
-    "a leader with its last monitor pass":
-        (build(), [f"LEADER  taintkeeper-controller-7d9f8-abcde (Lease {LEASE} held by {HOLDER}, renewed 1s ago)\n"
-                   "  last monitor pass 3s ago"]),
-    "a leader whose metrics cannot be reached: one line saying why":
-        (build(last_pass=Reading(error="cannot reach the leader's /metrics through the apiserver's pod proxy: "
-                                       "503 Service Unavailable")),
-         ["  last monitor pass: cannot tell: cannot reach the leader's /metrics through the apiserver's pod proxy: "
-          "503 Service Unavailable"]),
-    "a Lease without a holder: no leader":
-        (build(lease=Reading(lease_json(None, NOW - 5, duration=1)), last_pass=Reading()),
-         [f"LEADER  none (the Lease {LEASE} has no holder)\n  last monitor pass: cannot tell: no leader"]),
-    "no Lease: no leader":
-        (build(lease=Reading(), last_pass=Reading()), [f"LEADER  none (the Lease {LEASE} does not exist)"]),
-    "a Lease that cannot be read: why":
-        (build(lease=Reading(error="403 Forbidden: leases is forbidden"), last_pass=Reading()),
-         [f"LEADER  unknown: cannot read the Lease {LEASE}: 403 Forbidden: leases is forbidden"]),
-    "an expired Lease says so":
-        (build(lease=Reading(lease_json(HOLDER, NOW - 40)), last_pass=Reading(error="x")),
-         ["renewed 40s ago; expired: not renewed within its 15s)"]),
+    "a healthy cluster: Normal zones, brake off, nothing tainted or pending": (
+        build([node_json("n1", zone="a"), node_json("n2", zone="b")], []),
+        [
+            "  ::a   Normal  1      0          0.1 nodes/s: --node-eviction-rate",
+            "BRAKE  off (a zone is not fully disrupted)",
+            "TAINTED NODES  (taintkeeper's taints)\n  none",
+            "PENDING EVICTIONS  (0, soonest first)\n  none",
+        ],
+    ),
+    "a small zone partially disrupted: tainting stopped, and why": (
+        build([node_json("ok", zone="a")] + [node_json(f"down{i}", "Unknown", zone="a") for i in range(3)], []),
+        [
+            "PartialDisruption  4      3          0 nodes/s: stopped: partially disrupted, at most 50 nodes "
+            "(--large-cluster-size-threshold)"
+        ],
+    ),
+    "every zone fully disrupted: the brake is on": (
+        build([node_json("n", "Unknown")], []),
+        [
+            "  (no zone)  FullDisruption  1      1          0 nodes/s: stopped: every zone is fully disrupted",
+            "BRAKE  ON: every zone is fully disrupted; nothing is tainted NoExecute",
+        ],
+    ),
+    "a tainted node's taints with their ages, or why the age is unknown": (
+        build(),
+        [
+            "  a2  zone eu::a  Ready=Unknown",
+            f"      {UNREACHABLE}:NoExecute   2m0s (since 2027-01-15T07:58:00Z, timeAdded)",
+            f"      {UNREACHABLE}:NoSchedule  2m10s (since 2027-01-15T07:57:50Z, Ready.lastTransitionTime)",
+            f"      {UNSCHEDULABLE}:NoSchedule  age unknown (a NoSchedule taint has no timeAdded)",
+        ],
+    ),
+    "pending evictions soonest first, with the time left, the taint and the toleration": (
+        build(),
+        [
+            "PENDING EVICTIONS  (3, soonest first)\n"
+            "  DEADLINE              LEFT          POD         NODE  WHY\n"
+            f"  2027-01-15T07:59:00Z  overdue 1m0s  jobs/batch  a2    {UNREACHABLE}:NoExecute, toleration "
+            f"{UNREACHABLE} Exists NoExecute for 60s\n"
+            f"  2027-01-15T08:00:00Z  due now       shop/bare   b1    {NOT_READY}:NoExecute not tolerated\n"
+            f"  2027-01-15T08:03:00Z  in 3m0s       shop/web-1  a2    {UNREACHABLE}:NoExecute, toleration "
+            f"{UNREACHABLE} Exists NoExecute for 300s"
+        ],
+    ),
+    "a leader with its last monitor pass": (
+        build(),
+        [
+            f"LEADER  taintkeeper-controller-7d9f8-abcde (Lease {LEASE} held by {HOLDER}, renewed 1s ago)\n"
+            "  last monitor pass 3s ago"
+        ],
+    ),
+    "a leader whose metrics cannot be reached: one line saying why": (
+        build(
+            last_pass=Reading(
+                error="cannot reach the leader's /metrics through the apiserver's pod proxy: 503 Service Unavailable"
+            )
+        ),
+        [
+            "  last monitor pass: cannot tell: cannot reach the leader's /metrics through the apiserver's pod proxy: "
+            "503 Service Unavailable"
+        ],
+    ),
+    "a Lease without a holder: no leader": (
+        build(lease=Reading(lease_json(None, NOW - 5, duration=1)), last_pass=Reading()),
+        [f"LEADER  none (the Lease {LEASE} has no holder)\n  last monitor pass: cannot tell: no leader"],
+    ),
+    "no Lease: no leader": (
+        build(lease=Reading(), last_pass=Reading()),
+        [f"LEADER  none (the Lease {LEASE} does not exist)"],
+    ),
+    "a Lease that cannot be read: why": (
+        build(lease=Reading(error="403 Forbidden: leases is forbidden"), last_pass=Reading()),
+        [f"LEADER  unknown: cannot read the Lease {LEASE}: 403 Forbidden: leases is forbidden"],
+    ),
+    "an expired Lease says so": (
+        build(lease=Reading(lease_json(HOLDER, NOW - 40)), last_pass=Reading(error="x")),
+        ["renewed 40s ago; expired: not renewed within its 15s)"],
+    ),
 }
 
 
@@ -153,15 +262,40 @@ def test_the_text_report(status: ClusterStatus, fragments: list[str]) -> None:
 
 def test_a_pod_waiting_for_its_disruption_budget_says_which_in_text_and_json() -> None:
     drain = {"key": "example.com/drain", "effect": "NoExecute", "timeAdded": "2027-01-15T07:58:00Z"}
-    nodes = [{"metadata": {"name": "d1", "labels": {}}, "spec": {"taints": [drain]},
-              "status": {"conditions": [{"type": "Ready", "status": "True"}]}}]
-    pod = {"metadata": {"name": "web-9", "namespace": "shop", "uid": "u9", "labels": {"app": "web"},
-                        "annotations": {"taintkeeper.io/eviction": "respect-disruption-budget"},
-                        "creationTimestamp": "2027-01-15T07:00:00Z"}, "spec": {"nodeName": "d1"}}
-    budget = {"metadata": {"name": "web", "namespace": "shop"}, "spec": {"selector": {"matchLabels": {"app": "web"}}},
-              "status": {"disruptionsAllowed": 0}}
-    status = cluster_status(nodes, [pod], LEASE, Reading(lease_json(HOLDER, NOW - 1)), Reading(NOW - 3),
-                            MonitorSettings(), NOW, Budgets(budgets=[budget]))
+    nodes = [
+        {
+            "metadata": {"name": "d1", "labels": {}},
+            "spec": {"taints": [drain]},
+            "status": {"conditions": [{"type": "Ready", "status": "True"}]},
+        }
+    ]
+    pod = {
+        "metadata": {
+            "name": "web-9",
+            "namespace": "shop",
+            "uid": "u9",
+            "labels": {"app": "web"},
+            "annotations": {"taintkeeper.io/eviction": "respect-disruption-budget"},
+            "creationTimestamp": "2027-01-15T07:00:00Z",
+        },
+        "spec": {"nodeName": "d1"},
+    }
+    budget = {
+        "metadata": {"name": "web", "namespace": "shop"},
+        "spec": {"selector": {"matchLabels": {"app": "web"}}},
+        "status": {"disruptionsAllowed": 0},
+    }
+    status = cluster_status(
+        nodes,
+        [pod],
+        LEASE,
+        Reading(lease_json(HOLDER, NOW - 1)),
+        Reading(NOW - 3),
+        MonitorSettings(),
+        NOW,
+        Budgets(budgets=[budget]),
+    )
     assert status_json(status)["pendingEvictions"][0]["waitingFor"] == "disruption budget web (allowed 0)"
-    assert "example.com/drain:NoExecute not tolerated; waiting for disruption budget web (allowed 0)" in \
-        render_text(status, colour=False)
+    assert "example.com/drain:NoExecute not tolerated; waiting for disruption budget web (allowed 0)" in render_text(
+        status, colour=False
+    )

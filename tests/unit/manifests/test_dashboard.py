@@ -69,12 +69,21 @@ def test_the_queries_name_only_series_taintkeeper_exports():
 
 def test_every_query_parses(test_tools: None, tmp_path: Path):
     if not PROMTOOL.is_file():
-        pytest.fail(f"{PROMTOOL} is missing after `hack/local-cluster.sh deps` (Debian package prometheus)",
-                    pytrace=False)
+        pytest.fail(
+            f"{PROMTOOL} is missing after `hack/local-cluster.sh deps` (Debian package prometheus)", pytrace=False
+        )
     # promtool parses PromQL in rules files: each query becomes a recording rule
-    rules = {"groups": [{"name": "dashboard", "rules": [
-        {"record": f"dashboard:query_{number}", "expr": query.runnable()}
-        for number, query in enumerate(queries())]}]}
+    rules = {
+        "groups": [
+            {
+                "name": "dashboard",
+                "rules": [
+                    {"record": f"dashboard:query_{number}", "expr": query.runnable()}
+                    for number, query in enumerate(queries())
+                ],
+            }
+        ]
+    }
     path = tmp_path / "dashboard-queries.yaml"
     path.write_text(yaml.safe_dump(rules, sort_keys=False))
     checked = run_promtool("check", "rules", str(path))

@@ -39,13 +39,22 @@ KUBERNETES_VERSIONS = ("1.28", "1.29", "1.30", "1.31", "1.32", "1.33")
 CUSTOM_GROUPS = ("cert-manager.io",)  # CRDs: not in the built-in schemas
 NAMESPACE = "taintkeeper-system"
 IMAGE = "taintkeeper:dev"
-CERTS_SYNC_ARGS = ["--namespace", NAMESPACE, "--secret", "taintkeeper-webhook-tls", "--service",
-                   "taintkeeper-webhook", "--webhook-configuration", "taintkeeper"]
+CERTS_SYNC_ARGS = [
+    "--namespace",
+    NAMESPACE,
+    "--secret",
+    "taintkeeper-webhook-tls",
+    "--service",
+    "taintkeeper-webhook",
+    "--webhook-configuration",
+    "taintkeeper",
+]
 
 
 def manifest_files() -> list[Path]:
-    return sorted(p for p in MANIFESTS.rglob("*.yaml")
-                  if p.name != "kustomization.yaml" and MONITORING not in p.parents)
+    return sorted(
+        p for p in MANIFESTS.rglob("*.yaml") if p.name != "kustomization.yaml" and MONITORING not in p.parents
+    )
 
 
 def documents() -> list[tuple[str, int, dict[str, Any]]]:
@@ -69,8 +78,11 @@ def doc_id(rel: str, index: int, doc: dict[str, Any]) -> str:
 
 
 def find(kind: str, name: str, namespace: str | None = None) -> dict[str, Any]:
-    matches = [d for _, _, d in DOCUMENTS if d["kind"] == kind and d["metadata"]["name"] == name
-               and d["metadata"].get("namespace") == namespace]
+    matches = [
+        d
+        for _, _, d in DOCUMENTS
+        if d["kind"] == kind and d["metadata"]["name"] == name and d["metadata"].get("namespace") == namespace
+    ]
     assert len(matches) == 1, f"{kind} {namespace}/{name}: {len(matches)} documents"
     return matches[0]
 
@@ -87,6 +99,7 @@ def pod_templates() -> list[tuple[str, dict[str, Any]]]:
 
 # -- schemas --------------------------------------------------------------------------------------
 
+
 def test_the_installed_kubernetes_validate_ships_every_version_we_validate_against():
     from kubernetes_validate.utils import all_versions
 
@@ -101,8 +114,9 @@ def test_every_manifest_file_has_documents():
 
 
 @pytest.mark.parametrize("version", KUBERNETES_VERSIONS)
-@pytest.mark.parametrize(("rel", "index", "doc"),
-                         [pytest.param(r, i, d, id=doc_id(r, i, d)) for r, i, d in DOCUMENTS if not is_custom(d)])
+@pytest.mark.parametrize(
+    ("rel", "index", "doc"), [pytest.param(r, i, d, id=doc_id(r, i, d)) for r, i, d in DOCUMENTS if not is_custom(d)]
+)
 def test_manifest_is_valid_for_kubernetes(rel: str, index: int, doc: dict[str, Any], version: str):
     validated = kubernetes_validate.validate(doc, version, strict=True)
     assert validated == version, f"validated against {validated}, not {version}: the schema is missing"
@@ -111,8 +125,11 @@ def test_manifest_is_valid_for_kubernetes(rel: str, index: int, doc: dict[str, A
 def test_cert_manager_resources():
     custom = [d for _, _, d in DOCUMENTS if is_custom(d)]
     assert {(d["kind"], d["metadata"]["name"]) for d in custom} == {
-        ("Issuer", "taintkeeper-selfsigned"), ("Certificate", "taintkeeper-ca"), ("Issuer", "taintkeeper-ca"),
-        ("Certificate", "taintkeeper-webhook-tls")}
+        ("Issuer", "taintkeeper-selfsigned"),
+        ("Certificate", "taintkeeper-ca"),
+        ("Issuer", "taintkeeper-ca"),
+        ("Certificate", "taintkeeper-webhook-tls"),
+    }
     for doc in custom:
         with pytest.raises(SchemaNotFoundError):
             kubernetes_validate.validate(doc, KUBERNETES_VERSIONS[-1], strict=True)
@@ -133,18 +150,27 @@ def test_cert_manager_resources():
 
 # -- the webhook configuration ---------------------------------------------------------------------
 
+
 def test_the_mutating_webhook_configuration_is_the_one_registration_builds():
     manifest = find("MutatingWebhookConfiguration", "taintkeeper")
     built = mutating_webhook_configuration(
-        "", service=(NAMESPACE, "taintkeeper-webhook", 443),
-        namespace_selector={"matchExpressions": [
-            {"key": "kubernetes.io/metadata.name", "operator": "NotIn", "values": [NAMESPACE]}]})
+        "",
+        service=(NAMESPACE, "taintkeeper-webhook", 443),
+        namespace_selector={
+            "matchExpressions": [{"key": "kubernetes.io/metadata.name", "operator": "NotIn", "values": [NAMESPACE]}]
+        },
+    )
     del built["webhooks"][0]["clientConfig"]["caBundle"]  # filled by certs sync or cert-manager
     assert manifest["webhooks"] == built["webhooks"]
     assert manifest["metadata"]["name"] == built["metadata"]["name"]
     webhook = manifest["webhooks"][0]
-    assert (webhook["failurePolicy"], webhook["reinvocationPolicy"], webhook["sideEffects"],
-            webhook["timeoutSeconds"], webhook["admissionReviewVersions"]) == ("Ignore", "IfNeeded", "None", 5, ["v1"])
+    assert (
+        webhook["failurePolicy"],
+        webhook["reinvocationPolicy"],
+        webhook["sideEffects"],
+        webhook["timeoutSeconds"],
+        webhook["admissionReviewVersions"],
+    ) == ("Ignore", "IfNeeded", "None", 5, ["v1"])
 
 
 def test_the_namespace_is_excluded_from_the_webhook_on_every_cluster_version():
@@ -154,6 +180,7 @@ def test_the_namespace_is_excluded_from_the_webhook_on_every_cluster_version():
 
 
 # -- workloads ---------------------------------------------------------------------------------------
+
 
 @pytest.mark.parametrize(("name", "template"), pod_templates(), ids=[n for n, _ in pod_templates()])
 def test_pods_are_locked_down(name: str, template: dict[str, Any]):
@@ -185,13 +212,15 @@ def test_every_container_names_its_pod_for_the_user_agent(name: str, template: d
         assert env[POD_NAME_ENV] == {"name": POD_NAME_ENV, "valueFrom": {"fieldRef": {"fieldPath": "metadata.name"}}}
 
 
-REPLICAS = [(doc["metadata"]["name"], doc["spec"]["template"]) for _, _, doc in DOCUMENTS
-            if doc["kind"] == "Deployment"]
+REPLICAS = [
+    (doc["metadata"]["name"], doc["spec"]["template"]) for _, _, doc in DOCUMENTS if doc["kind"] == "Deployment"
+]
 
 
 @pytest.mark.parametrize(("name", "template"), REPLICAS, ids=[n for n, _ in REPLICAS])
-def test_every_replica_tolerates_a_node_failure_as_long_as_the_built_in_defaults_allow(name: str,
-                                                                                       template: dict[str, Any]):
+def test_every_replica_tolerates_a_node_failure_as_long_as_the_built_in_defaults_allow(
+    name: str, template: dict[str, Any]
+):
     """Nothing mutates taintkeeper-system's pods: without these, a replica would be evicted the moment its
     node is tainted not-ready or unreachable, by the very controller it may be."""
     expected = [default_toleration(key, BUILTIN_DEFAULT_TOLERATION_SECONDS) for key in (NOT_READY, UNREACHABLE)]
@@ -246,15 +275,23 @@ def test_controller_deployment():
     options = parse_options(container["args"])  # the controller's own parser accepts them
     assert options.leader_elect is True
     assert (options.leader_elect_resource_namespace, options.leader_elect_resource_name) == (
-        NAMESPACE, "taintkeeper-controller")
+        NAMESPACE,
+        "taintkeeper-controller",
+    )
     assert options.port == 10258
     assert container["ports"] == [{"name": "http-metrics", "containerPort": 10258, "protocol": "TCP"}]
     for probe, path in (("readinessProbe", "/readyz"), ("livenessProbe", "/healthz")):
         assert container[probe]["httpGet"] == {"path": path, "port": "http-metrics"}
     lease_role = find("Role", "taintkeeper-controller-leader-election", NAMESPACE)
     named = [r for r in lease_role["rules"] if r.get("resourceNames")]
-    assert named == [{"apiGroups": ["coordination.k8s.io"], "resources": ["leases"],
-                      "resourceNames": [options.leader_elect_resource_name], "verbs": ["get", "update"]}]
+    assert named == [
+        {
+            "apiGroups": ["coordination.k8s.io"],
+            "resources": ["leases"],
+            "resourceNames": [options.leader_elect_resource_name],
+            "verbs": ["get", "update"],
+        }
+    ]
 
 
 def test_certs_sync_runs_the_documented_command():
@@ -267,6 +304,7 @@ def test_certs_sync_runs_the_documented_command():
 
 
 # -- RBAC ---------------------------------------------------------------------------------------------
+
 
 def test_rbac_has_no_wildcards_and_names_the_single_objects_it_writes():
     roles = [d for _, _, d in DOCUMENTS if d["kind"] in ("ClusterRole", "Role")]
@@ -281,18 +319,25 @@ def test_rbac_has_no_wildcards_and_names_the_single_objects_it_writes():
             # read or any Lease write names its object. Reading the kubelets' Leases (the monitor reads a
             # node's live before marking it Unknown) cannot: there is one per node.
             named_verbs = {"secrets": {"get", "update", "patch", "delete"}, "leases": {"update", "patch", "delete"}}
-            if len(rule["resources"]) == 1 and role["kind"] == "Role" and (
-                    set(rule["verbs"]) & named_verbs.get(rule["resources"][0], set())):
+            if (
+                len(rule["resources"]) == 1
+                and role["kind"] == "Role"
+                and (set(rule["verbs"]) & named_verbs.get(rule["resources"][0], set()))
+            ):
                 assert rule.get("resourceNames"), f"{role['metadata']['name']}: {rule}"
             if rule["resources"] == ["mutatingwebhookconfigurations"]:
                 assert rule["resourceNames"] == ["taintkeeper"]
 
 
 def test_every_binding_binds_a_role_that_exists_to_a_service_account_that_exists():
-    accounts = {(d["metadata"]["namespace"], d["metadata"]["name"]) for _, _, d in DOCUMENTS
-                if d["kind"] == "ServiceAccount"}
-    assert accounts == {(NAMESPACE, "taintkeeper-controller"), (NAMESPACE, "taintkeeper-webhook"),
-                        (NAMESPACE, "taintkeeper-certs")}
+    accounts = {
+        (d["metadata"]["namespace"], d["metadata"]["name"]) for _, _, d in DOCUMENTS if d["kind"] == "ServiceAccount"
+    }
+    assert accounts == {
+        (NAMESPACE, "taintkeeper-controller"),
+        (NAMESPACE, "taintkeeper-webhook"),
+        (NAMESPACE, "taintkeeper-certs"),
+    }
     for _, _, binding in DOCUMENTS:
         if binding["kind"] not in ("ClusterRoleBinding", "RoleBinding"):
             continue
@@ -304,6 +349,7 @@ def test_every_binding_binds_a_role_that_exists_to_a_service_account_that_exists
 
 
 # -- kustomize and the image --------------------------------------------------------------------------
+
 
 def kustomization(directory: Path) -> dict[str, Any]:
     return yaml.safe_load((directory / "kustomization.yaml").read_text())
@@ -319,8 +365,9 @@ def test_every_manifest_file_is_in_exactly_one_kustomization():
                 referenced.append(target)
     assert sorted(referenced) == [p.resolve() for p in manifest_files()]
     for directory in (MANIFESTS, MANIFESTS / "cert-manager", MANIFESTS / "kube-1.20"):
-        assert kustomization(directory)["images"] == [{"name": "taintkeeper", "newName": "taintkeeper",
-                                                       "newTag": "dev"}]
+        assert kustomization(directory)["images"] == [
+            {"name": "taintkeeper", "newName": "taintkeeper", "newTag": "dev"}
+        ]
 
 
 def kustomize(directory: Path) -> list[dict[str, Any]]:
@@ -348,17 +395,23 @@ def test_kustomize_renders_both_installations():
         for doc in docs:
             text = yaml.safe_dump(doc)
             assert re.findall(r"image: (\S+)", text) in ([], [IMAGE])
-    annotations = {d["metadata"]["name"]: d["metadata"].get("annotations") for d in with_cert_manager
-                   if d["kind"] == "MutatingWebhookConfiguration"}
+    annotations = {
+        d["metadata"]["name"]: d["metadata"].get("annotations")
+        for d in with_cert_manager
+        if d["kind"] == "MutatingWebhookConfiguration"
+    }
     assert annotations == {"taintkeeper": {"cert-manager.io/inject-ca-from": f"{NAMESPACE}/taintkeeper-webhook-tls"}}
-    assert not any(d["kind"] == "MutatingWebhookConfiguration" and d["metadata"].get("annotations")
-                   for d in self_managed)
+    assert not any(
+        d["kind"] == "MutatingWebhookConfiguration" and d["metadata"].get("annotations") for d in self_managed
+    )
 
 
 def test_the_kube_1_20_installation_differs_only_in_the_api_versions_1_20_lacks():
     base = {(d["kind"], d["metadata"].get("namespace"), d["metadata"]["name"]): d for d in kustomize(MANIFESTS)}
-    old = {(d["kind"], d["metadata"].get("namespace"), d["metadata"]["name"]): d
-           for d in kustomize(MANIFESTS / "kube-1.20")}
+    old = {
+        (d["kind"], d["metadata"].get("namespace"), d["metadata"]["name"]): d
+        for d in kustomize(MANIFESTS / "kube-1.20")
+    }
     assert old.keys() == base.keys()
     moved = {"PodDisruptionBudget": ("policy/v1", "policy/v1beta1"), "CronJob": ("batch/v1", "batch/v1beta1")}
     for key, doc in base.items():
@@ -368,6 +421,7 @@ def test_the_kube_1_20_installation_differs_only_in_the_api_versions_1_20_lacks(
 
 
 # -- the optional NetworkPolicy ---------------------------------------------------------------------
+
 
 def test_the_network_policy_lets_only_the_apiserver_and_prometheus_reach_the_webhook_port():
     policy = find("NetworkPolicy", "taintkeeper-webhook", NAMESPACE)
@@ -392,4 +446,3 @@ def test_the_network_policy_is_applied_on_its_own_never_by_default():
     assert identities(rendered) == {("NetworkPolicy", NAMESPACE, "taintkeeper-webhook")}
     for directory in (MANIFESTS, MANIFESTS / "cert-manager"):
         assert not any(d["kind"] == "NetworkPolicy" for d in kustomize(directory))
-

@@ -16,8 +16,9 @@ ONE_RESPONSE = [
 ]
 
 
-@pytest.mark.parametrize(("sent", "received", "bounds"), [c[1:] for c in ONE_RESPONSE],
-                         ids=[c[0] for c in ONE_RESPONSE])
+@pytest.mark.parametrize(
+    ("sent", "received", "bounds"), [c[1:] for c in ONE_RESPONSE], ids=[c[0] for c in ONE_RESPONSE]
+)
 def test_one_response_bounds_the_offset_by_its_round_trip_and_the_dates_second(sent, received, bounds):
     offset = offset_from(DATE, sent, received)
     assert offset is not None

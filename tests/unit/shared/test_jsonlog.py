@@ -25,22 +25,37 @@ def _record(extra: dict[str, object] | None = None, **added: object) -> logging.
     return record
 
 
-@pytest.mark.parametrize("extra, added, fields", [
-    (None, {}, []),
-    ({"uid": "u-1", "namespace": "team-a", "pod": "web-0"}, {}, [("uid", "u-1"), ("namespace", "team-a"),
-                                                                 ("pod", "web-0")]),
-    ({"uid": "u-1"}, {"message": "added x", "asctime": "now"}, [("uid", "u-1")]),
-    ({"uid": "u-1", "_private": 1}, {"later": 2}, [("uid", "u-1"), ("later", 2)]),
-    (None, {"msg": "rewritten", "later": 2}, [("later", 2)]),
-], ids=["none", "in the order given", "set by formatting are not extras", "private ones left out",
-        "a record's own attribute changed stays its own"])
+@pytest.mark.parametrize(
+    "extra, added, fields",
+    [
+        (None, {}, []),
+        (
+            {"uid": "u-1", "namespace": "team-a", "pod": "web-0"},
+            {},
+            [("uid", "u-1"), ("namespace", "team-a"), ("pod", "web-0")],
+        ),
+        ({"uid": "u-1"}, {"message": "added x", "asctime": "now"}, [("uid", "u-1")]),
+        ({"uid": "u-1", "_private": 1}, {"later": 2}, [("uid", "u-1"), ("later", 2)]),
+        (None, {"msg": "rewritten", "later": 2}, [("later", 2)]),
+    ],
+    ids=[
+        "none",
+        "in the order given",
+        "set by formatting are not extras",
+        "private ones left out",
+        "a record's own attribute changed stays its own",
+    ],
+)
 def test_the_extra_fields_are_what_was_added_to_the_record_in_order(extra, added, fields) -> None:
     record = _record(extra, **added)
     assert extra_fields(record) == fields
     assert extra_fields(record) == [  # the definition: every attribute a new record does not have
-        (name, value) for name, value in vars(record).items()
+        (name, value)
+        for name, value in vars(record).items()
         if name not in vars(logging.LogRecord("", 0, "", 0, "", None, None))
-        and name not in ("message", "asctime") and not name.startswith("_")]
+        and name not in ("message", "asctime")
+        and not name.startswith("_")
+    ]
 
 
 def test_both_formats_show_the_extra_fields() -> None:
@@ -98,8 +113,9 @@ def line_handler(log_format: str) -> tuple[LineHandler, io.StringIO]:
     return handler, stream
 
 
-def made_record(logger: logging.Logger, level: int, created: float, message: str, args: tuple[object, ...],
-                extra: dict[str, object]) -> logging.LogRecord:
+def made_record(
+    logger: logging.Logger, level: int, created: float, message: str, args: tuple[object, ...], extra: dict[str, object]
+) -> logging.LogRecord:
     record = logger.makeRecord(logger.name, level, "(unknown file)", 0, message, args, None, extra=extra)
     record.created, record.msecs = created, int((created - int(created)) * 1000) + 0.0
     return record
@@ -123,12 +139,30 @@ LINE_CASES = [
     ("debug", logging.DEBUG, NOW, "admitted without a patch (%s%s)", ("unchanged", ""), FACTS),
     ("an unnamed level", 25, NOW, "between", (), {}),
     ("a private extra is not shown", logging.INFO, NOW, "m", (), {"uid": "u-1", "_hidden": "h", "pod": "p"}),
-    ("extras that are not strings", logging.WARNING, NOW, "refused: %s", ("x",),
-     {"remote": None, "count": 3, "nested": {"a": [1, "b"]}, "ratio": 0.5}),
-    ("extras named like the JSON line's fields", logging.INFO, NOW, "m", (),
-     {"time": "then", "severity": "high", "logger": "other", "uid": "u"}),
-    ("characters JSON escapes", logging.INFO, NOW, 'quote " backslash \\ tab \t %s', ("ünï ✓ \u2028 \x00",),
-     {"pod": "p\"\n\\", "namespace": "日本"}),
+    (
+        "extras that are not strings",
+        logging.WARNING,
+        NOW,
+        "refused: %s",
+        ("x",),
+        {"remote": None, "count": 3, "nested": {"a": [1, "b"]}, "ratio": 0.5},
+    ),
+    (
+        "extras named like the JSON line's fields",
+        logging.INFO,
+        NOW,
+        "m",
+        (),
+        {"time": "then", "severity": "high", "logger": "other", "uid": "u"},
+    ),
+    (
+        "characters JSON escapes",
+        logging.INFO,
+        NOW,
+        'quote " backslash \\ tab \t %s',
+        ("ünï ✓ \u2028 \x00",),
+        {"pod": 'p"\n\\', "namespace": "日本"},
+    ),
     ("a percent sign without arguments", logging.INFO, NOW, "100% done", (), {}),
     ("a number argument", logging.INFO, NOW, "%d pods in %.1f s", (3, 0.25), {}),
     ("the millisecond before a second", logging.INFO, NOW + 0.9995, "m", (), {}),
@@ -138,8 +172,9 @@ LINE_CASES = [
 
 
 @pytest.mark.parametrize("log_format", FORMATTERS)
-@pytest.mark.parametrize(("level", "created", "message", "args", "extra"), [c[1:] for c in LINE_CASES],
-                         ids=[c[0] for c in LINE_CASES])
+@pytest.mark.parametrize(
+    ("level", "created", "message", "args", "extra"), [c[1:] for c in LINE_CASES], ids=[c[0] for c in LINE_CASES]
+)
 def test_a_line_held_directly_is_the_line_its_record_gives(log_format, level, created, message, args, extra):
     handler, stream = line_handler(log_format)
     logger = logging.getLogger(LOGGER)
@@ -269,9 +304,15 @@ def test_a_logger_of_another_class_is_left_to_logging():
 # -- the JSON line's text and time ----------------------------------------------------------------------------
 
 json_scalars = st.none() | st.booleans() | st.integers() | st.floats(allow_nan=True) | st.text()
-json_entries = st.dictionaries(st.text() | st.integers(), st.recursive(
-    json_scalars, lambda inner: st.lists(inner, max_size=3) | st.dictionaries(st.text(), inner, max_size=3),
-    max_leaves=5), max_size=8)
+json_entries = st.dictionaries(
+    st.text() | st.integers(),
+    st.recursive(
+        json_scalars,
+        lambda inner: st.lists(inner, max_size=3) | st.dictionaries(st.text(), inner, max_size=3),
+        max_leaves=5,
+    ),
+    max_size=8,
+)
 
 
 @given(st.dictionaries(st.text(), st.text(), max_size=8) | json_entries)  # strings only: written out directly
@@ -284,8 +325,25 @@ def test_json_text_writes_what_json_cannot_as_its_str_like_json_dumps():
     assert json_text(entry) == json.dumps(entry, default=str)
 
 
-EDGE_TIMES = [0.0, 0.0005, 0.9994999, 0.9995, 0.9999994, 0.9999995, 0.9999996, 1.0000005, 1.0000015, 2.5e-7,
-              NOW, NOW + 0.0004999, NOW + 0.0005, NOW + 0.9999995, 253402300798.9999, -1.5, -0.0000004]
+EDGE_TIMES = [
+    0.0,
+    0.0005,
+    0.9994999,
+    0.9995,
+    0.9999994,
+    0.9999995,
+    0.9999996,
+    1.0000005,
+    1.0000015,
+    2.5e-7,
+    NOW,
+    NOW + 0.0004999,
+    NOW + 0.0005,
+    NOW + 0.9999995,
+    253402300798.9999,
+    -1.5,
+    -0.0000004,
+]
 
 
 @pytest.mark.parametrize("created", EDGE_TIMES)
@@ -304,11 +362,23 @@ def _json_time(created: float) -> str:
     return json.loads(JsonFormatter().format(record))["time"]
 
 
-@pytest.mark.parametrize(("extra", "added"), [(None, {}), ({"uid": "u-1", "pod": "web-0"}, {}),
-                                              ({"pod": "ünï ✓ \"\\\n\x00"}, {}),
-                                              ({"remote": None, "n": 3}, {"later": [1]})])
+@pytest.mark.parametrize(
+    ("extra", "added"),
+    [
+        (None, {}),
+        ({"uid": "u-1", "pod": "web-0"}, {}),
+        ({"pod": 'ünï ✓ "\\\n\x00'}, {}),
+        ({"remote": None, "n": 3}, {"later": [1]}),
+    ],
+)
 def test_a_json_line_is_the_entry_json_dumps_writes(extra, added):
     record = _record(extra, **added)
-    entry = {"time": datetime.fromtimestamp(record.created, UTC).isoformat(timespec="milliseconds"),
-             "severity": "info", "logger": "taintkeeper.test", "message": "added x", **(extra or {}), **added}
+    entry = {
+        "time": datetime.fromtimestamp(record.created, UTC).isoformat(timespec="milliseconds"),
+        "severity": "info",
+        "logger": "taintkeeper.test",
+        "message": "added x",
+        **(extra or {}),
+        **added,
+    }
     assert JsonFormatter().format(record) == json.dumps(entry, default=str)

@@ -39,22 +39,38 @@ CONDITION_CASES = [  # upstream TestTaintNodeByCondition / TestTaintsNodeByCondi
     ("memory pressure", [("Ready", "True"), ("MemoryPressure", "True")], False, ["node.kubernetes.io/memory-pressure"]),
     ("disk pressure", [("Ready", "True"), ("DiskPressure", "True")], False, ["node.kubernetes.io/disk-pressure"]),
     ("pid pressure", [("Ready", "True"), ("PIDPressure", "True")], False, ["node.kubernetes.io/pid-pressure"]),
-    ("network unavailable on a ready node", [("Ready", "True"), ("NetworkUnavailable", "True")], False,
-     ["node.kubernetes.io/network-unavailable"]),
-    ("network unavailable on a not-ready node calls for both", [("Ready", "False"), ("NetworkUnavailable", "True")],
-     False, ["node.kubernetes.io/not-ready", "node.kubernetes.io/network-unavailable"]),
-    ("pressure conditions that are False call for nothing",
-     [("Ready", "True"), ("MemoryPressure", "False"), ("DiskPressure", "Unknown")], False, []),
-    ("several pressures at once give several taints",
-     [("Ready", "True"), ("PIDPressure", "True"), ("MemoryPressure", "True"), ("DiskPressure", "True")], False,
-     ["node.kubernetes.io/pid-pressure", "node.kubernetes.io/memory-pressure", "node.kubernetes.io/disk-pressure"]),
+    (
+        "network unavailable on a ready node",
+        [("Ready", "True"), ("NetworkUnavailable", "True")],
+        False,
+        ["node.kubernetes.io/network-unavailable"],
+    ),
+    (
+        "network unavailable on a not-ready node calls for both",
+        [("Ready", "False"), ("NetworkUnavailable", "True")],
+        False,
+        ["node.kubernetes.io/not-ready", "node.kubernetes.io/network-unavailable"],
+    ),
+    (
+        "pressure conditions that are False call for nothing",
+        [("Ready", "True"), ("MemoryPressure", "False"), ("DiskPressure", "Unknown")],
+        False,
+        [],
+    ),
+    (
+        "several pressures at once give several taints",
+        [("Ready", "True"), ("PIDPressure", "True"), ("MemoryPressure", "True"), ("DiskPressure", "True")],
+        False,
+        ["node.kubernetes.io/pid-pressure", "node.kubernetes.io/memory-pressure", "node.kubernetes.io/disk-pressure"],
+    ),
     ("a cordoned node gets unschedulable", [("Ready", "True")], True, ["node.kubernetes.io/unschedulable"]),
     ("a node with no Ready condition gets no readiness taint", [], False, []),
 ]
 
 
-@pytest.mark.parametrize(("conditions", "unschedulable", "keys"), [c[1:] for c in CONDITION_CASES],
-                         ids=[c[0] for c in CONDITION_CASES])
+@pytest.mark.parametrize(
+    ("conditions", "unschedulable", "keys"), [c[1:] for c in CONDITION_CASES], ids=[c[0] for c in CONDITION_CASES]
+)
 def test_desired_no_schedule_taints(conditions, unschedulable, keys):
     api_node = node(conditions, unschedulable)
     desired = desired_no_schedule_taints(api_node["status"]["conditions"], api_node["spec"]["unschedulable"])
@@ -104,18 +120,25 @@ DIFF_CASES = [
 ]
 
 
-@pytest.mark.parametrize(("current", "desired", "to_add", "to_remove"), [c[1:] for c in DIFF_CASES],
-                         ids=[c[0] for c in DIFF_CASES])
+@pytest.mark.parametrize(
+    ("current", "desired", "to_add", "to_remove"), [c[1:] for c in DIFF_CASES], ids=[c[0] for c in DIFF_CASES]
+)
 def test_taint_diff(current, desired, to_add, to_remove):
     assert taint_diff(current, desired) == (to_add, to_remove)
 
 
-taint_st = st.fixed_dictionaries({"key": st.sampled_from([*sorted(MANAGED_NO_SCHEDULE_KEYS), "x", "y"]),
-                                  "effect": st.sampled_from(["NoSchedule", "NoExecute"])})
+taint_st = st.fixed_dictionaries(
+    {
+        "key": st.sampled_from([*sorted(MANAGED_NO_SCHEDULE_KEYS), "x", "y"]),
+        "effect": st.sampled_from(["NoSchedule", "NoExecute"]),
+    }
+)
 
 
-@given(st.lists(taint_st, unique_by=lambda t: (t["key"], t["effect"])),
-       st.lists(taint_st, unique_by=lambda t: (t["key"], t["effect"])))
+@given(
+    st.lists(taint_st, unique_by=lambda t: (t["key"], t["effect"])),
+    st.lists(taint_st, unique_by=lambda t: (t["key"], t["effect"])),
+)
 def test_applying_a_taint_diff_reaches_the_desired_set(current, desired):
     to_add, to_remove = taint_diff(current, desired)
     removed = {(t["key"], t["effect"]) for t in to_remove}

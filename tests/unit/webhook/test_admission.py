@@ -21,16 +21,28 @@ def default(key, seconds=300):
     return {"key": key, "operator": "Exists", "effect": "NoExecute", "tolerationSeconds": seconds}
 
 
-def review(spec=None, operation="CREATE", resource="pods", group="", sub_resource=None,
-           api_version="admission.k8s.io/v1", pod=None):
+def review(
+    spec=None,
+    operation="CREATE",
+    resource="pods",
+    group="",
+    sub_resource=None,
+    api_version="admission.k8s.io/v1",
+    pod=None,
+):
     request = {
         "uid": "705ab4f5-6393-11e8-b7cc-42010a800002",
         "kind": {"group": "", "version": "v1", "kind": "Pod"},
         "resource": {"group": group, "version": "v1", "resource": resource},
-        "namespace": "team-a", "name": "web-0", "operation": operation,
-        "object": pod if pod is not None else {"metadata": {"name": "web-0", "namespace": "team-a"},
-                                               "spec": {"containers": [{"name": "c", "image": "busybox"}],
-                                                        **(spec or {})}},
+        "namespace": "team-a",
+        "name": "web-0",
+        "operation": operation,
+        "object": pod
+        if pod is not None
+        else {
+            "metadata": {"name": "web-0", "namespace": "team-a"},
+            "spec": {"containers": [{"name": "c", "image": "busybox"}], **(spec or {})},
+        },
     }
     if sub_resource:
         request["subResource"] = sub_resource
@@ -55,14 +67,26 @@ MUTATION_CASES = [
     ("tolerations: null is replaced by the defaults", {"tolerations": None}, [default(NR), default(UR)]),
     ("an empty list gets both defaults", {"tolerations": []}, [default(NR), default(UR)]),
     ("an unrelated toleration stays first", {"tolerations": [UNRELATED]}, [UNRELATED, default(NR), default(UR)]),
-    ("an existing not-ready toleration keeps its 700 s", {"tolerations": [default(NR, 700)]},
-     [default(NR, 700), default(UR)]),
-    ("an existing unreachable toleration keeps its 700 s", {"tolerations": [default(UR, 700)]},
-     [default(UR, 700), default(NR)]),
-    ("both present means no change", {"tolerations": [default(NR, 700), default(UR, 700)]},
-     [default(NR, 700), default(UR, 700)]),
-    ("an empty-effect unreachable toleration counts", {"tolerations": [{"key": UR, "operator": "Exists"}]},
-     [{"key": UR, "operator": "Exists"}, default(NR)]),
+    (
+        "an existing not-ready toleration keeps its 700 s",
+        {"tolerations": [default(NR, 700)]},
+        [default(NR, 700), default(UR)],
+    ),
+    (
+        "an existing unreachable toleration keeps its 700 s",
+        {"tolerations": [default(UR, 700)]},
+        [default(UR, 700), default(NR)],
+    ),
+    (
+        "both present means no change",
+        {"tolerations": [default(NR, 700), default(UR, 700)]},
+        [default(NR, 700), default(UR, 700)],
+    ),
+    (
+        "an empty-effect unreachable toleration counts",
+        {"tolerations": [{"key": UR, "operator": "Exists"}]},
+        [{"key": UR, "operator": "Exists"}, default(NR)],
+    ),
     ("the Exists wildcard means no change", {"tolerations": [{"operator": "Exists"}]}, [{"operator": "Exists"}]),
 ]
 
@@ -156,10 +180,16 @@ MALFORMED_CASES = [
     ("an object that is not an object", _with(["request", "object"], "pod"), "request.object must be a JSON object"),
     ("a missing object", _without(["request", "object"]), "request.object must be a JSON object"),
     ("a spec that is a list", _with(["request", "object", "spec"], []), "request.object.spec must be a JSON object"),
-    ("tolerations that are a map", _with(["request", "object", "spec", "tolerations"], {"a": 1}),
-     "tolerations must be a list of objects"),
-    ("a toleration that is a string", _with(["request", "object", "spec", "tolerations"], ["x"]),
-     "tolerations must be a list of objects"),
+    (
+        "tolerations that are a map",
+        _with(["request", "object", "spec", "tolerations"], {"a": 1}),
+        "tolerations must be a list of objects",
+    ),
+    (
+        "a toleration that is a string",
+        _with(["request", "object", "spec", "tolerations"], ["x"]),
+        "tolerations must be a list of objects",
+    ),
 ]
 
 
@@ -187,8 +217,9 @@ def test_the_patch_only_appends_and_leaves_existing_tolerations_untouched(tolera
     _, result = patched_spec(review(spec))
     existing = tolerations or []
     assert result["tolerations"][: len(existing)] == existing
-    assert all(t["effect"] == "NoExecute" and t["tolerationSeconds"] == 300
-               for t in result["tolerations"][len(existing):])
+    assert all(
+        t["effect"] == "NoExecute" and t["tolerationSeconds"] == 300 for t in result["tolerations"][len(existing) :]
+    )
 
 
 json_values = st.recursive(
@@ -198,15 +229,30 @@ json_values = st.recursive(
 )
 
 
-@given(st.fixed_dictionaries({"apiVersion": st.sampled_from(["admission.k8s.io/v1", "x"]),
-                              "kind": st.sampled_from(["AdmissionReview", "x"]),
-                              "request": st.one_of(json_values, st.fixed_dictionaries(
-                                  {"uid": st.one_of(st.text(max_size=3), json_values),
-                                   "operation": st.sampled_from(["CREATE", "UPDATE", "DELETE"]),
-                                   "resource": st.one_of(json_values, st.just({"group": "", "resource": "pods"})),
-                                   "object": st.one_of(json_values, st.fixed_dictionaries(
-                                       {"spec": st.one_of(json_values, st.fixed_dictionaries(
-                                           {"tolerations": json_values}))}))}))}))
+@given(
+    st.fixed_dictionaries(
+        {
+            "apiVersion": st.sampled_from(["admission.k8s.io/v1", "x"]),
+            "kind": st.sampled_from(["AdmissionReview", "x"]),
+            "request": st.one_of(
+                json_values,
+                st.fixed_dictionaries(
+                    {
+                        "uid": st.one_of(st.text(max_size=3), json_values),
+                        "operation": st.sampled_from(["CREATE", "UPDATE", "DELETE"]),
+                        "resource": st.one_of(json_values, st.just({"group": "", "resource": "pods"})),
+                        "object": st.one_of(
+                            json_values,
+                            st.fixed_dictionaries(
+                                {"spec": st.one_of(json_values, st.fixed_dictionaries({"tolerations": json_values}))}
+                            ),
+                        ),
+                    }
+                ),
+            ),
+        }
+    )
+)
 def test_any_json_gets_either_an_answer_or_a_malformed_review_error(body):
     try:
         verdict = review_pod(body, 300, 300)
@@ -235,35 +281,115 @@ def unknown(namespace):
 
 
 NAMESPACE_CASES = [
-    ("the namespace's not-ready seconds replace the cluster's", known(not_ready=30), None, None,
-     PATCHED, [default(NR, 30), default(UR, CLUSTER_UR)], []),
-    ("the namespace's unreachable seconds replace the cluster's", known(unreachable=45), None, None,
-     PATCHED, [default(NR, CLUSTER_NR), default(UR, 45)], []),
-    ("both of the namespace's seconds replace the cluster's", known(30, 45), None, None,
-     PATCHED, [default(NR, 30), default(UR, 45)], []),
-    ("zero seconds from the namespace are kept", known(0, 0), None, None,
-     PATCHED, [default(NR, 0), default(UR, 0)], []),
-    ("nothing known about the namespace (cache off, not synced, unseen): the cluster defaults, no warning",
-     unknown, None, None, PATCHED, [default(NR, CLUSTER_NR), default(UR, CLUSTER_UR)], []),
-    ("an ignored annotation's warning comes with the patch", known(warnings=[WARNING]), None, None,
-     PATCHED, [default(NR, CLUSTER_NR), default(UR, CLUSTER_UR)], [WARNING]),
-    ("no warning when the namespace's defaults were not needed", known(warnings=[WARNING]),
-     [default(NR, 7), default(UR, 7)], None, UNCHANGED, [default(NR, 7), default(UR, 7)], []),
+    (
+        "the namespace's not-ready seconds replace the cluster's",
+        known(not_ready=30),
+        None,
+        None,
+        PATCHED,
+        [default(NR, 30), default(UR, CLUSTER_UR)],
+        [],
+    ),
+    (
+        "the namespace's unreachable seconds replace the cluster's",
+        known(unreachable=45),
+        None,
+        None,
+        PATCHED,
+        [default(NR, CLUSTER_NR), default(UR, 45)],
+        [],
+    ),
+    (
+        "both of the namespace's seconds replace the cluster's",
+        known(30, 45),
+        None,
+        None,
+        PATCHED,
+        [default(NR, 30), default(UR, 45)],
+        [],
+    ),
+    (
+        "zero seconds from the namespace are kept",
+        known(0, 0),
+        None,
+        None,
+        PATCHED,
+        [default(NR, 0), default(UR, 0)],
+        [],
+    ),
+    (
+        "nothing known about the namespace (cache off, not synced, unseen): the cluster defaults, no warning",
+        unknown,
+        None,
+        None,
+        PATCHED,
+        [default(NR, CLUSTER_NR), default(UR, CLUSTER_UR)],
+        [],
+    ),
+    (
+        "an ignored annotation's warning comes with the patch",
+        known(warnings=[WARNING]),
+        None,
+        None,
+        PATCHED,
+        [default(NR, CLUSTER_NR), default(UR, CLUSTER_UR)],
+        [WARNING],
+    ),
+    (
+        "no warning when the namespace's defaults were not needed",
+        known(warnings=[WARNING]),
+        [default(NR, 7), default(UR, 7)],
+        None,
+        UNCHANGED,
+        [default(NR, 7), default(UR, 7)],
+        [],
+    ),
     ("a namespace labelled skip=true is skipped", known(30, 45, skipped=True), None, None, SKIPPED, None, []),
     ("a pod labelled skip=true is skipped", known(30, 45), None, {"taintkeeper.io/skip": "true"}, SKIPPED, None, []),
-    ("a pod labelled skip=true is skipped when nothing is known of its namespace", unknown, None,
-     {"taintkeeper.io/skip": "true"}, SKIPPED, None, []),
-    ("a pod labelled skip=false is mutated", unknown, None, {"taintkeeper.io/skip": "false"},
-     PATCHED, [default(NR, CLUSTER_NR), default(UR, CLUSTER_UR)], []),
-    ("the skip label value is exact: True is not true", unknown, None, {"taintkeeper.io/skip": "True"},
-     PATCHED, [default(NR, CLUSTER_NR), default(UR, CLUSTER_UR)], []),
-    ("labels that are not a map are no skip label", unknown, None, ["taintkeeper.io/skip"],
-     PATCHED, [default(NR, CLUSTER_NR), default(UR, CLUSTER_UR)], []),
+    (
+        "a pod labelled skip=true is skipped when nothing is known of its namespace",
+        unknown,
+        None,
+        {"taintkeeper.io/skip": "true"},
+        SKIPPED,
+        None,
+        [],
+    ),
+    (
+        "a pod labelled skip=false is mutated",
+        unknown,
+        None,
+        {"taintkeeper.io/skip": "false"},
+        PATCHED,
+        [default(NR, CLUSTER_NR), default(UR, CLUSTER_UR)],
+        [],
+    ),
+    (
+        "the skip label value is exact: True is not true",
+        unknown,
+        None,
+        {"taintkeeper.io/skip": "True"},
+        PATCHED,
+        [default(NR, CLUSTER_NR), default(UR, CLUSTER_UR)],
+        [],
+    ),
+    (
+        "labels that are not a map are no skip label",
+        unknown,
+        None,
+        ["taintkeeper.io/skip"],
+        PATCHED,
+        [default(NR, CLUSTER_NR), default(UR, CLUSTER_UR)],
+        [],
+    ),
 ]
 
 
-@pytest.mark.parametrize(("lookup", "tolerations", "labels", "outcome", "expected", "warnings"),
-                         [c[1:] for c in NAMESPACE_CASES], ids=[c[0] for c in NAMESPACE_CASES])
+@pytest.mark.parametrize(
+    ("lookup", "tolerations", "labels", "outcome", "expected", "warnings"),
+    [c[1:] for c in NAMESPACE_CASES],
+    ids=[c[0] for c in NAMESPACE_CASES],
+)
 def test_namespace_defaults_and_skip_labels(lookup, tolerations, labels, outcome, expected, warnings):
     pod = labelled(labels)
     if tolerations is not None:
@@ -303,6 +429,7 @@ def test_without_a_lookup_the_cluster_seconds_are_used():
 
 # -- remembered patches ---------------------------------------------------------------------------------------
 
+
 def fresh_patch(spec, not_ready_seconds, unreachable_seconds):
     """The patch built and encoded anew, as review_pod did before patches were remembered."""
     added = missing_default_tolerations(spec.get("tolerations") or [], not_ready_seconds, unreachable_seconds)
@@ -331,8 +458,11 @@ REMEMBERED_CASES = [
 ]
 
 
-@pytest.mark.parametrize(("tolerations", "not_ready_seconds", "unreachable_seconds"),
-                         [c[1:] for c in REMEMBERED_CASES], ids=[c[0] for c in REMEMBERED_CASES])
+@pytest.mark.parametrize(
+    ("tolerations", "not_ready_seconds", "unreachable_seconds"),
+    [c[1:] for c in REMEMBERED_CASES],
+    ids=[c[0] for c in REMEMBERED_CASES],
+)
 def test_a_remembered_patch_is_the_one_built_afresh(tolerations, not_ready_seconds, unreachable_seconds):
     spec = {"containers": []} if tolerations is ABSENT else {"containers": [], "tolerations": tolerations}
     expected_patch, expected_added = fresh_patch(spec, not_ready_seconds, unreachable_seconds)
@@ -351,15 +481,20 @@ def test_patches_remembered_for_one_seconds_are_not_given_for_equal_seconds_of_a
         assert verdict.response["response"]["patch"] == fresh_patch(spec, not_ready_seconds, unreachable_seconds)[0]
 
 
-@given(st.one_of(st.none(), st.lists(toleration_st, max_size=5)), st.sampled_from([0, 5, 300, 301]),
-       st.sampled_from([0, 5, 300, 301]), st.booleans())
+@given(
+    st.one_of(st.none(), st.lists(toleration_st, max_size=5)),
+    st.sampled_from([0, 5, 300, 301]),
+    st.sampled_from([0, 5, 300, 301]),
+    st.booleans(),
+)
 def test_any_remembered_patch_is_the_one_built_afresh(tolerations, not_ready_seconds, unreachable_seconds, null):
     spec = {"containers": []}
     if tolerations is not None or null:
         spec["tolerations"] = tolerations
     verdict = review_pod(review(spec=spec), not_ready_seconds, unreachable_seconds)
-    assert (verdict.response["response"].get("patch"), verdict.added) == fresh_patch(spec, not_ready_seconds,
-                                                                                     unreachable_seconds)
+    assert (verdict.response["response"].get("patch"), verdict.added) == fresh_patch(
+        spec, not_ready_seconds, unreachable_seconds
+    )
 
 
 def test_the_remembered_patches_are_bounded():

@@ -23,10 +23,18 @@ def pod_review(uid="uid-1", tolerations=None):
     spec = {"containers": [{"name": "c", "image": "busybox"}]}
     if tolerations is not None:
         spec["tolerations"] = tolerations
-    return {"apiVersion": "admission.k8s.io/v1", "kind": "AdmissionReview",
-            "request": {"uid": uid, "operation": "CREATE", "namespace": "team-a", "name": "web-0",
-                        "resource": {"group": "", "version": "v1", "resource": "pods"},
-                        "object": {"metadata": {"name": "web-0"}, "spec": spec}}}
+    return {
+        "apiVersion": "admission.k8s.io/v1",
+        "kind": "AdmissionReview",
+        "request": {
+            "uid": uid,
+            "operation": "CREATE",
+            "namespace": "team-a",
+            "name": "web-0",
+            "resource": {"group": "", "version": "v1", "resource": "pods"},
+            "object": {"metadata": {"name": "web-0"}, "spec": spec},
+        },
+    }
 
 
 CAP = 300_000
@@ -51,15 +59,24 @@ BAD_REQUESTS = [
     ("not JSON", {"data": "{not json", "content_type": "application/json"}, "not valid JSON"),
     ("a wrong content type", {"data": json.dumps(pod_review()), "content_type": "text/plain"}, "Content-Type"),
     ("no content type", {"data": json.dumps(pod_review())}, "Content-Type"),
-    ("a body over the size cap", {"data": json.dumps(pod_review(tolerations=[{"key": "k" * CAP}])),
-                                  "content_type": "application/json"}, f"larger than {CAP} bytes"),
+    (
+        "a body over the size cap",
+        {"data": json.dumps(pod_review(tolerations=[{"key": "k" * CAP}])), "content_type": "application/json"},
+        f"larger than {CAP} bytes",
+    ),
     ("not an AdmissionReview", {"json": {"kind": "Pod"}}, "apiVersion"),
     ("no request", {"json": {"apiVersion": "admission.k8s.io/v1", "kind": "AdmissionReview"}}, "request"),
     ("no uid", {"json": {**pod_review(), "request": {**pod_review()["request"], "uid": None}}}, "uid"),
-    ("an object that is not an object",
-     {"json": {**pod_review(), "request": {**pod_review()["request"], "object": [1]}}}, "request.object"),
-    ("JSON nested too deeply to parse", {"data": "[" * 100_000 + "]" * 100_000, "content_type": "application/json"},
-     "not valid JSON"),
+    (
+        "an object that is not an object",
+        {"json": {**pod_review(), "request": {**pod_review()["request"], "object": [1]}}},
+        "request.object",
+    ),
+    (
+        "JSON nested too deeply to parse",
+        {"data": "[" * 100_000 + "]" * 100_000, "content_type": "application/json"},
+        "not valid JSON",
+    ),
     ("invalid UTF-8", {"data": b"\xff\xfe{}", "content_type": "application/json"}, "not valid JSON"),
 ]
 
@@ -86,18 +103,23 @@ def metric_value(client, name, labels=""):
 def test_metrics_count_outcomes_added_tolerations_and_latency(client):
     before_patched = metric_value(client, "taintkeeper_webhook_admission_reviews_total", '{outcome="patched"}')
     before_bad = metric_value(client, "taintkeeper_webhook_admission_reviews_total", '{outcome="bad_request"}')
-    before_added = metric_value(client, "taintkeeper_webhook_tolerations_added_total",
-                                '{key="node.kubernetes.io/unreachable"}')
+    before_added = metric_value(
+        client, "taintkeeper_webhook_tolerations_added_total", '{key="node.kubernetes.io/unreachable"}'
+    )
     before_count = metric_value(client, "taintkeeper_webhook_admission_duration_seconds_count")
     client.post("/mutate", json=pod_review())
     client.post("/mutate", json=pod_review(tolerations=[{"operator": "Exists"}]))
     client.post("/mutate", data="x", content_type="application/json")
-    assert metric_value(client, "taintkeeper_webhook_admission_reviews_total", '{outcome="patched"}') == \
-        before_patched + 1
-    assert metric_value(client, "taintkeeper_webhook_admission_reviews_total", '{outcome="bad_request"}') == \
-        before_bad + 1
-    assert metric_value(client, "taintkeeper_webhook_tolerations_added_total",
-                        '{key="node.kubernetes.io/unreachable"}') == before_added + 1
+    assert (
+        metric_value(client, "taintkeeper_webhook_admission_reviews_total", '{outcome="patched"}') == before_patched + 1
+    )
+    assert (
+        metric_value(client, "taintkeeper_webhook_admission_reviews_total", '{outcome="bad_request"}') == before_bad + 1
+    )
+    assert (
+        metric_value(client, "taintkeeper_webhook_tolerations_added_total", '{key="node.kubernetes.io/unreachable"}')
+        == before_added + 1
+    )
     assert metric_value(client, "taintkeeper_webhook_admission_duration_seconds_count") == before_count + 2
 
 
@@ -127,8 +149,10 @@ class SyncedCache(NamespaceCache):
 
     def __init__(self, namespaces: dict[str, dict]) -> None:
         super().__init__(CLUSTER, None, "a test")
-        self.views = {name: namespace_view({"metadata": {"name": name, **metadata}}, CLUSTER)
-                      for name, metadata in namespaces.items()}
+        self.views = {
+            name: namespace_view({"metadata": {"name": name, **metadata}}, CLUSTER)
+            for name, metadata in namespaces.items()
+        }
         self.starts = 0
 
     def ensure_started(self) -> None:
@@ -140,8 +164,10 @@ class SyncedCache(NamespaceCache):
 
 
 def app_with(cache):
-    return create_app(WebhookSettings(not_ready_seconds=CLUSTER.not_ready, unreachable_seconds=CLUSTER.unreachable),
-                      namespace_cache=cache).test_client()
+    return create_app(
+        WebhookSettings(not_ready_seconds=CLUSTER.not_ready, unreachable_seconds=CLUSTER.unreachable),
+        namespace_cache=cache,
+    ).test_client()
 
 
 def added_tolerations(body):
@@ -152,20 +178,33 @@ def added_tolerations(body):
 
 
 NAMESPACE_CASES = [
-    ("both annotations override both keys", {"annotations": {NR_ANNOTATION: "30", UR_ANNOTATION: "45"}},
-     {NR: 30, UR: 45}, 0),
+    (
+        "both annotations override both keys",
+        {"annotations": {NR_ANNOTATION: "30", UR_ANNOTATION: "45"}},
+        {NR: 30, UR: 45},
+        0,
+    ),
     ("the not-ready annotation overrides only not-ready", {"annotations": {NR_ANNOTATION: "30"}}, {NR: 30, UR: 302}, 0),
-    ("the unreachable annotation overrides only unreachable", {"annotations": {UR_ANNOTATION: "45"}},
-     {NR: 301, UR: 45}, 0),
-    ("an invalid annotation falls back to the cluster default with a warning",
-     {"annotations": {NR_ANNOTATION: "soon", UR_ANNOTATION: "45"}}, {NR: 301, UR: 45}, 1),
+    (
+        "the unreachable annotation overrides only unreachable",
+        {"annotations": {UR_ANNOTATION: "45"}},
+        {NR: 301, UR: 45},
+        0,
+    ),
+    (
+        "an invalid annotation falls back to the cluster default with a warning",
+        {"annotations": {NR_ANNOTATION: "soon", UR_ANNOTATION: "45"}},
+        {NR: 301, UR: 45},
+        1,
+    ),
     ("a namespace labelled skip=true gets no patch", {"labels": {"taintkeeper.io/skip": "true"}}, None, 0),
     ("a namespace the cache has not seen gets the cluster defaults", None, {NR: 301, UR: 302}, 0),
 ]
 
 
-@pytest.mark.parametrize(("metadata", "added", "warnings"), [c[1:] for c in NAMESPACE_CASES],
-                         ids=[c[0] for c in NAMESPACE_CASES])
+@pytest.mark.parametrize(
+    ("metadata", "added", "warnings"), [c[1:] for c in NAMESPACE_CASES], ids=[c[0] for c in NAMESPACE_CASES]
+)
 def test_namespace_defaults_over_http(metadata, added, warnings):
     client = app_with(SyncedCache({} if metadata is None else {"team-a": metadata}))
     body = client.post("/mutate", json=pod_review()).get_json()
@@ -236,8 +275,15 @@ def test_a_test_app_has_no_namespace_cache():
 # -- the answer and the body, made and read without Flask's proxies and werkzeug's checks --------------------
 
 ANSWERS = [
-    ("a verdict", {"apiVersion": "admission.k8s.io/v1", "kind": "AdmissionReview",
-                   "response": {"uid": "u", "allowed": True, "patchType": "JSONPatch", "patch": "W10="}}, 200),
+    (
+        "a verdict",
+        {
+            "apiVersion": "admission.k8s.io/v1",
+            "kind": "AdmissionReview",
+            "response": {"uid": "u", "allowed": True, "patchType": "JSONPatch", "patch": "W10="},
+        },
+        200,
+    ),
     ("an error", {"error": "request body is larger than 3 bytes"}, 400),
     ("non-ASCII", {"error": "ünï ✓"}, 400),
     ("an empty object", {}, 200),
@@ -253,7 +299,8 @@ def test_a_json_answer_is_the_response_werkzeug_makes(body, status):
     assert type(made) is type(expected)
     assert list(made.headers.items()) == list(expected.headers.items())  # in order
     assert {k: v for k, v in vars(made).items() if k != "headers"} == {
-        k: v for k, v in vars(expected).items() if k != "headers"}
+        k: v for k, v in vars(expected).items() if k != "headers"
+    }
     environ = EnvironBuilder(method="POST", path="/mutate").get_environ()
     assert made.get_wsgi_response(environ)[1:] == expected.get_wsgi_response(environ)[1:]
     assert made.get_data() == expected.get_data()
@@ -269,9 +316,14 @@ def test_a_json_answer_is_not_shared_between_requests():
 ACCEPTED_BODIES = [
     ("the usual request", {"content_type": "application/json"}),
     ("a charset in the content type", {"content_type": "application/json; charset=utf-8"}),
-    ("chunked, without a length (de-chunked by the server, as gunicorn does)",
-     {"content_type": "application/json", "headers": {"Transfer-Encoding": "chunked"},
-      "environ_overrides": {"wsgi.input_terminated": True}}),
+    (
+        "chunked, without a length (de-chunked by the server, as gunicorn does)",
+        {
+            "content_type": "application/json",
+            "headers": {"Transfer-Encoding": "chunked"},
+            "environ_overrides": {"wsgi.input_terminated": True},
+        },
+    ),
 ]
 
 

@@ -65,14 +65,25 @@ def test_a_line_logged_later_keeps_the_time_level_and_fields_of_its_review(caplo
     caplog.set_level(logging.INFO, logger="taintkeeper.webhook")
     logger = logging.getLogger("taintkeeper.webhook")
     created = time.time() - 0.25
-    log_at(logger, created, logging.INFO, "added default tolerations %s", "a,b",
-           extra={"uid": "u-1", "namespace": "team-a", "pod": "web-0"})
+    log_at(
+        logger,
+        created,
+        logging.INFO,
+        "added default tolerations %s",
+        "a,b",
+        extra={"uid": "u-1", "namespace": "team-a", "pod": "web-0"},
+    )
     log_at(logger, created, logging.DEBUG, "not logged at INFO")
     (record,) = [r for r in caplog.records if r.name == "taintkeeper.webhook"]
     assert record.created == created and record.msecs == int((created - int(created)) * 1000)
     entry = json.loads(JsonFormatter().format(record))
     assert (entry["severity"], entry["message"], entry["uid"], entry["namespace"], entry["pod"]) == (
-        "info", "added default tolerations a,b", "u-1", "team-a", "web-0")
+        "info",
+        "added default tolerations a,b",
+        "u-1",
+        "team-a",
+        "web-0",
+    )
 
 
 def test_a_started_app_logs_after_the_answer_and_its_metrics_are_exact_when_scraped(caplog):
@@ -90,7 +101,10 @@ def test_a_started_app_logs_after_the_answer_and_its_metrics_are_exact_when_scra
     # /metrics drains the queue first: the counts (added up per batch) are there, and so are the lines.
     assert metric_value(client, "taintkeeper_webhook_admission_reviews_total", '{outcome="patched"}') == before + 3
     assert [r.uid for r in caplog.records if getattr(r, "uid", "").startswith("later-")] == [
-        "later-1", "later-2", "later-3"]
+        "later-1",
+        "later-2",
+        "later-3",
+    ]
     (record,) = [r for r in caplog.records if getattr(r, "uid", None) == "later-1"]
     assert requested <= record.created <= time.time()
     assert (record.namespace, record.pod, record.levelno) == ("team-a", "web-0", logging.INFO)
@@ -106,8 +120,16 @@ def test_a_record_made_by_log_at_is_the_one_logging_makes():
     try:
         created = time.time() - 1.5
         log_at(logger, created, logging.WARNING, "refused %s", "x", extra={"uid": "u-1", "remote": "10.0.0.1"})
-        made = logger.makeRecord(logger.name, logging.WARNING, "(unknown file)", 0, "refused %s", ("x",), None,
-                                 extra={"uid": "u-1", "remote": "10.0.0.1"})
+        made = logger.makeRecord(
+            logger.name,
+            logging.WARNING,
+            "(unknown file)",
+            0,
+            "refused %s",
+            ("x",),
+            None,
+            extra={"uid": "u-1", "remote": "10.0.0.1"},
+        )
         with pytest.raises(KeyError):
             log_at(logger, created, logging.INFO, "m", extra={"levelname": "oops"})
     finally:
@@ -130,8 +152,9 @@ def test_a_batch_of_observations_fills_a_histogram_as_observing_each_does():
     values = [0.0001, 0.0005, 0.0007, 0.003, 0.003, 0.2, 5.0, 0.0, 1.0]
     samples = []
     for batched in (False, True):
-        histogram = Histogram("t_seconds", "t", buckets=(0.0005, 0.001, 0.0025, 0.005, 0.25, 1.0),
-                              registry=CollectorRegistry())
+        histogram = Histogram(
+            "t_seconds", "t", buckets=(0.0005, 0.001, 0.0025, 0.005, 0.25, 1.0), registry=CollectorRegistry()
+        )
         bookkeeping = Bookkeeping(interval=3600)
         bookkeeping.start()
         for value in values:
@@ -140,8 +163,13 @@ def test_a_batch_of_observations_fills_a_histogram_as_observing_each_does():
             else:
                 histogram.observe(value)
         bookkeeping.drain()
-        samples.append({(s.name, s.labels.get("le")): round(s.value, 9) for s in histogram.collect()[0].samples
-                        if not s.name.endswith("_created")})
+        samples.append(
+            {
+                (s.name, s.labels.get("le")): round(s.value, 9)
+                for s in histogram.collect()[0].samples
+                if not s.name.endswith("_created")
+            }
+        )
     assert samples[0] == samples[1]
     assert samples[1][("t_seconds_count", None)] == len(values)
 
@@ -162,7 +190,7 @@ LOG_AT_CASES = [
     ("extras that are not strings", logging.INFO, NOW, "m", (), {"n": 3, "nested": {"a": [1]}}),
     ("extras named like the JSON line's fields", logging.INFO, NOW, "m", (), {"time": "t", "logger": "l"}),
     ("a mapping as the one argument", logging.INFO, NOW, "got %s", ({"a": 1},), {}),
-    ("characters JSON escapes", logging.INFO, NOW, "\"ü\" %s", ("\n\x00✓",), {"pod": "\\\"日本"}),
+    ("characters JSON escapes", logging.INFO, NOW, '"ü" %s', ("\n\x00✓",), {"pod": '\\"日本'}),
     ("a time that rounds up to the next second", logging.INFO, NOW + 0.9999996, "m", (), {}),
 ]
 
@@ -195,8 +223,9 @@ def logged(stream: io.StringIO, held: bool, action) -> str:
 
 @pytest.mark.parametrize("held", [True, False], ids=["held", "not held"])
 @pytest.mark.parametrize("log_format", FORMATS)
-@pytest.mark.parametrize(("level", "created", "message", "args", "extra"), [c[1:] for c in LOG_AT_CASES],
-                         ids=[c[0] for c in LOG_AT_CASES])
+@pytest.mark.parametrize(
+    ("level", "created", "message", "args", "extra"), [c[1:] for c in LOG_AT_CASES], ids=[c[0] for c in LOG_AT_CASES]
+)
 def test_log_at_writes_the_line_its_record_gives(log_format, held, level, created, message, args, extra, monkeypatch):
     made: list[logging.LogRecord] = []
     monkeypatch.setattr(bookkeeping_module, "_record", lambda *a: made.append(record_of(*a)) or made[-1])

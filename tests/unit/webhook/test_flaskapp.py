@@ -40,8 +40,11 @@ def _answer(app: Flask, method: str, path: str, host: str) -> tuple[int, bytes, 
     return response.status_code, response.data, response.headers.get("Location")
 
 
-@pytest.mark.parametrize("config", [{}, {"TRUSTED_HOSTS": ["localhost"]}, {"SERVER_NAME": "localhost"}],
-                         ids=["defaults", "trusted hosts", "a server name"])
+@pytest.mark.parametrize(
+    "config",
+    [{}, {"TRUSTED_HOSTS": ["localhost"]}, {"SERVER_NAME": "localhost"}],
+    ids=["defaults", "trusted hosts", "a server name"],
+)
 def test_every_answer_is_flasks_the_first_time_and_every_time_after(config: dict[str, object]) -> None:
     ours, flasks = _app(WebhookFlask, **config), _app(Flask, **config)
     for _ in range(3):  # the first call binds the URL, later ones reuse it

@@ -43,18 +43,31 @@ ANNOTATION_CASES = [
     ("a negative number is ignored with a warning", {UR_ANNOTATION: "-5"}, (301, 302), [UR_ANNOTATION]),
     ("a fraction is ignored with a warning", {NR_ANNOTATION: "1.5"}, (301, 302), [NR_ANNOTATION]),
     ("an empty value is ignored with a warning", {NR_ANNOTATION: ""}, (301, 302), [NR_ANNOTATION]),
-    ("a number beyond int64 is ignored with a warning", {NR_ANNOTATION: str(MAX_SECONDS + 1)}, (301, 302),
-     [NR_ANNOTATION]),
+    (
+        "a number beyond int64 is ignored with a warning",
+        {NR_ANNOTATION: str(MAX_SECONDS + 1)},
+        (301, 302),
+        [NR_ANNOTATION],
+    ),
     ("the largest int64 is kept", {NR_ANNOTATION: str(MAX_SECONDS)}, (MAX_SECONDS, 302), []),
-    ("one invalid key does not cancel the other", {NR_ANNOTATION: "x", UR_ANNOTATION: "45"}, (301, 45),
-     [NR_ANNOTATION]),
-    ("both invalid: two warnings", {NR_ANNOTATION: "x", UR_ANNOTATION: "y"}, (301, 302),
-     [NR_ANNOTATION, UR_ANNOTATION]),
+    (
+        "one invalid key does not cancel the other",
+        {NR_ANNOTATION: "x", UR_ANNOTATION: "45"},
+        (301, 45),
+        [NR_ANNOTATION],
+    ),
+    (
+        "both invalid: two warnings",
+        {NR_ANNOTATION: "x", UR_ANNOTATION: "y"},
+        (301, 302),
+        [NR_ANNOTATION, UR_ANNOTATION],
+    ),
 ]
 
 
-@pytest.mark.parametrize(("annotations", "seconds", "warned_about"), [c[1:] for c in ANNOTATION_CASES],
-                         ids=[c[0] for c in ANNOTATION_CASES])
+@pytest.mark.parametrize(
+    ("annotations", "seconds", "warned_about"), [c[1:] for c in ANNOTATION_CASES], ids=[c[0] for c in ANNOTATION_CASES]
+)
 def test_namespace_annotations_override_the_cluster_defaults_per_key(annotations, seconds, warned_about):
     resolved = resolve({}, annotations, CLUSTER)
     assert (resolved.seconds.not_ready, resolved.seconds.unreachable) == seconds
@@ -94,13 +107,20 @@ def namespace(name, labels=None, annotations=None, rv="1"):
         metadata["labels"] = labels
     if annotations is not None:
         metadata["annotations"] = annotations
-    return {"apiVersion": "v1", "kind": "Namespace", "metadata": metadata,
-            "spec": {"finalizers": ["kubernetes"]}, "status": {"phase": "Active"}}
+    return {
+        "apiVersion": "v1",
+        "kind": "Namespace",
+        "metadata": metadata,
+        "spec": {"finalizers": ["kubernetes"]},
+        "status": {"phase": "Active"},
+    }
 
 
 def test_the_view_keeps_only_the_skip_label_and_the_two_annotations():
-    view = namespace_view(namespace("team-a", labels={SKIP: "true", "team": "a"},
-                                    annotations={NR_ANNOTATION: "30", "other": "x" * 1000}), CLUSTER)
+    view = namespace_view(
+        namespace("team-a", labels={SKIP: "true", "team": "a"}, annotations={NR_ANNOTATION: "30", "other": "x" * 1000}),
+        CLUSTER,
+    )
     assert view.key == "team-a"
     assert (view.skip_label, view.not_ready_annotation, view.unreachable_annotation) == ("true", "30", None)
     assert view.defaults == NamespaceDefaults(DefaultSeconds(30, 302), (), True)
@@ -122,8 +142,11 @@ class FakeNamespaces:
     def __call__(self, **kwargs: Any) -> urllib3.HTTPResponse:
         if not kwargs.get("watch"):
             self.lists += 1
-            return http_response(json.dumps({"kind": "NamespaceList", "metadata": {"resourceVersion": "1"},
-                                        "items": self.items}).encode())
+            return http_response(
+                json.dumps(
+                    {"kind": "NamespaceList", "metadata": {"resourceVersion": "1"}, "items": self.items}
+                ).encode()
+            )
         try:
             event = self.events.get(timeout=1.2)
         except queue.Empty:
@@ -149,9 +172,11 @@ def make_cache(caches, connect, **options):
 
 
 def test_a_synced_cache_answers_each_namespace_from_its_annotations_and_labels(caches):
-    api = FakeNamespaces(namespace("annotated", annotations={NR_ANNOTATION: "30", UR_ANNOTATION: "45"}),
-                         namespace("opted-out", labels={SKIP: "true"}),
-                         namespace("plain"))
+    api = FakeNamespaces(
+        namespace("annotated", annotations={NR_ANNOTATION: "30", UR_ANNOTATION: "45"}),
+        namespace("opted-out", labels={SKIP: "true"}),
+        namespace("plain"),
+    )
     cache = make_cache(caches, lambda: api)
     assert cache.lookup("annotated") is None  # not started: nothing known
     cache.ensure_started()

@@ -31,9 +31,18 @@ def review(tolerations, operation="CREATE", labels=None):
     pod = {"metadata": {"name": "web-0", "labels": labels or {}}, "spec": {"containers": []}}
     if tolerations is not None:
         pod["spec"]["tolerations"] = tolerations
-    return {"apiVersion": "admission.k8s.io/v1", "kind": "AdmissionReview",
-            "request": {"uid": UID, "operation": operation, "namespace": "team-a", "name": "web-0",
-                        "resource": {"group": "", "version": "v1", "resource": "pods"}, "object": pod}}
+    return {
+        "apiVersion": "admission.k8s.io/v1",
+        "kind": "AdmissionReview",
+        "request": {
+            "uid": UID,
+            "operation": operation,
+            "namespace": "team-a",
+            "name": "web-0",
+            "resource": {"group": "", "version": "v1", "resource": "pods"},
+            "object": pod,
+        },
+    }
 
 
 def namespace(not_ready, unreachable, warnings=()):
@@ -48,8 +57,9 @@ def no_namespace(_namespace):
 def decide(tolerations, operation="CREATE", lookup=no_namespace, builtin_seconds=300, labels=None):
     """The verdict and the tolerations after its patch (if any) is applied to the pod."""
     body = review(copy.deepcopy(tolerations), operation, labels)
-    verdict = review_pod(body, CLUSTER_NR, CLUSTER_UR, namespace_defaults=lookup,
-                         replace_builtin_seconds=builtin_seconds)
+    verdict = review_pod(
+        body, CLUSTER_NR, CLUSTER_UR, namespace_defaults=lookup, replace_builtin_seconds=builtin_seconds
+    )
     pod = body["request"]["object"]
     response = verdict.response["response"]
     if "patch" in response:
@@ -60,56 +70,176 @@ def decide(tolerations, operation="CREATE", lookup=no_namespace, builtin_seconds
 UNRELATED = {"key": "example.com/gpu", "operator": "Exists", "effect": "NoSchedule"}
 WARNING = "namespace annotation taintkeeper.io/not-ready-toleration-seconds='soon' is not a whole number"
 CASES = [
-    ("both built-in defaults get the cluster seconds",
-     {}, [builtin(NR), builtin(UR)], REPLACED, [builtin(NR, 60), builtin(UR, 30)], [NR, UR], []),
-    ("both built-in defaults get the namespace's seconds",
-     {"lookup": namespace(10, 20)}, [builtin(NR), builtin(UR)], REPLACED, [builtin(NR, 10), builtin(UR, 20)],
-     [NR, UR], []),
-    ("a built-in default that already has our seconds is left alone",
-     {"lookup": namespace(300, 20)}, [builtin(NR), builtin(UR)], REPLACED, [builtin(NR), builtin(UR, 20)], [UR], []),
-    ("when our seconds are the built-in's there is no patch",
-     {"lookup": namespace(300, 300)}, [builtin(NR), builtin(UR)], UNCHANGED, [builtin(NR), builtin(UR)], [], []),
-    ("other seconds are the author's and stay",
-     {}, [builtin(NR, 299), builtin(UR, 301)], UNCHANGED, [builtin(NR, 299), builtin(UR, 301)], [], []),
-    ("no seconds (forever) stays",
-     {}, [{**builtin(NR), "tolerationSeconds": None}, builtin(UR)], REPLACED,
-     [{**builtin(NR), "tolerationSeconds": None}, builtin(UR, 30)], [UR], []),
-    ("operator Equal is not the built-in's and stays",
-     {}, [{**builtin(NR), "operator": "Equal"}, builtin(UR)], REPLACED,
-     [{**builtin(NR), "operator": "Equal"}, builtin(UR, 30)], [UR], []),
-    ("an empty effect is not the built-in's and stays",
-     {}, [{"key": NR, "operator": "Exists", "tolerationSeconds": 300}, builtin(UR)], REPLACED,
-     [{"key": NR, "operator": "Exists", "tolerationSeconds": 300}, builtin(UR, 30)], [UR], []),
-    ("a value is not the built-in's and stays",
-     {}, [{**builtin(NR), "value": "x"}, builtin(UR)], REPLACED, [{**builtin(NR), "value": "x"}, builtin(UR, 30)],
-     [UR], []),
-    ("another key with 300 s stays and the defaults are added",
-     {}, [builtin("example.com/flaky")], PATCHED,
-     [builtin("example.com/flaky"), builtin(NR, 60), builtin(UR, 30)], [], []),
-    ("300.0 is not the integer the plugin writes and stays",
-     {}, [builtin(NR, 300.0), builtin(UR, 300.0)], UNCHANGED, [builtin(NR, 300.0), builtin(UR, 300.0)], [], []),
-    ("--builtin-default-seconds names the plugin's seconds",
-     {"builtin_seconds": 120}, [builtin(NR, 120), builtin(UR)], REPLACED, [builtin(NR, 60), builtin(UR)], [NR], []),
-    ("a missing default is still added beside a replacement",
-     {}, [builtin(NR)], REPLACED, [builtin(NR, 60), builtin(UR, 30)], [NR], []),
-    ("order and other tolerations are kept",
-     {}, [UNRELATED, builtin(UR), builtin(NR)], REPLACED, [UNRELATED, builtin(UR, 30), builtin(NR, 60)], [UR, NR],
-     []),
-    ("on UPDATE existing tolerations are never changed",
-     {"operation": "UPDATE"}, [builtin(NR), builtin(UR)], UNCHANGED, [builtin(NR), builtin(UR)], [], []),
-    ("off (the default), built-in defaults stay",
-     {"builtin_seconds": None}, [builtin(NR), builtin(UR)], UNCHANGED, [builtin(NR), builtin(UR)], [], []),
-    ("a pod labelled skip=true is skipped",
-     {"labels": {"taintkeeper.io/skip": "true"}}, [builtin(NR), builtin(UR)], SKIPPED, [builtin(NR), builtin(UR)],
-     [], []),
-    ("an ignored annotation's warning comes with a replacement",
-     {"lookup": namespace(CLUSTER_NR, 20, [WARNING])}, [builtin(NR), builtin(UR)], REPLACED,
-     [builtin(NR, 60), builtin(UR, 20)], [NR, UR], [WARNING]),
+    (
+        "both built-in defaults get the cluster seconds",
+        {},
+        [builtin(NR), builtin(UR)],
+        REPLACED,
+        [builtin(NR, 60), builtin(UR, 30)],
+        [NR, UR],
+        [],
+    ),
+    (
+        "both built-in defaults get the namespace's seconds",
+        {"lookup": namespace(10, 20)},
+        [builtin(NR), builtin(UR)],
+        REPLACED,
+        [builtin(NR, 10), builtin(UR, 20)],
+        [NR, UR],
+        [],
+    ),
+    (
+        "a built-in default that already has our seconds is left alone",
+        {"lookup": namespace(300, 20)},
+        [builtin(NR), builtin(UR)],
+        REPLACED,
+        [builtin(NR), builtin(UR, 20)],
+        [UR],
+        [],
+    ),
+    (
+        "when our seconds are the built-in's there is no patch",
+        {"lookup": namespace(300, 300)},
+        [builtin(NR), builtin(UR)],
+        UNCHANGED,
+        [builtin(NR), builtin(UR)],
+        [],
+        [],
+    ),
+    (
+        "other seconds are the author's and stay",
+        {},
+        [builtin(NR, 299), builtin(UR, 301)],
+        UNCHANGED,
+        [builtin(NR, 299), builtin(UR, 301)],
+        [],
+        [],
+    ),
+    (
+        "no seconds (forever) stays",
+        {},
+        [{**builtin(NR), "tolerationSeconds": None}, builtin(UR)],
+        REPLACED,
+        [{**builtin(NR), "tolerationSeconds": None}, builtin(UR, 30)],
+        [UR],
+        [],
+    ),
+    (
+        "operator Equal is not the built-in's and stays",
+        {},
+        [{**builtin(NR), "operator": "Equal"}, builtin(UR)],
+        REPLACED,
+        [{**builtin(NR), "operator": "Equal"}, builtin(UR, 30)],
+        [UR],
+        [],
+    ),
+    (
+        "an empty effect is not the built-in's and stays",
+        {},
+        [{"key": NR, "operator": "Exists", "tolerationSeconds": 300}, builtin(UR)],
+        REPLACED,
+        [{"key": NR, "operator": "Exists", "tolerationSeconds": 300}, builtin(UR, 30)],
+        [UR],
+        [],
+    ),
+    (
+        "a value is not the built-in's and stays",
+        {},
+        [{**builtin(NR), "value": "x"}, builtin(UR)],
+        REPLACED,
+        [{**builtin(NR), "value": "x"}, builtin(UR, 30)],
+        [UR],
+        [],
+    ),
+    (
+        "another key with 300 s stays and the defaults are added",
+        {},
+        [builtin("example.com/flaky")],
+        PATCHED,
+        [builtin("example.com/flaky"), builtin(NR, 60), builtin(UR, 30)],
+        [],
+        [],
+    ),
+    (
+        "300.0 is not the integer the plugin writes and stays",
+        {},
+        [builtin(NR, 300.0), builtin(UR, 300.0)],
+        UNCHANGED,
+        [builtin(NR, 300.0), builtin(UR, 300.0)],
+        [],
+        [],
+    ),
+    (
+        "--builtin-default-seconds names the plugin's seconds",
+        {"builtin_seconds": 120},
+        [builtin(NR, 120), builtin(UR)],
+        REPLACED,
+        [builtin(NR, 60), builtin(UR)],
+        [NR],
+        [],
+    ),
+    (
+        "a missing default is still added beside a replacement",
+        {},
+        [builtin(NR)],
+        REPLACED,
+        [builtin(NR, 60), builtin(UR, 30)],
+        [NR],
+        [],
+    ),
+    (
+        "order and other tolerations are kept",
+        {},
+        [UNRELATED, builtin(UR), builtin(NR)],
+        REPLACED,
+        [UNRELATED, builtin(UR, 30), builtin(NR, 60)],
+        [UR, NR],
+        [],
+    ),
+    (
+        "on UPDATE existing tolerations are never changed",
+        {"operation": "UPDATE"},
+        [builtin(NR), builtin(UR)],
+        UNCHANGED,
+        [builtin(NR), builtin(UR)],
+        [],
+        [],
+    ),
+    (
+        "off (the default), built-in defaults stay",
+        {"builtin_seconds": None},
+        [builtin(NR), builtin(UR)],
+        UNCHANGED,
+        [builtin(NR), builtin(UR)],
+        [],
+        [],
+    ),
+    (
+        "a pod labelled skip=true is skipped",
+        {"labels": {"taintkeeper.io/skip": "true"}},
+        [builtin(NR), builtin(UR)],
+        SKIPPED,
+        [builtin(NR), builtin(UR)],
+        [],
+        [],
+    ),
+    (
+        "an ignored annotation's warning comes with a replacement",
+        {"lookup": namespace(CLUSTER_NR, 20, [WARNING])},
+        [builtin(NR), builtin(UR)],
+        REPLACED,
+        [builtin(NR, 60), builtin(UR, 20)],
+        [NR, UR],
+        [WARNING],
+    ),
 ]
 
 
-@pytest.mark.parametrize(("options", "tolerations", "outcome", "after", "replaced", "warnings"),
-                         [c[1:] for c in CASES], ids=[c[0] for c in CASES])
+@pytest.mark.parametrize(
+    ("options", "tolerations", "outcome", "after", "replaced", "warnings"),
+    [c[1:] for c in CASES],
+    ids=[c[0] for c in CASES],
+)
 def test_builtin_defaults_are_replaced(options, tolerations, outcome, after, replaced, warnings):
     verdict, result = decide(tolerations, **options)
     assert verdict.outcome == outcome
@@ -121,8 +251,9 @@ def test_builtin_defaults_are_replaced(options, tolerations, outcome, after, rep
 
 
 def test_the_patch_tests_then_replaces_only_the_seconds():
-    verdict = review_pod(review([UNRELATED, builtin(NR), builtin(UR)]), CLUSTER_NR, CLUSTER_UR,
-                         replace_builtin_seconds=300)
+    verdict = review_pod(
+        review([UNRELATED, builtin(NR), builtin(UR)]), CLUSTER_NR, CLUSTER_UR, replace_builtin_seconds=300
+    )
     patch = json.loads(base64.b64decode(verdict.response["response"]["patch"]))
     assert patch == [
         {"op": "test", "path": "/spec/tolerations/1/tolerationSeconds", "value": 300},
@@ -174,6 +305,7 @@ def test_only_builtin_seconds_change_and_nothing_moves(tolerations):
 
 # -- over HTTP: the outcome, the metrics and the log line ------------------------------------------------
 
+
 def metric_value(client, name, labels):
     for line in client.get("/metrics").data.decode().splitlines():
         if line.startswith(f"{name}{labels} "):
@@ -182,8 +314,11 @@ def metric_value(client, name, labels):
 
 
 def replacing_client(**settings):
-    return create_app(WebhookSettings(not_ready_seconds=CLUSTER_NR, unreachable_seconds=CLUSTER_UR,
-                                      replace_builtin_defaults=True, **settings)).test_client()
+    return create_app(
+        WebhookSettings(
+            not_ready_seconds=CLUSTER_NR, unreachable_seconds=CLUSTER_UR, replace_builtin_defaults=True, **settings
+        )
+    ).test_client()
 
 
 def test_replaced_reviews_are_counted_under_their_own_outcome_and_logged(caplog):
@@ -197,8 +332,9 @@ def test_replaced_reviews_are_counted_under_their_own_outcome_and_logged(caplog)
     assert metric_value(client, *reviews) == before + 1
     assert metric_value(client, *replaced_nr) == before_nr + 1
     (record,) = [r for r in caplog.records if r.name == "taintkeeper.webhook"]
-    assert record.getMessage() == (f"replaced the built-in default tolerationSeconds of {NR}; "
-                                   f"added default tolerations {UR}")
+    assert record.getMessage() == (
+        f"replaced the built-in default tolerationSeconds of {NR}; added default tolerations {UR}"
+    )
     assert (record.uid, record.namespace, record.pod) == (UID, "team-a", "web-0")
 
 

@@ -50,8 +50,11 @@ REPLACE_VALUES = [
     ("true turns it on", {"TAINTKEEPER_REPLACE_BUILTIN_DEFAULTS": "true"}, 300),
     ("case and spaces do not matter", {"TAINTKEEPER_REPLACE_BUILTIN_DEFAULTS": " TRUE "}, 300),
     ("false keeps it off", {"TAINTKEEPER_REPLACE_BUILTIN_DEFAULTS": "false"}, None),
-    ("the built-in seconds are the apiserver's", {"TAINTKEEPER_REPLACE_BUILTIN_DEFAULTS": "true",
-                                                  "TAINTKEEPER_BUILTIN_DEFAULT_SECONDS": "120"}, 120),
+    (
+        "the built-in seconds are the apiserver's",
+        {"TAINTKEEPER_REPLACE_BUILTIN_DEFAULTS": "true", "TAINTKEEPER_BUILTIN_DEFAULT_SECONDS": "120"},
+        120,
+    ),
     ("the built-in seconds alone change nothing", {"TAINTKEEPER_BUILTIN_DEFAULT_SECONDS": "120"}, None),
 ]
 
@@ -79,8 +82,14 @@ def test_the_builtin_seconds_flag_sets_its_environment_variable():
 
 def test_serving_defaults_are_gevent_with_bounded_clients():
     serving = ServingSettings.from_env({})
-    assert (serving.worker_class, serving.request_timeout, serving.keepalive_timeout, serving.max_connections,
-            serving.workers, serving.threads) == ("gevent", 10, 75, 500, 2, 8)
+    assert (
+        serving.worker_class,
+        serving.request_timeout,
+        serving.keepalive_timeout,
+        serving.max_connections,
+        serving.workers,
+        serving.threads,
+    ) == ("gevent", 10, 75, 500, 2, 8)
 
 
 SERVING_VALUES = [
@@ -97,31 +106,56 @@ def test_serving_settings_are_read_from_the_environment(env, field, value):
 
 
 def test_the_serving_flags_set_their_environment_variables():
-    assert webhook_args(["--worker-class", "gthread", "--request-timeout", "5", "--keepalive-timeout", "30",
-                         "--max-connections", "200"]) == {
-        "TAINTKEEPER_WORKER_CLASS": "gthread", "TAINTKEEPER_REQUEST_TIMEOUT": "5",
-        "TAINTKEEPER_KEEPALIVE_TIMEOUT": "30", "TAINTKEEPER_MAX_CONNECTIONS": "200"}
+    assert webhook_args(
+        ["--worker-class", "gthread", "--request-timeout", "5", "--keepalive-timeout", "30", "--max-connections", "200"]
+    ) == {
+        "TAINTKEEPER_WORKER_CLASS": "gthread",
+        "TAINTKEEPER_REQUEST_TIMEOUT": "5",
+        "TAINTKEEPER_KEEPALIVE_TIMEOUT": "30",
+        "TAINTKEEPER_MAX_CONNECTIONS": "200",
+    }
 
 
 GUNICORN_CONFIG = [
-    ("gevent by default", {}, {"worker_class": "webhook.worker.WebhookWorker", "reuse_port": True,
-                              "worker_connections": 500, "keepalive": 75, "control_socket_disable": True}),
-    ("gthread on request", {"TAINTKEEPER_WORKER_CLASS": "gthread", "TAINTKEEPER_THREADS": "4"},
-     {"worker_class": "gthread", "threads": 4, "reuse_port": None}),
-    ("limits and timeouts", {"TAINTKEEPER_MAX_CONNECTIONS": "64", "TAINTKEEPER_KEEPALIVE_TIMEOUT": "20"},
-     {"worker_connections": 64, "keepalive": 20}),
+    (
+        "gevent by default",
+        {},
+        {
+            "worker_class": "webhook.worker.WebhookWorker",
+            "reuse_port": True,
+            "worker_connections": 500,
+            "keepalive": 75,
+            "control_socket_disable": True,
+        },
+    ),
+    (
+        "gthread on request",
+        {"TAINTKEEPER_WORKER_CLASS": "gthread", "TAINTKEEPER_THREADS": "4"},
+        {"worker_class": "gthread", "threads": 4, "reuse_port": None},
+    ),
+    (
+        "limits and timeouts",
+        {"TAINTKEEPER_MAX_CONNECTIONS": "64", "TAINTKEEPER_KEEPALIVE_TIMEOUT": "20"},
+        {"worker_connections": 64, "keepalive": 20},
+    ),
 ]
 
 
 @pytest.mark.parametrize(("env", "expected"), [c[1:] for c in GUNICORN_CONFIG], ids=[c[0] for c in GUNICORN_CONFIG])
 def test_the_gunicorn_config_follows_the_serving_settings(tmp_path, env, expected):
     """In a subprocess: with gevent, importing the config monkey-patches the process (as it must, early)."""
-    code = ("import json, webhook.gunicorn_conf as c\n"
-            f"print(json.dumps({{name: getattr(c, name, None) for name in {sorted(expected)!r}}}))\n")
-    environment = {**{k: v for k, v in os.environ.items() if not k.startswith("TAINTKEEPER_")}, **env,
-                   "PROMETHEUS_MULTIPROC_DIR": str(tmp_path)}
-    result = subprocess.run([sys.executable, "-c", code], cwd=ROOT, capture_output=True, text=True, timeout=60,
-                            env=environment)
+    code = (
+        "import json, webhook.gunicorn_conf as c\n"
+        f"print(json.dumps({{name: getattr(c, name, None) for name in {sorted(expected)!r}}}))\n"
+    )
+    environment = {
+        **{k: v for k, v in os.environ.items() if not k.startswith("TAINTKEEPER_")},
+        **env,
+        "PROMETHEUS_MULTIPROC_DIR": str(tmp_path),
+    }
+    result = subprocess.run(
+        [sys.executable, "-c", code], cwd=ROOT, capture_output=True, text=True, timeout=60, env=environment
+    )
     assert result.returncode == 0, result.stderr
     assert json.loads(result.stdout.splitlines()[-1]) == expected
 
@@ -139,17 +173,32 @@ BAD_ENV = [
     ("an empty value", {NR_ENV: ""}, "must be a whole number"),
     ("an unknown log format", {"TAINTKEEPER_LOG_FORMAT": "xml"}, "--log-format must be one of"),
     ("a zero size cap", {"TAINTKEEPER_MAX_REQUEST_BYTES": "0"}, "must be >= 1"),
-    ("a namespace cache that is neither true nor false", {"TAINTKEEPER_NAMESPACE_CACHE": "yes"},
-     "--namespace-cache must be true or false, got 'yes'"),
+    (
+        "a namespace cache that is neither true nor false",
+        {"TAINTKEEPER_NAMESPACE_CACHE": "yes"},
+        "--namespace-cache must be true or false, got 'yes'",
+    ),
     ("an empty namespace cache value", {"TAINTKEEPER_NAMESPACE_CACHE": ""}, "--namespace-cache must be true or false"),
-    ("a kubeconfig that does not exist", {"TAINTKEEPER_KUBECONFIG": "/nonexistent/kubeconfig"},
-     "--kubeconfig '/nonexistent/kubeconfig' is not a readable file"),
-    ("a replace-builtin-defaults that is neither true nor false", {"TAINTKEEPER_REPLACE_BUILTIN_DEFAULTS": "1"},
-     "--replace-builtin-defaults must be true or false, got '1'"),
-    ("negative built-in seconds", {"TAINTKEEPER_BUILTIN_DEFAULT_SECONDS": "-300"},
-     "--builtin-default-seconds must be >= 0"),
-    ("fractional built-in seconds", {"TAINTKEEPER_BUILTIN_DEFAULT_SECONDS": "300.0"},
-     "--builtin-default-seconds must be a whole number"),
+    (
+        "a kubeconfig that does not exist",
+        {"TAINTKEEPER_KUBECONFIG": "/nonexistent/kubeconfig"},
+        "--kubeconfig '/nonexistent/kubeconfig' is not a readable file",
+    ),
+    (
+        "a replace-builtin-defaults that is neither true nor false",
+        {"TAINTKEEPER_REPLACE_BUILTIN_DEFAULTS": "1"},
+        "--replace-builtin-defaults must be true or false, got '1'",
+    ),
+    (
+        "negative built-in seconds",
+        {"TAINTKEEPER_BUILTIN_DEFAULT_SECONDS": "-300"},
+        "--builtin-default-seconds must be >= 0",
+    ),
+    (
+        "fractional built-in seconds",
+        {"TAINTKEEPER_BUILTIN_DEFAULT_SECONDS": "300.0"},
+        "--builtin-default-seconds must be a whole number",
+    ),
 ]
 
 
@@ -160,15 +209,24 @@ def test_bad_environment_values_are_refused(env, message):
 
 
 BAD_SERVING_ENV = [
-    ("an unknown worker class", {"TAINTKEEPER_WORKER_CLASS": "sync"},
-     "--worker-class must be one of gevent, gthread, got 'sync'"),
+    (
+        "an unknown worker class",
+        {"TAINTKEEPER_WORKER_CLASS": "sync"},
+        "--worker-class must be one of gevent, gthread, got 'sync'",
+    ),
     ("a zero request timeout", {"TAINTKEEPER_REQUEST_TIMEOUT": "0"}, "--request-timeout must be >= 1, got 0"),
-    ("a fractional request timeout", {"TAINTKEEPER_REQUEST_TIMEOUT": "2.5"},
-     "--request-timeout must be a whole number"),
+    (
+        "a fractional request timeout",
+        {"TAINTKEEPER_REQUEST_TIMEOUT": "2.5"},
+        "--request-timeout must be a whole number",
+    ),
     ("a negative keep-alive timeout", {"TAINTKEEPER_KEEPALIVE_TIMEOUT": "-1"}, "--keepalive-timeout must be >= 1"),
     ("no connections allowed", {"TAINTKEEPER_MAX_CONNECTIONS": "0"}, "--max-connections must be >= 1"),
-    ("a connection limit that is a word", {"TAINTKEEPER_MAX_CONNECTIONS": "many"},
-     "--max-connections must be a whole number"),
+    (
+        "a connection limit that is a word",
+        {"TAINTKEEPER_MAX_CONNECTIONS": "many"},
+        "--max-connections must be a whole number",
+    ),
 ]
 
 
@@ -190,13 +248,22 @@ BAD_FLAGS = [
     ("an unknown flag", ["--no-such-flag"], "unrecognized arguments"),
     ("a missing certificate", ["--cert-file", "/nonexistent/tls.crt"], "is not a readable file"),
     ("zero workers", ["--workers", "0"], "--workers must be >= 1"),
-    ("a namespace cache flag that is not a boolean", ["--namespace-cache", "maybe"],
-     "--namespace-cache must be true or false"),
+    (
+        "a namespace cache flag that is not a boolean",
+        ["--namespace-cache", "maybe"],
+        "--namespace-cache must be true or false",
+    ),
     ("a missing kubeconfig", ["--kubeconfig", "/nonexistent/kubeconfig"], "is not a readable file"),
-    ("a replace-builtin-defaults flag that is not a boolean", ["--replace-builtin-defaults=yes"],
-     "--replace-builtin-defaults must be true or false, got 'yes'"),
-    ("built-in seconds that are a word", ["--builtin-default-seconds", "five"],
-     "--builtin-default-seconds must be a whole number"),
+    (
+        "a replace-builtin-defaults flag that is not a boolean",
+        ["--replace-builtin-defaults=yes"],
+        "--replace-builtin-defaults must be true or false, got 'yes'",
+    ),
+    (
+        "built-in seconds that are a word",
+        ["--builtin-default-seconds", "five"],
+        "--builtin-default-seconds must be a whole number",
+    ),
     ("an unknown worker class", ["--worker-class=eventlet"], "--worker-class must be one of gevent, gthread"),
     ("a zero request timeout", ["--request-timeout", "0"], "--request-timeout must be >= 1"),
     ("a fractional keep-alive timeout", ["--keepalive-timeout", "7.5"], "--keepalive-timeout must be a whole number"),
@@ -206,8 +273,9 @@ BAD_FLAGS = [
 
 @pytest.mark.parametrize(("argv", "message"), [c[1:] for c in BAD_FLAGS], ids=[c[0] for c in BAD_FLAGS])
 def test_bad_flags_end_the_start_with_one_line_and_exit_2(argv, message):
-    result = subprocess.run([sys.executable, "-m", "webhook", *argv], cwd=ROOT, capture_output=True, text=True,
-                            timeout=60)
+    result = subprocess.run(
+        [sys.executable, "-m", "webhook", *argv], cwd=ROOT, capture_output=True, text=True, timeout=60
+    )
     assert result.returncode == 2
     lines = result.stderr.strip().splitlines()
     assert len(lines) == 1, result.stderr
@@ -219,9 +287,22 @@ def test_a_kubeconfig_that_does_not_load_ends_the_start_with_one_line_and_exit_2
     for name in ("tls.crt", "tls.key", "kubeconfig"):
         (tmp_path / name).write_text("not: [a kubeconfig")
     result = subprocess.run(
-        [sys.executable, "-m", "webhook", "--cert-file", str(tmp_path / "tls.crt"), "--key-file",
-         str(tmp_path / "tls.key"), "--kubeconfig", str(tmp_path / "kubeconfig")],
-        cwd=ROOT, capture_output=True, text=True, timeout=60)
+        [
+            sys.executable,
+            "-m",
+            "webhook",
+            "--cert-file",
+            str(tmp_path / "tls.crt"),
+            "--key-file",
+            str(tmp_path / "tls.key"),
+            "--kubeconfig",
+            str(tmp_path / "kubeconfig"),
+        ],
+        cwd=ROOT,
+        capture_output=True,
+        text=True,
+        timeout=60,
+    )
     assert result.returncode == 2
     lines = result.stderr.strip().splitlines()
     assert len(lines) == 1, result.stderr
@@ -233,11 +314,13 @@ def test_validating_the_start_imports_no_prometheus_client(tmp_path):
     that to the gunicorn config, which sets PROMETHEUS_MULTIPROC_DIR first. Nor may the gunicorn master
     (whose on_starting reads webhook.namespaces) make the metrics: its live 0 would pin the livemin gauge."""
     kubeconfig = kubeconfig_file(tmp_path)
-    code = ("import sys\n"
-            "import webhook.__main__\n"
-            "import webhook.namespaces\n"
-            "from webhook.settings import WebhookSettings, check_kubeconfig\n"
-            f"check_kubeconfig(WebhookSettings.from_env({{'TAINTKEEPER_KUBECONFIG': {str(kubeconfig)!r}}}))\n"
-            "assert 'prometheus_client' not in sys.modules, 'imported too early'\n")
+    code = (
+        "import sys\n"
+        "import webhook.__main__\n"
+        "import webhook.namespaces\n"
+        "from webhook.settings import WebhookSettings, check_kubeconfig\n"
+        f"check_kubeconfig(WebhookSettings.from_env({{'TAINTKEEPER_KUBECONFIG': {str(kubeconfig)!r}}}))\n"
+        "assert 'prometheus_client' not in sys.modules, 'imported too early'\n"
+    )
     result = subprocess.run([sys.executable, "-c", code], cwd=ROOT, capture_output=True, text=True, timeout=60)
     assert result.returncode == 0, result.stderr

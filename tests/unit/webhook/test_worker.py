@@ -33,8 +33,9 @@ CLOSE_SLACK = 3.0  # seconds past the request timeout within which the server mu
 def webhook(tmp_path_factory: pytest.TempPathFactory):
     directory: Path = tmp_path_factory.mktemp("stuck-clients")
     make_certs(directory)
-    server = WebhookServer(directory, directory / "webhook.log", workers=2,
-                           extra_args=("--request-timeout", str(REQUEST_TIMEOUT)))
+    server = WebhookServer(
+        directory, directory / "webhook.log", workers=2, extra_args=("--request-timeout", str(REQUEST_TIMEOUT))
+    )
     with server:
         yield server
 
@@ -60,7 +61,9 @@ def test_stuck_connections_neither_starve_reviews_nor_stay_open(webhook: Webhook
         for connection in stuck:
             assert connection.closed_after is not None
             assert REQUEST_TIMEOUT - 0.5 <= connection.closed_after <= REQUEST_TIMEOUT + CLOSE_SLACK, (
-                connection.kind, connection.closed_after)
+                connection.kind,
+                connection.closed_after,
+            )
 
     seconds, status, payload = post_review("127.0.0.1", webhook.port, context, body, timeout=REVIEW_BOUND * 5)
     assert status == 200 and mutation_problem(payload) is None
@@ -90,6 +93,7 @@ def test_both_workers_count_their_reviews_in_one_scrape(webhook: WebhookServer):
     """The app is preloaded in the master (gunicorn_conf.py): each worker must still write its own
     multiprocess metric files, so a scrape sums the reviews whichever worker answered them (once their
     bookkeeping has counted them: no more, no fewer)."""
+
     def patched() -> float:
         connection = http.client.HTTPSConnection("127.0.0.1", webhook.port, context=webhook.ssl_context(), timeout=5)
         try:
@@ -97,8 +101,14 @@ def test_both_workers_count_their_reviews_in_one_scrape(webhook: WebhookServer):
             text = connection.getresponse().read().decode()
         finally:
             connection.close()
-        line = next((line for line in text.splitlines()
-                     if line.startswith('taintkeeper_webhook_admission_reviews_total{outcome="patched"}')), None)
+        line = next(
+            (
+                line
+                for line in text.splitlines()
+                if line.startswith('taintkeeper_webhook_admission_reviews_total{outcome="patched"}')
+            ),
+            None,
+        )
         return float(line.split()[-1]) if line else 0.0
 
     def settled() -> tuple[float] | None:  # the earlier tests' reviews all counted: two scrapes agree

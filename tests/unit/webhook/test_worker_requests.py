@@ -22,13 +22,18 @@ CLIENT = ("10.0.0.7", 51234)
 LISTENER = ("0.0.0.0", 8443)
 
 REQUESTS = {
-    "the apiserver's review": (b"POST /mutate?timeout=10s HTTP/1.1\r\n"
-                               b"Host: taintkeeper-webhook.taintkeeper-system.svc:443\r\n"
-                               b"Content-Type: application/json\r\nAccept: application/json, */*\r\n"
-                               b"Content-Length: %d\r\n\r\n" % len(BODY)) + BODY,
-    "repeated headers and an encoded path": (b"POST /mu%%74ate HTTP/1.1\r\nHost: x\r\nAccept: a\r\nAccept: b\r\n"
-                                             b"Content-Type: application/json\r\nContent-Length: %d\r\n\r\n"
-                                             % len(BODY)) + BODY,
+    "the apiserver's review": (
+        b"POST /mutate?timeout=10s HTTP/1.1\r\n"
+        b"Host: taintkeeper-webhook.taintkeeper-system.svc:443\r\n"
+        b"Content-Type: application/json\r\nAccept: application/json, */*\r\n"
+        b"Content-Length: %d\r\n\r\n" % len(BODY)
+    )
+    + BODY,
+    "repeated headers and an encoded path": (
+        b"POST /mu%%74ate HTTP/1.1\r\nHost: x\r\nAccept: a\r\nAccept: b\r\n"
+        b"Content-Type: application/json\r\nContent-Length: %d\r\n\r\n" % len(BODY)
+    )
+    + BODY,
     "HTTP/1.0 without a body": b"GET /healthz HTTP/1.0\r\n\r\n",
     "a forwarded scheme": b"GET /readyz HTTP/1.1\r\nHost: x\r\nX-Forwarded-Proto: https\r\n\r\n",
 }
@@ -63,8 +68,18 @@ def _comparable(environ: dict[str, Any]) -> dict[str, object]:
 def test_settled_settings_answer_as_gunicorns() -> None:
     cfg = _config(workers=3, keepalive=75, forwarded_allow_ips="10.0.0.1")
     settled = worker._SettledConfig(cfg)
-    for name in ("workers", "keepalive", "is_ssl", "forwarded_allow_ips", "limit_request_fields", "protocol",
-                 "secure_scheme_headers", "forwarder_headers", "pre_request", "post_request"):
+    for name in (
+        "workers",
+        "keepalive",
+        "is_ssl",
+        "forwarded_allow_ips",
+        "limit_request_fields",
+        "protocol",
+        "secure_scheme_headers",
+        "forwarder_headers",
+        "pre_request",
+        "post_request",
+    ):
         assert getattr(settled, name) == getattr(cfg, name)
         assert getattr(settled, name) == getattr(cfg, name)  # the second answer, from the settled copy
     with pytest.raises(AttributeError):
@@ -72,16 +87,22 @@ def test_settled_settings_answer_as_gunicorns() -> None:
 
 
 @pytest.mark.parametrize("name", REQUESTS)
-@pytest.mark.parametrize("settings", [{}, {"workers": 2}, {"forwarded_allow_ips": "*"}],
-                         ids=["defaults", "two workers", "every peer trusted"])
-def test_a_requests_environ_is_the_one_gunicorn_makes(monkeypatch: pytest.MonkeyPatch, name: str,
-                                                       settings: dict[str, object]) -> None:
+@pytest.mark.parametrize(
+    "settings",
+    [{}, {"workers": 2}, {"forwarded_allow_ips": "*"}],
+    ids=["defaults", "two workers", "every peer trusted"],
+)
+def test_a_requests_environ_is_the_one_gunicorn_makes(
+    monkeypatch: pytest.MonkeyPatch, name: str, settings: dict[str, object]
+) -> None:
     cfg = _config(**settings)
     _, theirs = wsgi.create(_request(cfg, REQUESTS[name]), _Sock(), CLIENT, LISTENER, cfg)
     settled = worker._SettledConfig(cfg)
     monkeypatch.setattr(wsgi, "base_environ", worker._base_environ)
-    environs = [wsgi.create(_request(settled, REQUESTS[name], worker._RequestParser), _Sock(), CLIENT, LISTENER,
-                            settled)[1] for _ in range(2)]  # the constant part made, then reused
+    environs = [
+        wsgi.create(_request(settled, REQUESTS[name], worker._RequestParser), _Sock(), CLIENT, LISTENER, settled)[1]
+        for _ in range(2)
+    ]  # the constant part made, then reused
     assert _comparable(environs[0]) == _comparable(environs[1]) == _comparable(theirs)
     environs[0]["wsgi.errors"] = None  # an application changing its environ changes no later request's
     assert environs[1]["wsgi.errors"] is not None and settled.environ_base["wsgi.errors"] is not None
@@ -98,13 +119,16 @@ def test_reopening_the_log_files_remakes_the_environs_error_stream() -> None:
     assert reopened == [True] and settled.environ_base == {}
 
 
-@pytest.mark.parametrize("allowed, peer, trusted", [
-    ("127.0.0.1", "127.0.0.1", True),
-    ("127.0.0.1", "10.0.0.7", False),
-    ("10.0.0.0/8", "10.0.0.7", True),
-    ("*", "192.0.2.1", True),
-    ("", "127.0.0.1", False),
-])
+@pytest.mark.parametrize(
+    "allowed, peer, trusted",
+    [
+        ("127.0.0.1", "127.0.0.1", True),
+        ("127.0.0.1", "10.0.0.7", False),
+        ("10.0.0.0/8", "10.0.0.7", True),
+        ("*", "192.0.2.1", True),
+        ("", "127.0.0.1", False),
+    ],
+)
 def test_whether_a_peer_may_set_forwarding_headers_is_gunicorns(allowed: str, peer: str, trusted: bool) -> None:
     cfg = _config(forwarded_allow_ips=allowed)
     settled = worker._SettledConfig(cfg)

@@ -55,10 +55,22 @@ def default(key: str, seconds: int = 300) -> dict[str, Any]:
     return {"key": key, "operator": "Exists", "effect": "NoExecute", "tolerationSeconds": seconds}
 
 
-def raw_pod(name: str = "p", namespace: str = "apps", tolerations: list | None = None, labels: dict | None = None,
-            annotations: dict | None = None, terminating: bool = False, rv: str = "10") -> dict[str, Any]:
-    metadata: dict[str, Any] = {"name": name, "namespace": namespace, "uid": f"uid-{name}", "resourceVersion": rv,
-                                "creationTimestamp": "2027-01-15T08:00:00Z"}
+def raw_pod(
+    name: str = "p",
+    namespace: str = "apps",
+    tolerations: list | None = None,
+    labels: dict | None = None,
+    annotations: dict | None = None,
+    terminating: bool = False,
+    rv: str = "10",
+) -> dict[str, Any]:
+    metadata: dict[str, Any] = {
+        "name": name,
+        "namespace": namespace,
+        "uid": f"uid-{name}",
+        "resourceVersion": rv,
+        "creationTimestamp": "2027-01-15T08:00:00Z",
+    }
     if labels:
         metadata["labels"] = labels
     if annotations:
@@ -80,30 +92,73 @@ def ns(name: str = "apps", labels: dict | None = None, annotations: dict | None 
 WHICH_PODS = {
     "missing both gets both, not-ready first": (raw_pod(), ns(), MISSING, [default(NOT_READY), default(UNREACHABLE)]),
     "missing only unreachable gets only unreachable": (
-        raw_pod(tolerations=[default(NOT_READY, 60)]), ns(), MISSING, [default(UNREACHABLE)]),
+        raw_pod(tolerations=[default(NOT_READY, 60)]),
+        ns(),
+        MISSING,
+        [default(UNREACHABLE)],
+    ),
     "missing only not-ready gets only not-ready": (
-        raw_pod(tolerations=[default(UNREACHABLE, 0)]), ns(), MISSING, [default(NOT_READY)]),
+        raw_pod(tolerations=[default(UNREACHABLE, 0)]),
+        ns(),
+        MISSING,
+        [default(NOT_READY)],
+    ),
     "missing none gets nothing": (
-        raw_pod(tolerations=[default(NOT_READY, 5), default(UNREACHABLE, 5)]), ns(), ALREADY_TOLERATES, []),
+        raw_pod(tolerations=[default(NOT_READY, 5), default(UNREACHABLE, 5)]),
+        ns(),
+        ALREADY_TOLERATES,
+        [],
+    ),
     "an empty-key Exists toleration tolerates everything": (
-        raw_pod(tolerations=[{"operator": "Exists"}]), ns(), ALREADY_TOLERATES, []),
+        raw_pod(tolerations=[{"operator": "Exists"}]),
+        ns(),
+        ALREADY_TOLERATES,
+        [],
+    ),
     "an empty-key NoExecute toleration tolerates both keys": (
-        raw_pod(tolerations=[{"operator": "Exists", "effect": "NoExecute"}]), ns(), ALREADY_TOLERATES, []),
+        raw_pod(tolerations=[{"operator": "Exists", "effect": "NoExecute"}]),
+        ns(),
+        ALREADY_TOLERATES,
+        [],
+    ),
     "a NoSchedule toleration of the key does not count": (
-        raw_pod(tolerations=[{"key": NOT_READY, "operator": "Exists", "effect": "NoSchedule"}]), ns(), MISSING,
-        [default(NOT_READY), default(UNREACHABLE)]),
+        raw_pod(tolerations=[{"key": NOT_READY, "operator": "Exists", "effect": "NoSchedule"}]),
+        ns(),
+        MISSING,
+        [default(NOT_READY), default(UNREACHABLE)],
+    ),
     "a key toleration without effect counts, whatever its seconds": (
-        raw_pod(tolerations=[{"key": UNREACHABLE, "operator": "Exists"}]), ns(), MISSING, [default(NOT_READY)]),
+        raw_pod(tolerations=[{"key": UNREACHABLE, "operator": "Exists"}]),
+        ns(),
+        MISSING,
+        [default(NOT_READY)],
+    ),
     "a pod labelled skip is left alone": (raw_pod(labels={"taintkeeper.io/skip": "true"}), ns(), POD_SKIPPED, []),
     "a pod labelled skip=false is backfilled": (
-        raw_pod(labels={"taintkeeper.io/skip": "false"}), ns(), MISSING, [default(NOT_READY), default(UNREACHABLE)]),
+        raw_pod(labels={"taintkeeper.io/skip": "false"}),
+        ns(),
+        MISSING,
+        [default(NOT_READY), default(UNREACHABLE)],
+    ),
     "a pod in a namespace labelled skip is left alone": (
-        raw_pod(), ns(labels={"taintkeeper.io/skip": "true"}), NAMESPACE_SKIPPED, []),
+        raw_pod(),
+        ns(labels={"taintkeeper.io/skip": "true"}),
+        NAMESPACE_SKIPPED,
+        [],
+    ),
     "a pod in an excluded namespace is left alone": (
-        raw_pod(namespace="kube-system"), ns("kube-system"), EXCLUDED_NAMESPACE, []),
+        raw_pod(namespace="kube-system"),
+        ns("kube-system"),
+        EXCLUDED_NAMESPACE,
+        [],
+    ),
     "a terminating pod is left alone": (raw_pod(terminating=True), ns(), TERMINATING, []),
     "a mirror pod is left alone (it cannot be updated)": (
-        raw_pod(annotations={"kubernetes.io/config.mirror": "abc"}), ns(), MIRROR_POD, []),
+        raw_pod(annotations={"kubernetes.io/config.mirror": "abc"}),
+        ns(),
+        MIRROR_POD,
+        [],
+    ),
     "a pod whose namespace is not cached yet waits": (raw_pod(), None, NAMESPACE_UNKNOWN, []),
 }
 
@@ -122,7 +177,11 @@ SECONDS = {
     "namespace annotations override both": ({NR_ANNOTATION: "60", UR_ANNOTATION: "0"}, CLUSTER, (60, 0), 0),
     "one annotation overrides only its key": ({UR_ANNOTATION: "900"}, DefaultSeconds(30, 45), (30, 900), 0),
     "an invalid annotation falls back to the cluster value, with a warning": (
-        {NR_ANNOTATION: "five", UR_ANNOTATION: "12"}, DefaultSeconds(30, 45), (30, 12), 1),
+        {NR_ANNOTATION: "five", UR_ANNOTATION: "12"},
+        DefaultSeconds(30, 45),
+        (30, 12),
+        1,
+    ),
     "a negative annotation is invalid": ({UR_ANNOTATION: "-5"}, CLUSTER, (300, 300), 1),
 }
 
@@ -144,20 +203,31 @@ def test_excluded_namespaces_are_whatever_is_configured():
 
 # --- the patch ----------------------------------------------------------------------------------------------
 
-EXISTING = [{"key": "example.com/gpu", "operator": "Exists", "effect": "NoSchedule"},
-            {"key": NOT_READY, "operator": "Exists", "effect": "NoExecute", "tolerationSeconds": 7}]
+EXISTING = [
+    {"key": "example.com/gpu", "operator": "Exists", "effect": "NoSchedule"},
+    {"key": NOT_READY, "operator": "Exists", "effect": "NoExecute", "tolerationSeconds": 7},
+]
 
 PATCHES = {
     "no tolerations field: the list is created": (
-        raw_pod(), [{"op": "add", "path": "/spec/tolerations", "value": [default(NOT_READY), default(UNREACHABLE)]}]),
+        raw_pod(),
+        [{"op": "add", "path": "/spec/tolerations", "value": [default(NOT_READY), default(UNREACHABLE)]}],
+    ),
     "tolerations null: the list is created": (
         raw_pod(tolerations=None) | {"spec": {"tolerations": None}},
-        [{"op": "add", "path": "/spec/tolerations", "value": [default(NOT_READY), default(UNREACHABLE)]}]),
+        [{"op": "add", "path": "/spec/tolerations", "value": [default(NOT_READY), default(UNREACHABLE)]}],
+    ),
     "an empty list: appended from index 0": (
-        raw_pod(tolerations=[]), [{"op": "add", "path": "/spec/tolerations/0", "value": default(NOT_READY)},
-                                  {"op": "add", "path": "/spec/tolerations/1", "value": default(UNREACHABLE)}]),
+        raw_pod(tolerations=[]),
+        [
+            {"op": "add", "path": "/spec/tolerations/0", "value": default(NOT_READY)},
+            {"op": "add", "path": "/spec/tolerations/1", "value": default(UNREACHABLE)},
+        ],
+    ),
     "two existing (one NoSchedule): the missing one goes at index 2": (
-        raw_pod(tolerations=EXISTING), [{"op": "add", "path": "/spec/tolerations/2", "value": default(UNREACHABLE)}]),
+        raw_pod(tolerations=EXISTING),
+        [{"op": "add", "path": "/spec/tolerations/2", "value": default(UNREACHABLE)}],
+    ),
 }
 
 
@@ -165,13 +235,16 @@ PATCHES = {
 def test_the_patch_tests_uid_and_version_then_only_appends(pod, adds):
     patch = backfill_patch(pod, ns(), CLUSTER, EXCLUDED)
     assert patch is not None
-    assert list(patch.ops) == [{"op": "test", "path": "/metadata/uid", "value": "uid-p"},
-                               {"op": "test", "path": "/metadata/resourceVersion", "value": "10"}, *adds]
+    assert list(patch.ops) == [
+        {"op": "test", "path": "/metadata/uid", "value": "uid-p"},
+        {"op": "test", "path": "/metadata/resourceVersion", "value": "10"},
+        *adds,
+    ]
     patched = jsonpatch.apply_patch(pod, list(patch.ops))
-    before = (pod["spec"].get("tolerations") or [])
+    before = pod["spec"].get("tolerations") or []
     after = patched["spec"]["tolerations"]
-    assert after[:len(before)] == before  # existing ones unchanged, in order
-    assert after[len(before):] == list(patch.decision.tolerations)
+    assert after[: len(before)] == before  # existing ones unchanged, in order
+    assert after[len(before) :] == list(patch.decision.tolerations)
 
 
 def test_the_patch_is_refused_when_the_pod_changed_since_it_was_read():
@@ -191,15 +264,23 @@ def test_the_patch_is_refused_when_the_pod_changed_since_it_was_read():
 def test_the_event_message_names_the_keys_and_seconds():
     assert event_message([default(NOT_READY, 60), default(UNREACHABLE, 0)]) == (
         "Added default tolerations the pod was admitted without: "
-        "node.kubernetes.io/not-ready:NoExecute for 60s, node.kubernetes.io/unreachable:NoExecute for 0s")
+        "node.kubernetes.io/not-ready:NoExecute for 60s, node.kubernetes.io/unreachable:NoExecute for 0s"
+    )
     assert COMPONENT == "taintkeeper-backfill" and EVENT_REASON == "DefaultTolerationsAdded"
 
 
 def test_views_carry_mirror_and_namespace_fields():
     assert pod_view(raw_pod(annotations={"kubernetes.io/config.mirror": "x"})).mirror
     assert not pod_view(raw_pod(annotations={"other": "x"})).mirror
-    view = namespace_view({"metadata": {"name": "a", "labels": {"taintkeeper.io/skip": "true", "l": "v"},
-                                        "annotations": {NR_ANNOTATION: "5", "big": "x" * 1000}}})
+    view = namespace_view(
+        {
+            "metadata": {
+                "name": "a",
+                "labels": {"taintkeeper.io/skip": "true", "l": "v"},
+                "annotations": {NR_ANNOTATION: "5", "big": "x" * 1000},
+            }
+        }
+    )
     assert view == NamespaceView("a", True, ((NR_ANNOTATION, "5"),))
     assert view.key == "a"
 
@@ -256,16 +337,30 @@ class FakeApi:
 
 
 class Harness:
-    def __init__(self, rate: float = 10.0, active: bool = True, dry_run: bool = False,
-                 cluster: DefaultSeconds = CLUSTER, clock: FakeClock | None = None) -> None:
+    def __init__(
+        self,
+        rate: float = 10.0,
+        active: bool = True,
+        dry_run: bool = False,
+        cluster: DefaultSeconds = CLUSTER,
+        clock: FakeClock | None = None,
+    ) -> None:
         self.clock = clock or SteppingClock(START)
         self.pods: MemoryStore[PodView] = MemoryStore()
         self.namespaces: MemoryStore[NamespaceView] = MemoryStore()
         self.api = FakeApi(self.clock)
         self.events = RecordingEvents()
         settings = BackfillSettings(rate=rate, excluded_namespaces=EXCLUDED, cluster_seconds=cluster)
-        self.controller = BackfillController(self.pods, self.namespaces, self.api, self.events, settings,
-                                             clock=self.clock, queue=WorkQueue(self.clock), dry_run=dry_run)
+        self.controller = BackfillController(
+            self.pods,
+            self.namespaces,
+            self.api,
+            self.events,
+            settings,
+            clock=self.clock,
+            queue=WorkQueue(self.clock),
+            dry_run=dry_run,
+        )
         self.set_namespace(ns())
         if active:
             self.controller.activate()
@@ -316,8 +411,7 @@ def test_a_pod_missing_defaults_is_patched_with_an_event(caplog):
     h.add_pod(raw_pod("web", tolerations=[default(NOT_READY, 60)]))
     assert h.drain() == ["patched"]
     assert h.tolerations("apps/web") == [default(NOT_READY, 60), default(UNREACHABLE)]
-    assert h.events.recorded == [("apps/web", "Normal", EVENT_REASON,
-                                  event_message([default(UNREACHABLE)]))]
+    assert h.events.recorded == [("apps/web", "Normal", EVENT_REASON, event_message([default(UNREACHABLE)]))]
     assert metrics.BACKFILLED_PODS._value.get() == before + 1
     assert h.drain() == []  # the patched pod's update does not queue it again
     assert "added default tolerations" in caplog.text
@@ -369,8 +463,7 @@ def test_a_concurrent_change_is_re_read_and_retried_later():
     h.clock.advance(0.25)  # the work queue's first backoff
     assert h.drain() == ["patched"]
     assert len(h.api.reads) == 2  # re-read before the second attempt
-    assert h.tolerations("apps/raced") == [{"key": "a", "operator": "Exists"}, default(NOT_READY),
-                                           default(UNREACHABLE)]
+    assert h.tolerations("apps/raced") == [{"key": "a", "operator": "Exists"}, default(NOT_READY), default(UNREACHABLE)]
 
 
 def test_a_read_error_is_retried_and_a_gone_pod_is_done():
@@ -419,8 +512,9 @@ def test_dry_run_reads_but_never_writes():
     assert h.api.patches == [] and h.events.recorded == []
 
 
-@pytest.mark.parametrize(("count", "rate"), [(50, 10.0), (10, 2.0), (3, 0.5)], ids=["50 at 10/s", "10 at 2/s",
-                                                                                      "3 at 0.5/s"])
+@pytest.mark.parametrize(
+    ("count", "rate"), [(50, 10.0), (10, 2.0), (3, 0.5)], ids=["50 at 10/s", "10 at 2/s", "3 at 0.5/s"]
+)
 def test_n_pods_at_rate_r_take_about_n_over_r_seconds(count, rate):
     h = Harness(rate=rate, active=False)
     for i in range(count):

@@ -50,8 +50,10 @@ class FakeCore:
     def node(self) -> dict[str, Any]:
         if self.taints is None:
             raise ApiException(status=404, reason="Not Found")
-        return {"metadata": {"name": NAME, "uid": "uid-1", "resourceVersion": str(self.version)},
-                "spec": {"taints": list(self.taints)}}
+        return {
+            "metadata": {"name": NAME, "uid": "uid-1", "resourceVersion": str(self.version)},
+            "spec": {"taints": list(self.taints)},
+        }
 
     def read_node(self, name: str, **_kwargs: Any) -> object:
         self.reads += 1
@@ -85,24 +87,69 @@ class Case:
 
 
 CASES = [
-    Case("a fresh cached node is written with one PATCH and no GET", [NOT_READY], cached=True, meanwhile=None,
-         add=[], remove=[NOT_READY], want_taints=[], want_reads=0, want_patches=1),
-    Case("a stale cached node conflicts and the write is redone on a fresh read, keeping the operator's taint",
-         [NOT_READY], cached=True, meanwhile=[NOT_READY, OPERATOR], add=[], remove=[NOT_READY],
-         want_taints=[OPERATOR], want_reads=1, want_patches=2),
-    Case("a cached node that needs no write is read live before the write is skipped", [], cached=True,
-         meanwhile=[NOT_READY], add=[], remove=[NOT_READY], want_taints=[], want_reads=1, want_patches=1),
-    Case("a cached node and the live one both need no write: nothing is written", [], cached=True,
-         meanwhile=None, add=[], remove=[NOT_READY], want_taints=[], want_reads=1, want_patches=0),
-    Case("without a cached node the node is read live", [NOT_READY], cached=False, meanwhile=None, add=[],
-         remove=[NOT_READY], want_taints=[], want_reads=1, want_patches=1),
+    Case(
+        "a fresh cached node is written with one PATCH and no GET",
+        [NOT_READY],
+        cached=True,
+        meanwhile=None,
+        add=[],
+        remove=[NOT_READY],
+        want_taints=[],
+        want_reads=0,
+        want_patches=1,
+    ),
+    Case(
+        "a stale cached node conflicts and the write is redone on a fresh read, keeping the operator's taint",
+        [NOT_READY],
+        cached=True,
+        meanwhile=[NOT_READY, OPERATOR],
+        add=[],
+        remove=[NOT_READY],
+        want_taints=[OPERATOR],
+        want_reads=1,
+        want_patches=2,
+    ),
+    Case(
+        "a cached node that needs no write is read live before the write is skipped",
+        [],
+        cached=True,
+        meanwhile=[NOT_READY],
+        add=[],
+        remove=[NOT_READY],
+        want_taints=[],
+        want_reads=1,
+        want_patches=1,
+    ),
+    Case(
+        "a cached node and the live one both need no write: nothing is written",
+        [],
+        cached=True,
+        meanwhile=None,
+        add=[],
+        remove=[NOT_READY],
+        want_taints=[],
+        want_reads=1,
+        want_patches=0,
+    ),
+    Case(
+        "without a cached node the node is read live",
+        [NOT_READY],
+        cached=False,
+        meanwhile=None,
+        add=[],
+        remove=[NOT_READY],
+        want_taints=[],
+        want_reads=1,
+        want_patches=1,
+    ),
 ]
 
 
 def edge(monkeypatch: pytest.MonkeyPatch, core: FakeCore, cache: MemoryStore[NodeView] | None) -> KubeNodeLifecycleApi:
     monkeypatch.setattr(api_module.client, "CoreV1Api", lambda _api_client: core)
-    return KubeNodeLifecycleApi(client.ApiClient(client.Configuration()), WriteFence.without_lease(),
-                                sleep=lambda _seconds: None, cache=cache)
+    return KubeNodeLifecycleApi(
+        client.ApiClient(client.Configuration()), WriteFence.without_lease(), sleep=lambda _seconds: None, cache=cache
+    )
 
 
 @pytest.mark.parametrize("case", CASES, ids=[case.name for case in CASES])
@@ -183,15 +230,35 @@ class LabelCase:
 
 
 LABEL_CASES = [
-    LabelCase("one PATCH sets the labels against the cached resourceVersion", WriteFence.without_lease(), None,
-              written=True, patched=True),
-    LabelCase("a closed write fence sends nothing and fails, so the node is retried", closed_fence(), None,
-              written=False, patched=False),
-    LabelCase("a node changed since it was cached (409) fails, so it is reconciled again", WriteFence.without_lease(),
-              409, written=False, patched=True),
+    LabelCase(
+        "one PATCH sets the labels against the cached resourceVersion",
+        WriteFence.without_lease(),
+        None,
+        written=True,
+        patched=True,
+    ),
+    LabelCase(
+        "a closed write fence sends nothing and fails, so the node is retried",
+        closed_fence(),
+        None,
+        written=False,
+        patched=False,
+    ),
+    LabelCase(
+        "a node changed since it was cached (409) fails, so it is reconciled again",
+        WriteFence.without_lease(),
+        409,
+        written=False,
+        patched=True,
+    ),
     LabelCase("a node gone (404) is nothing to label", WriteFence.without_lease(), 404, written=True, patched=True),
-    LabelCase("any other API error fails, so the node is retried", WriteFence.without_lease(), 500, written=False,
-              patched=True),
+    LabelCase(
+        "any other API error fails, so the node is retried",
+        WriteFence.without_lease(),
+        500,
+        written=False,
+        patched=True,
+    ),
 ]
 
 
@@ -207,14 +274,16 @@ def test_label_write(case: LabelCase, monkeypatch: pytest.MonkeyPatch) -> None:
     assert core.patches == (want if case.patched else [])
 
 
-def test_a_dry_run_sends_no_label_write_and_shows_the_node_labelled(monkeypatch: pytest.MonkeyPatch,
-                                                                     caplog: pytest.LogCaptureFixture) -> None:
+def test_a_dry_run_sends_no_label_write_and_shows_the_node_labelled(
+    monkeypatch: pytest.MonkeyPatch, caplog: pytest.LogCaptureFixture
+) -> None:
     core = LabelCore()
     monkeypatch.setattr(api_module.client, "CoreV1Api", lambda _api_client: core)
     nodes: MemoryStore[NodeView] = MemoryStore()
     nodes.items[NAME] = labelled_node()
-    dry = DryRunNodeLifecycleApi(KubeNodeLifecycleApi(client.ApiClient(client.Configuration()),
-                                                      WriteFence.without_lease()), nodes)
+    dry = DryRunNodeLifecycleApi(
+        KubeNodeLifecycleApi(client.ApiClient(client.Configuration()), WriteFence.without_lease()), nodes
+    )
 
     with caplog.at_level("INFO", logger="taintkeeper.nodelifecycle"):
         assert dry.set_labels(labelled_node(), BETA_LABELS)
@@ -231,13 +300,17 @@ def _pod(name: str, generation: int = 1) -> PodView:
 
 
 def test_a_dry_run_shows_a_pod_it_would_have_marked_not_ready_until_the_real_pod_changes(
-        monkeypatch: pytest.MonkeyPatch, caplog: pytest.LogCaptureFixture) -> None:
+    monkeypatch: pytest.MonkeyPatch, caplog: pytest.LogCaptureFixture
+) -> None:
     monkeypatch.setattr(api_module.client, "CoreV1Api", lambda _api_client: object())  # any call would fail
     pods: MemoryStore[PodView] = MemoryStore()
     pods.items["default/p"] = _pod("p")
     overlay = DryRunPods(pods)
-    dry = DryRunNodeLifecycleApi(KubeNodeLifecycleApi(client.ApiClient(client.Configuration()),
-                                                      WriteFence.without_lease()), MemoryStore(), overlay)
+    dry = DryRunNodeLifecycleApi(
+        KubeNodeLifecycleApi(client.ApiClient(client.Configuration()), WriteFence.without_lease()),
+        MemoryStore(),
+        overlay,
+    )
 
     with caplog.at_level("INFO", logger="taintkeeper.nodelifecycle"):
         dry.mark_pod_not_ready(pods.items["default/p"])

@@ -35,9 +35,15 @@ def zone_of(name: str) -> str:
     return zone_key({"topology.kubernetes.io/zone": name}) if name else ""
 
 
-SETTINGS = MonitorSettings(node_monitor_period=5, node_monitor_grace_period=50, node_startup_grace_period=60,
-                           node_eviction_rate=100000, secondary_node_eviction_rate=100000,
-                           large_cluster_size_threshold=20, unhealthy_zone_threshold=0.55)
+SETTINGS = MonitorSettings(
+    node_monitor_period=5,
+    node_monitor_grace_period=50,
+    node_startup_grace_period=60,
+    node_eviction_rate=100000,
+    secondary_node_eviction_rate=100000,
+    large_cluster_size_threshold=20,
+    unhealthy_zone_threshold=0.55,
+)
 
 
 class World:
@@ -60,8 +66,16 @@ class World:
         self.kubelet_posts_before_write: dict[str, bool] = {}
         self.version = 0
         self.pods_synced = True  # the pods' LIST has ended (a staged start leads before it has)
-        self.monitor = NodeLifecycleMonitor(self, self.LeaseStore(self), self.PodStore(self), self, self, settings,
-                                            clock=self.clock, pods_synced=lambda: self.pods_synced)
+        self.monitor = NodeLifecycleMonitor(
+            self,
+            self.LeaseStore(self),
+            self.PodStore(self),
+            self,
+            self,
+            settings,
+            clock=self.clock,
+            pods_synced=lambda: self.pods_synced,
+        )
         self.monitor.activate()
 
     # -- stores ------------------------------------------------------------------------------------
@@ -124,10 +138,19 @@ class World:
             return False
         node = self.nodes[node_name]
         taints = updated_taints(node.taints, add, remove, self.clock.now())  # the API edge's own rule
-        self._put_node(replace(node, taints=tuple(taints),
-                               no_execute_taints=tuple(t for t in taints if t["effect"] == "NoExecute")))
-        self.writes.append(("taints", node_name, tuple(sorted(f"{t['key']}:{t['effect']}" for t in add)),
-                            tuple(sorted(f"{t['key']}:{t['effect']}" for t in remove))))
+        self._put_node(
+            replace(
+                node, taints=tuple(taints), no_execute_taints=tuple(t for t in taints if t["effect"] == "NoExecute")
+            )
+        )
+        self.writes.append(
+            (
+                "taints",
+                node_name,
+                tuple(sorted(f"{t['key']}:{t['effect']}" for t in add)),
+                tuple(sorted(f"{t['key']}:{t['effect']}" for t in remove)),
+            )
+        )
         return True
 
     def post_conditions(self, node, conditions) -> bool:
@@ -169,16 +192,36 @@ class World:
         self.version += 1
         self.nodes[node.name] = replace(node, resource_version=str(self.version))
 
-    def add_node(self, name: str, zone: str = "z1", ready: str | None = "True", labels: tuple = (),
-                 created: float | None = None, taints: tuple = ()) -> None:
+    def add_node(
+        self,
+        name: str,
+        zone: str = "z1",
+        ready: str | None = "True",
+        labels: tuple = (),
+        created: float | None = None,
+        taints: tuple = (),
+    ) -> None:
         conditions: tuple[dict[str, str], ...] = ()
         if ready is not None:
-            conditions = ({"type": "Ready", "status": ready, "lastHeartbeatTime": format_time(self.clock.now()),
-                           "lastTransitionTime": format_time(START - 3600)},)
-        self._put_node(NodeView(name, f"uid-{name}", tuple(t for t in taints if t["effect"] == "NoExecute"),
-                                taints=tuple(taints),
-                                labels=(("topology.kubernetes.io/zone", zone), *labels), conditions=conditions,
-                                created=START - 3600 if created is None else created))
+            conditions = (
+                {
+                    "type": "Ready",
+                    "status": ready,
+                    "lastHeartbeatTime": format_time(self.clock.now()),
+                    "lastTransitionTime": format_time(START - 3600),
+                },
+            )
+        self._put_node(
+            NodeView(
+                name,
+                f"uid-{name}",
+                tuple(t for t in taints if t["effect"] == "NoExecute"),
+                taints=tuple(taints),
+                labels=(("topology.kubernetes.io/zone", zone), *labels),
+                conditions=conditions,
+                created=START - 3600 if created is None else created,
+            )
+        )
         self.heartbeat(name)
 
     def heartbeat(self, name: str) -> None:
@@ -186,9 +229,17 @@ class World:
 
     def set_ready(self, name: str, status: str) -> None:
         node = self.nodes[name]
-        conditions = tuple({**c, "status": status, "lastHeartbeatTime": format_time(self.clock.now()),
-                            "lastTransitionTime": format_time(self.clock.now())} if c["type"] == "Ready" else c
-                           for c in node.conditions)
+        conditions = tuple(
+            {
+                **c,
+                "status": status,
+                "lastHeartbeatTime": format_time(self.clock.now()),
+                "lastTransitionTime": format_time(self.clock.now()),
+            }
+            if c["type"] == "Ready"
+            else c
+            for c in node.conditions
+        )
         self._put_node(replace(node, conditions=conditions))
         self.heartbeat(name)
 
@@ -251,14 +302,10 @@ def test_a_node_that_stops_heartbeating_goes_unknown_tainted_and_its_pods_not_re
 # Upstream 1.37 (NodeControllerLeaseCircuitBreaker, beta, on): before a node is marked Unknown its Lease is
 # read live; a renewal the cache lacks means the cache is behind. (what the API has, how long, expected Ready)
 LIVE_LEASE_CASES = {
-    "a renewal the informer has not delivered keeps the node from being marked Unknown":
-        ("renewed", False, "True"),
-    "a failed live read holds the marking too":
-        ("unreadable", False, "True"),
-    "once the API agrees with the cache, the node is marked Unknown":
-        ("renewed", True, "Unknown"),
-    "a Lease the API no longer has does not hold the marking":
-        ("gone", False, "Unknown"),
+    "a renewal the informer has not delivered keeps the node from being marked Unknown": ("renewed", False, "True"),
+    "a failed live read holds the marking too": ("unreadable", False, "True"),
+    "once the API agrees with the cache, the node is marked Unknown": ("renewed", True, "Unknown"),
+    "a Lease the API no longer has does not hold the marking": ("gone", False, "Unknown"),
 }
 
 
@@ -328,13 +375,18 @@ CONDITION_CASES = [  # TestTaintsNodeByCondition / TestTaintNodeByCondition
     ("ready false", [("Ready", "False")], False, [NR]),
     ("ready unknown", [("Ready", "Unknown")], False, [UR]),
     ("cordoned", [], True, ["node.kubernetes.io/unschedulable"]),
-    ("several at once", [("PIDPressure", "True"), ("MemoryPressure", "True"), ("DiskPressure", "True")], False,
-     ["node.kubernetes.io/disk-pressure", "node.kubernetes.io/memory-pressure", "node.kubernetes.io/pid-pressure"]),
+    (
+        "several at once",
+        [("PIDPressure", "True"), ("MemoryPressure", "True"), ("DiskPressure", "True")],
+        False,
+        ["node.kubernetes.io/disk-pressure", "node.kubernetes.io/memory-pressure", "node.kubernetes.io/pid-pressure"],
+    ),
 ]
 
 
-@pytest.mark.parametrize(("conditions", "cordoned", "keys"), [c[1:] for c in CONDITION_CASES],
-                         ids=[c[0] for c in CONDITION_CASES])
+@pytest.mark.parametrize(
+    ("conditions", "cordoned", "keys"), [c[1:] for c in CONDITION_CASES], ids=[c[0] for c in CONDITION_CASES]
+)
 def test_no_schedule_taints_follow_conditions_and_leave_foreign_taints_alone(world, conditions, cordoned, keys):
     foreign = {"key": "example.com/gpu", "effect": "NoSchedule"}
     world.add_node("n", taints=(foreign, {"key": "node.kubernetes.io/memory-pressure", "effect": "NoExecute"}))
@@ -362,16 +414,26 @@ NODE_UPDATE_CASES = [
     ("beta twins already equal: no label write", (*GA_OS_ARCH, *BETA_OS_ARCH.items()), False, (), [], True),
     ("no GA OS/arch label: no label write", (), False, (), [], True),
     ("a failed label write is not done (the node is retried)", GA_OS_ARCH, False, ("labels",), [], False),
-    ("a failed taint write still lets the labels be set, and is not done", GA_OS_ARCH, True, ("taints",),
-     [BETA_OS_ARCH], False),
+    (
+        "a failed taint write still lets the labels be set, and is not done",
+        GA_OS_ARCH,
+        True,
+        ("taints",),
+        [BETA_OS_ARCH],
+        False,
+    ),
     ("taints and labels both written: done", GA_OS_ARCH, True, (), [BETA_OS_ARCH], True),
 ]
 
 
-@pytest.mark.parametrize(("labels", "not_ready", "failing", "label_writes", "done"),
-                         [case[1:] for case in NODE_UPDATE_CASES], ids=[case[0] for case in NODE_UPDATE_CASES])
-def test_a_node_update_reconciles_its_no_schedule_taints_and_its_beta_labels(world, labels, not_ready, failing,
-                                                                           label_writes, done):
+@pytest.mark.parametrize(
+    ("labels", "not_ready", "failing", "label_writes", "done"),
+    [case[1:] for case in NODE_UPDATE_CASES],
+    ids=[case[0] for case in NODE_UPDATE_CASES],
+)
+def test_a_node_update_reconciles_its_no_schedule_taints_and_its_beta_labels(
+    world, labels, not_ready, failing, label_writes, done
+):
     world.add_node("n", ready="False" if not_ready else "True", labels=labels)
     world.fail_taint_writes = "taints" in failing
     world.fail_label_writes = "labels" in failing
@@ -438,8 +500,9 @@ def test_registered_node_event_once_per_node_with_its_uid(world):  # TestNodeEve
     world.add_node("n1")
     world.run_for(20, alive=("n1",))
     registered = [e for e in world.events if e[2] == "RegisteredNode"]
-    assert registered == [("n1", "uid-n1", "RegisteredNode", "Node n1 event: Registered Node n1 in Controller",
-                           "Normal")]
+    assert registered == [
+        ("n1", "uid-n1", "RegisteredNode", "Node n1 event: Registered Node n1 in Controller", "Normal")
+    ]
 
 
 def test_a_deleted_node_is_announced_and_forgotten(world):
@@ -453,12 +516,21 @@ def test_a_deleted_node_is_announced_and_forgotten(world):
 
 ZONE_CASES = [  # TestMonitorNodeHealth, from initial states to after an hour
     ("no labels: zone '' is Normal", {"": ["True"]}, {"": ZoneState.NORMAL}),
-    ("partial: 3 of 5 not ready", {"z1": ["True", "True", "Unknown", "Unknown", "Unknown"]},
-     {"z1": ZoneState.PARTIAL_DISRUPTION}),
-    ("full: the last healthy node failed", {"z1": ["Unknown", "Unknown"], "z2": ["True"]},
-     {"z1": ZoneState.FULL_DISRUPTION, "z2": ZoneState.NORMAL}),
-    ("a zone with two not ready of three is Normal (fewer than 3 not ready)", {"z1": ["True", "False", "Unknown"]},
-     {"z1": ZoneState.NORMAL}),
+    (
+        "partial: 3 of 5 not ready",
+        {"z1": ["True", "True", "Unknown", "Unknown", "Unknown"]},
+        {"z1": ZoneState.PARTIAL_DISRUPTION},
+    ),
+    (
+        "full: the last healthy node failed",
+        {"z1": ["Unknown", "Unknown"], "z2": ["True"]},
+        {"z1": ZoneState.FULL_DISRUPTION, "z2": ZoneState.NORMAL},
+    ),
+    (
+        "a zone with two not ready of three is Normal (fewer than 3 not ready)",
+        {"z1": ["True", "False", "Unknown"]},
+        {"z1": ZoneState.NORMAL},
+    ),
 ]
 
 
@@ -497,8 +569,7 @@ def test_in_a_normal_zone_nodes_are_tainted_at_the_eviction_rate():
 
 
 def test_a_small_partially_disrupted_zone_is_not_tainted_and_a_large_one_at_the_secondary_rate():
-    settings = replace(SETTINGS, node_eviction_rate=1, secondary_node_eviction_rate=0.1,
-                       large_cluster_size_threshold=5)
+    settings = replace(SETTINGS, node_eviction_rate=1, secondary_node_eviction_rate=0.1, large_cluster_size_threshold=5)
     for size, tainted in ((5, 0), (10, 1)):
         world = World(settings)
         names = [f"n{i}" for i in range(size)]
@@ -696,8 +767,11 @@ def test_one_failing_node_does_not_stop_the_pass_for_the_others(world, monkeypat
     assert world.monitor.zone_states[zone_of("z1")] == ZoneState.NORMAL  # 'broken' still counted, as Ready
 
 
-@pytest.mark.parametrize(("period", "limit"), [(5, 30), (1, 30), (20, 60)],
-                         ids=["3 periods below the floor: 30 s", "a 1 s period: still 30 s", "3 periods of 20 s"])
+@pytest.mark.parametrize(
+    ("period", "limit"),
+    [(5, 30), (1, 30), (20, 60)],
+    ids=["3 periods below the floor: 30 s", "a 1 s period: still 30 s", "3 periods of 20 s"],
+)
 def test_a_monitor_without_progress_for_three_periods_is_stuck(period, limit):
     world = World(replace(SETTINGS, node_monitor_period=period))
     world.monitor.last_pass_completed = world.monitor.last_progress = 100.0
@@ -718,8 +792,9 @@ def test_healthz_fails_while_the_monitor_is_stuck():
     from controller.health import serve_health
 
     stuck = {"reason": None}
-    server = serve_health("127.0.0.1", 0, lambda: (True, "ok"),
-                          lambda: (stuck["reason"] is None, stuck["reason"] or "ok"))
+    server = serve_health(
+        "127.0.0.1", 0, lambda: (True, "ok"), lambda: (stuck["reason"] is None, stuck["reason"] or "ok")
+    )
     url = f"http://127.0.0.1:{server.server_address[1]}/healthz"
     try:
         with urlopen(url, timeout=5) as response:
@@ -750,8 +825,10 @@ def test_a_dead_zone_joining_during_the_brake_is_braked_too(world):
     assert world.monitor.in_master_disruption
     world.add_node("b1", zone="zb")  # registers, then never heartbeats
     world.run_for(200)
-    assert world.monitor.zone_states == {zone_of("za"): ZoneState.FULL_DISRUPTION,
-                                         zone_of("zb"): ZoneState.FULL_DISRUPTION}
+    assert world.monitor.zone_states == {
+        zone_of("za"): ZoneState.FULL_DISRUPTION,
+        zone_of("zb"): ZoneState.FULL_DISRUPTION,
+    }
     assert world.monitor.in_master_disruption
     assert all(world.no_execute(name) == [] for name in world.nodes)
 
@@ -786,8 +863,7 @@ def test_dry_run_announces_a_dead_node_once_and_writes_nothing(caplog):
 
     pods = DryRunPods(World.PodStore(world))  # as controller/runner.py wires a dry run
     dry = DryRunNodeLifecycleApi(Refusing(), world, pods)
-    world.monitor = NodeLifecycleMonitor(dry, World.LeaseStore(world), pods, dry, world, SETTINGS,
-                                         clock=world.clock)
+    world.monitor = NodeLifecycleMonitor(dry, World.LeaseStore(world), pods, dry, world, SETTINGS, clock=world.clock)
     world.monitor.activate()
     for name in ("dead", "h1", "h2"):
         world.add_node(name)
@@ -902,25 +978,44 @@ def test_a_quiet_node_whose_lease_alone_is_renewed_stays_ready_past_many_graces_
 
 
 def _heartbeat_posted(node: NodeView) -> NodeView:
-    return replace(node, resource_version=node.resource_version + "1",
-                   conditions=tuple({**c, "lastHeartbeatTime": format_time(START + 60)} for c in node.conditions))
+    return replace(
+        node,
+        resource_version=node.resource_version + "1",
+        conditions=tuple({**c, "lastHeartbeatTime": format_time(START + 60)} for c in node.conditions),
+    )
 
 
-@pytest.mark.parametrize(("case", "change", "queued"), [
-    ("a status post with a fresh heartbeat only has nothing to sync", _heartbeat_posted, False),
-    ("a node seen for the first time is synced", None, True),
-    ("a Ready status that changes is synced", lambda n: replace(n, conditions=(
-        {**n.conditions[0], "status": "False"},)), True),
-    ("a pressure condition that appears is synced", lambda n: replace(n, conditions=(
-        *n.conditions, {"type": "MemoryPressure", "status": "True"})), True),
-    ("a taint added by hand is synced", lambda n: replace(n, taints=(
-        {"key": "node.kubernetes.io/not-ready", "effect": "NoSchedule"},)), True),
-    ("cordoning is synced", lambda n: replace(n, unschedulable=True), True),
-    ("a GA label that changes is synced (its beta twin follows)", lambda n: replace(n, labels=(
-        *n.labels, ("kubernetes.io/os", "linux"))), True),
-])
+@pytest.mark.parametrize(
+    ("case", "change", "queued"),
+    [
+        ("a status post with a fresh heartbeat only has nothing to sync", _heartbeat_posted, False),
+        ("a node seen for the first time is synced", None, True),
+        (
+            "a Ready status that changes is synced",
+            lambda n: replace(n, conditions=({**n.conditions[0], "status": "False"},)),
+            True,
+        ),
+        (
+            "a pressure condition that appears is synced",
+            lambda n: replace(n, conditions=(*n.conditions, {"type": "MemoryPressure", "status": "True"})),
+            True,
+        ),
+        (
+            "a taint added by hand is synced",
+            lambda n: replace(n, taints=({"key": "node.kubernetes.io/not-ready", "effect": "NoSchedule"},)),
+            True,
+        ),
+        ("cordoning is synced", lambda n: replace(n, unschedulable=True), True),
+        (
+            "a GA label that changes is synced (its beta twin follows)",
+            lambda n: replace(n, labels=(*n.labels, ("kubernetes.io/os", "linux"))),
+            True,
+        ),
+    ],
+)
 def test_node_updates_queue_the_no_schedule_sync_only_when_what_it_reads_changed(
-        world, case: str, change: Callable[[NodeView], NodeView] | None, queued: bool) -> None:
+    world, case: str, change: Callable[[NodeView], NodeView] | None, queued: bool
+) -> None:
     world.add_node("n")
     old = world.nodes["n"]
     assert len(world.monitor.no_schedule_queue) == 0
@@ -932,6 +1027,7 @@ def test_node_updates_queue_the_no_schedule_sync_only_when_what_it_reads_changed
 
 
 # --- leadership lost and regained while one of the monitor's writes hangs (issue 38, item 6) -----------------
+
 
 def hang_first_write(world: World, method: str, node_name: str) -> tuple[threading.Event, threading.Event]:
     """Make the edge's first `method` write for `node_name` reach the API, then hang until `release` is set
@@ -967,8 +1063,9 @@ def nodes_gone_silent(world: World, zones: dict[str, tuple[str, ...]], silent: s
             world.heartbeat(name)
 
 
-def lose_and_regain_leadership_mid_pass(world: World, run_pass: Callable[[], None], entered: threading.Event,
-                                        release: threading.Event) -> tuple[list, list, list[BaseException]]:
+def lose_and_regain_leadership_mid_pass(
+    world: World, run_pass: Callable[[], None], entered: threading.Event, release: threading.Event
+) -> tuple[list, list, list[BaseException]]:
     """Run one pass on its own thread (the monitor's); while its write hangs, the elector's thread loses and
     regains the Lease. The writes and events the old pass made after the new term began, and what it raised."""
     raised: list[BaseException] = []

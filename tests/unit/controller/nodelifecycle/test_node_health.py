@@ -13,14 +13,32 @@ OLD = NOW - 7200  # created two hours ago
 RECENT = NOW - 10
 
 
-def node(created: float, heartbeat: float | None = None, status: str = "True", transition: float | None = None,
-         extra: tuple = ()) -> NodeView:
+def node(
+    created: float,
+    heartbeat: float | None = None,
+    status: str = "True",
+    transition: float | None = None,
+    extra: tuple = (),
+) -> NodeView:
     conditions = []
     if heartbeat is not None:
-        conditions.append({"type": "Ready", "status": status, "lastHeartbeatTime": format_time(heartbeat),
-                           "lastTransitionTime": format_time(transition or created)})
-        conditions += [{"type": t, "status": "False", "lastHeartbeatTime": format_time(heartbeat),
-                        "lastTransitionTime": format_time(created)} for t in extra]
+        conditions.append(
+            {
+                "type": "Ready",
+                "status": status,
+                "lastHeartbeatTime": format_time(heartbeat),
+                "lastTransitionTime": format_time(transition or created),
+            }
+        )
+        conditions += [
+            {
+                "type": t,
+                "status": "False",
+                "lastHeartbeatTime": format_time(heartbeat),
+                "lastTransitionTime": format_time(created),
+            }
+            for t in extra
+        ]
     return NodeView("n1", "uid-n1", (), conditions=tuple(conditions), created=created, resource_version="1")
 
 
@@ -44,8 +62,9 @@ CASES = [
 ]
 
 
-@pytest.mark.parametrize(("created", "hb1", "lease1", "hb2", "lease2", "stale"), [c[1:] for c in CASES],
-                         ids=[c[0] for c in CASES])
+@pytest.mark.parametrize(
+    ("created", "hb1", "lease1", "hb2", "lease2", "stale"), [c[1:] for c in CASES], ids=[c[0] for c in CASES]
+)
 def test_staleness_from_status_and_lease(created, hb1, lease1, hb2, lease2, stale):
     tracker = HealthTracker(GRACE, STARTUP)
     tracker.update(node(created, hb1), lease(lease1), max(created, NOW - 70))
@@ -56,8 +75,7 @@ def test_staleness_from_status_and_lease(created, hb1, lease1, hb2, lease2, stal
 
 def test_a_node_that_never_posted_status_gets_four_never_updated_conditions():
     verdict = HealthTracker(GRACE, STARTUP).update(node(OLD), None, NOW)
-    assert [c["type"] for c in verdict.conditions_to_post] == ["Ready", "MemoryPressure", "DiskPressure",
-                                                                "PIDPressure"]
+    assert [c["type"] for c in verdict.conditions_to_post] == ["Ready", "MemoryPressure", "DiskPressure", "PIDPressure"]
     assert {c["reason"] for c in verdict.conditions_to_post} == {"NodeStatusNeverUpdated"}
     assert {c["message"] for c in verdict.conditions_to_post} == {"Kubelet never posted node status."}
     assert {c["status"] for c in verdict.conditions_to_post} == {"Unknown"}
@@ -79,16 +97,23 @@ def test_a_stale_status_becomes_unknown_with_node_status_unknown():
 
 def test_conditions_already_unknown_are_not_posted_again():
     tracker = HealthTracker(GRACE, STARTUP)
-    unknown = NodeView("n1", "u", (), conditions=tuple({"type": t, "status": "Unknown",
-                                                        "lastHeartbeatTime": format_time(OLD)}
-                                                       for t in ("Ready", "MemoryPressure", "DiskPressure",
-                                                                 "PIDPressure")), created=OLD)
+    unknown = NodeView(
+        "n1",
+        "u",
+        (),
+        conditions=tuple(
+            {"type": t, "status": "Unknown", "lastHeartbeatTime": format_time(OLD)}
+            for t in ("Ready", "MemoryPressure", "DiskPressure", "PIDPressure")
+        ),
+        created=OLD,
+    )
     tracker.update(unknown, None, NOW - 60)
     assert tracker.update(unknown, None, NOW).conditions_to_post == []
 
 
-@pytest.mark.parametrize("kubelet_clock_offset", [-86400, -60, 0, 3600],
-                         ids=["a day behind", "a minute behind", "in step", "an hour ahead"])
+@pytest.mark.parametrize(
+    "kubelet_clock_offset", [-86400, -60, 0, 3600], ids=["a day behind", "a minute behind", "in step", "an hour ahead"]
+)
 def test_kubelet_clock_skew_does_not_matter_only_changes_do(kubelet_clock_offset):
     tracker = HealthTracker(GRACE, STARTUP)
     for step in range(10):  # the kubelet posts every 10 s by its own (skewed) clock

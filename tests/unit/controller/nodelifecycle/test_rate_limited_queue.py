@@ -157,8 +157,11 @@ SWAP_DRAIN_CASES = [
 ]
 
 
-@pytest.mark.parametrize(("qps_before", "drain_first", "qps_after", "at_swap", "one_interval_later"),
-                         [c[1:] for c in SWAP_DRAIN_CASES], ids=[c[0] for c in SWAP_DRAIN_CASES])
+@pytest.mark.parametrize(
+    ("qps_before", "drain_first", "qps_after", "at_swap", "one_interval_later"),
+    [c[1:] for c in SWAP_DRAIN_CASES],
+    ids=[c[0] for c in SWAP_DRAIN_CASES],
+)
 def test_swapping_the_limiter_grants_no_free_burst(qps_before, drain_first, qps_after, at_swap, one_interval_later):
     queue = RateLimitedTimedQueue(qps=qps_before, now=T0)
     if drain_first:
@@ -270,15 +273,17 @@ BUCKET_CASES = [
 ]
 
 
-@pytest.mark.parametrize(("qps", "burst", "offsets", "expected"), [c[1:] for c in BUCKET_CASES],
-                         ids=[c[0] for c in BUCKET_CASES])
+@pytest.mark.parametrize(
+    ("qps", "burst", "offsets", "expected"), [c[1:] for c in BUCKET_CASES], ids=[c[0] for c in BUCKET_CASES]
+)
 def test_token_bucket(qps, burst, offsets, expected):
     bucket = TokenBucket(qps, burst, now=T0)
     assert [bucket.try_accept(T0 + offset) for offset in offsets] == expected
 
 
-@pytest.mark.parametrize(("qps", "burst"), [(float("inf"), 1), (float("nan"), 1), (1.0, 0)],
-                         ids=["infinite qps", "NaN qps", "zero burst"])
+@pytest.mark.parametrize(
+    ("qps", "burst"), [(float("inf"), 1), (float("nan"), 1), (1.0, 0)], ids=["infinite qps", "NaN qps", "zero burst"]
+)
 def test_token_bucket_rejects_bad_parameters(qps, burst):
     with pytest.raises(ValueError):
         TokenBucket(qps, burst, now=T0)

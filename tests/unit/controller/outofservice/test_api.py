@@ -44,6 +44,7 @@ class Recorder:
             if self.status is not None:
                 raise ApiException(status=self.status, reason="x")
             return http_response(b"{}")
+
         return call
 
 

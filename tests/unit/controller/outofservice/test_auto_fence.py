@@ -38,32 +38,80 @@ def confirmed(at: float | str) -> dict[str, str]:
 # (the node, its annotations, the decision's reason, whether it is fenced)
 CASES = {
     "unreachable long enough, confirmed after its last heartbeat: fenced": (
-        node_json(since=DOWN, heartbeat=HEARD), confirmed(NOW - 30), CONFIRMED, True),
+        node_json(since=DOWN, heartbeat=HEARD),
+        confirmed(NOW - 30),
+        CONFIRMED,
+        True,
+    ),
     "confirmed a second after the heartbeat: fenced": (
-        node_json(since=DOWN, heartbeat=HEARD), confirmed(HEARD + 1), CONFIRMED, True),
+        node_json(since=DOWN, heartbeat=HEARD),
+        confirmed(HEARD + 1),
+        CONFIRMED,
+        True,
+    ),
     "confirmed with an offset other than Z: fenced": (
-        node_json(since=DOWN, heartbeat=HEARD), confirmed("2027-01-15T09:59:00+02:00"), CONFIRMED, True),
+        node_json(since=DOWN, heartbeat=HEARD),
+        confirmed("2027-01-15T09:59:00+02:00"),
+        CONFIRMED,
+        True,
+    ),
     "without the confirmation annotation: never": (node_json(since=DOWN, heartbeat=HEARD), {}, NO_CONFIRMATION, False),
     "a confirmation from before the last heartbeat: the node was heard after it": (
-        node_json(since=DOWN, heartbeat=HEARD), confirmed(HEARD - 60), STALE_CONFIRMATION, False),
+        node_json(since=DOWN, heartbeat=HEARD),
+        confirmed(HEARD - 60),
+        STALE_CONFIRMATION,
+        False,
+    ),
     "a confirmation at the very second of the heartbeat is not newer": (
-        node_json(since=DOWN, heartbeat=HEARD), confirmed(HEARD), STALE_CONFIRMATION, False),
+        node_json(since=DOWN, heartbeat=HEARD),
+        confirmed(HEARD),
+        STALE_CONFIRMATION,
+        False,
+    ),
     "a confirmation that is not a time": (
-        node_json(since=DOWN, heartbeat=HEARD), confirmed("yes"), BAD_CONFIRMATION, False),
+        node_json(since=DOWN, heartbeat=HEARD),
+        confirmed("yes"),
+        BAD_CONFIRMATION,
+        False,
+    ),
     "a confirmation without a time zone": (
-        node_json(since=DOWN, heartbeat=HEARD), confirmed("2027-01-15T09:00:00"), BAD_CONFIRMATION, False),
+        node_json(since=DOWN, heartbeat=HEARD),
+        confirmed("2027-01-15T09:00:00"),
+        BAD_CONFIRMATION,
+        False,
+    ),
     "unreachable for less than --auto-fence-after": (
-        node_json(since=NOW - 60, heartbeat=NOW - 100), confirmed(NOW - 30), TOO_SOON, False),
+        node_json(since=NOW - 60, heartbeat=NOW - 100),
+        confirmed(NOW - 30),
+        TOO_SOON,
+        False,
+    ),
     "Ready False (the kubelet reports NotReady: it is alive)": (
-        node_json("n", "False", since=DOWN, heartbeat=NOW - 5), confirmed(NOW - 30), NOT_UNREACHABLE, False),
+        node_json("n", "False", since=DOWN, heartbeat=NOW - 5),
+        confirmed(NOW - 30),
+        NOT_UNREACHABLE,
+        False,
+    ),
     "Ready True": (node_json("n", "True", since=DOWN, heartbeat=NOW - 5), confirmed(NOW - 30), NOT_UNREACHABLE, False),
     "no Ready condition": (node_json("n", None), confirmed(NOW - 30), NOT_UNREACHABLE, False),
-    "already fenced": (node_json(since=DOWN, heartbeat=HEARD, taints=[OUT_OF_SERVICE_TAINT]), confirmed(NOW - 30),
-                       ALREADY_FENCED, False),
+    "already fenced": (
+        node_json(since=DOWN, heartbeat=HEARD, taints=[OUT_OF_SERVICE_TAINT]),
+        confirmed(NOW - 30),
+        ALREADY_FENCED,
+        False,
+    ),
     "Unknown without a transition time": (
-        node_json(since=None, heartbeat=HEARD), confirmed(NOW - 30), NO_TRANSITION_TIME, False),
+        node_json(since=None, heartbeat=HEARD),
+        confirmed(NOW - 30),
+        NO_TRANSITION_TIME,
+        False,
+    ),
     "no heartbeat to compare the confirmation with": (
-        node_json(since=DOWN, heartbeat=None), confirmed(NOW - 30), NO_HEARTBEAT, False),
+        node_json(since=DOWN, heartbeat=None),
+        confirmed(NOW - 30),
+        NO_HEARTBEAT,
+        False,
+    ),
 }
 
 
@@ -78,14 +126,34 @@ def test_when_a_node_is_fenced_by_itself(node, annotations, reason, fence):
 # may be later than the Ready condition's lastHeartbeatTime. (the node, the confirmation, the renewal, ...)
 LEASES = {
     "confirmed after the condition's heartbeat but before the Lease's renewal: the kubelet was alive after it": (
-        node_json(since=DOWN, heartbeat=NOW - 900), NOW - 700, NOW - 620, STALE_CONFIRMATION, False),
+        node_json(since=DOWN, heartbeat=NOW - 900),
+        NOW - 700,
+        NOW - 620,
+        STALE_CONFIRMATION,
+        False,
+    ),
     "confirmed after both: fenced": (node_json(since=DOWN, heartbeat=NOW - 900), NOW - 30, NOW - 620, CONFIRMED, True),
     "a Lease renewal older than the condition's heartbeat changes nothing": (
-        node_json(since=DOWN, heartbeat=HEARD), NOW - 30, NOW - 5000, CONFIRMED, True),
+        node_json(since=DOWN, heartbeat=HEARD),
+        NOW - 30,
+        NOW - 5000,
+        CONFIRMED,
+        True,
+    ),
     "no heartbeat on the condition, but a Lease renewal before the confirmation: fenced": (
-        node_json(since=DOWN, heartbeat=None), NOW - 30, NOW - 620, CONFIRMED, True),
+        node_json(since=DOWN, heartbeat=None),
+        NOW - 30,
+        NOW - 620,
+        CONFIRMED,
+        True,
+    ),
     "no heartbeat on the condition, and a Lease renewal after the confirmation": (
-        node_json(since=DOWN, heartbeat=None), NOW - 700, NOW - 620, STALE_CONFIRMATION, False),
+        node_json(since=DOWN, heartbeat=None),
+        NOW - 700,
+        NOW - 620,
+        STALE_CONFIRMATION,
+        False,
+    ),
 }
 
 
@@ -101,11 +169,13 @@ def test_too_soon_says_when_to_look_again():
 
 
 def test_the_event_names_the_times_compared():
-    decision = decide_auto_fence(ready_condition(node_json(since=DOWN, heartbeat=HEARD)), [], confirmed(NOW - 30),
-                                 AFTER, NOW)
+    decision = decide_auto_fence(
+        ready_condition(node_json(since=DOWN, heartbeat=HEARD)), [], confirmed(NOW - 30), AFTER, NOW
+    )
     assert auto_fenced_message("node1", decision) == (
         "Fenced node node1 (node.kubernetes.io/out-of-service:NoExecute): unreachable since 2027-01-15T07:50:00Z "
-        "(10m0s); fencing confirmed at 2027-01-15T07:59:30Z, last heartbeat 2027-01-15T07:49:10Z")
+        "(10m0s); fencing confirmed at 2027-01-15T07:59:30Z, last heartbeat 2027-01-15T07:49:10Z"
+    )
     assert fenced_by(600) == "taintkeeper-controller (--auto-fence-after 10m0s)"
 
 
@@ -122,9 +192,19 @@ def test_which_nodes_are_candidates_at_all(node, taints, expected):
     assert unreachable_since(ready_condition(node), taints) == expected
 
 
-@pytest.mark.parametrize(("text", "expected"), [
-    ("2027-01-15T08:00:00Z", START), ("2027-01-15T08:00:00z", START), ("2027-01-15T10:00:00+02:00", START),
-    (" 2027-01-15T08:00:00Z ", START), ("2027-01-15T08:00:00.5Z", START + 0.5),
-    ("2027-01-15T08:00:00", None), ("2027-01-15", None), ("now", None), ("", None)])
+@pytest.mark.parametrize(
+    ("text", "expected"),
+    [
+        ("2027-01-15T08:00:00Z", START),
+        ("2027-01-15T08:00:00z", START),
+        ("2027-01-15T10:00:00+02:00", START),
+        (" 2027-01-15T08:00:00Z ", START),
+        ("2027-01-15T08:00:00.5Z", START + 0.5),
+        ("2027-01-15T08:00:00", None),
+        ("2027-01-15", None),
+        ("now", None),
+        ("", None),
+    ],
+)
 def test_rfc3339_needs_an_offset(text, expected):
     assert rfc3339(text) == expected

@@ -111,8 +111,12 @@ class World:
 V = TypeVar("V", NodeView, PodView, VolumeAttachmentView)
 
 
-def catch_up(store: MemoryStore[V], world: dict[str, Json], view: Callable[[Json], V],
-             handler: Callable[[V | None, V | None], None]) -> None:
+def catch_up(
+    store: MemoryStore[V],
+    world: dict[str, Json],
+    view: Callable[[Json], V],
+    handler: Callable[[V | None, V | None], None],
+) -> None:
     """An informer brings its store to what the API holds, calling the handler for each change."""
     fresh = {v.key: v for v in map(view, world.values())}
     for key in set(store.items) | set(fresh):
@@ -134,10 +138,18 @@ class Harness:
         self.nodes: MemoryStore[NodeView] = MemoryStore(lambda node: node.name)
         self.pods: MemoryStore[PodView] = MemoryStore()
         self.attachments: MemoryStore[VolumeAttachmentView] = MemoryStore()
-        self.controller = OutOfServiceController(self.nodes, self.pods, self.attachments, self.api, self.events,
-                                                 auto_fence_after=auto_fence_after, leases=self.leases,
-                                                 clock=self.clock,
-                                                 queue=WorkQueue(self.clock), dry_run=dry_run)
+        self.controller = OutOfServiceController(
+            self.nodes,
+            self.pods,
+            self.attachments,
+            self.api,
+            self.events,
+            auto_fence_after=auto_fence_after,
+            leases=self.leases,
+            clock=self.clock,
+            queue=WorkQueue(self.clock),
+            dry_run=dry_run,
+        )
         if active:
             self.controller.activate()
 
@@ -200,6 +212,7 @@ def dead_node_with_work(h: Harness) -> None:
 
 # --- the out-of-service node ----------------------------------------------------------------------------
 
+
 def test_an_out_of_service_node_loses_its_untolerating_and_terminating_pods_and_its_attachments():
     h = Harness()
     dead_node_with_work(h)
@@ -213,8 +226,14 @@ def test_an_out_of_service_node_loses_its_untolerating_and_terminating_pods_and_
     assert sorted(h.api.pods) == ["apps/elsewhere", "kube-system/agent"]
     assert sorted(h.api.attachments) == ["csi-2"]
     assert sorted(h.pod_events()) == [("apps/old", "Normal", POD_REASON), ("apps/web-1", "Normal", POD_REASON)]
-    assert h.node_events() == [("node1", "Normal", NODE_REASON, "Node node1 is out of service and not ready: force "
-                                                               "deleted 2 pod(s), deleted 1 volume attachment(s)")]
+    assert h.node_events() == [
+        (
+            "node1",
+            "Normal",
+            NODE_REASON,
+            "Node node1 is out of service and not ready: force deleted 2 pod(s), deleted 1 volume attachment(s)",
+        )
+    ]
     assert sample("taintkeeper_out_of_service_pods_deleted_total") == pods_before + 2
     assert sample("taintkeeper_out_of_service_volume_attachments_deleted_total") == attachments_before + 1
     assert sample("pod_gc_collector_force_delete_pods_total", UPSTREAM_LABELS) == upstream_before + 2
@@ -229,7 +248,8 @@ def test_the_pod_event_says_why():
     assert [message for _, _, _, message in h.events.recorded] == [
         "Force deleting Pod apps/web-1: node node1 is out of service "
         "(node.kubernetes.io/out-of-service=nodeshutdown:NoExecute) and not ready, and it does not tolerate "
-        "node.kubernetes.io/out-of-service"]
+        "node.kubernetes.io/out-of-service"
+    ]
 
 
 def test_a_not_ready_node_with_the_taint_is_out_of_service_too():
@@ -333,18 +353,28 @@ def test_a_pod_a_finalizer_keeps_is_force_deleted_once():
 
 # --- a Ready node that still has the taint --------------------------------------------------------------
 
+
 def test_a_ready_node_with_the_taint_gets_nothing_more_done_and_one_warning_per_stretch():
     h = Harness()
     h.put_pod(pod_json("web-1"))
     h.put_node(out_of_service_node(ready="True"))
     assert h.drain() == ["ready"]
     assert h.api.writes == [] and "apps/web-1" in h.api.pods
-    warning = ("node1", "Warning", READY_REASON, "Node node1 is Ready but still has the "
-               "node.kubernetes.io/out-of-service taint: nothing more is force deleted; remove the taint "
-               "(kubectl taintkeeper unfence node1)")
+    warning = (
+        "node1",
+        "Warning",
+        READY_REASON,
+        "Node node1 is Ready but still has the "
+        "node.kubernetes.io/out-of-service taint: nothing more is force deleted; remove the taint "
+        "(kubectl taintkeeper unfence node1)",
+    )
     assert h.node_events() == [warning]
-    h.put_node({**out_of_service_node(ready="True"), "metadata": {**out_of_service_node()["metadata"],
-                                                                   "resourceVersion": "11"}})
+    h.put_node(
+        {
+            **out_of_service_node(ready="True"),
+            "metadata": {**out_of_service_node()["metadata"], "resourceVersion": "11"},
+        }
+    )
     assert h.drain() == ["ready"]
     assert h.node_events() == [warning]  # once per stretch
     h.put_node(node_json("node1", "True"))  # unfenced: the stretch ends
@@ -359,16 +389,21 @@ def test_the_gauge_counts_tainted_nodes_by_readiness():
     h.put_node(out_of_service_node("a"))
     h.put_node(out_of_service_node("b", ready="True"))
     h.put_node(node_json("c"))
-    assert (sample("taintkeeper_out_of_service_nodes", {"ready": "false"}),
-            sample("taintkeeper_out_of_service_nodes", {"ready": "true"})) == (1, 1)
+    assert (
+        sample("taintkeeper_out_of_service_nodes", {"ready": "false"}),
+        sample("taintkeeper_out_of_service_nodes", {"ready": "true"}),
+    ) == (1, 1)
     h.put_node(node_json("b", "True"))
     del h.api.nodes["a"]
     h.sync()
-    assert (sample("taintkeeper_out_of_service_nodes", {"ready": "false"}),
-            sample("taintkeeper_out_of_service_nodes", {"ready": "true"})) == (0, 0)
+    assert (
+        sample("taintkeeper_out_of_service_nodes", {"ready": "false"}),
+        sample("taintkeeper_out_of_service_nodes", {"ready": "true"}),
+    ) == (0, 0)
 
 
 # --- leadership, dry run ------------------------------------------------------------------------------
+
 
 def test_nothing_is_done_while_inactive_and_everything_on_activation():
     h = Harness(active=False)
@@ -434,11 +469,19 @@ def test_a_dry_run_deletes_nothing(caplog):
 AFTER = 300.0
 
 
-def unreachable(since: float, confirmed_at: float | None = None, heartbeat: float | None = None,
-                rv: str = "10") -> Json:
+def unreachable(
+    since: float, confirmed_at: float | None = None, heartbeat: float | None = None, rv: str = "10"
+) -> Json:
     annotations = {CONFIRMED_AT_ANNOTATION: format_time(confirmed_at)} if confirmed_at is not None else {}
-    return node_json("node1", "Unknown", since=since, heartbeat=heartbeat if heartbeat is not None else since - 40,
-                     annotations=annotations, taints=[], rv=rv)
+    return node_json(
+        "node1",
+        "Unknown",
+        since=since,
+        heartbeat=heartbeat if heartbeat is not None else since - 40,
+        annotations=annotations,
+        taints=[],
+        rv=rv,
+    )
 
 
 def test_without_a_confirmation_an_unreachable_node_is_never_fenced(caplog):

@@ -33,18 +33,30 @@ STATES = {
     "no taint: in service": (node_json(taints=[UNREACHABLE_TAINT]), NodeState.IN_SERVICE),
     "no taints at all: in service": (node_json(), NodeState.IN_SERVICE),
     "the taint and Ready Unknown: out of service": (node_json(taints=[OUT_OF_SERVICE_TAINT]), NodeState.OUT_OF_SERVICE),
-    "the taint and Ready False: out of service": (node_json("n", "False", taints=[OUT_OF_SERVICE_TAINT]),
-                                                  NodeState.OUT_OF_SERVICE),
+    "the taint and Ready False: out of service": (
+        node_json("n", "False", taints=[OUT_OF_SERVICE_TAINT]),
+        NodeState.OUT_OF_SERVICE,
+    ),
     "the taint and no Ready condition: out of service (not Ready)": (
-        node_json("n", None, taints=[OUT_OF_SERVICE_TAINT]), NodeState.OUT_OF_SERVICE),
-    "the taint with any value": (node_json(taints=[{"key": OUT_OF_SERVICE, "value": "x", "effect": NO_EXECUTE}]),
-                                 NodeState.OUT_OF_SERVICE),
-    "the taint without a value": (node_json(taints=[{"key": OUT_OF_SERVICE, "effect": NO_EXECUTE}]),
-                                  NodeState.OUT_OF_SERVICE),
+        node_json("n", None, taints=[OUT_OF_SERVICE_TAINT]),
+        NodeState.OUT_OF_SERVICE,
+    ),
+    "the taint with any value": (
+        node_json(taints=[{"key": OUT_OF_SERVICE, "value": "x", "effect": NO_EXECUTE}]),
+        NodeState.OUT_OF_SERVICE,
+    ),
+    "the taint without a value": (
+        node_json(taints=[{"key": OUT_OF_SERVICE, "effect": NO_EXECUTE}]),
+        NodeState.OUT_OF_SERVICE,
+    ),
     "the key with effect NoSchedule is not the taint": (
-        node_json(taints=[{"key": OUT_OF_SERVICE, "effect": NO_SCHEDULE}]), NodeState.IN_SERVICE),
-    "the taint on a Ready node: nothing more is done": (node_json("n", "True", taints=[OUT_OF_SERVICE_TAINT]),
-                                                        NodeState.TAINTED_READY),
+        node_json(taints=[{"key": OUT_OF_SERVICE, "effect": NO_SCHEDULE}]),
+        NodeState.IN_SERVICE,
+    ),
+    "the taint on a Ready node: nothing more is done": (
+        node_json("n", "True", taints=[OUT_OF_SERVICE_TAINT]),
+        NodeState.TAINTED_READY,
+    ),
 }
 
 
@@ -57,26 +69,41 @@ WHICH_PODS = {
     "no tolerations: force deleted": (pod_json("p"), UNTOLERATED),
     "the default not-ready/unreachable tolerations do not tolerate it": (
         pod_json("p", tolerations=[{**UNREACHABLE_TAINT, "operator": "Exists", "tolerationSeconds": 300}]),
-        UNTOLERATED),
+        UNTOLERATED,
+    ),
     "tolerating it forever: stays": (pod_json("p", tolerations=[tolerate_out_of_service()]), None),
     "tolerating it for some seconds: stays (the taint eviction manager deletes it when they run out)": (
-        pod_json("p", tolerations=[tolerate_out_of_service(30)]), None),
+        pod_json("p", tolerations=[tolerate_out_of_service(30)]),
+        None,
+    ),
     "an Exists toleration of every key: stays": (pod_json("p", tolerations=[{"operator": "Exists"}]), None),
     "an Exists NoExecute toleration of every key: stays": (
-        pod_json("p", tolerations=[{"operator": "Exists", "effect": NO_EXECUTE}]), None),
+        pod_json("p", tolerations=[{"operator": "Exists", "effect": NO_EXECUTE}]),
+        None,
+    ),
     "Equal with another value does not tolerate it": (
-        pod_json("p", tolerations=[{"key": OUT_OF_SERVICE, "operator": "Equal", "value": "other",
-                                    "effect": NO_EXECUTE}]), UNTOLERATED),
+        pod_json(
+            "p", tolerations=[{"key": OUT_OF_SERVICE, "operator": "Equal", "value": "other", "effect": NO_EXECUTE}]
+        ),
+        UNTOLERATED,
+    ),
     "Equal with the taint's value tolerates it": (
-        pod_json("p", tolerations=[{"key": OUT_OF_SERVICE, "operator": "Equal", "value": "nodeshutdown"}]), None),
+        pod_json("p", tolerations=[{"key": OUT_OF_SERVICE, "operator": "Equal", "value": "nodeshutdown"}]),
+        None,
+    ),
     "a NoSchedule toleration of the key does not tolerate it": (
         pod_json("p", tolerations=[{"key": OUT_OF_SERVICE, "operator": "Exists", "effect": NO_SCHEDULE}]),
-        UNTOLERATED),
+        UNTOLERATED,
+    ),
     "terminating and untolerating: force deleted as untolerating": (pod_json("p", terminating=True), UNTOLERATED),
     "terminating though tolerating: force deleted (upstream PodGC's gcTerminating)": (
-        pod_json("p", tolerations=[tolerate_out_of_service()], terminating=True), TERMINATING),
+        pod_json("p", tolerations=[tolerate_out_of_service()], terminating=True),
+        TERMINATING,
+    ),
     "a static pod's mirror is force deleted too (its kubelet recreates it)": (
-        pod_json("p", annotations={"kubernetes.io/config.mirror": "x"}), UNTOLERATED),
+        pod_json("p", annotations={"kubernetes.io/config.mirror": "x"}),
+        UNTOLERATED,
+    ),
 }
 
 
@@ -95,19 +122,50 @@ OTHER_NODE_VA = volume_attachment_view(attachment_json("va-3", node="node2"))
 
 WORK = {
     "an out-of-service node: its untolerating pods and its attachments": (
-        OUT, [WEB, DAEMON, ELSEWHERE], [ATTACHED, DETACHING, OTHER_NODE_VA], {}, {}, ["apps/web-1"], ["va-1"]),
+        OUT,
+        [WEB, DAEMON, ELSEWHERE],
+        [ATTACHED, DETACHING, OTHER_NODE_VA],
+        {},
+        {},
+        ["apps/web-1"],
+        ["va-1"],
+    ),
     "what was deleted already is not deleted again": (
-        OUT, [WEB], [ATTACHED], {"apps/web-1": WEB.uid}, {"va-1": ATTACHED.uid}, [], []),
+        OUT,
+        [WEB],
+        [ATTACHED],
+        {"apps/web-1": WEB.uid},
+        {"va-1": ATTACHED.uid},
+        [],
+        [],
+    ),
     "a new pod with the same name is": (
-        OUT, [WEB], [ATTACHED], {"apps/web-1": "uid-of-the-old-one"}, {"va-1": "uid-old"}, ["apps/web-1"], ["va-1"]),
+        OUT,
+        [WEB],
+        [ATTACHED],
+        {"apps/web-1": "uid-of-the-old-one"},
+        {"va-1": "uid-old"},
+        ["apps/web-1"],
+        ["va-1"],
+    ),
     "a node in service: nothing": (node_view(node_json()), [WEB], [ATTACHED], {}, {}, [], []),
     "a Ready node with the taint: nothing": (
-        node_view(node_json("node1", "True", taints=[OUT_OF_SERVICE_TAINT])), [WEB], [ATTACHED], {}, {}, [], []),
+        node_view(node_json("node1", "True", taints=[OUT_OF_SERVICE_TAINT])),
+        [WEB],
+        [ATTACHED],
+        {},
+        {},
+        [],
+        [],
+    ),
 }
 
 
-@pytest.mark.parametrize(("node", "pods", "attachments", "done_pods", "done_attachments", "pod_keys", "names"),
-                         WORK.values(), ids=WORK.keys())
+@pytest.mark.parametrize(
+    ("node", "pods", "attachments", "done_pods", "done_attachments", "pod_keys", "names"),
+    WORK.values(),
+    ids=WORK.keys(),
+)
 def test_the_work_of_a_pass(node, pods, attachments, done_pods, done_attachments, pod_keys, names):
     work = work_for(node, pods, attachments, done_pods, done_attachments)
     assert [pod.key for pod, _ in work.pods] == pod_keys
@@ -119,9 +177,12 @@ def test_the_event_messages_say_what_and_why():
     assert pod_message(WEB, "node1", OUT_OF_SERVICE_TAINT, UNTOLERATED) == (
         "Force deleting Pod apps/web-1: node node1 is out of service "
         "(node.kubernetes.io/out-of-service=nodeshutdown:NoExecute) and not ready, and it does not tolerate "
-        "node.kubernetes.io/out-of-service")
+        "node.kubernetes.io/out-of-service"
+    )
     assert node_message("node1", 2, 1) == (
-        "Node node1 is out of service and not ready: force deleted 2 pod(s), deleted 1 volume attachment(s)")
+        "Node node1 is out of service and not ready: force deleted 2 pod(s), deleted 1 volume attachment(s)"
+    )
     assert ready_message("node1") == (
         "Node node1 is Ready but still has the node.kubernetes.io/out-of-service taint: nothing more is force "
-        "deleted; remove the taint (kubectl taintkeeper unfence node1)")
+        "deleted; remove the taint (kubectl taintkeeper unfence node1)"
+    )

@@ -48,17 +48,29 @@ class Harness:
     """The manager as the controller runs it by default: beside the out-of-service handling, which owns the
     pods it force deletes (`defer_to_out_of_service`)."""
 
-    def __init__(self, active: bool = True, budgets: BudgetSettings | None = None,
-                 comparison_operators: bool = False, defer_to_out_of_service: bool = True) -> None:
+    def __init__(
+        self,
+        active: bool = True,
+        budgets: BudgetSettings | None = None,
+        comparison_operators: bool = False,
+        defer_to_out_of_service: bool = True,
+    ) -> None:
         self.clock = FakeClock(START)
         self.pods: MemoryStore[PodView] = MemoryStore()
         self.namespaces: MemoryStore[NamespaceView] = MemoryStore()
         self.actions = Actions(self.clock)
         self.events = RecordingEvents()
-        self.manager = TaintEvictionManager(self.pods, self.actions, self.events, clock=self.clock,
-                                            queue=WorkQueue(self.clock), namespaces=self.namespaces, budgets=budgets,
-                                            comparison_operators=comparison_operators,
-                                            defer_to_out_of_service=defer_to_out_of_service)
+        self.manager = TaintEvictionManager(
+            self.pods,
+            self.actions,
+            self.events,
+            clock=self.clock,
+            queue=WorkQueue(self.clock),
+            namespaces=self.namespaces,
+            budgets=budgets,
+            comparison_operators=comparison_operators,
+            defer_to_out_of_service=defer_to_out_of_service,
+        )
         if active:
             self.manager.activate()
 

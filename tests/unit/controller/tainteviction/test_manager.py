@@ -29,6 +29,7 @@ def h() -> Harness:
 
 # --- upstream TestCreatePod / TestUpdatePod / TestCreateNode / TestUpdateNode, adjusted -----------
 
+
 def test_a_pod_not_bound_to_a_node_is_ignored(h):
     h.set_node(node("node1", taint()))
     h.add_pod(pod("p", node=""))
@@ -202,6 +203,7 @@ def test_deleting_the_node_cancels_pending_evictions(h):
 
 # --- difference 1: deadlines come from the taint --------------------------------------------------
 
+
 def test_a_restarted_controller_keeps_the_original_deadline():
     first = Harness()
     tainted = node("node1", taint(added=START))
@@ -246,6 +248,7 @@ def test_a_replica_that_loses_leadership_stops_acting_at_once(h):
 
 
 # --- difference 2: toleration edits take effect -------------------------------------------------------
+
 
 def test_shortening_a_toleration_brings_the_eviction_forward(h):
     h.set_node(node("node1", taint(added=START)))
@@ -293,13 +296,13 @@ def test_adding_a_taint_brings_the_eviction_forward(h):
     h.set_node(node("node1", taint(added=START)))
     h.add_pod(pod("p", [toleration(seconds=100), toleration("example.com/maintenance", 3)], created=START - 1))
     h.run_for(1)
-    h.set_node(node("node1", taint(added=START),
-                    taint("example.com/maintenance", added=START + 1)))
+    h.set_node(node("node1", taint(added=START), taint("example.com/maintenance", added=START + 1)))
     h.run_for(3.1)
     assert h.evicted_at("default/p") == pytest.approx(4, abs=0.11)
 
 
 # --- difference 3: executed work never blocks a later eviction ---------------------------------------
+
 
 def test_a_new_pod_with_the_same_name_is_evicted_too(h):
     h.set_node(node("node1", taint()))
@@ -334,6 +337,7 @@ def test_retainting_a_node_evicts_a_recreated_pod(h):  # k8s #107543 / #125332
 
 
 # --- difference 4: deletion is retried until it succeeds or is no longer wanted -------------------
+
 
 def test_a_refused_deletion_is_retried_with_backoff_until_it_succeeds(h):
     h.actions.failures_left = 6
@@ -371,6 +375,7 @@ def test_retry_backoff_is_capped():
 
 # --- difference 5: the node is re-read live before deleting --------------------------------------------
 
+
 def test_a_stale_cache_does_not_evict_a_pod_whose_taint_is_gone(h):
     h.set_node(node("node1", taint()))
     h.actions.live["node1"] = node("node1")  # the taint was removed; the watch has not delivered it yet
@@ -392,6 +397,7 @@ def test_a_live_node_with_a_longer_deadline_reschedules_instead_of_deleting(h):
 
 # --- difference 6: one timer structure, never a thread per pod ---------------------------------------
 
+
 def test_scheduling_thousands_of_pods_starts_no_threads(h):
     h.set_node(node("node1", taint(added=START)))
     threads_before = threading.active_count()
@@ -403,10 +409,10 @@ def test_scheduling_thousands_of_pods_starts_no_threads(h):
 
 # --- dry run -----------------------------------------------------------------------------------------------
 
+
 def test_dry_run_records_the_event_and_deletes_nothing():
     h = Harness()
-    h.manager = TaintEvictionManager(h.pods, h.actions, h.events, clock=h.clock, dry_run=True,
-                                     queue=WorkQueue(h.clock))
+    h.manager = TaintEvictionManager(h.pods, h.actions, h.events, clock=h.clock, dry_run=True, queue=WorkQueue(h.clock))
     h.manager.activate()
     h.set_node(node("node1", taint()))
     h.add_pod(pod("p"))
@@ -474,15 +480,17 @@ def test_a_pod_is_deleted_once_even_when_an_update_reschedules_it_during_the_del
     h.run_for(10)
     assert h.evicted_keys() == ["default/p"]
     assert [e for e in h.events.recorded if "Marking" in e[3]] == [
-        ("default/p", "Normal", "TaintManagerEviction", "Marking for deletion Pod default/p")]
+        ("default/p", "Normal", "TaintManagerEviction", "Marking for deletion Pod default/p")
+    ]
     assert h.manager.pending() == 0
 
 
 def test_a_pod_bound_after_the_taint_counts_from_its_binding_not_its_creation(h):
     """Defect 7: created before the taint (it waited unscheduled), bound to the node after it."""
     h.set_node(node("node1", taint(added=START)))
-    late = PodView("default", "p", "uid-p", "node1", (toleration(seconds=30),), START - 600, False, None,
-                   bound=START + 10)
+    late = PodView(
+        "default", "p", "uid-p", "node1", (toleration(seconds=30),), START - 600, False, None, bound=START + 10
+    )
     h.clock.advance(10)
     h.add_pod(late)
     h.run_for(29.8)
@@ -519,7 +527,8 @@ def test_a_pod_due_after_its_node_was_fenced_is_left_to_the_out_of_service_handl
 BACK_IN_SERVICE = {
     "unfenced": node_view(node_json(taints=[UNREACHABLE_SINCE_START])),
     "Ready again, still fenced (no taint changes)": node_view(
-        node_json("node1", "True", taints=[UNREACHABLE_SINCE_START, OUT_OF_SERVICE_TAINT])),
+        node_json("node1", "True", taints=[UNREACHABLE_SINCE_START, OUT_OF_SERVICE_TAINT])
+    ),
 }
 
 

@@ -15,54 +15,104 @@ TAINT = {"key": "dedicated", "value": "gpu", "effect": "NoExecute"}
 
 TOLERATES_CASES = [
     ("empty key with Exists tolerates every taint", {"operator": "Exists"}, TAINT, True),
-    ("empty key and empty effect with Exists tolerates a NoSchedule taint", {"operator": "Exists"},
-     {"key": "x", "effect": "NoSchedule"}, True),
+    (
+        "empty key and empty effect with Exists tolerates a NoSchedule taint",
+        {"operator": "Exists"},
+        {"key": "x", "effect": "NoSchedule"},
+        True,
+    ),
     ("an empty effect matches every effect", {"key": "dedicated", "operator": "Exists"}, TAINT, True),
-    ("a different effect does not match", {"key": "dedicated", "operator": "Exists", "effect": "NoSchedule"},
-     TAINT, False),
+    (
+        "a different effect does not match",
+        {"key": "dedicated", "operator": "Exists", "effect": "NoSchedule"},
+        TAINT,
+        False,
+    ),
     ("a different key does not match", {"key": "other", "operator": "Exists"}, TAINT, False),
     ("Exists ignores the value", {"key": "dedicated", "operator": "Exists", "value": "cpu"}, TAINT, True),
-    ("Equal compares values: same value tolerates",
-     {"key": "dedicated", "operator": "Equal", "value": "gpu", "effect": "NoExecute"}, TAINT, True),
-    ("Equal compares values: another value does not", {"key": "dedicated", "operator": "Equal", "value": "cpu"},
-     TAINT, False),
+    (
+        "Equal compares values: same value tolerates",
+        {"key": "dedicated", "operator": "Equal", "value": "gpu", "effect": "NoExecute"},
+        TAINT,
+        True,
+    ),
+    (
+        "Equal compares values: another value does not",
+        {"key": "dedicated", "operator": "Equal", "value": "cpu"},
+        TAINT,
+        False,
+    ),
     ("an empty operator means Equal", {"key": "dedicated", "value": "gpu"}, TAINT, True),
     ("an empty operator with another value does not tolerate", {"key": "dedicated", "value": "x"}, TAINT, False),
-    ("Equal with no value tolerates a taint with no value", {"key": "k", "operator": "Equal"},
-     {"key": "k", "effect": "NoExecute"}, True),
+    (
+        "Equal with no value tolerates a taint with no value",
+        {"key": "k", "operator": "Equal"},
+        {"key": "k", "effect": "NoExecute"},
+        True,
+    ),
     ("an unknown operator tolerates nothing", {"key": "dedicated", "operator": "Lt", "value": "gpu"}, TAINT, False),
-    ("Equal with an empty key only matches the empty-key taint's value", {"operator": "Equal", "value": "gpu"},
-     TAINT, True),
+    (
+        "Equal with an empty key only matches the empty-key taint's value",
+        {"operator": "Equal", "value": "gpu"},
+        TAINT,
+        True,
+    ),
 ]
 
 
-@pytest.mark.parametrize(("toleration", "taint", "expected"), [c[1:] for c in TOLERATES_CASES],
-                         ids=[c[0] for c in TOLERATES_CASES])
+@pytest.mark.parametrize(
+    ("toleration", "taint", "expected"), [c[1:] for c in TOLERATES_CASES], ids=[c[0] for c in TOLERATES_CASES]
+)
 def test_tolerates(toleration, taint, expected):
     assert tolerates(toleration, taint) is expected
 
 
 NOT_READY = {"key": "node.kubernetes.io/not-ready", "effect": "NoExecute"}
 UNREACHABLE = {"key": "node.kubernetes.io/unreachable", "effect": "NoExecute"}
-TOL_NOT_READY_60 = {"key": "node.kubernetes.io/not-ready", "operator": "Exists", "effect": "NoExecute",
-                    "tolerationSeconds": 60}
+TOL_NOT_READY_60 = {
+    "key": "node.kubernetes.io/not-ready",
+    "operator": "Exists",
+    "effect": "NoExecute",
+    "tolerationSeconds": 60,
+}
 TOL_NOT_READY_10 = {**TOL_NOT_READY_60, "tolerationSeconds": 10}
 TOL_WILDCARD = {"operator": "Exists"}
 
 MATCH_CASES = [
     ("no taints are all tolerated by nothing", [], [], True, [], []),
     ("an untolerated taint is reported", [NOT_READY], [], False, [], [NOT_READY]),
-    ("the first tolerating toleration is the one used", [NOT_READY], [TOL_NOT_READY_60, TOL_NOT_READY_10],
-     True, [TOL_NOT_READY_60], []),
-    ("one toleration can be used for several taints", [NOT_READY, UNREACHABLE], [TOL_WILDCARD],
-     True, [TOL_WILDCARD, TOL_WILDCARD], []),
-    ("one tolerated and one untolerated taint", [NOT_READY, UNREACHABLE], [TOL_NOT_READY_60],
-     False, [TOL_NOT_READY_60], [UNREACHABLE]),
+    (
+        "the first tolerating toleration is the one used",
+        [NOT_READY],
+        [TOL_NOT_READY_60, TOL_NOT_READY_10],
+        True,
+        [TOL_NOT_READY_60],
+        [],
+    ),
+    (
+        "one toleration can be used for several taints",
+        [NOT_READY, UNREACHABLE],
+        [TOL_WILDCARD],
+        True,
+        [TOL_WILDCARD, TOL_WILDCARD],
+        [],
+    ),
+    (
+        "one tolerated and one untolerated taint",
+        [NOT_READY, UNREACHABLE],
+        [TOL_NOT_READY_60],
+        False,
+        [TOL_NOT_READY_60],
+        [UNREACHABLE],
+    ),
 ]
 
 
-@pytest.mark.parametrize(("taints", "tolerations", "all_tolerated", "used", "untolerated"),
-                         [c[1:] for c in MATCH_CASES], ids=[c[0] for c in MATCH_CASES])
+@pytest.mark.parametrize(
+    ("taints", "tolerations", "all_tolerated", "used", "untolerated"),
+    [c[1:] for c in MATCH_CASES],
+    ids=[c[0] for c in MATCH_CASES],
+)
 def test_match_tolerations(taints, tolerations, all_tolerated, used, untolerated):
     match = match_tolerations(taints, tolerations)
     assert match.all_tolerated is all_tolerated
@@ -70,13 +120,22 @@ def test_match_tolerations(taints, tolerations, all_tolerated, used, untolerated
     assert match.untolerated == untolerated
 
 
-@pytest.mark.parametrize("tolerations, expected", [
-    pytest.param([TOL_NOT_READY_60, {"key": "other", "operator": "Exists"}, TOL_WILDCARD], TOL_NOT_READY_60,
-                 id="the first tolerating toleration wins over later ones"),
-    pytest.param([{"key": "other", "operator": "Exists"}, TOL_WILDCARD, TOL_NOT_READY_60], TOL_WILDCARD,
-                 id="a wildcard earlier in the list wins over a keyed one after it"),
-    pytest.param([{"key": "other", "operator": "Exists"}], None, id="no tolerating toleration gives None"),
-])
+@pytest.mark.parametrize(
+    "tolerations, expected",
+    [
+        pytest.param(
+            [TOL_NOT_READY_60, {"key": "other", "operator": "Exists"}, TOL_WILDCARD],
+            TOL_NOT_READY_60,
+            id="the first tolerating toleration wins over later ones",
+        ),
+        pytest.param(
+            [{"key": "other", "operator": "Exists"}, TOL_WILDCARD, TOL_NOT_READY_60],
+            TOL_WILDCARD,
+            id="a wildcard earlier in the list wins over a keyed one after it",
+        ),
+        pytest.param([{"key": "other", "operator": "Exists"}], None, id="no tolerating toleration gives None"),
+    ],
+)
 def test_first_toleration_for_taint(tolerations, expected):
     assert first_toleration_for_taint(tolerations, NOT_READY) == expected
 
