@@ -38,6 +38,10 @@
 #                                     a power-off: SIGKILL one node's kubelet, its containerd and every container
 #                                     on it (nothing is reported); start-node starts containerd and the kubelet
 #                                     again and waits until the node is Ready
+#   hack/local-cluster.sh stop-runtime DIR NODE / start-runtime DIR NODE
+#                                     the container runtime fails: SIGKILL one node's containerd (the kubelet
+#                                     and the containers run on; the kubelet reports Ready=False, "container
+#                                     runtime is down", and keeps its Lease); start-runtime starts it again
 #   hack/local-cluster.sh build-node  only build (and cache) the kubelet, kube-proxy, kube-scheduler,
 #                                     kube-controller-manager, pause and the node images
 #   hack/local-cluster.sh status DIR  say whether DIR's control plane is running
@@ -148,7 +152,7 @@ case "$1" in
   start-kubelet)
     [ $# -eq 3 ] || usage
     cmd_start_kubelet "$2" "$3" ;;
-  stop-node|start-node)
+  stop-node|start-node|stop-runtime|start-runtime)
     [ $# -eq 3 ] || usage
     "cmd_${1//-/_}" "$2" "$3" ;;
   build)

@@ -71,6 +71,13 @@ class LocalCluster:
     def start_kubelet(self, node: str) -> None:
         self.script("start-kubelet", str(self.directory), node)
 
+    def stop_runtime(self, node: str) -> None:
+        """The container runtime fails: the node's containerd SIGKILLed; its kubelet and containers run on."""
+        self.script("stop-runtime", str(self.directory), node)
+
+    def start_runtime(self, node: str) -> None:
+        self.script("start-runtime", str(self.directory), node)
+
     def stop_node(self, node: str) -> None:
         """A power-off: the node's kubelet, containerd and every container on it, SIGKILLed."""
         self.script("stop-node", str(self.directory), node)

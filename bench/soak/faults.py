@@ -28,6 +28,7 @@ FAULT_KINDS = (
     "manual-taint",  # target node; detail key, value, effect, timeAdded; end: removed
     "zone-relabel",  # target node; detail from, to
     "etcd-pause",  # etcd SIGSTOPped past the leader's renew deadline: its API calls hang, it loses the Lease
+    "runtime-then-kubelet",  # target node; containerd killed, later the kubelet too; detail kubelet_stopped
 )
 
 

@@ -40,10 +40,12 @@ LEASE_DURATION = 15.0
 RENEW_DEADLINE = 10.0  # the controller's --leader-elect-renew-deadline default (controller/options.py)
 ZONE_LABELS = ("topology.kubernetes.io/zone", "failure-domain.beta.kubernetes.io/zone")
 MAX_NODES_DOWN = 2
-NODE_FAULTS = ("kubelet-kill", "kubelet-pause", "power-off")  # each takes a node's kubelet away
+NODE_FAULTS = ("kubelet-kill", "kubelet-pause", "power-off", "runtime-then-kubelet")  # each takes a kubelet away
 CALL_TIMEOUT = (3, 10)
 # power-off: how long the operator waits for the node to be marked not Ready before fencing it anyway
 FENCE_PATIENCE = 120.0
+# runtime-then-kubelet: the runtime down alone this long first; the kubelet reports it about 30 s in.
+RUNTIME_ALONE = 60.0
 FENCED_AT_ONCE = 0.25  # the share of power-offs fenced at once, while the node may still look Ready
 
 # kind -> weight in the draw
@@ -58,7 +60,8 @@ CATALOGUE: dict[str, int] = {
     "etcd-restart": 1,
     "zone-relabel": 1,
     "power-off": 1,
-    "etcd-pause": 1,  # last, and its hold drawn apart: a seed drawn without it (--without) replays as before
+    "etcd-pause": 1,  # its hold drawn apart: a seed drawn without it (--without) replays as before
+    "runtime-then-kubelet": 2,  # the same: drawn without it, a seed replays as before
 }
 WEBHOOK_FAULTS = {"webhook-delete"}  # nothing to fault without taintkeeper's webhook (the oracle)
 
@@ -125,6 +128,8 @@ class Injector:
         }.get(kind, 0.0)
         if kind == "etcd-pause":  # past the renew deadline: the leader's calls hang and it steps down, briefly
             hold = RENEW_DEADLINE + self.rng.uniform(0.5, 2.0)
+        if kind == "runtime-then-kubelet":  # the kubelet dead this long, after RUNTIME_ALONE with its runtime down
+            hold = self.rng.uniform(10, 60)
         pick = self.rng.random()
         resources = self._resources(kind, target)
         with self._lock:
@@ -202,6 +207,26 @@ class Injector:
         finally:
             self._retry(lambda: self.cluster.start_kubelet(node))
         return node, start, {}
+
+    def _runtime_then_kubelet(
+        self, node: str, hold: float, _pick: float, stop: threading.Event, begin: Begin
+    ) -> Outcome:
+        """kubernetes#112733 as it happens: the node's container runtime fails (containerd SIGKILLed: the
+        containers run on, the kubelet reports Ready=False and keeps renewing its Lease) and, RUNTIME_ALONE
+        later, its kubelet dies too (Unknown); `hold` after that, both are back."""
+        start = time.time()
+        detail: dict[str, Any] = {}
+        try:
+            self.cluster.stop_runtime(node)
+            begin(node, start, {})
+            if not stop.wait(RUNTIME_ALONE):
+                self.cluster.stop_kubelet(node)
+                detail["kubelet_stopped"] = time.time()
+                stop.wait(hold)
+        finally:
+            self._retry(lambda: self.cluster.start_runtime(node))
+            self._retry(lambda: self.cluster.start_kubelet(node))
+        return node, start, detail
 
     def _power_off(self, node: str, hold: float, pick: float, stop: threading.Event, begin: Begin) -> Outcome:
         """The machine loses power (`stop-node`: kubelet, containerd, containers) and an operator fences

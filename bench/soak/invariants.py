@@ -1,7 +1,8 @@
 """The invariants a soak run must keep, each judged from the rebuilt histories alone:
 
 I1 never early, I2 never late, I3 never twice, I4 one actor, I5 healthy stays healthy,
-I6 admission, I7 nothing lost, I8 budgets respected, I9 force only when fenced, I10 some replica leads.
+I6 admission, I7 nothing lost, I8 budgets respected, I9 force only when fenced, I10 some replica leads,
+I11 pods of a node not Ready marked NotReady.
 """
 
 from __future__ import annotations
@@ -32,8 +33,8 @@ from bench.soak.tolerations import (
     tolerates,
 )
 
-INVARIANTS = ("I1", "I2", "I3", "I4", "I5", "I6", "I7", "I8", "I9", "I10")
-KUBELET_KINDS = frozenset({"kubelet-kill", "kubelet-pause", "power-off"})
+INVARIANTS = ("I1", "I2", "I3", "I4", "I5", "I6", "I7", "I8", "I9", "I10", "I11")
+KUBELET_KINDS = frozenset({"kubelet-kill", "kubelet-pause", "power-off", "runtime-then-kubelet"})
 NODE_HEARTBEAT_WINDOW = 40.0  # seconds: a kubelet renews its node Lease every 10 s
 ATTRIBUTION_LEAD = 60.0  # seconds before a taint's start in which a fault may have caused it
 SKIP_LABEL = "taintkeeper.io/skip"
@@ -925,6 +926,70 @@ def force_only_when_fenced(ctx: Context) -> list[Violation]:
     return found
 
 
+# --- I11 pods of a node not Ready marked NotReady ----------------------------------------------
+
+# Seconds from a node's Ready condition turning not True to its pods' Ready=False: the monitor period
+# (5 s by default) and the pods' status writes.
+MARK_ALLOWANCE = 10.0
+
+
+def _not_ready_spans(history: NodeHistory) -> list[tuple[float, float | None]]:
+    """When the node's Ready condition was written not True after having been True, until it was True
+    again (None: to the log's end). A node that never was Ready (registering) has no span."""
+    spans: list[tuple[float, float | None]] = []
+    start: float | None = None
+    was_ready = False
+    for state in history.current:
+        if state.ready == "True":
+            if start is not None:
+                spans.append((start, state.time))
+            start, was_ready = None, True
+        elif was_ready and start is None:
+            start = state.time
+    if start is not None:
+        spans.append((start, None))
+    return spans
+
+
+def pods_marked_not_ready(ctx: Context) -> list[Violation]:
+    """I11: a pod Ready on a node whose Ready condition is not True (False from its kubelet, a runtime
+    that failed while the kubelet kept its Lease; Unknown from the controller, in whatever order) is
+    marked Ready=False within MARK_ALLOWANCE (counted from the controller's return after an outage),
+    unless the node is Ready again, or the pod terminating, first (kubernetes#112733, #125618: upstream
+    marks only on a transition from True; taintkeeper's promise)."""
+    found: list[Violation] = []
+    pods_by_node: dict[str, list[PodHistory]] = defaultdict(list)
+    for pod in ctx.timeline.pods.values():
+        if pod.node:
+            pods_by_node[pod.node].append(pod)
+    for name, history in ctx.timeline.nodes.items():
+        for start, end in _not_ready_spans(history):
+            due = start + MARK_ALLOWANCE
+            limit = resume_time(due, ctx.outages, ctx.slack.late) + ctx.slack.late
+            if end is not None and end < limit:
+                continue  # Ready again before the marking was owed
+            for pod in pods_by_node[name]:
+                state = pod.state_at(start)
+                if state is None or state.ready != "True" or state.deletion_timestamp is not None:
+                    continue
+                termination = pod.termination()
+                if termination is not None and termination[0] <= limit:
+                    continue
+                if not ctx.judgeable(pod.label, start, due, limit):
+                    continue
+                if not any(start <= s.time <= limit and s.ready == "False" for s in pod.current):
+                    ready = history.states_between(start, start)[-1].ready
+                    found.append(
+                        ctx.violation(
+                            "I11",
+                            due,
+                            pod.label,
+                            f"on node {name}, Ready {ready} since {clock(start)}; still Ready at {clock(limit)}",
+                        )
+                    )
+    return found
+
+
 def check_all(ctx: Context) -> Findings:
     late, checked = never_late(ctx)
     lost, most = nothing_lost(ctx)
@@ -940,6 +1005,7 @@ def check_all(ctx: Context) -> Findings:
         *budgets_respected(ctx),
         *force_only_when_fenced(ctx),
         *some_replica_leads(ctx),
+        *pods_marked_not_ready(ctx),
     ]
     violations = sorted((v for v in violations if ctx.in_window(v.time)), key=lambda v: (v.time, v.invariant))
     beside = [v for v in violations if v.invariant in ctx.config.not_applicable]

@@ -25,7 +25,7 @@ from bench.soak.recovery import LEADER_KINDS, STORE_KINDS, Outage, leaderless
 from bench.soak.timeline import PodHistory, Timeline
 
 Interval = tuple[float, float]
-NODE_FAULTS = frozenset({"kubelet-kill", "kubelet-pause", "power-off", "manual-taint"})
+NODE_FAULTS = frozenset({"kubelet-kill", "kubelet-pause", "power-off", "manual-taint", "runtime-then-kubelet"})
 # How long before replicas went missing a fault on their node may have caused it: the node's grace,
 # its taint's allowance and a pod's shutdown.
 REPLICA_FAULT_LEAD = 120.0

@@ -425,6 +425,26 @@ kill_node_containers() { # dir nodedir: every process of the node but its namesp
   [ ${#pids[@]} -eq 0 ] || die "processes of node $NODE still running after SIGKILL: ${pids[*]}"
 }
 
+cmd_stop_runtime() { # dir node: the container runtime fails: containerd SIGKILLed; the kubelet and the containers run on
+  local dir nd
+  dir=$(cd "$1" 2>/dev/null && pwd) || die "no such directory: $1"
+  nd=$(node_dir "$dir" "$2")
+  pid_alive "$nd/containerd.pid" "$dir" || { log "containerd of $2 is not running"; return 0; }
+  kill_pidfile "$nd/containerd.pid" "$dir" KILL
+  log "stopped containerd of $2 (SIGKILL); its kubelet and its containers run on"
+}
+
+cmd_start_runtime() { # dir node: containerd again (it finds its shims and containers); the kubelet reconnects
+  local dir nd
+  dir=$(cd "$1" 2>/dev/null && pwd) || die "no such directory: $1"
+  nd=$(node_dir "$dir" "$2")
+  pid_alive "$nd/ns.pid" "$dir" || die "node $2 is down (run: up $dir --nodes N)"
+  load_env "$dir/nodes.env"
+  load_env "$nd/node.env"
+  start_containerd "$dir" "$nd"
+  log "started containerd of $2 (pid $(cat "$nd/containerd.pid"))"
+}
+
 cmd_stop_node() { # dir node: the machine loses power: kubelet, containerd and every container, at once
   local dir nd
   dir=$(cd "$1" 2>/dev/null && pwd) || die "no such directory: $1"

@@ -92,9 +92,13 @@ def test_the_oracle_gets_no_webhook_faults():
     assert not {kind for kind, _, _ in draws(1, builtin=True, count=300)} & WEBHOOK_FAULTS
 
 
-def test_a_seed_drawn_before_the_etcd_pause_existed_replays_without_it(monkeypatch: pytest.MonkeyPatch):
-    today = draws(9090, count=200, without=frozenset({"etcd-pause"}))
-    monkeypatch.setattr("bench.soak.injector.CATALOGUE", {k: w for k, w in CATALOGUE.items() if k != "etcd-pause"})
+LATER_KINDS = [("etcd-pause",), ("runtime-then-kubelet",), ("etcd-pause", "runtime-then-kubelet")]
+
+
+@pytest.mark.parametrize("later", LATER_KINDS, ids=["+".join(kinds) for kinds in LATER_KINDS])
+def test_a_seed_drawn_before_a_kind_existed_replays_without_it(monkeypatch: pytest.MonkeyPatch, later: tuple[str]):
+    today = draws(9090, count=200, without=frozenset(later))
+    monkeypatch.setattr("bench.soak.injector.CATALOGUE", {k: w for k, w in CATALOGUE.items() if k not in later})
     assert draws(9090, count=200) == today
 
 

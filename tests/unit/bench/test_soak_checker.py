@@ -119,12 +119,21 @@ def base(*, down: tuple[str, ...] = (), leader: bool = True, workload: bool = Tr
 
 
 def n1_fails(
-    w: World, at: float = 50.0, *, by: Actor = A, key: str = UNREACHABLE, kubelet_back: float | None = None
+    w: World,
+    at: float = 50.0,
+    *,
+    by: Actor = A,
+    key: str = UNREACHABLE,
+    kubelet_back: float | None = None,
+    workload: bool = True,
 ) -> None:
-    """n1's kubelet killed at 10 s; at `at` the controller marks n1 Unknown and taints it (timeAdded `at`)."""
+    """n1's kubelet killed at 10 s; at `at` the controller marks n1 Unknown and taints it (timeAdded `at`),
+    and marks the workload's pods on it NotReady (I11)."""
     w.fault("kubelet-kill", "n1", 10.0, kubelet_back)
     w.script.set_ready(at, "n1", "Unknown", by)
     w.script.add_taint(at + 0.05, "n1", key, by, added=at)
+    for name in ("tol5-1", "forever-2") if workload else ():
+        w.script.pod_status(at + 0.1, name, ready=False)
 
 
 def failed_node(delete_at: float | None = 55.2, by: Actor = A, **options: object) -> World:
@@ -383,7 +392,7 @@ def handover(w: World) -> None:
 def next_leader_repeats_a_taint() -> World:
     w = base(down=("n1",), leader=False, workload=False)
     handover(w)
-    n1_fails(w)
+    n1_fails(w, workload=False)
     w.script.add_taint(52.0, "n1", UNREACHABLE, B)  # already there: nothing changes
     return w
 
@@ -391,7 +400,7 @@ def next_leader_repeats_a_taint() -> World:
 def next_leader_undoes_a_taint() -> World:
     w = base(down=("n1",), leader=False, workload=False)
     handover(w)
-    n1_fails(w)
+    n1_fails(w, workload=False)
     w.script.remove_taint(53.0, "n1", UNREACHABLE, B)
     return w
 
@@ -399,7 +408,7 @@ def next_leader_undoes_a_taint() -> World:
 def next_leader_removes_a_taint_after_the_kubelet_came_back() -> World:
     w = base(down=("n1",), leader=False, workload=False)
     handover(w)
-    n1_fails(w, kubelet_back=51.5)
+    n1_fails(w, kubelet_back=51.5, workload=False)
     w.script.set_ready(52.0, "n1", "True", kubelet("n1"))
     w.script.remove_taint(53.0, "n1", UNREACHABLE, B)
     return w
@@ -408,7 +417,7 @@ def next_leader_removes_a_taint_after_the_kubelet_came_back() -> World:
 def next_leader_swaps_the_failure_taint() -> World:
     w = base(down=("n1",), leader=False, workload=False)
     handover(w)
-    n1_fails(w, key=NOT_READY)
+    n1_fails(w, key=NOT_READY, workload=False)
     w.script.swap_taint(53.0, "n1", NOT_READY, UNREACHABLE, B)
     return w
 
@@ -494,6 +503,8 @@ def pod_admitted_bare_while_the_webhook_pods_node_was_powered_off(*, back: float
     if back is None:  # the controller marks the dead node and taints it
         w.script.set_ready(55.0, "n3", "Unknown", A)
         w.script.add_taint(55.05, "n3", UNREACHABLE, A, added=55.0)
+        for name in (WEBHOOK_POD, REPLICA_A, REPLICA_B):  # I11: its pods marked NotReady
+            w.script.pod_status(55.1, name, namespace=SYSTEM, ready=False)
     else:
         w.script.pod_status(back + 2.0, WEBHOOK_POD, namespace=SYSTEM)
         w.script.publish_endpoints(back + 2.1)
@@ -578,6 +589,24 @@ def controller_pod_crash_loops() -> World:
 def controller_pod_backs_off_after_the_soak_killed_it() -> World:
     w = controller_pod_crash_loops()
     w.fault("leader-kill", "taintkeeper-controller-6f7b9c-k2x4q", 30.0, 30.1)
+    return w
+
+
+def runtime_fails_while_the_kubelet_heartbeats(*, marked_at: float | None, ready_again: float | None = None) -> World:
+    """n1's containerd is killed at 10 s; its kubelet, still renewing the Lease, reports Ready=False at
+    40 s; the controller taints it not-ready at once and deletes the pod tolerating 5 s on time. The pod
+    tolerating forever is marked NotReady at `marked_at` (None: never); `ready_again`: the kubelet
+    reports Ready=True then."""
+    w = base()
+    w.fault("runtime-then-kubelet", "n1", 10.0, None)
+    w.script.set_ready(40.0, "n1", "False", kubelet("n1"))
+    w.script.add_taint(40.05, "n1", NOT_READY, A, added=40.0)
+    w.script.delete_pod(45.2, "tol5-1", A)
+    if marked_at is not None:
+        w.script.pod_status(marked_at, "forever-2", ready=False)
+    if ready_again is not None:
+        w.script.set_ready(ready_again, "n1", "True", kubelet("n1"))
+        w.script.remove_taint(ready_again + 0.05, "n1", NOT_READY, A)
     return w
 
 
@@ -870,6 +899,26 @@ SCENARIOS: list[tuple[str, Callable[[], World], dict[str, int]]] = [
     ),
     ("I7: a controller pod in CrashLoopBackOff", controller_pod_crash_loops, {"I7": 1}),
     (
+        "pods on a node whose kubelet reports it not Ready (its runtime down, its Lease renewed) are marked",
+        lambda: runtime_fails_while_the_kubelet_heartbeats(marked_at=41.0),
+        {},
+    ),
+    (
+        "I11: a pod left Ready on a node its kubelet reports not Ready (kubernetes#125618)",
+        lambda: runtime_fails_while_the_kubelet_heartbeats(marked_at=None),
+        {"I11": 1},
+    ),
+    (
+        "I11: a pod marked past the allowance",
+        lambda: runtime_fails_while_the_kubelet_heartbeats(marked_at=56.0),
+        {"I11": 1},
+    ),
+    (
+        "a node Ready again before the marking was owed leaves its pods to judge nothing",
+        lambda: runtime_fails_while_the_kubelet_heartbeats(marked_at=None, ready_again=45.0),
+        {},
+    ),
+    (
         "the kubelet's back-off right after the soak killed the container is no crash loop",
         controller_pod_backs_off_after_the_soak_killed_it,
         {},
@@ -965,9 +1014,9 @@ def test_one_actor_is_not_applicable_without_a_lease():
 def test_the_builtins_are_judged_by_upstreams_promises_with_taintkeepers_own_reported_beside():
     report = builtins_delete((55.2, NODE_CONTROLLER, False), (56.0, POD_GC, True)).report()
     assert [v.invariant for v in report.beside] == ["I9"]  # a force deletion on a node nobody fenced
-    assert report.not_applicable == {"I4", "I8", "I9", "I10"}
+    assert report.not_applicable == {"I4", "I8", "I9", "I10", "I11"}
     header = render(report).splitlines()[:3]
-    assert "not applicable to upstream, reported beside the verdict: I8 0, I9 1" in header
+    assert "not applicable to upstream, reported beside the verdict: I8 0, I9 1, I11 0" in header
     assert builtins_drain_a_budgeted_pod_with_a_delete().report().passed
 
 
