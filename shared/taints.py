@@ -17,7 +17,6 @@ Taint = Mapping[str, Any]
 Node = Mapping[str, Any]
 
 NO_SCHEDULE = "NoSchedule"
-PREFER_NO_SCHEDULE = "PreferNoSchedule"
 NO_EXECUTE = "NoExecute"
 
 NOT_READY = "node.kubernetes.io/not-ready"
@@ -97,18 +96,6 @@ def desired_no_schedule_taints(
 def managed_no_schedule_taints(taints: Iterable[Taint]) -> list[Taint]:
     """The node's current NoSchedule taints that the controller owns."""
     return [t for t in taints if t.get("effect") == NO_SCHEDULE and t.get("key") in MANAGED_NO_SCHEDULE_KEYS]
-
-
-def no_execute_taint_key_for_ready(status: str | None) -> str | None:
-    """The NoExecute taint key a Ready status calls for: False -> not-ready, Unknown -> unreachable.
-
-    True calls for none; so does a missing Ready condition (upstream retries until one appears).
-    """
-    if status == "False":
-        return NOT_READY
-    if status == "Unknown":
-        return UNREACHABLE
-    return None
 
 
 def taint_diff(current: Iterable[Taint], desired: Iterable[Taint]) -> tuple[list[Taint], list[Taint]]:

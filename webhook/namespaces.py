@@ -26,7 +26,6 @@ from kube.identity import WEBHOOK
 from kube.informer import Informer
 from kube.raw_list import raw_list_call
 from shared.defaults import (
-    MAX_TOLERATION_SECONDS,
     NOT_READY_SECONDS_ANNOTATION,
     SKIP_LABEL,
     UNREACHABLE_SECONDS_ANNOTATION,
@@ -41,7 +40,6 @@ log = logging.getLogger("taintkeeper.webhook.namespaces")
 
 ANNOTATIONS = (NOT_READY_SECONDS_ANNOTATION, UNREACHABLE_SECONDS_ANNOTATION)
 # tolerationSeconds is an int64: a larger number would make the patched pod invalid.
-MAX_SECONDS = MAX_TOLERATION_SECONDS  # kept for callers; the bound lives in shared.defaults
 # An annotation value is shown in warnings (HTTP headers, logs) cut to this length.
 MAX_SHOWN_CHARS = 64
 

@@ -8,7 +8,6 @@ from shared.taints import (
     MANAGED_NO_SCHEDULE_KEYS,
     desired_no_schedule_taints,
     managed_no_schedule_taints,
-    no_execute_taint_key_for_ready,
     no_execute_taints,
     node_taints,
     ready_status,
@@ -85,19 +84,6 @@ def test_only_managed_no_schedule_taints_are_considered_ours():
         {"key": "example.com/gpu", "effect": "NoSchedule"},
     ]
     assert managed_no_schedule_taints(taints) == [taints[0], taints[2]]
-
-
-READY_CASES = [
-    ("Ready=False calls for not-ready", "False", "node.kubernetes.io/not-ready"),
-    ("Ready=Unknown calls for unreachable", "Unknown", "node.kubernetes.io/unreachable"),
-    ("Ready=True calls for no NoExecute taint", "True", None),
-    ("no Ready condition calls for no NoExecute taint yet", None, None),
-]
-
-
-@pytest.mark.parametrize(("status", "key"), [c[1:] for c in READY_CASES], ids=[c[0] for c in READY_CASES])
-def test_no_execute_taint_key_for_ready(status, key):
-    assert no_execute_taint_key_for_ready(status) == key
 
 
 def test_ready_status_and_taints_read_missing_fields_as_empty():

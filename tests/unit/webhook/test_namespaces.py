@@ -15,12 +15,12 @@ import pytest
 import urllib3
 
 from hack.wait import wait_for as _wait_for
-from shared.defaults import DefaultSeconds
+from shared.defaults import MAX_TOLERATION_SECONDS, DefaultSeconds
 from tests.support.builders import kubeconfig_file
 from tests.support.responses import http_response
 from webhook import namespaces
 from webhook.admission import NamespaceDefaults
-from webhook.namespaces import MAX_SECONDS, NamespaceCache, client_source, namespace_view, resolve
+from webhook.namespaces import NamespaceCache, client_source, namespace_view, resolve
 from webhook.settings import WebhookSettings
 
 NR_ANNOTATION = "taintkeeper.io/not-ready-toleration-seconds"
@@ -45,11 +45,11 @@ ANNOTATION_CASES = [
     ("an empty value is ignored with a warning", {NR_ANNOTATION: ""}, (301, 302), [NR_ANNOTATION]),
     (
         "a number beyond int64 is ignored with a warning",
-        {NR_ANNOTATION: str(MAX_SECONDS + 1)},
+        {NR_ANNOTATION: str(MAX_TOLERATION_SECONDS + 1)},
         (301, 302),
         [NR_ANNOTATION],
     ),
-    ("the largest int64 is kept", {NR_ANNOTATION: str(MAX_SECONDS)}, (MAX_SECONDS, 302), []),
+    ("the largest int64 is kept", {NR_ANNOTATION: str(MAX_TOLERATION_SECONDS)}, (MAX_TOLERATION_SECONDS, 302), []),
     (
         "one invalid key does not cancel the other",
         {NR_ANNOTATION: "x", UR_ANNOTATION: "45"},
