@@ -296,7 +296,8 @@ class Injector:
     def _etcd_pause(self, _node: str, hold: float, _pick: float, stop: threading.Event, begin: Begin) -> Outcome:
         """etcd stopped (SIGSTOP) and continued: every API call that reaches the store hangs meanwhile, the
         leader's renewals among them, so it loses the Lease at its renew deadline with its calls in flight,
-        and takes it again within a retry period of etcd's return: the race of issue 38's item 6."""
+        and takes it again within a retry period of etcd's return: the race the monitor's term tokens
+        close (controller/nodelifecycle/monitor.py)."""
         pid = self.cluster.etcd_pid()
         start = time.time()
         try:
