@@ -104,10 +104,11 @@ def main(argv: list[str]) -> int:
         return 2
 
     from kube.client import LIST_REQUEST_TIMEOUT, REQUEST_TIMEOUT, ClientConfigError, make_api_client
-    from kube.errors import describe_error, is_not_found, status_code
+    from kube.errors import is_not_found, status_code
     from kube.identity import EXPLAIN
     from kube.request import request_json
     from kubectl_taintkeeper.budget_reads import read_budgets
+    from kubectl_taintkeeper.forbidden import VIEWER, explained
 
     try:
         api = make_api_client(args.kubeconfig, component=EXPLAIN)
@@ -131,7 +132,7 @@ def main(argv: list[str]) -> int:
     except Exception as error:
         if status_code(error) is None:
             raise  # not an answer from the API (a connection error): the traceback says more
-        reason = "no such node" if is_not_found(error) else describe_error(error)
+        reason = "no such node" if is_not_found(error) else explained(error, VIEWER)
         print(f"explain: error: node {args.node}: {reason}", file=sys.stderr)
         return 1
     finally:

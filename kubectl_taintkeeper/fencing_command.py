@@ -56,6 +56,7 @@ from kube.errors import describe_error, is_conflict, is_invalid, is_not_found
 from kube.identity import FENCE
 from kube.request import request_json
 from kubectl_taintkeeper.fencing_plan import fence_plan, render_plan
+from kubectl_taintkeeper.forbidden import FENCER, explained
 from shared.durations import parse_duration
 
 Json = dict[str, Any]
@@ -247,7 +248,7 @@ def fence(
             return 1
         pods = api.get_json("/api/v1/pods", pods_query(name)).get("items") or []
     except Exception as error:
-        print(f"{prefix} cannot read the cluster: {one_line(error)}", file=terminal.err)
+        print(f"{prefix} cannot read the cluster: {explained(error, FENCER)}", file=terminal.err)
         return 1
     attachments, unreadable = read_attachments(api)
     print(render_plan(fence_plan(node, pods, attachments, now(), unreadable), now()), file=say)
@@ -264,14 +265,14 @@ def fence(
             api.patch_json(node_path(name), patch.ops)
         except Exception as error:
             if not (is_conflict(error) or is_invalid(error)) or attempt + 1 == ATTEMPTS:
-                print(f"{prefix} cannot fence node {name}: {one_line(error)}", file=terminal.err)
+                print(f"{prefix} cannot fence node {name}: {explained(error, FENCER)}", file=terminal.err)
                 return 1
         else:
             return _fenced(name, patch, say)
         try:  # the node changed since it was read: read it again, and decide again
             fresh = read_node(api, name)
         except Exception as error:
-            print(f"{prefix} cannot read node {name}: {one_line(error)}", file=terminal.err)
+            print(f"{prefix} cannot read node {name}: {explained(error, FENCER)}", file=terminal.err)
             return 1
         if fresh is None:
             print(f"{prefix} node {name} not found", file=terminal.err)
@@ -319,7 +320,7 @@ def unfence(request: FenceRequest, api: FenceApi, terminal: Terminal) -> int:
         try:
             node = read_node(api, name)
         except Exception as error:
-            print(f"{prefix} cannot read node {name}: {one_line(error)}", file=terminal.err)
+            print(f"{prefix} cannot read node {name}: {explained(error, FENCER)}", file=terminal.err)
             return 1
         if node is None:
             print(f"{prefix} node {name} not found", file=terminal.err)
@@ -335,7 +336,7 @@ def unfence(request: FenceRequest, api: FenceApi, terminal: Terminal) -> int:
         except Exception as error:
             if (is_conflict(error) or is_invalid(error)) and attempt + 1 < ATTEMPTS:
                 continue  # the node changed since it was read: read it again
-            print(f"{prefix} cannot unfence node {name}: {one_line(error)}", file=terminal.err)
+            print(f"{prefix} cannot unfence node {name}: {explained(error, FENCER)}", file=terminal.err)
             return 1
         print(f"Node {name} unfenced: removed {removed_text(node)}.", file=say)
         status = (ready_condition(node) or {}).get("status")

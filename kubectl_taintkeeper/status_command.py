@@ -26,11 +26,12 @@ from controller.options import OptionsError, parse_options
 from controller.options import build_parser as controller_flags
 from controller.tainteviction.disruption_budget import BudgetSettings
 from kube.client import CONNECT_TIMEOUT, LIST_REQUEST_TIMEOUT, ClientConfigError, make_api_client
-from kube.errors import describe_error, is_not_found
+from kube.errors import is_not_found
 from kube.identity import STATUS
 from kube.request import request_json, send
 from kubectl_taintkeeper.budget_reads import read_budgets
 from kubectl_taintkeeper.budgets import Budgets
+from kubectl_taintkeeper.forbidden import VIEWER, explained, namespace_viewer
 from kubectl_taintkeeper.status import (
     ClusterStatus,
     Reading,
@@ -220,15 +221,13 @@ class ApiReads:
         return bytes(response.data).decode("utf-8", "replace")
 
 
-def one_line(error: BaseException) -> str:
-    return " ".join(describe_error(error).split())
-
-
 def _read_lease(reads: ClusterReads, request: StatusRequest) -> Reading[Mapping[str, Any]]:
     try:
         return Reading(reads.get_json(lease_path(request.lease_namespace, request.lease_name), []))
     except Exception as error:
-        return Reading() if is_not_found(error) else Reading(error=one_line(error))
+        if is_not_found(error):
+            return Reading()
+        return Reading(error=explained(error, namespace_viewer(request.lease_namespace)))
 
 
 def _read_last_pass(reads: ClusterReads, request: StatusRequest, lease: Reading[Mapping[str, Any]]) -> Reading[float]:
@@ -239,7 +238,8 @@ def _read_last_pass(reads: ClusterReads, request: StatusRequest, lease: Reading[
     try:
         return last_monitor_pass(reads.get_text(path))
     except Exception as error:
-        return Reading(error=f"cannot reach the leader's /metrics through the apiserver's pod proxy: {one_line(error)}")
+        why = explained(error, namespace_viewer(request.lease_namespace))
+        return Reading(error=f"cannot reach the leader's /metrics through the apiserver's pod proxy: {why}")
 
 
 def read_status(reads: ClusterReads, request: StatusRequest, now: Callable[[], float] = time.time) -> ClusterStatus:
@@ -328,7 +328,7 @@ def run(request: StatusRequest, out: IO[str] | None = None, err: IO[str] | None 
             try:
                 status = read_status(reads, request)
             except Exception as error:
-                print(f"status: error: cannot read the cluster: {one_line(error)}", file=err)
+                print(f"status: error: cannot read the cluster: {explained(error, VIEWER)}", file=err)
                 return 1
             print(frame(status, request.output, colour, watching=False), file=out)
             return 0
@@ -337,7 +337,7 @@ def run(request: StatusRequest, out: IO[str] | None = None, err: IO[str] | None 
             try:
                 return frame(read_status(reads, request), request.output, colour, watching=True)
             except Exception as error:  # said, and tried again next frame: a blip must not end the watch
-                message = f"status: error: cannot read the cluster: {one_line(error)}"
+                message = f"status: error: cannot read the cluster: {explained(error, VIEWER)}"
                 if request.output == "json":  # stdout carries only JSON documents
                     print(message, file=err)
                     return None

@@ -51,9 +51,17 @@ NOTES = [
             "(300 s not-ready, 300 s unreachable",
             "kubectl taintkeeper status",
             "kubectl taintkeeper explain node NODE",
+            "--clusterrole=taintkeeper-viewer --user=USER",
+            "kubectl -n taintkeeper-system create rolebinding taintkeeper-viewer:USER --role=taintkeeper-viewer",
             "Switch off what taintkeeper replaces",
         ),
         ("cert-manager", "NetworkPolicy", "--replace-builtin-defaults"),
+    ),
+    Notes(
+        "without the operator roles: no word of binding them",
+        ("operatorRoles.create=false",),
+        ("kubectl taintkeeper status",),
+        ("taintkeeper-viewer", "taintkeeper-fencer"),
     ),
     Notes(
         "with cert-manager: wait for the Certificate",

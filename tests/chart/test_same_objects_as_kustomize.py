@@ -119,6 +119,13 @@ def test_each_option_renders_what_its_manifests_install(helm: Path, option: Opti
     assert unexplained(by_identity(expected), by_identity(render(helm, *sets))) == []
 
 
+def test_without_the_operator_roles_the_chart_renders_the_rest_of_the_main_kustomization(helm: Path):
+    roles = by_identity(documents(MANIFESTS / "base" / "operator-rbac.yaml"))
+    assert roles, "manifests/base/operator-rbac.yaml has no roles"
+    expected = {key: doc for key, doc in by_identity(kustomize(MANIFESTS)).items() if key not in roles}
+    assert unexplained(expected, by_identity(render(helm, "--set", "operatorRoles.create=false"))) == []
+
+
 @pytest.mark.parametrize(
     "copy, original",
     [

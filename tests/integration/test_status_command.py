@@ -406,7 +406,7 @@ def test_an_api_error_is_one_line_and_exit_1(world: World) -> None:
     assert (run.code, run.out) == (1, "")
     assert run.err.splitlines() == [
         f'status: error: cannot read the cluster: 403 Forbidden: nodes is forbidden: User "{WEBHOOK_USER}" cannot '
-        'list resource "nodes" in API group "" at the cluster scope'
+        'list resource "nodes" in API group "" at the cluster scope (bind the ClusterRole taintkeeper-viewer)'
     ]
     assert world.requests(run) == [Request("list", *NODES, 403, WEBHOOK_USER)]  # and nothing after it
 

@@ -35,6 +35,15 @@ taintkeeper {{ .Chart.AppVersion }} ({{ include "taintkeeper.image" . }}) is ins
 
      kubectl taintkeeper status
      kubectl taintkeeper explain node NODE
+{{- if .Values.operatorRoles.create }}
+
+   For people who are not cluster-admin: bind the ClusterRole taintkeeper-viewer and the Role
+   taintkeeper-viewer in {{ $ns }} (status, explain), or the ClusterRole taintkeeper-fencer with that
+   Role (also fence, unfence). docs/operating.md, "Roles for operators":
+
+     kubectl create clusterrolebinding taintkeeper-viewer:USER --clusterrole=taintkeeper-viewer --user=USER
+     kubectl -n {{ $ns }} create rolebinding taintkeeper-viewer:USER --role=taintkeeper-viewer --user=USER
+{{- end }}
 {{- if get $flags "replace-builtin-defaults" }}
 
 4. The webhook gives the built-in DefaultTolerationSeconds plugin's tolerations taintkeeper's seconds

@@ -329,6 +329,37 @@ def test_rbac_has_no_wildcards_and_names_the_single_objects_it_writes():
                 assert rule["resourceNames"] == ["taintkeeper"]
 
 
+def test_the_operator_roles_read_but_for_the_fencers_node_patch_and_are_neither_bound_nor_aggregated():
+    """base/operator-rbac.yaml, for people (tests/integration/test_operator_roles.py runs each command under
+    them): the binding is the cluster's admin's to make, and the built-in view/edit must not grow by them."""
+
+    def granted(role: dict[str, Any]) -> set[tuple[str, str, str]]:
+        return {
+            (g, r, v)
+            for rule in role["rules"]
+            for g in rule["apiGroups"]
+            for r in rule["resources"]
+            for v in rule["verbs"]
+        }
+
+    viewer, fencer = find("ClusterRole", "taintkeeper-viewer"), find("ClusterRole", "taintkeeper-fencer")
+    namespaced = find("Role", "taintkeeper-viewer", NAMESPACE)
+    assert {verb for *_, verb in granted(viewer) | granted(namespaced)} == {"get", "list"}
+    assert granted(fencer) - granted(viewer) == {
+        ("", "nodes", "patch"),
+        ("storage.k8s.io", "volumeattachments", "list"),
+    }
+    assert granted(viewer) < granted(fencer)
+    assert not any(
+        "pods/proxy" in rule["resources"] for _, _, d in DOCUMENTS if d["kind"] == "ClusterRole" for rule in d["rules"]
+    ), "pods/proxy only ever in a Role: in a ClusterRole it could be bound for every pod of the cluster"
+    for role in (viewer, fencer, namespaced):
+        assert not [label for label in role["metadata"]["labels"] if "aggregate-to" in label]
+        assert "aggregationRule" not in role
+    names = {"taintkeeper-viewer", "taintkeeper-fencer"}
+    assert not [d for _, _, d in DOCUMENTS if d["kind"].endswith("Binding") and d["roleRef"]["name"] in names]
+
+
 def test_every_binding_binds_a_role_that_exists_to_a_service_account_that_exists():
     accounts = {
         (d["metadata"]["namespace"], d["metadata"]["name"]) for _, _, d in DOCUMENTS if d["kind"] == "ServiceAccount"
