@@ -22,7 +22,7 @@ from bench.server_logs import log_problems, log_size
 from bench.webhook_rounds import ratios_within, run_wrk, warm_up
 from bench.webhook_servers import SERVERS, Setup, check_mutates
 
-PAIRED_RATIOS = (("ours", "static"), ("ours", "kopf"), ("ours-gthread", "static-gthread"))
+PAIRED_RATIOS = (("ours", "static"), ("ours", "kopf"), ("ours-gthread", "static-gthread"), ("ours", "ours-plain"))
 
 
 @dataclass(frozen=True)

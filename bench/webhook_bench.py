@@ -10,7 +10,9 @@ because load generator and server share the machine's cores:
 - kopf: `kopf run --standalone` with one mutating handler doing the same mutation (one asyncio
   process; it needs a reachable cluster, so a local kube-apiserver is started for it);
 - ours-gthread, static-gthread (only when asked for with --servers): the same two on gunicorn's
-  gthread worker class (--worker-class gthread), the setup the webhook had before.
+  gthread worker class (--worker-class gthread), the setup the webhook had before;
+- ours-plain (only when asked for with --servers): ours with `--fast-paths false`
+  (webhook/fast_paths.py), for the paired ratio ours/ours-plain.
 
 Each round alternates the servers; every server must answer the review with the expected
 patch before it is loaded. Per server and round: a short warm-up, `wrk` at full speed (peak

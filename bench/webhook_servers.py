@@ -32,13 +32,18 @@ KOPF_OP = "bench/kopf_op.py"
 KOPF_HANDLER_ID = "add-default-tolerations"  # bench/kopf_op.py's HANDLER_ID (not imported: kopf is optional)
 READY_TIMEOUT = 90.0
 
-SERVER_NAMES = ("ours", "static", "kopf", "ours-gthread", "static-gthread")
+SERVER_NAMES = ("ours", "static", "kopf", "ours-gthread", "static-gthread", "ours-plain")
 DEFAULT_SERVERS = ("ours", "static", "kopf")
 
 
 def worker_class_of(name: str) -> str:
     """The --worker-class a server runs with: gthread for the `-gthread` variants, else the default."""
     return "gthread" if name.endswith("-gthread") else "gevent"
+
+
+def fast_paths_of(name: str) -> str:
+    """The --fast-paths a server runs with: off for `ours-plain`, else the default (on)."""
+    return "false" if name == "ours-plain" else "true"
 
 
 def post_review(url: str, body: bytes, timeout: float = 5.0) -> tuple[int, bytes]:
@@ -142,7 +147,7 @@ def serve_ours(setup: Setup, name: str = "ours") -> Iterator[str]:
         workers=setup.workers,
         threads=setup.threads,
         env={**setup.base_env(), "PROMETHEUS_MULTIPROC_DIR": str(metrics_dir)},
-        extra_args=("--worker-class", worker_class_of(name)),
+        extra_args=("--worker-class", worker_class_of(name), "--fast-paths", fast_paths_of(name)),
     )
     server.env = {k: v for k, v in server.env.items() if not k.startswith("TAINTKEEPER_")}
     shown = ["python", *server.args[1:]]
@@ -229,6 +234,7 @@ SERVERS: dict[str, Callable[[Setup], contextlib.AbstractContextManager[str]]] = 
     "kopf": serve_kopf,
     "ours-gthread": functools.partial(serve_ours, name="ours-gthread"),
     "static-gthread": functools.partial(serve_static, name="static-gthread"),
+    "ours-plain": functools.partial(serve_ours, name="ours-plain"),
 }
 
 

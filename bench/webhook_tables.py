@@ -16,6 +16,7 @@ def server_labels(workers: int, threads: int) -> dict[str, str]:
         "kopf": "kopf admission webhook (1 asyncio process)",
         "ours-gthread": f"taintkeeper webhook on gthread ({workers}x{threads})",
         "static-gthread": f"static Flask app on gthread ({workers}x{threads})",
+        "ours-plain": f"taintkeeper webhook, fast paths off ({workers} workers)",
     }
 
 

@@ -15,18 +15,12 @@ from typing import NoReturn
 from certs import issue, store
 from certs.issue import CertError
 from certs.store import StoreError
+from plumbing.arguments import OneLineErrorParser
 
 USAGE_ERROR = 2
 RUNTIME_ERROR = 1
 # A century; beyond it timedelta/X.509 dates overflow long before anyone would want such a cert.
 MAX_DAYS = 36500
-
-
-class _Parser(argparse.ArgumentParser):
-    """argparse whose errors are a single `certs: error:` line, like every other error here."""
-
-    def error(self, message: str) -> NoReturn:
-        _fail(message, USAGE_ERROR)
 
 
 def _fail(message: str, code: int) -> NoReturn:
@@ -36,8 +30,9 @@ def _fail(message: str, code: int) -> NoReturn:
 
 def build_parser() -> argparse.ArgumentParser:
     """The command line, kept separate so tests and --help agree on it."""
-    parser = _Parser(
+    parser = OneLineErrorParser(
         prog="python -m certs",
+        label="certs",
         description="Create or refresh the webhook's CA and serving certificate; print the caBundle.",
     )
     parser.add_argument("--service", required=True, help="Service name of the webhook")

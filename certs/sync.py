@@ -17,16 +17,14 @@ a Job or init container.
 
 from __future__ import annotations
 
-import argparse
 import base64
 import logging
-import sys
 import tempfile
 import time
 from dataclasses import dataclass
 from datetime import UTC, datetime, timedelta
 from pathlib import Path
-from typing import Any, NoReturn
+from typing import Any
 
 from cryptography import x509
 from kubernetes import client
@@ -36,6 +34,7 @@ from certs import issue, store
 from kube.client import JSON_PATCH, REQUEST_TIMEOUT, release
 from kube.errors import describe_error, is_conflict, is_not_found
 from kube.request import response_json
+from plumbing.arguments import OneLineErrorParser
 
 log = logging.getLogger("taintkeeper.certs")
 
@@ -242,14 +241,8 @@ def _publish_ca_bundle(api_client: Any, configuration: str, bundle: str) -> str:
     return f"; caBundle of {configuration} written to {len(operations) - 1} webhook(s)"
 
 
-class _Parser(argparse.ArgumentParser):
-    def error(self, message: str) -> NoReturn:
-        print(f"certs sync: error: {message}", file=sys.stderr)
-        sys.exit(2)
-
-
 def main(argv: list[str]) -> int:
-    parser = _Parser(prog="python -m certs sync", description=__doc__.splitlines()[0])
+    parser = OneLineErrorParser(prog="python -m certs sync", label="certs sync", description=__doc__.splitlines()[0])
     parser.add_argument("--namespace", default="taintkeeper-system", help="of the Secret and the Service")
     parser.add_argument("--secret", default="taintkeeper-webhook-tls")
     parser.add_argument("--service", default="taintkeeper-webhook")

@@ -10,7 +10,7 @@ import sys
 
 from controller.options import OptionsError, build_parser, parse_options
 from kube.client import ClientConfigError
-from shared.jsonlog import configure_logging
+from plumbing.log_lines import configure_logging
 
 
 def main(argv: list[str] | None = None) -> int:

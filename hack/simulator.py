@@ -71,6 +71,7 @@ from hack.simulator_pool import BULK, DELETION, HEARTBEAT, _PriorityPool  # noqa
 from hack.simulator_state import Stats  # noqa: E402
 from kube.errors import describe_error  # noqa: E402
 from kube.timestamps import parse_time  # noqa: E402
+from plumbing.arguments import OneLineErrorParser  # noqa: E402
 from shared.durations import parse_duration as go_duration  # noqa: E402
 
 # What importers take from hack.simulator; the pool's names for tests/unit/hack/test_simulator_pool.py.
@@ -101,13 +102,6 @@ def parse_duration(text: str) -> float:
 # --------------------------------------------------------------------------------- command line
 
 
-class _Parser(argparse.ArgumentParser):
-    def error(self, message: str) -> None:  # type: ignore[override]
-        # One line, not argparse's usage block: scripts and tests read the reason.
-        print(f"simulator: error: {message}", file=sys.stderr)
-        raise SystemExit(2)
-
-
 def _duration(text: str) -> float:
     try:
         seconds = parse_duration(text)
@@ -129,7 +123,9 @@ def _positive_int(text: str) -> int:
 
 
 def parse_args(argv: Sequence[str] | None) -> argparse.Namespace:
-    parser = _Parser(prog="simulator", description="Simulated kubelets for many Nodes (see hack/simulator.py).")
+    parser = OneLineErrorParser(
+        prog="simulator", description="Simulated kubelets for many Nodes (see hack/simulator.py)."
+    )
     parser.add_argument("--kubeconfig", required=True, type=Path, metavar="FILE")
     parser.add_argument("--nodes", required=True, type=_positive_int, metavar="N", help="how many nodes to simulate")
     parser.add_argument("--zones", default="", metavar="A,B", help="zones, assigned round-robin (default: none)")

@@ -25,7 +25,7 @@ import sys
 import time
 from collections.abc import Callable, Sequence
 from dataclasses import dataclass
-from typing import IO, Any, NoReturn, Protocol
+from typing import IO, Any, Protocol
 from urllib.parse import quote
 
 from controller.describe import taint_text
@@ -57,6 +57,7 @@ from kube.identity import FENCE
 from kube.request import request_json
 from kubectl_taintkeeper.fencing_plan import fence_plan, render_plan
 from kubectl_taintkeeper.forbidden import FENCER, explained
+from plumbing.arguments import OneLineErrorParser
 from shared.durations import parse_duration
 
 Json = dict[str, Any]
@@ -70,13 +71,6 @@ DESCRIPTIONS = {
     "then force deletes its pods and detaches its volumes, so StatefulSets start them elsewhere.",
     "unfence": "Remove the node.kubernetes.io/out-of-service taint and the fencing annotations from a node.",
 }
-
-
-class _Parser(argparse.ArgumentParser):
-    """argparse whose errors are one line and exit 2, like the other commands."""
-
-    def error(self, message: str) -> NoReturn:
-        self.exit(2, f"{self.prog}: error: {message}\n")
 
 
 @dataclass(frozen=True)
@@ -133,7 +127,9 @@ def request_from(
 
 
 def parse_args(command: str, argv: list[str]) -> FenceRequest:
-    parser = _Parser(prog=f"python -m controller {command}", allow_abbrev=False, description=DESCRIPTIONS[command])
+    parser = OneLineErrorParser(
+        prog=f"python -m controller {command}", allow_abbrev=False, description=DESCRIPTIONS[command]
+    )
     add_arguments(parser, command)
     return request_from(parser.parse_args(argv), parser, command)
 

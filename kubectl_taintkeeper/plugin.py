@@ -13,7 +13,6 @@ import argparse
 import os
 import sys
 from dataclasses import dataclass
-from typing import NoReturn
 
 from kubectl_taintkeeper.fencing_command import COMMANDS as FENCING_COMMANDS
 from kubectl_taintkeeper.fencing_command import DESCRIPTIONS as FENCING_DESCRIPTIONS
@@ -22,16 +21,10 @@ from kubectl_taintkeeper.fencing_command import add_arguments as add_fencing_arg
 from kubectl_taintkeeper.fencing_command import request_from as fencing_request_from
 from kubectl_taintkeeper.status_command import DESCRIPTION as STATUS_DESCRIPTION
 from kubectl_taintkeeper.status_command import StatusRequest, add_arguments, request_from
+from plumbing.arguments import OneLineErrorParser
 
 PROG = "kubectl taintkeeper"
 BUDGET_FLAGS = ("--respect-disruption-budgets-for-taints", "--disruption-budget-timeout")
-
-
-class _Parser(argparse.ArgumentParser):
-    """argparse whose errors are one line and exit 2, like the other commands."""
-
-    def error(self, message: str) -> NoReturn:
-        self.exit(2, f"{PROG}: error: {message}\n")
 
 
 @dataclass(frozen=True)
@@ -43,7 +36,7 @@ class ExplainNode:
 
 def build_parser() -> argparse.ArgumentParser:
     kubeconfig_help = "kubeconfig file (default: $KUBECONFIG, else the in-cluster config, else ~/.kube/config)"
-    parser = _Parser(prog=PROG, description="taintkeeper's view of a cluster, from its own decision code.")
+    parser = OneLineErrorParser(prog=PROG, description="taintkeeper's view of a cluster, from its own decision code.")
     parser.add_argument("--kubeconfig", help=kubeconfig_help)
     commands = parser.add_subparsers(dest="command", metavar="COMMAND", required=True)
     explain = commands.add_parser("explain", help="why and when pods will be evicted")

@@ -18,7 +18,7 @@ import sys
 import time
 from collections.abc import Callable, Mapping
 from dataclasses import dataclass, field
-from typing import IO, Any, NoReturn, Protocol
+from typing import IO, Any, Protocol
 from urllib.parse import quote
 
 from controller.nodelifecycle.decision import MonitorSettings
@@ -41,6 +41,7 @@ from kubectl_taintkeeper.status import (
     leader_pod,
 )
 from kubectl_taintkeeper.status_render import render_text, status_json
+from plumbing.arguments import OneLineErrorParser
 
 Json = dict[str, Any]
 
@@ -60,13 +61,6 @@ RATE_FLAGS = (
 BUDGET_FLAGS = ("respect_disruption_budgets_for_taints", "disruption_budget_timeout")
 # ANSI: cursor home, erase to the end of the line, erase below, clear the screen.
 HOME, ERASE_LINE, ERASE_BELOW, CLEAR = "\x1b[H", "\x1b[K", "\x1b[J", "\x1b[2J"
-
-
-class _Parser(argparse.ArgumentParser):
-    """argparse whose errors are one line and exit 2, like the other commands."""
-
-    def error(self, message: str) -> NoReturn:
-        self.exit(2, f"{self.prog}: error: {message}\n")
 
 
 @dataclass(frozen=True)
@@ -142,7 +136,7 @@ def _port(text: str) -> int:
 
 
 def build_parser() -> argparse.ArgumentParser:
-    parser = _Parser(prog=PROG, allow_abbrev=False, description=DESCRIPTION)
+    parser = OneLineErrorParser(prog=PROG, allow_abbrev=False, description=DESCRIPTION)
     add_arguments(parser)
     return parser
 

@@ -6,10 +6,10 @@ Each flag overrides its TAINTKEEPER_* environment variable (webhook/settings.py)
 
 from __future__ import annotations
 
-import argparse
 import os
 import sys
 
+from plumbing.arguments import OneLineErrorParser
 from webhook.settings import (
     APP_SETTINGS,
     BOOLEAN_SETTINGS,
@@ -22,14 +22,9 @@ from webhook.settings import (
 )
 
 
-class _Parser(argparse.ArgumentParser):
-    def error(self, message: str) -> None:  # type: ignore[override]
-        self.exit(2, f"webhook: error: {message}\n")
-
-
 def parse_args(argv: list[str]) -> dict[str, str]:
     """The flags given, as {environment variable: value}."""
-    parser = _Parser(prog="python -m webhook", description=__doc__.splitlines()[0])
+    parser = OneLineErrorParser(prog="python -m webhook", label="webhook", description=__doc__.splitlines()[0])
     for setting in (*APP_SETTINGS, *SERVING_SETTINGS):
         bare = {"nargs": "?", "const": "true"} if setting in BOOLEAN_SETTINGS else {}
         parser.add_argument(

@@ -6,7 +6,8 @@ namespace cache (namespaces.py) is made here but started in the serving process:
 lines and metrics, bookkeeping.py): done at once, until `post_worker_init` starts it in batches.
 
 Per review, the request is read through the request object itself rather than Flask's proxy of it
-(`_current_request`), and the JSON answer is made directly, as werkzeug would make it (`_json`).
+(`_current_request`). The JSON answer, the metrics and the log lines are made the ways the settings'
+`fast_paths` switch chooses (webhook/fast_paths.py): the same answers either way.
 """
 
 from __future__ import annotations
@@ -16,11 +17,11 @@ import time
 from typing import Any
 
 from flask import Flask, Request, Response, request
-from werkzeug.datastructures import Headers
 
 from webhook import codec, metrics
 from webhook.admission import PATCHED, REPLACED, MalformedReview, Verdict, review_pod
-from webhook.bookkeeping import Bookkeeping, log_at
+from webhook.bookkeeping import Bookkeeping
+from webhook.fast_paths import FastPaths
 from webhook.flaskapp import WebhookFlask
 from webhook.namespaces import NamespaceCache
 from webhook.settings import WebhookSettings
@@ -29,59 +30,7 @@ log = logging.getLogger("taintkeeper.webhook")
 
 NAMESPACE_CACHE_EXTENSION = "taintkeeper.namespace_cache"
 BOOKKEEPING_EXTENSION = "taintkeeper.bookkeeping"
-JSON = "application/json"
-
-
-def _json(body: object, status: int = 200) -> Response:
-    """`Response(codec.dumps(body), status=status, content_type=JSON)`."""
-    data = codec.dumps(body)
-    if _MADE_DIRECTLY_AS_WERKZEUG_DOES:
-        return _json_response_made_directly(data, status)
-    return Response(data, status=status, content_type=JSON)
-
-
-_STATUS_LINES = {status: Response(status=status).status for status in (200, 400)}  # the webhook's two
-
-
-def _json_response_made_directly(data: bytes, status: int) -> Response:
-    """`Response(data, status=status, content_type=JSON)`, the same object made directly: werkzeug's
-    constructor checks the content type, looks up the status line and searches the headers on every
-    call, for what is the same every time here (it cost 4x this). Used only while werkzeug makes the
-    very same object (`_MADE_DIRECTLY_AS_WERKZEUG_DOES`, checked on import)."""
-    status_line = _STATUS_LINES.get(status)
-    if status_line is None:
-        return Response(data, status=status, content_type=JSON)
-    headers = Headers()
-    headers._list = [("Content-Type", JSON), ("Content-Length", str(len(data)))]  # Response.__init__'s order
-    response = Response.__new__(Response)
-    response.__dict__.update(
-        headers=headers,
-        _status=status_line,
-        _status_code=status,
-        direct_passthrough=False,
-        _on_close=[],
-        response=[data],
-    )
-    return response
-
-
-def _same_response(made: Response, expected: Response) -> bool:
-    """The same class, attributes and header list (Headers' own == ignores order and case)."""
-    mine, theirs = dict(vars(made)), dict(vars(expected))
-    headers, expected_headers = mine.pop("headers"), theirs.pop("headers")
-    return (
-        type(made) is type(expected)
-        and type(headers) is type(expected_headers)
-        and vars(headers) == vars(expected_headers)
-        and mine == theirs
-    )
-
-
-_MADE_DIRECTLY_AS_WERKZEUG_DOES = all(
-    _same_response(_json_response_made_directly(data, status), Response(data, status=status, content_type=JSON))
-    for status in _STATUS_LINES
-    for data in (b"", b'{"error":"x"}')
-)
+JSON = codec.CONTENT_TYPE
 
 
 class _Children(dict[str, Any]):
@@ -144,7 +93,9 @@ def create_app(settings: WebhookSettings | None = None, namespace_cache: Namespa
     cache = namespace_cache or NamespaceCache.from_settings(settings)
     app = WebhookFlask("taintkeeper-webhook")
     app.extensions[NAMESPACE_CACHE_EXTENSION] = cache
-    bookkeeping = app.extensions[BOOKKEEPING_EXTENSION] = Bookkeeping()
+    fast_paths = FastPaths(settings.fast_paths)
+    bookkeeping = app.extensions[BOOKKEEPING_EXTENSION] = Bookkeeping(fast_paths=fast_paths)
+    json_response, log_at = fast_paths.json_response, bookkeeping.log_at
     not_ready_seconds, unreachable_seconds = settings.not_ready_seconds, settings.unreachable_seconds
     replace_builtin_seconds = settings.replace_builtin_seconds
 
@@ -202,7 +153,7 @@ def create_app(settings: WebhookSettings | None = None, namespace_cache: Namespa
 
     def bad_request(current: Request, message: str) -> Response:
         bookkeeping.submit(refused, time.time(), message, current.remote_addr)
-        return _json({"error": message}, 400)
+        return json_response(codec.dumps({"error": message}), 400)
 
     @app.post("/mutate")
     def mutate() -> Response:
@@ -224,7 +175,7 @@ def create_app(settings: WebhookSettings | None = None, namespace_cache: Namespa
             reason = str(error) if isinstance(error, MalformedReview) else "the body is not valid JSON"
             return bad_request(current, reason)
         bookkeeping.submit(answered, time.time(), time.perf_counter() - started, verdict)
-        return _json(verdict.response)
+        return json_response(codec.dumps(verdict.response), 200)
 
     @app.get("/healthz")
     def healthz() -> Response:

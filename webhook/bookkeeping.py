@@ -10,18 +10,20 @@ thread (a greenlet under the gevent worker) does what has queued every INTERVAL 
   order of the lines of one worker; lines reach the log at most INTERVAL later (and a worker that
   is killed outright loses at most that much; one that stops drains the queue first);
 - metrics are updated in the same pass (counters once per batch, with what the batch added up:
-  `count`; a histogram's buckets and sum likewise: `observe`), and `drain()` runs before every
+  `count`; a histogram's observations at the end of the batch: `observe`), and `drain()` runs before every
   /metrics answer, so a worker's own counts are exact when it is scraped and the others' at most
   INTERVAL behind;
-- the batch's log lines are written to the log in one go (`shared.jsonlog.held_lines`), and each is
-  made without a LogRecord when nothing but that handler would see the record (`log_at`).
+- the batch's log lines are written to the log in one go (`plumbing.log_lines.held_lines`), and each
+  is made without a LogRecord when nothing but that handler would see the record (`log_at`).
+
+How a batch's histogram observations and log records are made is the fast paths' choice
+(webhook/fast_paths.py): the same counts, sums and lines either way.
 
 Not started (tests, the Flask test client, any other WSGI server), everything is done at once.
 """
 
 from __future__ import annotations
 
-import bisect
 import collections
 import logging
 import os
@@ -30,7 +32,8 @@ import time
 from collections.abc import Callable, Mapping
 from typing import Any
 
-from shared.jsonlog import held_lines, hold_line
+from plumbing.log_lines import held_lines, hold_line
+from webhook.fast_paths import FastPaths, RecordMaker, record_made_by_logging
 
 INTERVAL = 0.05  # seconds between two batches
 
@@ -38,10 +41,17 @@ log = logging.getLogger("taintkeeper.webhook.bookkeeping")
 
 
 class Bookkeeping:
-    """Runs each submitted `(function, args)` now, or, once started in this process, in the next batch."""
+    """Runs each submitted `(function, args)` now, or, once started in this process, in the next batch.
 
-    def __init__(self, interval: float = INTERVAL) -> None:
+    Histograms are observed and log records made the ways `fast_paths` chooses (by default, the
+    switch's default: on).
+    """
+
+    def __init__(self, interval: float = INTERVAL, fast_paths: FastPaths | None = None) -> None:
         self.interval = interval
+        paths = FastPaths(switch=True) if fast_paths is None else fast_paths
+        self._observe_all = paths.observe_all
+        self._make_record = paths.make_record
         self._queue: collections.deque[tuple[Callable[..., None], tuple[Any, ...]]] = collections.deque()
         self._started_in: int | None = None  # the pid whose thread drains the queue
         self._wake = threading.Event()
@@ -51,15 +61,27 @@ class Bookkeeping:
         self._observed: dict[Any, list[float]] = {}  # histogram -> its observations, this batch
 
     def observe(self, histogram: Any, value: float) -> None:
-        """`histogram.observe(value)` at the end of this batch: the batch's observations go into each bucket
-        and the sum at once (two updates of the multiprocess files per batch instead of two per review).
-        Only from functions run by `submit`."""
+        """`histogram.observe(value)` at the end of this batch; with the prometheus-histogram-batch fast path,
+        the batch's observations go into each bucket and the sum at once (two updates of the multiprocess
+        files per batch instead of two per review). Only from functions run by `submit`."""
         self._observed.setdefault(histogram, []).append(value)
 
     def count(self, counter: Any, amount: float = 1) -> None:
         """`counter.inc(amount)` at the end of this batch, added up with the batch's other increments.
         Only from functions run by `submit`."""
         self._counts[counter] += amount
+
+    def log_at(
+        self,
+        logger: logging.Logger,
+        created: float,
+        level: int,
+        message: str,
+        *args: object,
+        extra: Mapping[str, object] | None = None,
+    ) -> None:
+        """`log_at`, with records made the way this bookkeeping's fast paths choose."""
+        log_at(logger, created, level, message, *args, extra=extra, make_record=self._make_record)
 
     @property
     def started(self) -> bool:
@@ -108,7 +130,7 @@ class Bookkeeping:
         observed, self._observed = self._observed, {}
         for histogram, values in observed.items():
             try:
-                _observe_all(histogram, values)
+                self._observe_all(histogram, values)
             except Exception:
                 log.exception("bookkeeping of a review failed")
 
@@ -118,42 +140,6 @@ class Bookkeeping:
             time.sleep(self.interval)  # let a batch gather
             self._wake.clear()
             self.drain()
-
-
-def _observe_all(histogram: Any, values: list[float]) -> None:
-    """`histogram.observe(value)` for each value, with each bucket and the sum updated once.
-
-    prometheus_client's Histogram keeps its buckets' upper bounds, the buckets' and the sum's values
-    (`_upper_bounds`, `_buckets`, `_sum`); a histogram without them is given each value in turn.
-    """
-    bounds, buckets, total = (getattr(histogram, name, None) for name in ("_upper_bounds", "_buckets", "_sum"))
-    if bounds is None or buckets is None or total is None:
-        for value in values:
-            histogram.observe(value)
-        return
-    histogram._raise_if_not_observable()
-    per_bucket: collections.Counter[int] = collections.Counter()
-    for value in values:
-        if value == value:  # NaN is in no bucket (it is not <= any bound), as observe() has it
-            per_bucket[bisect.bisect_left(bounds, value)] += 1  # the first bucket whose bound is >= value
-    total.inc(sum(values))
-    for index, amount in sorted(per_bucket.items()):
-        if index < len(buckets):
-            buckets[index].inc(amount)
-
-
-_TEMPLATES: dict[tuple[int, int], tuple[dict[str, Any], float]] = {}  # (pid, thread) -> (record, ms base)
-
-
-def _record_template() -> tuple[dict[str, Any], float]:
-    """The attributes of a LogRecord made in this process and thread (in the constructor's order), and
-    the milliseconds to add to a time.time() * 1000 to get its relativeCreated."""
-    key = (os.getpid(), threading.get_ident())
-    known = _TEMPLATES.get(key)
-    if known is None:
-        made = logging.LogRecord("", logging.INFO, "(unknown file)", 0, "", (), None)
-        known = _TEMPLATES[key] = (vars(made).copy(), made.relativeCreated - made.created * 1000)
-    return known
 
 
 _RESERVED_NAMES = frozenset(vars(logging.LogRecord("", logging.INFO, "(unknown file)", 0, "", (), None))) | {
@@ -170,71 +156,29 @@ def log_at(
     message: str,
     *args: object,
     extra: Mapping[str, object] | None = None,
+    make_record: RecordMaker = record_made_by_logging,
 ) -> None:
     """`logger.log(level, message, *args, extra=extra)` as if called at `created` (a time.time()).
 
     While the root's LineHandler holds a batch and nothing else would see the record, no record is
-    made: its line is held directly (`shared.jsonlog.hold_line`), the very line the record would give;
-    that halved a line's cost. Otherwise the record is `logger.makeRecord`'s without its constructor:
-    what only depends on the process and the thread (pid, thread and process names, the unknown
-    caller: logging does not look it up here, see shared/jsonlog.py) is copied from a record made once
-    per thread. That was a quarter of a line's cost; a custom LogRecord factory gets its own records.
+    made: its line is held directly (`plumbing.log_lines.hold_line`), the very line the record would
+    give; that halved a line's cost. Otherwise the record is `make_record`'s (webhook/fast_paths.py),
+    for the unknown caller (logging does not look it up: the line is logged later than it happened);
+    a custom LogRecord factory gets its own records, from `logger.makeRecord`.
     """
     if not logger.isEnabledFor(level):
         return
-    if logging.getLogRecordFactory() is not logging.LogRecord:
-        _log_made_record(logger, created, level, message, args, extra)
-        return
     extra = extra or _NO_EXTRA
-    _refuse_reserved_names(extra)
     msecs = int((created - int(created)) * 1000) + 0.0  # as LogRecord has it
+    if logging.getLogRecordFactory() is not logging.LogRecord:
+        logger.handle(record_made_by_logging(logger, created, msecs, level, message, args, extra))
+        return
+    _refuse_reserved_names(extra)
     if not hold_line(logger, level, created, msecs, message, args, extra):
-        logger.handle(_record(logger, created, msecs, level, message, args, extra))
+        logger.handle(make_record(logger, created, msecs, level, message, args, extra))
 
 
 def _refuse_reserved_names(extra: Mapping[str, object]) -> None:
     for key in extra:  # as Logger.makeRecord
         if key in _RESERVED_NAMES:
             raise KeyError(f"Attempt to overwrite {key!r} in LogRecord")
-
-
-def _log_made_record(
-    logger: logging.Logger,
-    created: float,
-    level: int,
-    message: str,
-    args: tuple[object, ...],
-    extra: Mapping[str, object] | None,
-) -> None:
-    """log_at through `logger.makeRecord` (a custom LogRecord factory), the record then moved to `created`."""
-    record = logger.makeRecord(logger.name, level, "(unknown file)", 0, message, args, None, extra=extra)
-    record.relativeCreated -= (record.created - created) * 1000
-    record.created = created
-    record.msecs = int((created - int(created)) * 1000) + 0.0
-    logger.handle(record)
-
-
-def _record(
-    logger: logging.Logger,
-    created: float,
-    msecs: float,
-    level: int,
-    message: str,
-    args: tuple[object, ...],
-    extra: Mapping[str, object],
-) -> logging.LogRecord:
-    """The record `logger.makeRecord` would make (`extra` already checked), from this thread's template."""
-    template, relative_base = _record_template()
-    record = logging.LogRecord.__new__(logging.LogRecord)
-    attributes = record.__dict__
-    attributes.update(template)  # then the record's own values, each in its place
-    attributes["name"] = logger.name
-    attributes["msg"] = message
-    attributes["args"] = args
-    attributes["levelname"] = logging.getLevelName(level)
-    attributes["levelno"] = level
-    attributes["created"] = created
-    attributes["msecs"] = msecs
-    attributes["relativeCreated"] = relative_base + created * 1000
-    attributes.update(extra)  # as Logger.makeRecord, after the record's own attributes
-    return record

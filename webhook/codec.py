@@ -13,6 +13,8 @@ import json
 
 import orjson
 
+CONTENT_TYPE = "application/json"  # of what `dumps` makes
+
 
 def loads(body: bytes) -> object:
     """The JSON value of `body`; raises ValueError (json.JSONDecodeError) or RecursionError as `json.loads` does."""

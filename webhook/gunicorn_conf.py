@@ -24,7 +24,7 @@ import shutil
 import ssl
 import tempfile
 
-from shared.jsonlog import configure_logging
+from plumbing.log_lines import configure_logging
 from webhook.settings import ServingSettings, WebhookSettings, patch_for_gevent
 
 _serving = ServingSettings.from_env()
@@ -68,6 +68,13 @@ def ssl_context(config, default_ssl_context_factory):
 
 def on_starting(server) -> None:
     configure_logging(_app_settings.log_format, _app_settings.log_level)
+    # Said once, by the master; the workers it forks inherit its checks' answers and logging's setup.
+    from webhook.fast_paths import FastPaths
+
+    fast_paths = FastPaths(_app_settings.fast_paths)
+    fast_paths.skip_caller_lookup()
+    for line in fast_paths.off_lines():
+        logging.getLogger("taintkeeper.webhook.fast_paths").warning(line)
     # Files left by an earlier run would be merged into this run's counters.
     directory = os.environ["PROMETHEUS_MULTIPROC_DIR"]
     shutil.rmtree(directory, ignore_errors=True)

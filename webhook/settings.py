@@ -116,6 +116,13 @@ BUILTIN_DEFAULT_SECONDS = Setting(
     "tolerationSeconds the built-in plugin adds (kube-apiserver's --default-*-toleration-seconds); "
     "used by --replace-builtin-defaults",
 )
+FAST_PATHS = Setting(
+    "--fast-paths",
+    "TAINTKEEPER_FAST_PATHS",
+    "true",
+    "true or false: take the fast paths that rely on gunicorn's, werkzeug's, prometheus_client's and logging's "
+    "internals (webhook/fast_paths.py); each one whose internal has changed is off anyway, said at start",
+)
 
 APP_SETTINGS = (
     NOT_READY_SECONDS,
@@ -127,9 +134,10 @@ APP_SETTINGS = (
     NAMESPACE_CACHE,
     REPLACE_BUILTIN_DEFAULTS,
     BUILTIN_DEFAULT_SECONDS,
+    FAST_PATHS,
 )
 # Booleans may be given bare (`--replace-builtin-defaults` means true), as kube-apiserver's flags can.
-BOOLEAN_SETTINGS = (NAMESPACE_CACHE, REPLACE_BUILTIN_DEFAULTS)
+BOOLEAN_SETTINGS = (NAMESPACE_CACHE, REPLACE_BUILTIN_DEFAULTS, FAST_PATHS)
 SERVING_SETTINGS = (
     BIND,
     CERT_FILE,
@@ -196,6 +204,7 @@ class WebhookSettings:
     namespace_cache: bool = False
     replace_builtin_defaults: bool = False
     builtin_default_seconds: int = BUILTIN_DEFAULT_TOLERATION_SECONDS
+    fast_paths: bool = True  # webhook/fast_paths.py; the same answers either way
 
     @property
     def cluster_seconds(self) -> DefaultSeconds:
@@ -219,6 +228,7 @@ class WebhookSettings:
             namespace_cache=parse_bool(NAMESPACE_CACHE, lookup(NAMESPACE_CACHE, env)),
             replace_builtin_defaults=parse_bool(REPLACE_BUILTIN_DEFAULTS, lookup(REPLACE_BUILTIN_DEFAULTS, env)),
             builtin_default_seconds=parse_int(BUILTIN_DEFAULT_SECONDS, lookup(BUILTIN_DEFAULT_SECONDS, env), 0),
+            fast_paths=parse_bool(FAST_PATHS, lookup(FAST_PATHS, env)),
         )
 
 

@@ -22,7 +22,8 @@ without a restart. Only HTTP/1.1 is spoken (gunicorn's default; the apiserver ne
 
 What gunicorn redoes for every request but depends only on the worker's settings (the settings
 themselves, a peer's trust, the constant part of the WSGI environ) or on the second (the Date
-header) is made once here (bench/REPORT.md, "A cheaper serving stack").
+header) is made once by the fast paths that rely on gunicorn's internals (webhook/fast_paths.py,
+behind `--fast-paths`).
 """
 
 from __future__ import annotations
@@ -45,12 +46,10 @@ from gevent.server import StreamServer
 from gevent.socket import wait_read
 from gunicorn import http, util
 from gunicorn import sock as gunicorn_sock
-from gunicorn.http import wsgi
-from gunicorn.http.message import Request
-from gunicorn.http.parser import RequestParser
 from gunicorn.workers.ggevent import GeventWorker
 
-from webhook.settings import ServingSettings
+from webhook.fast_paths import FastPaths, forget_environ
+from webhook.settings import ServingSettings, WebhookSettings
 
 STOP_LINGER = 2.0  # seconds an idle connection stays open once the worker stops (a request may be on its way)
 COALESCE_BYTES = 64 * 1024  # a response is sent in one go up to this size, in pieces of it beyond
@@ -90,92 +89,14 @@ class _Coalesced:
         return getattr(self._sock, name)
 
 
-class _SettledConfig:
-    """The worker's gunicorn settings, each looked up once. gunicorn's `Config` resolves every `cfg.name`
-    through `__getattr__` and the setting's `get()`, about 20 times per request; a worker's settings do
-    not change (a reload starts new workers). It also keeps what follows from the settings alone: which
-    peers may set forwarding headers, and the constant part of every WSGI environ."""
-
-    def __init__(self, cfg: Any) -> None:
-        self.__dict__["_cfg"] = cfg
-        self.__dict__["trusted_peers"] = {}  # peer IP -> whether forwarded_allow_ips trusts it
-        self.__dict__["environ_base"] = {}  # wsgi.base_environ's answer; empty until first made
-
-    def __getattr__(self, name: str) -> Any:
-        value = self.__dict__[name] = getattr(self._cfg, name)
-        return value
-
-
-TRUSTED_PEERS_KEPT = 1024
-
-
-class _Request(Request):
-    """gunicorn's request, with whether the peer may set forwarding headers decided once per peer IP
-    (gunicorn parses the peer's IP and tests it against `forwarded_allow_ips` on every request)."""
-
-    def _peer_is_trusted_proxy(self) -> bool:
-        peer = self.peer_addr
-        known = self.cfg.trusted_peers if isinstance(self.cfg, _SettledConfig) else None
-        if known is None or not isinstance(peer, tuple):
-            return bool(super()._peer_is_trusted_proxy())
-        trusted = known.get(peer[0])
-        if trusted is None:
-            if len(known) >= TRUSTED_PEERS_KEPT:
-                known.clear()
-            trusted = known[peer[0]] = bool(super()._peer_is_trusted_proxy())
-        return trusted
-
-
-class _RequestParser(RequestParser):
-    mesg_class = _Request
-
-
-def _parser(cfg: Any, client: socket.socket, addr: Any) -> Any:
-    """`http.get_parser` for an HTTP/1 connection, with `_Request`; any other protocol is gunicorn's."""
-    if getattr(cfg, "protocol", "http") == "http":
-        return _RequestParser(cfg, client, addr)
-    return http.get_parser(cfg, client, addr)
-
-
-_DATE: tuple[int, str] = (-1, "")  # (whole second, its HTTP date): one tuple, so readers see a consistent pair
-
-
-def _http_date(timestamp: float | None = None) -> str:
-    """gunicorn's `util.http_date`, formatted once per second (`email.utils.formatdate` on every response)."""
-    global _DATE
-    if timestamp is not None:
-        return _gunicorn_http_date(timestamp)
-    second = int(time.time())
-    cached, text = _DATE
-    if second != cached:
-        text = _gunicorn_http_date(second)
-        _DATE = (second, text)
-    return text
-
-
-_gunicorn_http_date = util.http_date
-_gunicorn_base_environ = wsgi.base_environ
-
-
-def _base_environ(cfg: Any) -> dict[str, Any]:
-    """gunicorn's `wsgi.base_environ`, made once per worker and copied (it looked up gunicorn's error logger
-    and walked its handlers for every request). Remade after the worker reopens its log files."""
-    if not isinstance(cfg, _SettledConfig):
-        return _gunicorn_base_environ(cfg)
-    if not cfg.environ_base:
-        cfg.environ_base.update(_gunicorn_base_environ(cfg))
-    return dict(cfg.environ_base)
-
-
 class WebhookWorker(GeventWorker):
     """gunicorn's gevent worker with TLS handshakes, requests and idle connections under deadlines."""
 
     def __init__(self, *args: Any, **kwargs: Any) -> None:
         super().__init__(*args, **kwargs)
-        self.cfg = _SettledConfig(self.cfg)  # type: ignore[has-type]  # gunicorn is untyped
-        # gunicorn reads both through their modules on every request: these are this worker's.
-        util.http_date = _http_date
-        wsgi.base_environ = _base_environ
+        self.fast_paths = FastPaths(WebhookSettings.from_env().fast_paths)
+        self.cfg = self.fast_paths.settled(self.cfg)  # type: ignore[has-type]  # gunicorn is untyped
+        self.fast_paths.install_in_gunicorn()
         serving = ServingSettings.from_env()
         self.request_timeout = float(serving.request_timeout)
         self.keepalive_timeout = float(serving.keepalive_timeout)
@@ -195,7 +116,7 @@ class WebhookWorker(GeventWorker):
 
     def _reopen_log_files(self) -> None:
         self.log.reopen_files()
-        self.cfg.environ_base.clear()
+        forget_environ(self.cfg)
 
     def run(self) -> None:
         """GeventWorker.run, but TLS is left to `handle`, where its handshake has a deadline."""
@@ -233,7 +154,7 @@ class WebhookWorker(GeventWorker):
                 tls_client: ssl.SSLSocket = gunicorn_sock.ssl_wrap_socket(client, self.cfg)  # a fresh context:
                 client = tls_client  # renewed certificates are served at once; the wrapped socket is what to close
                 tls_client.do_handshake()
-            parser = _parser(self.cfg, client, addr)
+            parser = self.fast_paths.request_parser(self.cfg, client, addr)
             listener_name = listener.getsockname()
             while True:
                 req = next(parser)

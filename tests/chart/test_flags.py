@@ -75,6 +75,7 @@ EVERY_FLAG: dict[str, dict[str, Any]] = {
         "keepalive-timeout": 90,
         "max-connections": 250,
         "max-request-bytes": 7340033,
+        "fast-paths": False,
     },
 }
 
@@ -119,6 +120,7 @@ def test_every_flag_set_at_once_reaches_the_programs(every_flag_set: list[dict[s
     assert (settings.not_ready_seconds, settings.unreachable_seconds) == (0, 45)
     assert settings.max_request_bytes == 7340033
     assert (serving.worker_class, serving.threads) == ("gthread", 4)
+    assert settings.fast_paths is False
 
 
 def test_whole_numbers_are_passed_as_integers_and_booleans_as_true_or_false(every_flag_set: list[dict[str, Any]]):

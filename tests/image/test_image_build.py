@@ -130,7 +130,17 @@ def test_contents(rootfs: Path) -> None:
     assert (rootfs / "usr/bin/python3.11").is_file()
     assert os.readlink(rootfs / "opt/taintkeeper/bin/python3.11") == "/usr/bin/python3.11"
     assert "home = /usr/bin\n" in (rootfs / "opt/taintkeeper/pyvenv.cfg").read_text()
-    for package in ("webhook", "controller", "certs", "shared", "kubernetes", "flask", "gunicorn", "gevent"):
+    for package in (
+        "webhook",
+        "controller",
+        "certs",
+        "shared",
+        "plumbing",
+        "kubernetes",
+        "flask",
+        "gunicorn",
+        "gevent",
+    ):
         assert (site / package / "__init__.py").is_file(), package
     for absent in ("pip", "setuptools", "_distutils_hack"):
         assert not (site / absent).exists() and not list(site.glob(f"{absent}-*.dist-info")), absent

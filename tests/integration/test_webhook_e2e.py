@@ -1,5 +1,8 @@
 """End to end: certs -> gunicorn over TLS -> registered in a real kube-apiserver -> pods created
-through the API carry the default tolerations (the upstream DefaultTolerationSeconds cases)."""
+through the API carry the default tolerations (the upstream DefaultTolerationSeconds cases).
+
+Every test of the webhook runs twice: with its fast paths on (`--fast-paths`, the default) and off
+(webhook/fast_paths.py); the apiserver must see the same answers."""
 
 from __future__ import annotations
 
@@ -32,8 +35,10 @@ def pod(name: str, tolerations: list[dict] | None) -> dict:
     return {"metadata": {"name": name}, "spec": spec}
 
 
-@pytest.fixture(scope="module")
-def webhook(local_cluster: LocalCluster, tmp_path_factory: pytest.TempPathFactory) -> Iterator[WebhookServer]:
+@pytest.fixture(scope="module", params=["true", "false"], ids=["fast paths on", "fast paths off"])
+def webhook(
+    local_cluster: LocalCluster, tmp_path_factory: pytest.TempPathFactory, request: pytest.FixtureRequest
+) -> Iterator[WebhookServer]:
     directory = tmp_path_factory.mktemp("webhook")
     ca_bundle = make_certs(directory / "certs")
     server = WebhookServer(
@@ -44,6 +49,8 @@ def webhook(local_cluster: LocalCluster, tmp_path_factory: pytest.TempPathFactor
             str(NOT_READY_SECONDS),
             "--default-unreachable-toleration-seconds",
             str(UNREACHABLE_SECONDS),
+            "--fast-paths",
+            request.param,
         ),
     )
     admission = client.AdmissionregistrationV1Api(local_cluster.api_client)
@@ -146,6 +153,15 @@ def test_an_update_that_drops_the_defaults_gets_them_back(
     core.create_namespaced_pod(namespace, body=client.V1Pod.model_validate(pod("u", None)))
     patched = raw(core.patch_namespaced_pod, "u", namespace, body={"metadata": {"labels": {"touched": "yes"}}})
     assert patched["spec"]["tolerations"] == [default(NR, NOT_READY_SECONDS), default(UR, UNREACHABLE_SECONDS)]
+
+
+def test_no_fast_path_is_off_but_by_the_switch(local_cluster: LocalCluster, webhook: WebhookServer, namespace: str):
+    """With the switch on, every fast path's internal is as it expects (the versions pyproject allows), so
+    the start says none is off; with it off, nothing is checked or said."""
+    wait_until_webhook_is_called(local_cluster, namespace)
+    log = webhook.log_text()
+    assert "fast path" not in log, log[-3000:]
+    assert "Traceback" not in log, log[-3000:]
 
 
 def test_a_stopped_webhook_with_failure_policy_fail_blocks_pod_creation(

@@ -132,6 +132,7 @@ PAIRS = [
         {"ours-gthread", "static-gthread"},
         [("ours-gthread", "static-gthread")],
     ),
+    ("ours with the fast paths off gives ours/ours-plain", {"ours", "ours-plain"}, [("ours", "ours-plain")]),
 ]
 
 

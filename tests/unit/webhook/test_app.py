@@ -1,4 +1,5 @@
-"""webhook.app over HTTP (Flask's test client): status codes, errors, metrics, logs."""
+"""webhook.app over HTTP (Flask's test client): status codes, errors, metrics, logs; with the fast paths
+(webhook/fast_paths.py) on and off, the same."""
 
 import base64
 import json
@@ -12,8 +13,8 @@ from werkzeug.test import EnvironBuilder
 
 from shared.defaults import DefaultSeconds
 from shared.jsonlog import JsonFormatter
-from webhook import app as app_module
 from webhook import codec
+from webhook import fast_paths as fast_paths_module
 from webhook.app import create_app, namespace_cache_of
 from webhook.namespaces import NamespaceCache, namespace_view
 from webhook.settings import WebhookSettings
@@ -41,8 +42,8 @@ CAP = 300_000
 
 
 @pytest.fixture
-def client():
-    return create_app(WebhookSettings(max_request_bytes=CAP)).test_client()
+def client(fast_paths):
+    return create_app(WebhookSettings(max_request_bytes=CAP, fast_paths=fast_paths)).test_client()
 
 
 def test_a_pod_review_is_answered_with_a_patch(client):
@@ -163,9 +164,11 @@ class SyncedCache(NamespaceCache):
         return None if view is None else view.defaults
 
 
-def app_with(cache):
+def app_with(cache, fast_paths=True):
     return create_app(
-        WebhookSettings(not_ready_seconds=CLUSTER.not_ready, unreachable_seconds=CLUSTER.unreachable),
+        WebhookSettings(
+            not_ready_seconds=CLUSTER.not_ready, unreachable_seconds=CLUSTER.unreachable, fast_paths=fast_paths
+        ),
         namespace_cache=cache,
     ).test_client()
 
@@ -205,16 +208,16 @@ NAMESPACE_CASES = [
 @pytest.mark.parametrize(
     ("metadata", "added", "warnings"), [c[1:] for c in NAMESPACE_CASES], ids=[c[0] for c in NAMESPACE_CASES]
 )
-def test_namespace_defaults_over_http(metadata, added, warnings):
-    client = app_with(SyncedCache({} if metadata is None else {"team-a": metadata}))
+def test_namespace_defaults_over_http(metadata, added, warnings, fast_paths):
+    client = app_with(SyncedCache({} if metadata is None else {"team-a": metadata}), fast_paths)
     body = client.post("/mutate", json=pod_review()).get_json()
     assert added_tolerations(body) == added
     assert len(body["response"].get("warnings", [])) == warnings
 
 
-def test_an_invalid_annotation_is_a_response_warning_and_a_warning_log_line(caplog):
+def test_an_invalid_annotation_is_a_response_warning_and_a_warning_log_line(caplog, fast_paths):
     caplog.set_level(logging.INFO, logger="taintkeeper.webhook")
-    client = app_with(SyncedCache({"team-a": {"annotations": {UR_ANNOTATION: "-5"}}}))
+    client = app_with(SyncedCache({"team-a": {"annotations": {UR_ANNOTATION: "-5"}}}), fast_paths)
     body = client.post("/mutate", json=pod_review(uid="uid-7")).get_json()
     (warning,) = body["response"]["warnings"]
     assert UR_ANNOTATION in warning and "'-5'" in warning and "302" in warning
@@ -224,17 +227,17 @@ def test_an_invalid_annotation_is_a_response_warning_and_a_warning_log_line(capl
     assert UR_ANNOTATION in entry["message"]
 
 
-def test_a_skipped_namespace_counts_as_skipped():
-    client = app_with(SyncedCache({"team-a": {"labels": {"taintkeeper.io/skip": "true"}}}))
+def test_a_skipped_namespace_counts_as_skipped(fast_paths):
+    client = app_with(SyncedCache({"team-a": {"labels": {"taintkeeper.io/skip": "true"}}}), fast_paths)
     before = metric_value(client, "taintkeeper_webhook_admission_reviews_total", '{outcome="skipped"}')
     client.post("/mutate", json=pod_review())
     assert metric_value(client, "taintkeeper_webhook_admission_reviews_total", '{outcome="skipped"}') == before + 1
 
 
-def test_a_pod_labelled_skip_true_gets_no_patch():
+def test_a_pod_labelled_skip_true_gets_no_patch(fast_paths):
     review = pod_review()
     review["request"]["object"]["metadata"]["labels"] = {"taintkeeper.io/skip": "true"}
-    body = app_with(SyncedCache({})).post("/mutate", json=review).get_json()
+    body = app_with(SyncedCache({}), fast_paths).post("/mutate", json=review).get_json()
     assert body["response"] == {"uid": "uid-1", "allowed": True}
 
 
@@ -292,10 +295,12 @@ ANSWERS = [
 
 
 @pytest.mark.parametrize(("body", "status"), [c[1:] for c in ANSWERS], ids=[c[0] for c in ANSWERS])
-def test_a_json_answer_is_the_response_werkzeug_makes(body, status):
-    made = app_module._json(body, status)
+def test_a_json_answer_is_the_response_werkzeug_makes(body, status, fast_paths):
+    make = fast_paths_module.FastPaths(fast_paths).json_response
+    made = make(codec.dumps(body), status)
     expected = Response(codec.dumps(body), status=status, content_type="application/json")
-    assert app_module._MADE_DIRECTLY_AS_WERKZEUG_DOES  # so the direct way is the one tested here
+    # so the direct way is the one tested with the switch on
+    assert (make is fast_paths_module._json_response_made_directly) is fast_paths
     assert type(made) is type(expected)
     assert list(made.headers.items()) == list(expected.headers.items())  # in order
     assert {k: v for k, v in vars(made).items() if k != "headers"} == {
@@ -306,11 +311,34 @@ def test_a_json_answer_is_the_response_werkzeug_makes(body, status):
     assert made.get_data() == expected.get_data()
 
 
-def test_a_json_answer_is_not_shared_between_requests():
-    first, second = app_module._json({"a": 1}), app_module._json({"a": 1})
+def test_a_json_answer_is_not_shared_between_requests(fast_paths):
+    make = fast_paths_module.FastPaths(fast_paths).json_response
+    first, second = make(b'{"a":1}', 200), make(b'{"a":1}', 200)
     first.headers["X-Changed"] = "1"
     first.call_on_close(lambda: None)
     assert "X-Changed" not in second.headers and second._on_close == []
+
+
+REQUESTS = [
+    ("a pod to patch", {"json": pod_review()}),
+    ("a pod left alone", {"json": pod_review(tolerations=[{"operator": "Exists"}])}),
+    ("not JSON", {"data": "{not json", "content_type": "application/json"}),
+    ("a wrong content type", {"data": "{}", "content_type": "text/plain"}),
+    ("a body over the size cap", {"data": "x" * (CAP + 1), "content_type": "application/json"}),
+]
+
+
+def test_every_answer_is_the_same_with_the_fast_paths_on_and_off():
+    """Status, headers in order, and body: byte for byte."""
+    clients = {
+        switch: create_app(WebhookSettings(max_request_bytes=CAP, fast_paths=switch)).test_client()
+        for switch in (True, False)
+    }
+    for name, kwargs in REQUESTS:
+        on, off = (clients[switch].post("/mutate", **kwargs) for switch in (True, False))
+        assert (on.status, on.headers.to_wsgi_list(), on.data) == (off.status, off.headers.to_wsgi_list(), off.data), (
+            name
+        )
 
 
 ACCEPTED_BODIES = [

@@ -1,4 +1,5 @@
-"""webhook.bookkeeping: a review's log lines and metrics, batched off the request path once started."""
+"""webhook.bookkeeping: a review's log lines and metrics, batched off the request path once started; with the
+fast paths (webhook/fast_paths.py) on and off, the same lines and values."""
 
 from __future__ import annotations
 
@@ -14,10 +15,11 @@ from collections.abc import Iterator
 import pytest
 
 from hack.wait import wait_for as _wait_for
-from shared.jsonlog import JsonFormatter, LineHandler, PlainFormatter, held_lines
-from webhook import bookkeeping as bookkeeping_module
+from plumbing.log_lines import LineHandler, held_lines
+from shared.jsonlog import JsonFormatter, PlainFormatter
 from webhook.app import bookkeeping_of, create_app
-from webhook.bookkeeping import Bookkeeping, log_at
+from webhook.bookkeeping import Bookkeeping
+from webhook.fast_paths import FastPaths
 from webhook.settings import WebhookSettings
 
 from .test_app import metric_value, pod_review
@@ -61,9 +63,10 @@ def test_a_failing_item_is_logged_and_the_rest_still_done(caplog):
     assert any("bookkeeping of a review failed" in r.getMessage() and r.exc_info for r in caplog.records)
 
 
-def test_a_line_logged_later_keeps_the_time_level_and_fields_of_its_review(caplog):
+def test_a_line_logged_later_keeps_the_time_level_and_fields_of_its_review(caplog, fast_paths):
     caplog.set_level(logging.INFO, logger="taintkeeper.webhook")
     logger = logging.getLogger("taintkeeper.webhook")
+    log_at = Bookkeeping(fast_paths=FastPaths(fast_paths)).log_at
     created = time.time() - 0.25
     log_at(
         logger,
@@ -86,9 +89,9 @@ def test_a_line_logged_later_keeps_the_time_level_and_fields_of_its_review(caplo
     )
 
 
-def test_a_started_app_logs_after_the_answer_and_its_metrics_are_exact_when_scraped(caplog):
+def test_a_started_app_logs_after_the_answer_and_its_metrics_are_exact_when_scraped(caplog, fast_paths):
     caplog.set_level(logging.INFO, logger="taintkeeper.webhook")
-    app = create_app(WebhookSettings())
+    app = create_app(WebhookSettings(fast_paths=fast_paths))
     bookkeeping = bookkeeping_of(app)
     bookkeeping.interval = 3600  # nothing is drained by the thread in this test
     bookkeeping.start()
@@ -110,7 +113,8 @@ def test_a_started_app_logs_after_the_answer_and_its_metrics_are_exact_when_scra
     assert (record.namespace, record.pod, record.levelno) == ("team-a", "web-0", logging.INFO)
 
 
-def test_a_record_made_by_log_at_is_the_one_logging_makes():
+def test_a_record_made_by_log_at_is_the_one_logging_makes(fast_paths):
+    log_at = Bookkeeping(fast_paths=FastPaths(fast_paths)).log_at
     logger = logging.getLogger("taintkeeper.webhook.test-record")
     records: list[logging.LogRecord] = []
     handler = logging.Handler()
@@ -146,7 +150,7 @@ def test_a_record_made_by_log_at_is_the_one_logging_makes():
     assert record.getMessage() == "refused x"
 
 
-def test_a_batch_of_observations_fills_a_histogram_as_observing_each_does():
+def test_a_batch_of_observations_fills_a_histogram_as_observing_each_does(fast_paths):
     from prometheus_client import CollectorRegistry, Histogram
 
     values = [0.0001, 0.0005, 0.0007, 0.003, 0.003, 0.2, 5.0, 0.0, 1.0]
@@ -155,7 +159,7 @@ def test_a_batch_of_observations_fills_a_histogram_as_observing_each_does():
         histogram = Histogram(
             "t_seconds", "t", buckets=(0.0005, 0.001, 0.0025, 0.005, 0.25, 1.0), registry=CollectorRegistry()
         )
-        bookkeeping = Bookkeeping(interval=3600)
+        bookkeeping = Bookkeeping(interval=3600, fast_paths=FastPaths(fast_paths))
         bookkeeping.start()
         for value in values:
             if batched:
@@ -177,7 +181,6 @@ def test_a_batch_of_observations_fills_a_histogram_as_observing_each_does():
 # -- a held line made without its record ---------------------------------------------------------------------
 
 FORMATS = {"plain": PlainFormatter, "json": JsonFormatter}
-record_of = bookkeeping_module._record
 NOW = 1_750_000_000.0
 FACTS = {"uid": "u-1", "operation": "CREATE", "namespace": "team-a", "pod": "web-0"}
 LOG_AT_CASES = [
@@ -226,23 +229,28 @@ def logged(stream: io.StringIO, held: bool, action) -> str:
 @pytest.mark.parametrize(
     ("level", "created", "message", "args", "extra"), [c[1:] for c in LOG_AT_CASES], ids=[c[0] for c in LOG_AT_CASES]
 )
-def test_log_at_writes_the_line_its_record_gives(log_format, held, level, created, message, args, extra, monkeypatch):
+def test_log_at_writes_the_line_its_record_gives(
+    log_format, held, level, created, message, args, extra, fast_paths, monkeypatch
+):
+    bookkeeping = Bookkeeping(fast_paths=FastPaths(fast_paths))
+    make_record = bookkeeping._make_record
     made: list[logging.LogRecord] = []
-    monkeypatch.setattr(bookkeeping_module, "_record", lambda *a: made.append(record_of(*a)) or made[-1])
+    monkeypatch.setattr(bookkeeping, "_make_record", lambda *a: made.append(make_record(*a)) or made[-1])
     logger = logging.getLogger("taintkeeper.webhook.test-direct")
     with root_writing_to(log_format) as stream:
-        direct = logged(stream, held, lambda: log_at(logger, created, level, message, *args, extra=extra))
+        direct = logged(stream, held, lambda: bookkeeping.log_at(logger, created, level, message, *args, extra=extra))
         assert len(made) == (0 if held else 1)  # held: no record made
         logger.addFilter(lambda record: True)  # lets every record through, and makes log_at make them
         try:
-            full = logged(stream, held, lambda: log_at(logger, created, level, message, *args, extra=extra))
+            full = logged(stream, held, lambda: bookkeeping.log_at(logger, created, level, message, *args, extra=extra))
         finally:
             logger.filters.clear()
     assert direct == full
     assert direct.endswith("\n")  # a line was written
 
 
-def test_log_at_writes_nothing_below_the_levels_or_while_logging_is_disabled():
+def test_log_at_writes_nothing_below_the_levels_or_while_logging_is_disabled(fast_paths):
+    log_at = Bookkeeping(fast_paths=FastPaths(fast_paths)).log_at
     logger = logging.getLogger("taintkeeper.webhook.test-levels")
     with root_writing_to("json") as stream:
         handler = logging.getLogger().handlers[0]
@@ -262,7 +270,8 @@ def test_log_at_writes_nothing_below_the_levels_or_while_logging_is_disabled():
             logger.setLevel(logging.NOTSET)
 
 
-def test_log_at_makes_records_with_a_custom_record_factory_even_while_lines_are_held():
+def test_log_at_makes_records_with_a_custom_record_factory_even_while_lines_are_held(fast_paths):
+    log_at = Bookkeeping(fast_paths=FastPaths(fast_paths)).log_at
     made = []
     factory = logging.getLogRecordFactory()
 
@@ -281,7 +290,8 @@ def test_log_at_makes_records_with_a_custom_record_factory_even_while_lines_are_
     assert len(made) == 1 and text.endswith(": m x uid=u\n")
 
 
-def test_log_at_refuses_an_extra_that_would_overwrite_a_record_attribute_on_either_path():
+def test_log_at_refuses_an_extra_that_would_overwrite_a_record_attribute_on_either_path(fast_paths):
+    log_at = Bookkeeping(fast_paths=FastPaths(fast_paths)).log_at
     logger = logging.getLogger("taintkeeper.webhook.test-reserved")
     with root_writing_to("json") as stream:
         for held in (True, False):

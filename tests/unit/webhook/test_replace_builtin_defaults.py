@@ -321,9 +321,9 @@ def replacing_client(**settings):
     ).test_client()
 
 
-def test_replaced_reviews_are_counted_under_their_own_outcome_and_logged(caplog):
+def test_replaced_reviews_are_counted_under_their_own_outcome_and_logged(caplog, fast_paths):
     caplog.set_level(logging.INFO, logger="taintkeeper.webhook")
-    client = replacing_client()
+    client = replacing_client(fast_paths=fast_paths)
     reviews = ("taintkeeper_webhook_admission_reviews_total", '{outcome="replaced"}')
     replaced_nr = ("taintkeeper_webhook_tolerations_replaced_total", f'{{key="{NR}"}}')
     before, before_nr = metric_value(client, *reviews), metric_value(client, *replaced_nr)

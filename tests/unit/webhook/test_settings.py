@@ -76,6 +76,14 @@ def test_boolean_flags_may_be_given_bare(argv, value):
     assert webhook_args(argv) == {"TAINTKEEPER_REPLACE_BUILTIN_DEFAULTS": value}
 
 
+def test_the_fast_paths_are_on_by_default_and_switched_by_flag_or_environment():
+    assert WebhookSettings().fast_paths is True
+    assert WebhookSettings.from_env({}).fast_paths is True
+    assert WebhookSettings.from_env({"TAINTKEEPER_FAST_PATHS": " False "}).fast_paths is False
+    assert webhook_args(["--fast-paths=false"]) == {"TAINTKEEPER_FAST_PATHS": "false"}
+    assert webhook_args(["--fast-paths"]) == {"TAINTKEEPER_FAST_PATHS": "true"}
+
+
 def test_the_builtin_seconds_flag_sets_its_environment_variable():
     assert webhook_args(["--builtin-default-seconds", "120"]) == {"TAINTKEEPER_BUILTIN_DEFAULT_SECONDS": "120"}
 
@@ -188,6 +196,11 @@ BAD_ENV = [
         "a replace-builtin-defaults that is neither true nor false",
         {"TAINTKEEPER_REPLACE_BUILTIN_DEFAULTS": "1"},
         "--replace-builtin-defaults must be true or false, got '1'",
+    ),
+    (
+        "a fast-paths switch that is neither true nor false",
+        {"TAINTKEEPER_FAST_PATHS": "on"},
+        "--fast-paths must be true or false, got 'on'",
     ),
     (
         "negative built-in seconds",

@@ -1,7 +1,8 @@
 """What the webhook's worker keeps per worker instead of redoing per request answers as gunicorn's own code.
 
-webhook/worker.py settles gunicorn's settings once, decides a peer's trust once per IP, makes the
-constant part of the WSGI environ once and formats the Date header once per second.
+With the fast paths (webhook/fast_paths.py) the worker settles gunicorn's settings once, decides a peer's
+trust once per IP, makes the constant part of the WSGI environ once and formats the Date header once per
+second; without them it runs gunicorn's own code. Both ways answer as gunicorn does.
 """
 
 from __future__ import annotations
@@ -11,11 +12,14 @@ from types import SimpleNamespace
 from typing import Any
 
 import pytest
+from gunicorn import util
 from gunicorn.config import Config
 from gunicorn.http import wsgi
 from gunicorn.http.parser import RequestParser
 
+from webhook import fast_paths as fast_paths_module
 from webhook import worker
+from webhook.fast_paths import FastPaths
 
 BODY = b'{"kind":"AdmissionReview"}'
 CLIENT = ("10.0.0.7", 51234)
@@ -50,12 +54,25 @@ def _request(cfg: object, raw: bytes, parser_class: type = RequestParser, client
     return next(parser_class(cfg, [raw], client))
 
 
+def _worker_request(paths: FastPaths, cfg: object, raw: bytes, client: object = CLIENT) -> Any:
+    """A request parsed as the worker parses it, with `paths`."""
+    return next(paths.request_parser(cfg, [raw], client))
+
+
 class _Sock:
     def __init__(self) -> None:
         self.sent: list[bytes] = []
 
     def sendall(self, data: bytes) -> None:
         self.sent.append(data)
+
+
+@pytest.fixture
+def gunicorns_own(monkeypatch: pytest.MonkeyPatch) -> tuple[Any, Any]:
+    """gunicorn's `util.http_date` and `wsgi.base_environ`, put back in its modules after the test."""
+    monkeypatch.setattr(util, "http_date", util.http_date)
+    monkeypatch.setattr(wsgi, "base_environ", wsgi.base_environ)
+    return util.http_date, wsgi.base_environ
 
 
 def _comparable(environ: dict[str, Any]) -> dict[str, object]:
@@ -67,7 +84,8 @@ def _comparable(environ: dict[str, Any]) -> dict[str, object]:
 
 def test_settled_settings_answer_as_gunicorns() -> None:
     cfg = _config(workers=3, keepalive=75, forwarded_allow_ips="10.0.0.1")
-    settled = worker._SettledConfig(cfg)
+    settled = FastPaths(True).settled(cfg)
+    assert isinstance(settled, fast_paths_module._SettledConfig)
     for name in (
         "workers",
         "keepalive",
@@ -93,24 +111,29 @@ def test_settled_settings_answer_as_gunicorns() -> None:
     ids=["defaults", "two workers", "every peer trusted"],
 )
 def test_a_requests_environ_is_the_one_gunicorn_makes(
-    monkeypatch: pytest.MonkeyPatch, name: str, settings: dict[str, object]
+    gunicorns_own: tuple[Any, Any], name: str, settings: dict[str, object], fast_paths: bool
 ) -> None:
     cfg = _config(**settings)
     _, theirs = wsgi.create(_request(cfg, REQUESTS[name]), _Sock(), CLIENT, LISTENER, cfg)
-    settled = worker._SettledConfig(cfg)
-    monkeypatch.setattr(wsgi, "base_environ", worker._base_environ)
+    paths = FastPaths(fast_paths)
+    settled = paths.settled(cfg)
+    paths.install_in_gunicorn()
+    assert hasattr(wsgi.base_environ, "__wrapped__") is fast_paths
     environs = [
-        wsgi.create(_request(settled, REQUESTS[name], worker._RequestParser), _Sock(), CLIENT, LISTENER, settled)[1]
+        wsgi.create(_worker_request(paths, settled, REQUESTS[name]), _Sock(), CLIENT, LISTENER, settled)[1]
         for _ in range(2)
     ]  # the constant part made, then reused
     assert _comparable(environs[0]) == _comparable(environs[1]) == _comparable(theirs)
     environs[0]["wsgi.errors"] = None  # an application changing its environ changes no later request's
-    assert environs[1]["wsgi.errors"] is not None and settled.environ_base["wsgi.errors"] is not None
+    assert environs[1]["wsgi.errors"] is not None
+    if fast_paths:
+        assert settled.environ_base["wsgi.errors"] is not None
 
 
 def test_reopening_the_log_files_remakes_the_environs_error_stream() -> None:
-    settled = worker._SettledConfig(_config())
-    worker._base_environ(settled)
+    settled = FastPaths(True).settled(_config())
+    fast_paths_module.base_environ_once_per_worker(wsgi.base_environ)(settled)
+    assert settled.environ_base
     reopened: list[bool] = []
     webhook_worker = worker.WebhookWorker.__new__(worker.WebhookWorker)
     webhook_worker.cfg = settled
@@ -129,25 +152,43 @@ def test_reopening_the_log_files_remakes_the_environs_error_stream() -> None:
         ("", "127.0.0.1", False),
     ],
 )
-def test_whether_a_peer_may_set_forwarding_headers_is_gunicorns(allowed: str, peer: str, trusted: bool) -> None:
+def test_whether_a_peer_may_set_forwarding_headers_is_gunicorns(
+    allowed: str, peer: str, trusted: bool, fast_paths: bool
+) -> None:
     cfg = _config(forwarded_allow_ips=allowed)
-    settled = worker._SettledConfig(cfg)
+    paths = FastPaths(fast_paths)
+    settled = paths.settled(cfg)
     raw = REQUESTS["a forwarded scheme"]
     for _ in range(2):  # decided, then remembered
-        ours = _request(settled, raw, worker._RequestParser, (peer, 1))
+        ours = _worker_request(paths, settled, raw, (peer, 1))
         theirs = _request(cfg, raw, client=(peer, 1))
         assert ours._peer_is_trusted_proxy() is theirs._peer_is_trusted_proxy() is trusted
         assert (ours.scheme, ours.headers) == (theirs.scheme, theirs.headers)
-    assert settled.trusted_peers == {peer: trusted}
+    assert (type(ours) is fast_paths_module._Request) is fast_paths
+    if fast_paths:
+        assert settled.trusted_peers == {peer: trusted}
 
 
 def test_the_date_header_is_gunicorns_and_changes_with_the_second(monkeypatch: pytest.MonkeyPatch) -> None:
     now = [1_790_000_000.9]
     monkeypatch.setattr(time, "time", lambda: now[0])
-    first = worker._http_date()
-    assert first == worker._gunicorn_http_date(1_790_000_000)
+    gunicorns = util.http_date
+    http_date = fast_paths_module.http_date_once_per_second(gunicorns)
+    first = http_date()
+    assert first == gunicorns(1_790_000_000)
     now[0] += 0.05
-    assert worker._http_date() == first
+    assert http_date() == first
     now[0] += 0.2
-    assert worker._http_date() == worker._gunicorn_http_date(1_790_000_001) != first
-    assert worker._http_date(1_000_000_000) == worker._gunicorn_http_date(1_000_000_000)
+    assert http_date() == gunicorns(1_790_000_001) != first
+    assert http_date(1_000_000_000) == gunicorns(1_000_000_000)
+
+
+def test_the_worker_puts_the_fast_date_and_environ_in_gunicorn_only_with_the_switch_on(
+    gunicorns_own: tuple[Any, Any], fast_paths: bool
+) -> None:
+    for _ in range(2):  # a second install wraps nothing twice
+        FastPaths(fast_paths).install_in_gunicorn()
+    if fast_paths:
+        assert (util.http_date.__wrapped__, wsgi.base_environ.__wrapped__) == gunicorns_own
+    else:
+        assert (util.http_date, wsgi.base_environ) == gunicorns_own
