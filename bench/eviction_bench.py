@@ -21,6 +21,7 @@ import sys
 import threading
 import time
 from pathlib import Path
+from typing import Literal
 
 ROOT = Path(__file__).resolve().parents[1]
 sys.path.insert(0, str(ROOT))
@@ -115,13 +116,13 @@ class InstantActions:
         taints = self.live.get(node_name)
         return None if taints is None else NodeView(node_name, f"uid-{node_name}", tuple(taints), tuple(taints))
 
-    def evict(self, pod: PodView) -> None:
+    def evict(self, pod: PodView) -> Literal[True] | None:
         with self.lock:
             self.evicted[pod.key] = time.time()
+        return True
 
-    def request_eviction(self, pod: PodView) -> str | None:
-        self.evict(pod)
-        return None
+    def request_eviction(self, pod: PodView) -> Literal[True] | None:
+        return self.evict(pod)
 
 
 class CountingEvents:

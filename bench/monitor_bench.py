@@ -20,6 +20,7 @@ import sys
 import time
 from dataclasses import replace
 from pathlib import Path
+from typing import Literal
 
 ROOT = Path(__file__).resolve().parents[1]
 sys.path.insert(0, str(ROOT))
@@ -88,11 +89,11 @@ class InstantApi:
     def measure_server_clock(self):
         return ServerClock(None, "")  # the benchmark's nodes carry no stamps: judged from the first look
 
-    def swap_taints(self, node_name, add, remove) -> bool:
+    def swap_taints(self, node_name, add, remove) -> Literal[True] | None:
         self.writes += 1
         node = self.nodes.get(node_name)
         if node is None:
-            return True  # gone: nothing to taint
+            return None  # gone: nothing to taint
         gone = {(t["key"], t["effect"]) for t in remove}
         taints = tuple(t for t in node.taints if (t["key"], t["effect"]) not in gone) + tuple(add)
         self.nodes.apply(
@@ -101,19 +102,20 @@ class InstantApi:
         )
         return True
 
-    def post_conditions(self, node, conditions) -> bool:
+    def post_conditions(self, node, conditions) -> Literal[True] | None:
         self.writes += 1
         by_type = {c["type"]: c for c in node.conditions} | {c["type"]: c for c in conditions}
         self.nodes.apply("MODIFIED", replace(node, conditions=tuple(by_type.values())))
         return True
 
-    def set_labels(self, node, labels) -> bool:
+    def set_labels(self, node, labels) -> Literal[True] | None:
         self.writes += 1
         self.nodes.apply("MODIFIED", replace(node, labels=tuple((node.label_map | dict(labels)).items())))
         return True
 
-    def mark_pod_not_ready(self, pod) -> None:
+    def mark_pod_not_ready(self, pod) -> Literal[True] | None:
         self.writes += 1
+        return True
 
 
 class NoEvents:

@@ -38,4 +38,5 @@ class Component(Protocol):
         """Shut its queues down so its workers return."""
 
     def stuck(self) -> str | None:
-        """Why its loop looks stuck, or None."""
+        """Why one of its loops or workers looks stuck, or None: a worker that has neither finished a sync
+        nor waited idle within its heartbeat's bound (controller/worker.py `Heartbeat`)."""

@@ -24,6 +24,7 @@ import gc
 import logging
 import signal
 import threading
+from collections.abc import Sequence
 from dataclasses import dataclass
 from types import FrameType
 from typing import TYPE_CHECKING, Any
@@ -270,6 +271,12 @@ def assemble(api: client.ApiClient, options: ControllerOptions, fence: WriteFenc
     return Assembly(informers, recorders, components)
 
 
+def liveness(components: Sequence[Component]) -> tuple[bool, str]:
+    """/healthz: alive unless a component is stuck (each says why; controller/component.py `stuck`)."""
+    reasons = [reason for reason in (component.stuck() for component in components) if reason is not None]
+    return (not reasons, "; ".join(reasons) or "ok")
+
+
 def run(options: ControllerOptions) -> int:
     stop = threading.Event()
     api = controller_api_client(options)
@@ -302,11 +309,11 @@ def run(options: ControllerOptions) -> int:
         unsynced = [i.name for i in informer_list if not i.has_synced]
         return (not unsynced, f"waiting for caches: {', '.join(unsynced)}" if unsynced else "ok")
 
-    def liveness() -> tuple[bool, str]:
-        stuck = next((reason for reason in (c.stuck() for c in components) if reason is not None), None)
-        return (stuck is None, stuck or "ok")
-
-    health = serve_health(options.bind_address, options.port, readiness, liveness) if options.port else None
+    health = (
+        serve_health(options.bind_address, options.port, readiness, lambda: liveness(components))
+        if options.port
+        else None
+    )
     assembly.start(stop)
     if options.dry_run:
         log.info("dry run: decisions are logged and recorded as events; no pod is deleted or patched")

@@ -2,21 +2,18 @@
 
 A key added while it is being processed is marked dirty and handed out again once `done` is
 called, so the latest state is always processed and no two workers hold the same key. Failed
-keys come back after a capped exponential backoff (`add_rate_limited`); `forget` resets it.
+keys come back after a capped exponential backoff (`add_rate_limited`); `forget` resets it. A
+component's workers take its keys and act on how each sync ended through controller/worker.py.
 """
 
 from __future__ import annotations
 
 import heapq
 import itertools
-import logging
 import threading
 from collections import deque
-from collections.abc import Callable
 
 from controller.clock import Clock, RealClock
-
-log = logging.getLogger("taintkeeper.workqueue")
 
 
 class ShutDown(Exception):
@@ -114,34 +111,3 @@ class WorkQueue:
         while self._delayed and self._delayed[0][0] <= now:
             _, _, key = heapq.heappop(self._delayed)
             self._add_locked(key)
-
-
-def run_worker(
-    queue: WorkQueue,
-    process: Callable[[str], None],
-    stop: threading.Event,
-    what: str,
-    on_crash: Callable[[], None] | None = None,
-) -> None:
-    """The worker loop of every component: take a key, process it, mark it done.
-
-    `process` handles its own API failures (retrying through the queue as it sees fit); an
-    exception escaping it is a bug, which must not kill the worker: it is logged and the key
-    retried with backoff.
-    """
-    while not stop.is_set():
-        try:
-            key = queue.get(timeout=1.0)
-        except ShutDown:
-            return
-        if key is None:
-            continue
-        try:
-            process(key)
-        except Exception:
-            log.exception("%s of %s failed unexpectedly", what, key)
-            if on_crash is not None:
-                on_crash()
-            queue.add_rate_limited(key)
-        finally:
-            queue.done(key)

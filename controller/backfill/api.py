@@ -1,16 +1,17 @@
 """The API calls one toleration backfill makes: read the pod live, apply a JSON patch to it.
 
-The patch (decision.py `json_patch`) tests the pod's uid and resourceVersion, so a pod
-changed since the read is refused: the apiserver answers 422 for a failed `test` op (409 on a
-write conflict), reported as `Conflict` so the caller re-reads and retries. Gone (404) is done.
-A patch the write fence refuses (kube/fence.py) raises WriteFenced: retried, never done.
+The patch (decision.py `json_patch`) tests the pod's uid and resourceVersion, so a pod changed since
+the read is refused: the apiserver answers 422 for a failed `test` op (409 on a write conflict),
+reported as `Conflict` so the caller re-reads and retries. As every API edge of the controller, each
+call returns None when the pod is gone (404) and raises on any other failure; a patch the write fence
+refuses (kube/fence.py) raises WriteFenced: retried, never done.
 """
 
 from __future__ import annotations
 
 import logging
 from collections.abc import Mapping, Sequence
-from typing import Any
+from typing import Any, Literal
 
 from kubernetes import client
 from kubernetes.client.rest import ApiException
@@ -44,7 +45,7 @@ class KubeBackfillApi:
         pod: dict[str, Any] = response_json(response)
         return pod
 
-    def patch_pod(self, namespace: str, name: str, ops: Sequence[Mapping[str, Any]]) -> bool:
+    def patch_pod(self, namespace: str, name: str, ops: Sequence[Mapping[str, Any]]) -> Literal[True] | None:
         self._fence.require(TOLERATIONS_ACTION, f"pod {namespace}/{name}")
         try:
             release(
@@ -60,7 +61,7 @@ class KubeBackfillApi:
         except ApiException as error:
             if is_not_found(error):
                 log.info("pod already gone", extra={"pod": f"{namespace}/{name}"})
-                return False
+                return None
             if is_conflict(error) or is_invalid(error):
                 raise Conflict(f"HTTP {error.status}: {api_message(error)}") from error
             raise

@@ -7,10 +7,10 @@ running pod is an allowed update), at a bounded rate, with an event on each pod.
 
 Pipeline: informer handlers (`on_pod_change`, `on_namespace_change`) and the full resync on
 `activate` decide on the cached views (`decide_backfill`) and put pod keys in the work queue ->
-a worker (`run_worker`) -> `process`: re-checks the cached view, waits for a token of the rate limiter,
-re-reads the pod live, decides again on the live object and writes a JSON patch (`json_patch`)
-that tests the pod's uid and resourceVersion and only appends. A conflict (409/422: the pod
-changed meanwhile) or an error is retried through the queue with backoff; a gone pod is done.
+a worker (controller/worker.py `run_worker`) -> `sync`: re-checks the cached view, waits for a token of
+the rate limiter, re-reads the pod live, decides again on the live object and writes a JSON patch
+(`json_patch`) that tests the pod's uid and resourceVersion and only appends. A conflict (409/422: the
+pod changed meanwhile) or an error is retried with backoff (`Retry`); a gone pod is done.
 Only the leader acts: while inactive, events are ignored (activation resyncs everything).
 """
 
@@ -19,7 +19,7 @@ from __future__ import annotations
 import logging
 import threading
 from collections.abc import Mapping, Sequence
-from typing import TYPE_CHECKING, Any, Protocol
+from typing import TYPE_CHECKING, Any, Literal, Protocol
 
 from controller.backfill import metrics
 from controller.backfill.decision import (
@@ -35,7 +35,8 @@ from controller.backfill.decision import (
 from controller.clock import Clock, RealClock
 from controller.objects import NamespaceView, PodView, pod_view
 from controller.token_bucket import TokenBucket
-from controller.workqueue import WorkQueue, run_worker
+from controller.worker import Done, Heartbeat, Retry, SyncResult, heartbeat_bound, run_worker
+from controller.workqueue import WorkQueue
 from kube.events import EventSink
 from kube.fence import WriteFenced
 from kube.store import StoreReader
@@ -55,10 +56,10 @@ class BackfillApi(Protocol):
     """The API calls a backfill makes (api.py)."""
 
     def read_pod(self, namespace: str, name: str) -> Json | None:
-        """The pod as the API's JSON, read now; None if it is gone."""
+        """The pod as the API's JSON, read now; None if it is gone; raise on failure."""
 
-    def patch_pod(self, namespace: str, name: str, ops: Sequence[Mapping[str, Any]]) -> bool:
-        """Apply the JSON patch; False if the pod is gone; raise Conflict on 409/422, else on failure."""
+    def patch_pod(self, namespace: str, name: str, ops: Sequence[Mapping[str, Any]]) -> Literal[True] | None:
+        """Apply the JSON patch; None if the pod is gone; raise Conflict on 409/422, else on failure."""
 
 
 class BackfillController:
@@ -85,7 +86,10 @@ class BackfillController:
         # Burst 1: at most `rate` pods per second, never a burst after a quiet spell.
         self.limiter = TokenBucket(settings.rate, 1, now=self._clock.now())
         self._token_wakeup = threading.Condition()
+        self._stop = threading.Event()  # the runner's, from `start`: a worker waiting for a token gives up
         self._active = False
+        # A sync waits for one token (one worker, burst 1), then reads and patches the pod.
+        self.heartbeat = Heartbeat(self._clock, heartbeat_bound(2, 1 / settings.rate), "toleration backfill")
 
     # --- leadership ----------------------------------------------------------------------------------
 
@@ -138,76 +142,61 @@ class BackfillController:
 
     # --- working -------------------------------------------------------------------------------------
 
-    def process(self, key: str, stop: threading.Event | None = None) -> str:
-        """Backfill the pod `key` if it still needs it; returns what happened (for logs and tests)."""
+    def sync(self, key: str) -> SyncResult:
+        """Backfill the pod `key` if it still needs it (the worker contract, controller/worker.py)."""
         if not self._active:
-            self.queue.forget(key)  # the resync on the next activation re-queues what still needs it
-            return "inactive"
+            return Done("inactive")  # the resync on the next activation re-queues what still needs it
         cached = self._pods.get(key)
         if cached is None:
-            self.queue.forget(key)
-            return "gone"
+            return Done("gone")
         if not self.decide(cached).needed:
-            self.queue.forget(key)
-            return "unneeded"
-        if not self._take_token(stop):
-            self.queue.forget(key)
-            return "inactive"  # re-queued by the resync on the next activation
+            return Done("unneeded")
+        if not self._take_token():
+            return Done("inactive")  # re-queued by the resync on the next activation
         try:
             raw = self._api.read_pod(cached.namespace, cached.name)
         except Exception as error:
-            return self._retry(key, f"reading the pod: {error}")
+            return Retry(f"reading the pod: {error}")
         if raw is None:
-            self.queue.forget(key)
-            return "gone"
+            return Done("gone")
         live = pod_view(raw)
         decision = self.decide(live)
         if not decision.needed:
             log.debug("no backfill for %s: %s", key, decision.reason)
-            self.queue.forget(key)
-            return "unneeded"
+            return Done("unneeded")
         ops = json_patch(raw, decision.tolerations)
         message = event_message(decision.tolerations)
         if self._dry_run:
             log.info("dry run: would add default tolerations", extra={"pod": key, "added": message})
-            self.queue.forget(key)
-            return "dry-run"
+            return Done("dry-run")
         try:
-            if not self._api.patch_pod(live.namespace, live.name, ops):
-                self.queue.forget(key)
-                return "gone"
+            if self._api.patch_pod(live.namespace, live.name, ops) is None:
+                return Done("gone")
         except Conflict as error:
             metrics.BACKFILL_FAILURES.inc()
-            self._retry(key, f"the pod changed meanwhile: {error}")
-            return "conflict"
+            return Retry(f"the pod changed meanwhile: {error}")
         except Exception as error:
             if not isinstance(error, WriteFenced):  # refused by the write fence: retried, but no API failure
                 metrics.BACKFILL_FAILURES.inc()
-            return self._retry(key, f"patching: {error}")
+            return Retry(f"patching: {error}")
         metrics.BACKFILLED_PODS.inc()
-        self.queue.forget(key)
         for warning in decision.warnings:
             log.warning("pod %s: %s", key, warning)
             self._events.pod_event(live, INVALID_ANNOTATION_REASON, warning, "Warning")
         self._events.pod_event(live, EVENT_REASON, message)
         log.info("added default tolerations", extra={"pod": key, "added": message})
-        return "patched"
+        return Done("patched")
 
-    def _take_token(self, stop: threading.Event | None) -> bool:
+    def _take_token(self) -> bool:
         """Wait for the rate limiter; False if this replica stopped leading (or is stopping) meanwhile."""
         with self._token_wakeup:
             while True:
-                if not self._active or (stop is not None and stop.is_set()):
+                if not self._active or self._stop.is_set():
                     return False
                 delay = self.limiter.reserve(self._clock.now())
                 if delay <= 0:
                     return True
                 self._clock.wait(self._token_wakeup, min(delay, 1.0))
-
-    def _retry(self, key: str, why: str) -> str:
-        delay = self.queue.add_rate_limited(key)
-        log.warning("backfill of %s will be retried in %.2fs: %s", key, delay, why)
-        return "retry"
 
     # --- the component (controller/component.py) ----------------------------------------------
 
@@ -220,9 +209,16 @@ class BackfillController:
 
     def start(self, stop: threading.Event) -> None:
         """One worker: the rate limit, not parallelism, bounds the throughput."""
+        self._stop = stop
         threading.Thread(
             target=run_worker,
-            args=(self.queue, lambda key: self.process(key, stop), stop, "backfill", metrics.BACKFILL_FAILURES.inc),
+            args=(self.queue, self.sync, stop),
+            kwargs={
+                "what": "backfill",
+                "log": log,
+                "heartbeat": self.heartbeat,
+                "on_crash": metrics.BACKFILL_FAILURES.inc,
+            },
             name="backfill-worker",
             daemon=True,
         ).start()
@@ -231,4 +227,4 @@ class BackfillController:
         self.queue.shut_down()
 
     def stuck(self) -> str | None:
-        return None  # a worker waits for tokens and the API with timeouts: it cannot hang
+        return self.heartbeat.stuck()

@@ -7,8 +7,9 @@ starts from the informer's cached node when one is given, as upstream's first tr
 apiserver's cache: a start-up sweep over thousands of nodes then costs one PATCH per node, not a
 GET and a PATCH. NoExecute taints get `timeAdded`, which the eviction manager counts from.
 
-Every write first asks the write fence (kube/fence.py); a refused write fails as an API error
-would (False, or an exception for the pod marking), so the monitor retries it as it retries those.
+As every API edge of the controller, each call returns None when its object is gone (404; a pod
+replaced, 409 on its uid, too) and raises on failure. Every write first asks the write fence
+(kube/fence.py); a refused write raises WriteFenced, so the monitor retries it as it retries a failure.
 """
 
 from __future__ import annotations
@@ -20,16 +21,16 @@ import threading
 import time
 from collections.abc import Callable, Hashable, Mapping, Sequence
 from dataclasses import replace
-from typing import Any, Generic, NamedTuple, TypeVar
+from typing import Any, Generic, Literal, NamedTuple, TypeVar
 
 from kubernetes import client
 from kubernetes.client.rest import ApiException
 
-from controller.nodelifecycle.decision import taints_to_write, updated_taints
+from controller.nodelifecycle.decision import TAINT_WRITE_ATTEMPTS, taints_to_write, updated_taints
 from controller.objects import NodeView, PodView, node_view
 from kube import server_clock
 from kube.client import STRATEGIC_MERGE, WORKER_REQUEST_TIMEOUT, read_node_json, release
-from kube.errors import describe_error, is_conflict, is_not_found
+from kube.errors import is_conflict, is_not_found
 from kube.fence import WriteFence
 from kube.request import request_json
 from kube.store import Keyed, StoreReader
@@ -39,8 +40,7 @@ from shared.taints import NO_EXECUTE
 
 log = logging.getLogger("taintkeeper.nodelifecycle")
 
-CONFLICT_RETRIES = 5  # upstream UpdateTaintBackoff: 5 steps of 100 ms with jitter
-CONFLICT_BACKOFF = 0.1
+CONFLICT_BACKOFF = 0.1  # upstream UpdateTaintBackoff: 100 ms with jitter between attempts
 
 Taint = Mapping[str, Any]  # API JSON
 
@@ -100,17 +100,22 @@ class KubeNodeLifecycleApi:
     def measure_server_clock(self) -> ServerClock:
         return server_clock.measure(self._core.api_client, WORKER_REQUEST_TIMEOUT)
 
-    def swap_taints(self, node_name: str, add: Sequence[Taint], remove: Sequence[Taint]) -> bool:
+    def swap_taints(self, node_name: str, add: Sequence[Taint], remove: Sequence[Taint]) -> Literal[True] | None:
         cached = self._cache.get(node_name) if self._cache is not None else None
-        for attempt in range(CONFLICT_RETRIES):
-            try:
-                write = self._taint_write(node_name, cached, add, remove)
-                cached = None  # after a conflict, always a fresh read
+        attempt = 1
+        while True:
+            write = self._cached_write(cached, add, remove)
+            cached = None  # after a conflict, always a fresh read
+            if write is None:
+                node = read_node_json(self._core, node_name, WORKER_REQUEST_TIMEOUT)
+                if node is None:
+                    return None  # the node is gone: nothing to taint
+                write = self._fresh_write(node, add, remove)
                 if write is None:
-                    return True  # nothing to change, or the node is gone
-                if not self._fence.permits(TAINTS_ACTION, f"node {node_name}"):
-                    return False
-                body = {"metadata": {"resourceVersion": write.resource_version}, "spec": {"taints": write.taints}}
+                    return True  # the node has them already
+            self._fence.require(TAINTS_ACTION, f"node {node_name}")
+            body = {"metadata": {"resourceVersion": write.resource_version}, "spec": {"taints": write.taints}}
+            try:
                 release(
                     self._core.patch_node(
                         node_name,
@@ -120,49 +125,44 @@ class KubeNodeLifecycleApi:
                         _request_timeout=WORKER_REQUEST_TIMEOUT,
                     )
                 )
-                log.info(
-                    "updated taints",
-                    extra={
-                        "node": node_name,
-                        "added": [f"{t['key']}:{t['effect']}" for t in add],
-                        "removed": [f"{t['key']}:{t['effect']}" for t in remove],
-                    },
-                )
-                return True
             except ApiException as error:
                 if is_not_found(error):
-                    return True  # the node is gone: nothing to taint
-                if is_conflict(error) and attempt + 1 < CONFLICT_RETRIES:
+                    return None
+                if is_conflict(error) and attempt < TAINT_WRITE_ATTEMPTS:
+                    attempt += 1
                     self._sleep(CONFLICT_BACKOFF * (1 + random.random()))
                     continue
-                log.warning("could not update taints of node %s: %s", node_name, describe_error(error))
-                return False
-            except Exception as error:
-                log.warning("could not update taints of node %s: %s", node_name, error)
-                return False
-        return False
+                raise
+            log.info(
+                "updated taints",
+                extra={
+                    "node": node_name,
+                    "added": [f"{t['key']}:{t['effect']}" for t in add],
+                    "removed": [f"{t['key']}:{t['effect']}" for t in remove],
+                },
+            )
+            return True
 
-    def _taint_write(
-        self, node_name: str, cached: NodeView | None, add: Sequence[Taint], remove: Sequence[Taint]
-    ) -> TaintWrite | None:
-        """The taint list to write and the resourceVersion it was computed from; None when the node
-        already has it, or is gone. A cached view is trusted to write against (a stale one costs a
-        409), not to skip a write: the caller may know it is behind (a taint written this pass that
-        the informer has not delivered yet), so a cache that sees nothing to change is read live."""
-        if cached is not None and cached.resource_version:
-            wanted = taints_to_write(cached.taints, add, remove, time.time())
-            if wanted is not None:
-                return TaintWrite(wanted, cached.resource_version)
-        node = read_node_json(self._core, node_name, WORKER_REQUEST_TIMEOUT)
-        if node is None:
+    @staticmethod
+    def _cached_write(cached: NodeView | None, add: Sequence[Taint], remove: Sequence[Taint]) -> TaintWrite | None:
+        """The taint list to write against the cached view, or None: read the node live. A cached view is
+        trusted to write against (a stale one costs a 409), not to skip a write: the caller may know it is
+        behind (a taint written this pass that the informer has not delivered yet), so a cache that sees
+        nothing to change is read live."""
+        if cached is None or not cached.resource_version:
             return None
+        wanted = taints_to_write(cached.taints, add, remove, time.time())
+        return None if wanted is None else TaintWrite(wanted, cached.resource_version)
+
+    @staticmethod
+    def _fresh_write(node: dict[str, Any], add: Sequence[Taint], remove: Sequence[Taint]) -> TaintWrite | None:
+        """The taint list to write against the node read live; None when it has it already."""
         wanted = taints_to_write((node.get("spec") or {}).get("taints") or [], add, remove, time.time())
         return None if wanted is None else TaintWrite(wanted, node["metadata"]["resourceVersion"])
 
-    def post_conditions(self, node: NodeView, conditions: Sequence[dict[str, Any]]) -> bool:
-        # Against the cached resourceVersion: if the kubelet posted since, our Unknown must not win.
-        if not self._fence.permits(CONDITIONS_ACTION, f"node {node.name}"):
-            return False
+    def post_conditions(self, node: NodeView, conditions: Sequence[dict[str, Any]]) -> Literal[True] | None:
+        # Against the cached resourceVersion: if the kubelet posted since, our Unknown must not win (409).
+        self._fence.require(CONDITIONS_ACTION, f"node {node.name}")
         body = {"metadata": {"resourceVersion": node.resource_version}, "status": {"conditions": list(conditions)}}
         try:
             release(
@@ -175,24 +175,18 @@ class KubeNodeLifecycleApi:
                 )
             )
         except ApiException as error:
-            if is_conflict(error):
-                log.info("node %s changed since it was read; its health is judged again next pass", node.name)
-            else:
-                log.warning("could not update status of node %s: %s", node.name, describe_error(error))
-            return False
-        except Exception as error:
-            log.warning("could not update status of node %s: %s", node.name, error)
-            return False
+            if is_not_found(error):
+                return None
+            raise
         log.info(
             "node conditions set to Unknown", extra={"node": node.name, "conditions": [c["type"] for c in conditions]}
         )
         return True
 
-    def set_labels(self, node: NodeView, labels: Mapping[str, str]) -> bool:
+    def set_labels(self, node: NodeView, labels: Mapping[str, str]) -> Literal[True] | None:
         # Against the cached resourceVersion the labels were computed from: a node changed since
         # (its GA labels too, perhaps) fails with 409 and is reconciled again from the fresh view.
-        if not self._fence.permits(LABELS_ACTION, f"node {node.name}"):
-            return False
+        self._fence.require(LABELS_ACTION, f"node {node.name}")
         body = {"metadata": {"resourceVersion": node.resource_version, "labels": dict(labels)}}
         try:
             release(
@@ -206,19 +200,12 @@ class KubeNodeLifecycleApi:
             )
         except ApiException as error:
             if is_not_found(error):
-                return True  # the node is gone: nothing to label
-            if is_conflict(error):
-                log.info("node %s changed since it was read; its labels are reconciled again", node.name)
-            else:
-                log.warning("could not update labels of node %s: %s", node.name, describe_error(error))
-            return False
-        except Exception as error:
-            log.warning("could not update labels of node %s: %s", node.name, error)
-            return False
+                return None  # the node is gone: nothing to label
+            raise
         log.info("updated labels", extra={"node": node.name, "labels": label_pairs(labels)})
         return True
 
-    def mark_pod_not_ready(self, pod: PodView) -> None:
+    def mark_pod_not_ready(self, pod: PodView) -> Literal[True] | None:
         self._fence.require(POD_NOT_READY_ACTION, f"pod {pod.key}")
         body = {
             "metadata": {"uid": pod.uid},
@@ -239,8 +226,9 @@ class KubeNodeLifecycleApi:
             )
         except ApiException as error:
             if is_not_found(error) or is_conflict(error):
-                return  # gone, or replaced by another pod with the same name
+                return None  # gone, or replaced by another pod with the same name
             raise
+        return True
 
 
 V = TypeVar("V", bound=Keyed)
@@ -345,10 +333,10 @@ class DryRunNodeLifecycleApi(OverlaidStore[NodeView]):
     def measure_server_clock(self) -> ServerClock:
         return self._real.measure_server_clock()  # reads: made for real
 
-    def swap_taints(self, node_name: str, add: Sequence[Taint], remove: Sequence[Taint]) -> bool:
+    def swap_taints(self, node_name: str, add: Sequence[Taint], remove: Sequence[Taint]) -> Literal[True] | None:
         node = self.get(node_name)
         if node is None:
-            return True
+            return None
         taints = tuple(updated_taints(node.taints, add, remove, time.time()))
         no_execute = tuple(t for t in taints if t.get("effect") == NO_EXECUTE)
         with self._lock:
@@ -363,7 +351,7 @@ class DryRunNodeLifecycleApi(OverlaidStore[NodeView]):
         )
         return True
 
-    def post_conditions(self, node: NodeView, conditions: Sequence[dict[str, Any]]) -> bool:
+    def post_conditions(self, node: NodeView, conditions: Sequence[dict[str, Any]]) -> Literal[True] | None:
         current = self.get(node.name) or node
         by_type = {c["type"]: c for c in current.conditions} | {c["type"]: dict(c) for c in conditions}
         with self._lock:
@@ -374,14 +362,15 @@ class DryRunNodeLifecycleApi(OverlaidStore[NodeView]):
         )
         return True
 
-    def set_labels(self, node: NodeView, labels: Mapping[str, str]) -> bool:
+    def set_labels(self, node: NodeView, labels: Mapping[str, str]) -> Literal[True] | None:
         current = self.get(node.name) or node
         with self._lock:
             self._would_be[node.name] = replace(current, labels=tuple((current.label_map | dict(labels)).items()))
         log.info("dry run: would update labels", extra={"node": node.name, "labels": label_pairs(labels)})
         return True
 
-    def mark_pod_not_ready(self, pod: PodView) -> None:
+    def mark_pod_not_ready(self, pod: PodView) -> Literal[True] | None:
         if self._pods is not None:
             self._pods.would_mark(pod)
         log.info("dry run: would mark pod NotReady", extra={"pod": pod.key, "node": pod.node_name})
+        return True

@@ -35,6 +35,9 @@ NOT_READY_SPREAD = 0.10  # share of a disrupted zone's nodes whose pods are mark
 # /healthz fails after 3 monitor periods without progress, but never sooner than this: one API call
 # may take its connect and read timeouts (5 s + 15 s) during an apiserver brownout.
 STUCK_FLOOR = 30.0
+# A taint write is redone on a fresh read when it conflicts (409), this many attempts in all (upstream
+# UpdateTaintBackoff: 5 steps of 100 ms with jitter).
+TAINT_WRITE_ATTEMPTS = 5
 # Upstream labelReconcileInfo (1.20-1.32): each GA label is the truth for its beta twin, which
 # nodeSelectors written before the GA labels (1.14) still select on.
 BETA_LABEL_OF_GA_LABEL: Mapping[str, str] = {

@@ -11,14 +11,14 @@ and perhaps won again), so nothing an old term decided is written in a new one:
   then compute zone states and set each zone's tainting rate (`handle_disruption`);
 - `tainting_pass` (every 100 ms): per zone, let the token bucket release queued nodes and write
   their `not-ready` / `unreachable` NoExecute taint.
-NoSchedule condition taints are event-driven: `on_node_change` queues the node and
-`sync_no_schedule_taints` reconciles it on a work-queue worker, which then brings the beta OS/arch
-labels in step with the GA ones (`reconcile_node_labels`, as upstream 1.20-1.32). Pods bound to a
-node that is already not ready are marked NotReady the same way (`on_pod_change` -> `process_pod`).
+NoSchedule condition taints are event-driven: `on_node_change` queues the node and a work-queue
+worker's `sync_node` reconciles them (`sync_no_schedule_taints`), then brings the beta OS/arch labels
+in step with the GA ones (`reconcile_node_labels`, as upstream 1.20-1.32). Pods bound to a node that
+is already not ready are marked NotReady the same way (`on_pod_change` -> `sync_pod`).
 
 An error on one node is logged and counted; the pass goes on with the other nodes and still
 computes the zone states (without that node, as upstream). `stuck()` tells the health endpoint
-whether the loop has stopped making progress.
+whether the loop, or one of the workers, has stopped making progress.
 
 Deliberate differences from upstream:
 - A NoExecute taint is queued from the Ready status *after* this pass's Unknown update, not the
@@ -47,12 +47,13 @@ import logging
 import threading
 import time
 from collections.abc import Callable, Mapping, Sequence
-from typing import TYPE_CHECKING, Any, NamedTuple, Protocol
+from typing import TYPE_CHECKING, Any, Literal, NamedTuple, Protocol
 
 from controller.clock import Clock, RealClock
 from controller.nodelifecycle import metrics
 from controller.nodelifecycle.decision import (
     NOT_READY_NO_EXECUTE,
+    TAINT_WRITE_ATTEMPTS,
     UNREACHABLE_NO_EXECUTE,
     MonitorSettings,
     has_taint,
@@ -67,9 +68,12 @@ from controller.nodelifecycle.decision import (
 from controller.nodelifecycle.node_health import HealthTracker, first_heard
 from controller.nodelifecycle.rate_limited_queue import RateLimitedTimedQueue
 from controller.objects import LeaseView, NodeView, PodView
-from controller.workqueue import WorkQueue, run_worker
+from controller.worker import Done, Heartbeat, Retry, SyncResult, heartbeat_bound, run_worker
+from controller.workqueue import WorkQueue
 from controller.zones import ZoneState, compute_zone_state, eviction_rate, zone_health_percent, zone_label
+from kube.errors import describe_error, is_conflict
 from kube.events import EventSink
+from kube.fence import WriteFenced
 from kube.store import StoreReader
 from shared.clock_offset import ClockOffset, ServerClock
 from shared.taints import (
@@ -110,17 +114,21 @@ class NodeLifecycleApi(Protocol):
         """The renewTime of the node's Lease in kube-node-lease as the API has it now (not a cache);
         None if there is no such Lease; raise on failure."""
 
-    def swap_taints(self, node_name: str, add: Sequence[Taint], remove: Sequence[Taint]) -> bool:
-        """Add and remove taints in one write that carries the node's resourceVersion; False on failure."""
+    def swap_taints(self, node_name: str, add: Sequence[Taint], remove: Sequence[Taint]) -> Literal[True] | None:
+        """Add and remove taints in one write that carries the node's resourceVersion (none if the node has
+        them already); None if the node is gone; raise on failure."""
 
-    def post_conditions(self, node: NodeView, conditions: Sequence[dict[str, Any]]) -> bool:
-        """Write conditions through nodes/status against the cached resourceVersion; False on failure."""
+    def post_conditions(self, node: NodeView, conditions: Sequence[dict[str, Any]]) -> Literal[True] | None:
+        """Write conditions through nodes/status against the cached resourceVersion; None if the node is
+        gone; raise on failure (409 when the node changed since)."""
 
-    def set_labels(self, node: NodeView, labels: Mapping[str, str]) -> bool:
-        """Set labels in one write against the cached resourceVersion; False on failure."""
+    def set_labels(self, node: NodeView, labels: Mapping[str, str]) -> Literal[True] | None:
+        """Set labels in one write against the cached resourceVersion; None if the node is gone; raise on
+        failure (409 when the node changed since)."""
 
-    def mark_pod_not_ready(self, pod: PodView) -> None:
-        """Set the pod's Ready condition False through pods/status; raise on failure."""
+    def mark_pod_not_ready(self, pod: PodView) -> Literal[True] | None:
+        """Set the pod's Ready condition False through pods/status; None if the pod is gone or replaced;
+        raise on failure."""
 
     def measure_server_clock(self) -> ServerClock:
         """The apiserver's clock against ours, bounded, and its version (kube/server_clock.py); raise on
@@ -179,6 +187,9 @@ class NodeLifecycleMonitor:
         self._server_clock: ClockOffset | None = None  # measured by each term's first pass
         self.last_pass_completed = time.monotonic()
         self.last_progress = self.last_pass_completed  # a node checked, a pod marked: a slow pass still moves
+        # The NoSchedule and pod-marking workers': a node's sync makes at most a taint write (a live read
+        # and a PATCH per attempt) and a label PATCH; a pod's, one PATCH.
+        self.heartbeat = Heartbeat(self._clock, heartbeat_bound(2 * TAINT_WRITE_ATTEMPTS + 1), "node lifecycle monitor")
         self._reset()
 
     def _reset(self) -> None:
@@ -226,43 +237,38 @@ class NodeLifecycleMonitor:
         if new is not None and self._active and (old is None or no_schedule_inputs(old) != no_schedule_inputs(new)):
             self.no_schedule_queue.add(new.name)
 
-    def sync_no_schedule_taints(self, name: str) -> bool:
-        """Make the node's managed NoSchedule taints match its conditions; True when done."""
+    def sync_no_schedule_taints(self, name: str) -> None:
+        """Make the node's managed NoSchedule taints match its conditions; raise on failure."""
         node = self._nodes.get(name)
         if node is None or not self._active:
-            return True
+            return
         to_add, to_remove = taint_diff(
             managed_no_schedule_taints(node.taints), desired_no_schedule_taints(node.conditions, node.unschedulable)
         )
-        if not to_add and not to_remove:
-            return True
-        return self._api.swap_taints(name, to_add, to_remove)
+        if to_add or to_remove:
+            self._api.swap_taints(name, to_add, to_remove)
 
-    def reconcile_node_labels(self, name: str) -> bool:
-        """Set the node's beta OS/arch labels to its GA ones where they differ or are missing; True when done."""
+    def reconcile_node_labels(self, name: str) -> None:
+        """Set the node's beta OS/arch labels to its GA ones where they differ or are missing; raise on failure."""
         node = self._nodes.get(name)
         if node is None or not self._active:
-            return True
+            return
         labels = labels_to_reconcile(node.label_map)
-        if not labels:
-            return True
-        return self._api.set_labels(node, labels)
+        if labels:
+            self._api.set_labels(node, labels)
 
-    def process_node(self, name: str) -> bool:
-        """Upstream doNodeProcessingPassWorker for one added or updated node: NoSchedule taints, then
-        labels, each tried whatever the other did; True when both are done. A label write right after
-        a taint write conflicts (the cached node is a version behind): it is retried with the backoff,
-        on the node the informer has delivered by then."""
-        taints_done = self.sync_no_schedule_taints(name)
-        labels_done = self.reconcile_node_labels(name)
-        return taints_done and labels_done
-
-    def _process_node_key(self, name: str) -> None:
-        """One work-queue item: process the node, then forget the backoff or retry with it."""
-        if self.process_node(name):
-            self.no_schedule_queue.forget(name)
-        else:
-            self.no_schedule_queue.add_rate_limited(name)
+    def sync_node(self, name: str) -> SyncResult:
+        """Upstream doNodeProcessingPassWorker for one added or updated node (the worker contract,
+        controller/worker.py): NoSchedule taints, then labels, each tried whatever the other did. A label
+        write right after a taint write conflicts (the cached node is a version behind): it is retried
+        with the backoff, on the node the informer has delivered by then."""
+        failures = []
+        for what, step in (("taints", self.sync_no_schedule_taints), ("labels", self.reconcile_node_labels)):
+            try:
+                step(name)
+            except Exception as error:
+                failures.append(f"{what}: {describe_error(error)}")
+        return Retry("; ".join(failures)) if failures else Done()
 
     # --- pods bound to a node that is already not ready (upstream processPod) --------------------
 
@@ -272,30 +278,23 @@ class NodeLifecycleMonitor:
         if new is not None and new.node_name and self._active and (old is None or old.node_name != new.node_name):
             self.pod_queue.add(new.key)
 
-    def process_pod(self, key: str) -> bool:
-        """Mark a newly bound pod NotReady if its node is not ready; True when done (else retried)."""
+    def sync_pod(self, key: str) -> SyncResult:
+        """Mark a newly bound pod NotReady if its node is not ready (the worker contract, controller/worker.py)."""
         pod = self._pods.get(key)
         if pod is None or not self._active or pod.terminating or pod.ready in (None, "False"):
-            return True  # upstream MarkPodsNotReady only flips a Ready condition the pod has
+            return Done("unchanged")  # upstream MarkPodsNotReady only flips a Ready condition the pod has
         if self.health.get(pod.node_name) is None:
-            return True  # not observed yet: the node's own pass will handle its pods
+            return Done("node not observed")  # the node's own pass will handle its pods
         node = self._nodes.get(pod.node_name)
         ready = node.ready_condition if node is not None else None
         if ready is None or ready.get("status") == "True":
-            return True
+            return Done("node ready")
         try:
             self._api.mark_pod_not_ready(pod)
         except Exception as error:
-            log.warning("could not mark pod %s NotReady on node %s: %s", key, pod.node_name, error)
-            return False
+            return Retry(f"could not mark it NotReady on node {pod.node_name}: {error}")
         self._events.pod_event(pod, "NodeNotReady", "Node is not ready", "Warning")
-        return True
-
-    def _process_pod_key(self, key: str) -> None:
-        if self.process_pod(key):
-            self.pod_queue.forget(key)
-        else:
-            self.pod_queue.add_rate_limited(key)
+        return Done("marked")
 
     # --- the monitor pass ------------------------------------------------------------------------
 
@@ -462,7 +461,10 @@ class NodeLifecycleMonitor:
         attempt = 1
         while verdict.conditions_to_post:
             self._check_term()
-            if self._api.post_conditions(node, verdict.conditions_to_post):
+            posted = self._post_conditions(node, verdict.conditions_to_post)
+            if posted is None:
+                return  # deleted meanwhile
+            if posted:
                 break
             if attempt >= NODE_HEALTH_UPDATE_RETRY:
                 log.warning(
@@ -525,6 +527,32 @@ class NodeLifecycleMonitor:
             # flag, as upstream: only a node already not ready when this controller first saw it.
             self._pods_to_mark.add(node.name)
 
+    def _post_conditions(self, node: NodeView, conditions: Sequence[dict[str, Any]]) -> bool | None:
+        """A pass's Unknown-conditions write: True when written, None when the node is gone, False when it
+        failed (logged, unless the write fence refused it and logged that itself)."""
+        try:
+            return self._api.post_conditions(node, conditions)
+        except WriteFenced:
+            return False
+        except Exception as error:
+            if is_conflict(error):
+                log.info("node %s changed since it was read; its health is judged again next pass", node.name)
+            else:
+                log.warning("could not update status of node %s: %s", node.name, describe_error(error))
+            return False
+
+    def _swap_taints(self, name: str, add: Sequence[Taint], remove: Sequence[Taint]) -> bool:
+        """A pass's taint write: True when done (or the node is gone), False when it failed (logged, unless
+        the write fence refused it and logged that itself); the pass retries it."""
+        try:
+            self._api.swap_taints(name, add, remove)
+        except WriteFenced:
+            return False
+        except Exception as error:
+            log.warning("could not update taints of node %s: %s", name, describe_error(error))
+            return False
+        return True
+
     def _first_heard(self, node: NodeView, now: float) -> float | None:
         """For a node this term sees for the first time: when it was last heard, dated by the apiserver
         (node_health.py `first_heard`); None otherwise, or when it cannot be dated."""
@@ -585,7 +613,7 @@ class NodeLifecycleMonitor:
             if has_taint(node, remove):  # swap at once, never leave the node without either
                 self._no_execute_written.add(node.name)
                 self._check_term()
-                if not self._api.swap_taints(node.name, [add], [remove]):
+                if not self._swap_taints(node.name, [add], [remove]):
                     log.warning(
                         "could not swap %s for %s on node %s; next pass", taint_name(remove), taint_name(add), node.name
                     )
@@ -615,7 +643,7 @@ class NodeLifecycleMonitor:
             present = [NOT_READY_NO_EXECUTE, UNREACHABLE_NO_EXECUTE]
         if present:
             self._check_term()
-            if not self._api.swap_taints(node.name, [], present):
+            if not self._swap_taints(node.name, [], present):
                 log.warning("could not remove NoExecute taints from node %s; next pass", node.name)
         if queue is not None and node.name in queue.names_set:
             queue.remove(node.name)
@@ -788,7 +816,7 @@ class NodeLifecycleMonitor:
             return True, 0.0  # ready again: nothing to taint
         add, remove = swap
         self._check_term()
-        done = self._api.swap_taints(name, [add], [remove])
+        done = self._swap_taints(name, [add], [remove])
         if done:
             metrics.ZONE_EVICTIONS.labels(zone_label(zone)).inc()
             log.info("tainted node", extra={"node": name, "taint": f"{add['key']}:NoExecute"})
@@ -813,8 +841,9 @@ class NodeLifecycleMonitor:
             stop.wait(TAINTING_PERIOD)
 
     def stuck(self, now_monotonic: float | None = None) -> str | None:
-        """Why the monitor looks stuck, or None: no completed pass and no progress within a pass for
-        3 monitor periods (at least STUCK_FLOOR).
+        """Why the monitor looks stuck, or None: its loop has had no completed pass and no progress within
+        a pass for 3 monitor periods (at least STUCK_FLOOR), or one of its workers has neither finished a
+        sync nor waited idle within its heartbeat's bound.
 
         The controller's /healthz fails on it, so the kubelet restarts the process and a stand-by
         takes over instead of a leader that holds the Lease but no longer watches nodes. A long pass
@@ -822,7 +851,7 @@ class NodeLifecycleMonitor:
         """
         now_monotonic = time.monotonic() if now_monotonic is None else now_monotonic
         silent = now_monotonic - max(self.last_pass_completed, self.last_progress)
-        return stuck_reason(silent, self.settings.node_monitor_period)
+        return stuck_reason(silent, self.settings.node_monitor_period) or self.heartbeat.stuck()
 
     # --- the component (controller/component.py) ----------------------------------------------
 
@@ -843,7 +872,8 @@ class NodeLifecycleMonitor:
         threads += [
             threading.Thread(
                 target=run_worker,
-                args=(self.no_schedule_queue, self._process_node_key, stop, "NoSchedule tainting and labels"),
+                args=(self.no_schedule_queue, self.sync_node, stop),
+                kwargs={"what": "NoSchedule tainting and labels", "log": log, "heartbeat": self.heartbeat},
                 name=f"no-schedule-{i}",
                 daemon=True,
             )
@@ -852,7 +882,8 @@ class NodeLifecycleMonitor:
         threads += [
             threading.Thread(
                 target=run_worker,
-                args=(self.pod_queue, self._process_pod_key, stop, "pod NotReady marking"),
+                args=(self.pod_queue, self.sync_pod, stop),
+                kwargs={"what": "pod NotReady marking", "log": log, "heartbeat": self.heartbeat},
                 name=f"node-pods-{i}",
                 daemon=True,
             )

@@ -2,8 +2,9 @@
 VolumeAttachment, and (--auto-fence-after) fence a node.
 
 Every delete carries the object's uid as a precondition, so a new object that took the same name (a
-StatefulSet's replacement pod) is never touched; gone (404) or replaced (409) counts as done, so a
-concurrent force delete (an operator's, upstream PodGC's on 1.26+) is no failure. The fencing patch
+StatefulSet's replacement pod) is never touched. As every API edge of the controller, each call returns
+None when its object is gone (404) and raises on failure; a delete answered 409 (replaced) is None too,
+so a concurrent force delete (an operator's, upstream PodGC's on 1.26+) is no failure. The fencing patch
 tests the node's resourceVersion (controller/fencing.py): a node changed since it was read answers
 422, reported as Conflict so the caller re-reads and decides again. Each write asks the write fence
 first (kube/fence.py): refused, the call raises WriteFenced and nothing is done; the caller retries.
@@ -13,7 +14,7 @@ from __future__ import annotations
 
 import logging
 from collections.abc import Sequence
-from typing import Any
+from typing import Any, Literal
 
 from kubernetes import client
 from kubernetes.client.rest import ApiException
@@ -42,8 +43,8 @@ class KubeOutOfServiceApi:
     def read_node(self, name: str) -> dict[str, Any] | None:
         return read_node_json(self._core, name, WORKER_REQUEST_TIMEOUT)
 
-    def force_delete_pod(self, pod: PodView) -> bool:
-        """True if this call deleted it; False if it was gone or replaced already."""
+    def force_delete_pod(self, pod: PodView) -> Literal[True] | None:
+        """True if this call deleted it; None if it was gone or replaced already."""
         self._fence.require(FORCE_DELETION_ACTION, f"pod {pod.key}")
         body = {"gracePeriodSeconds": 0, "preconditions": {"uid": pod.uid}}
         try:
@@ -59,12 +60,13 @@ class KubeOutOfServiceApi:
         except ApiException as error:
             if is_not_found(error) or is_conflict(error):
                 log.info("pod already gone or replaced", extra={"pod": pod.key})
-                return False
+                return None
             raise
         return True
 
-    def delete_volume_attachment(self, attachment: VolumeAttachmentView) -> bool:
-        """True if this call deleted it (its driver detaches the volume, then lets it go); False if gone."""
+    def delete_volume_attachment(self, attachment: VolumeAttachmentView) -> Literal[True] | None:
+        """True if this call deleted it (its driver detaches the volume, then lets it go); None if it was
+        gone or replaced already."""
         self._fence.require(DETACH_ACTION, f"volumeattachment {attachment.name}")
         try:
             release(
@@ -78,12 +80,12 @@ class KubeOutOfServiceApi:
         except ApiException as error:
             if is_not_found(error) or is_conflict(error):
                 log.info("volume attachment already gone or replaced", extra={"volumeattachment": attachment.name})
-                return False
+                return None
             raise
         return True
 
-    def fence_node(self, name: str, ops: Sequence[dict[str, Any]]) -> bool:
-        """Apply the fencing JSON patch; False if the node is gone; Conflict if it changed since it was read."""
+    def fence_node(self, name: str, ops: Sequence[dict[str, Any]]) -> Literal[True] | None:
+        """Apply the fencing JSON patch; None if the node is gone; Conflict if it changed since it was read."""
         self._fence.require(FENCING_ACTION, f"node {name}")
         try:
             release(
@@ -97,7 +99,7 @@ class KubeOutOfServiceApi:
             )
         except ApiException as error:
             if is_not_found(error):
-                return False
+                return None
             if is_conflict(error) or is_invalid(error):
                 raise Conflict(f"HTTP {error.status}: {api_message(error)}") from error
             raise

@@ -12,13 +12,14 @@ condition's heartbeat, or its Lease's renewal) is given the taint (auto_fence.py
 makes the controller fence a node.
 
 Pipeline: informer handlers (nodes, pods, VolumeAttachments) and the resync on `activate` queue node
-names -> one worker (`run_worker`) -> `process`: decides on the cached views (decision.py), re-reads
-the node live before deleting anything (a node unfenced or Ready again meanwhile is left alone), then
-deletes (api.py, each write behind the write fence), asking the node's cache before each deletion, so
-a node unfenced or Ready again mid-pass loses nothing more. A failed deletion is retried with the work
-queue's backoff; a pod or attachment gone or replaced meanwhile is done (a concurrent force delete,
-upstream PodGC's on 1.26+, is no failure). What this replica deleted is remembered by uid, so an
-object its finalizers keep is not deleted twice. Only the leader acts.
+names -> one worker (controller/worker.py `run_worker`) -> `sync`: decides on the cached views
+(decision.py), re-reads the node live before deleting anything (a node unfenced or Ready again
+meanwhile is left alone), then deletes (api.py, each write behind the write fence), asking the node's
+cache before each deletion, so a node unfenced or Ready again mid-pass loses nothing more. A failed
+deletion is retried with the work queue's backoff (`Retry`); a pod or attachment gone or replaced
+meanwhile is done (a concurrent force delete, upstream PodGC's on 1.26+, is no failure). What this
+replica deleted is remembered by uid, so an object its finalizers keep is not deleted twice. Only the
+leader acts.
 
 One actor per pod: the taint eviction manager sees the same NoExecute taint, but a pod this handling
 force deletes is its alone. Both ask one rule (decision.py `out_of_service_claim`): on a node out of
@@ -35,7 +36,7 @@ from __future__ import annotations
 import logging
 import threading
 from collections.abc import Sequence
-from typing import TYPE_CHECKING, Any, Protocol
+from typing import TYPE_CHECKING, Any, Literal, Protocol
 
 from controller.clock import Clock, RealClock
 from controller.fencing import fence_patch, node_annotations, out_of_service_taint, ready_condition
@@ -61,7 +62,8 @@ from controller.outofservice.decision import (
     work_for,
 )
 from controller.volume_attachments import VolumeAttachmentView
-from controller.workqueue import WorkQueue, run_worker
+from controller.worker import After, Done, Heartbeat, Retry, SyncResult, heartbeat_bound, run_worker
+from controller.workqueue import WorkQueue
 from kube.events import EventSink
 from kube.fence import WriteFenced
 from kube.store import StoreReader
@@ -87,14 +89,15 @@ class OutOfServiceApi(Protocol):
     def read_node(self, name: str) -> Json | None:
         """The node as the API has it now (not a cache), raw JSON; None if it is gone; raise on failure."""
 
-    def force_delete_pod(self, pod: PodView) -> bool:
-        """Delete with grace period 0 and the uid as precondition; False if gone or replaced; raise on failure."""
+    def force_delete_pod(self, pod: PodView) -> Literal[True] | None:
+        """Delete with grace period 0 and the uid as precondition; None if gone or replaced; raise on failure."""
 
-    def delete_volume_attachment(self, attachment: VolumeAttachmentView) -> bool:
-        """Delete with the uid as precondition; False if gone or replaced; raise on failure."""
+    def delete_volume_attachment(self, attachment: VolumeAttachmentView) -> Literal[True] | None:
+        """Delete with the uid as precondition; None if gone or replaced; raise on failure."""
 
-    def fence_node(self, name: str, ops: Sequence[dict[str, Any]]) -> bool:
-        """Apply the fencing JSON patch; False if the node is gone; raise a Conflict if it changed."""
+    def fence_node(self, name: str, ops: Sequence[dict[str, Any]]) -> Literal[True] | None:
+        """Apply the fencing JSON patch; None if the node is gone; raise a Conflict if it changed, else on
+        failure."""
 
 
 class OutOfServiceController:
@@ -130,6 +133,9 @@ class OutOfServiceController:
         self._warned: set[str] = set()  # nodes told, in this Ready-and-tainted stretch, to drop the taint
         self._auto_fence_said: dict[str, str] = {}  # node -> the last reason logged for not fencing it
         self._states: dict[str, NodeState] = {}  # every tainted node's state, for the gauge
+        # Between two stamps a pass makes at most two requests: the live read and one deletion (or the
+        # read and the fencing patch); a pass stamps after each deletion however many pods it deletes.
+        self.heartbeat = Heartbeat(self._clock, heartbeat_bound(2), "out-of-service handling")
         for ready in ("true", "false"):
             metrics.NODES.labels(ready).set(0)
 
@@ -223,18 +229,15 @@ class OutOfServiceController:
 
     # --- working -------------------------------------------------------------------------------------
 
-    def process(self, name: str) -> str:
-        """One pass over node `name`; returns what happened (for logs and tests)."""
+    def sync(self, name: str) -> SyncResult:
+        """One pass over node `name` (the worker contract, controller/worker.py)."""
         if not self._active:
-            self.queue.forget(name)
-            return "inactive"  # the next activation resyncs
+            return Done("inactive")  # the next activation resyncs
         node = self._nodes.get(name)
         if node is None:
-            self.queue.forget(name)
-            return "gone"
+            return Done("gone")
         state = node_state(node)
         if state is NodeState.TAINTED_READY:
-            self.queue.forget(name)
             with self._lock:
                 first = name not in self._warned
                 self._warned.add(name)
@@ -242,13 +245,12 @@ class OutOfServiceController:
                 message = ready_message(name)
                 log.warning("%s", message, extra={"node": name})
                 self._events.node_event(name, node.uid, READY_REASON, message, "Warning")
-            return "ready"
+            return Done("ready")
         with self._lock:
             self._warned.discard(name)  # a new stretch of Ready-and-tainted is told again
         if state is NodeState.IN_SERVICE:
             if self.auto_fence_after is None:
-                self.queue.forget(name)
-                return "in service"
+                return Done("in service")
             return self._auto_fence(node, self.auto_fence_after)
         with self._lock:
             work = work_for(
@@ -259,18 +261,18 @@ class OutOfServiceController:
                 self._deleted_attachments,
             )
         if not work:
-            self.queue.forget(name)
-            return "nothing to do"
+            return Done("nothing to do")
         try:
             live = self._api.read_node(name)
         except Exception as error:
-            return self._retry(name, f"reading the node: {error}")
+            return Retry(f"reading the node: {error}")
         if live is None or node_state(node_view(live)) is not NodeState.OUT_OF_SERVICE:
-            self.queue.forget(name)  # unfenced, Ready again or gone: the informer brings the change
-            return "not out of service"
+            return Done("not out of service")  # unfenced, Ready again or gone: the informer brings the change
         return self._delete(node, work)
 
-    def _delete(self, node: NodeView, work: Work) -> str:
+    def _delete(self, node: NodeView, work: Work) -> SyncResult:
+        """Force delete the pods, then delete the attachments; the heartbeat is stamped after each
+        deletion, so a pass over a node with many pods in a slow apiserver does not look stuck."""
         name = node.name
         taint = out_of_service_taint(node.taints) or {}
         if self._dry_run:
@@ -280,17 +282,16 @@ class OutOfServiceController:
                 log.info(
                     "dry run: would delete volume attachment", extra={"volumeattachment": attachment.name, "node": name}
                 )
-            self.queue.forget(name)
-            return "dry-run"
+            return Done("dry-run")
         deleted_pods = deleted_attachments = 0
         failures: list[str] = []
         for pod, reason in work.pods:
             if not self._active:
-                return "inactive"
+                return Done("inactive")
             if not self._still_out_of_service(name):
                 break
             try:
-                deleted = self._api.force_delete_pod(pod)
+                deleted = self._api.force_delete_pod(pod) is not None
             except WriteFenced as error:  # not an API failure; every later write would be refused too
                 failures.append(str(error))
                 break
@@ -300,6 +301,8 @@ class OutOfServiceController:
                 metrics.FAILURES.inc()
                 failures.append(f"force deleting pod {pod.key}: {error}")
                 continue
+            finally:
+                self.heartbeat.beat()
             metrics.FORCE_DELETE_PODS.labels(pod.namespace, metrics.OUT_OF_SERVICE_REASON).inc()
             with self._lock:
                 self._deleted_pods[pod.key] = pod.uid
@@ -312,11 +315,11 @@ class OutOfServiceController:
         # Volumes are detached once every pod to go is gone: a failed pod is retried first.
         for attachment in work.attachments if not failures else ():
             if not self._active:
-                return "inactive"
+                return Done("inactive")
             if not self._still_out_of_service(name):
                 break
             try:
-                deleted = self._api.delete_volume_attachment(attachment)
+                deleted = self._api.delete_volume_attachment(attachment) is not None
             except WriteFenced as error:
                 failures.append(str(error))
                 break
@@ -324,6 +327,8 @@ class OutOfServiceController:
                 metrics.FAILURES.inc()
                 failures.append(f"deleting volume attachment {attachment.name}: {error}")
                 continue
+            finally:
+                self.heartbeat.beat()
             with self._lock:
                 self._deleted_attachments[attachment.key] = attachment.uid
             if deleted:
@@ -336,15 +341,14 @@ class OutOfServiceController:
         if deleted_pods or deleted_attachments:
             self._events.node_event(name, node.uid, NODE_REASON, node_message(name, deleted_pods, deleted_attachments))
         if failures:
-            return self._retry(name, "; ".join(failures))
-        self.queue.forget(name)
+            return Retry("; ".join(failures))
         if not self._still_out_of_service(name):
             log.info(
                 "node back in service during a pass: its other pods are left alone",
                 extra={"node": name, "deleted": deleted_pods},
             )
-            return "not out of service"
-        return "deleted"
+            return Done("not out of service")
+        return Done("deleted")
 
     def _still_out_of_service(self, name: str) -> bool:
         """Asked of the node's cache before each deletion: the live read at the pass's start is seconds old
@@ -352,26 +356,22 @@ class OutOfServiceController:
         node = self._nodes.get(name)
         return node is not None and node_state(node) is NodeState.OUT_OF_SERVICE
 
-    def _auto_fence(self, node: NodeView, after: float) -> str:
+    def _auto_fence(self, node: NodeView, after: float) -> SyncResult:
         name = node.name
         since = unreachable_since(node.ready_condition, node.taints)
         if since is None:
-            self.queue.forget(name)
             with self._lock:
                 self._auto_fence_said.pop(name, None)
-            return "not unreachable"
+            return Done("not unreachable")
         now = self._clock.now()
         if now - since < after:
-            self.queue.forget(name)
-            self.queue.add_after(name, since + after - now)  # look again when it may be fenced
-            return "too soon"
+            return After(since + after - now, "too soon")  # look again when it may be fenced
         try:
             live = self._api.read_node(name)  # the annotations are not cached; and the cache may be behind
         except Exception as error:
-            return self._retry(name, f"reading the node: {error}")
+            return Retry(f"reading the node: {error}")
         if live is None:
-            self.queue.forget(name)
-            return "gone"
+            return Done("gone")
         ready = ready_condition(live)
         taints = (live.get("spec") or {}).get("taints") or []
         lease = self._leases.get(name) if self._leases is not None else None
@@ -383,33 +383,30 @@ class OutOfServiceController:
             now,
             parse_time(lease.renew_time) if lease is not None else None,
         )
-        if decision.recheck_at is not None:
-            self.queue.add_after(name, max(0.0, decision.recheck_at - now))
         if not decision.fence:
             if decision.reason != ALREADY_FENCED:
                 self._say_not_fencing(name, decision.reason, decision.detail)
-            return decision.reason
+            if decision.recheck_at is not None:
+                return After(max(0.0, decision.recheck_at - now), decision.reason)
+            return Done(decision.reason)
         if self._dry_run:
             log.info("dry run: would fence node", extra={"node": name, "detail": decision.detail})
-            self.queue.forget(name)
-            return "dry-run"
+            return Done("dry-run")
         patch = fence_patch(live, fenced_by(after), now)
         if patch is None:
-            return ALREADY_FENCED
+            return Done(ALREADY_FENCED)
         try:
-            if not self._api.fence_node(name, patch.ops):
-                self.queue.forget(name)
-                return "gone"
+            if self._api.fence_node(name, patch.ops) is None:
+                return Done("gone")
         except Exception as error:  # a Conflict (the node changed), the write fence, an API failure
-            return self._retry(name, f"fencing: {error}")
+            return Retry(f"fencing: {error}")
         metrics.AUTO_FENCED.inc()
         with self._lock:
             self._auto_fence_said.pop(name, None)
         message = auto_fenced_message(name, decision)
         self._events.node_event(name, node.uid, AUTO_FENCED_REASON, message, "Warning")
         log.warning("%s", message, extra={"node": name})
-        self.queue.forget(name)
-        return "fenced"
+        return Done("fenced")
 
     def _say_not_fencing(self, name: str, reason: str, detail: str) -> None:
         """Log why an unreachable node is not fenced, once per reason."""
@@ -424,11 +421,6 @@ class OutOfServiceController:
             f" ({detail})" if detail else "",
             extra={"node": name},
         )
-
-    def _retry(self, name: str, why: str) -> str:
-        delay = self.queue.add_rate_limited(name)
-        log.warning("out-of-service pass over node %s will be retried in %.2fs: %s", name, delay, why)
-        return "retry"
 
     # --- the component (controller/component.py) ----------------------------------------------
 
@@ -445,7 +437,13 @@ class OutOfServiceController:
         """One worker: a dead node's pods are few, and each deletion is one request."""
         threading.Thread(
             target=run_worker,
-            args=(self.queue, self.process, stop, "out-of-service pass", metrics.FAILURES.inc),
+            args=(self.queue, self.sync, stop),
+            kwargs={
+                "what": "out-of-service pass",
+                "log": log,
+                "heartbeat": self.heartbeat,
+                "on_crash": metrics.FAILURES.inc,
+            },
             name="out-of-service-worker",
             daemon=True,
         ).start()
@@ -454,4 +452,4 @@ class OutOfServiceController:
         self.queue.shut_down()
 
     def stuck(self) -> str | None:
-        return None  # its one worker waits on the API with timeouts: it cannot hang
+        return self.heartbeat.stuck()

@@ -4,22 +4,24 @@ Deleting is two calls, as upstream: patch the `DisruptionTarget` condition throu
 subresource, then a graceful delete. Evicting (a pod that respects its disruption budget,
 disruption_budget.py) creates an Eviction first and marks the pod only once it is admitted: a
 refused pod keeps running and must not look disrupted. Every call carries the pod's uid as a
-precondition, so a new pod that took the same name is never touched. Gone (404) or replaced
-(409 on the uid) counts as done. Each write asks the write fence first (kube/fence.py): refused,
-the call raises WriteFenced and the pod is not done; the manager retries it.
+precondition, so a new pod that took the same name is never touched. As every API edge of the
+controller, each call returns None when its object is gone (404; a pod replaced, 409 on the uid, too)
+and raises on failure. Each write asks the write fence first (kube/fence.py): refused, the call raises
+WriteFenced and the pod is not done; the manager retries it.
 """
 
 from __future__ import annotations
 
 import logging
 import time
-from typing import Any
+from typing import Any, Literal
 
 from kubernetes import client
 from kubernetes.client.rest import ApiException
 
 from controller.objects import NodeView, PodView, node_view
 from controller.tainteviction.disruption_budget import refusal_reason
+from controller.tainteviction.manager import BudgetRefused
 from kube.client import STRATEGIC_MERGE, WORKER_REQUEST_TIMEOUT, read_node_json, release
 from kube.errors import is_conflict, is_not_found, status_body, status_code
 from kube.fence import WriteFence, WriteFenced
@@ -63,7 +65,7 @@ class KubeEvictionActions:
         node = read_node_json(self._core, node_name, WORKER_REQUEST_TIMEOUT)
         return None if node is None else node_view(node)
 
-    def evict(self, pod: PodView) -> None:
+    def evict(self, pod: PodView) -> Literal[True] | None:
         target = f"pod {pod.key}"
         try:
             self._mark(pod, target)
@@ -80,15 +82,16 @@ class KubeEvictionActions:
         except ApiException as error:
             if is_not_found(error):
                 log.info("pod already gone", extra={"pod": pod.key})
-                return
+                return None
             if is_conflict(error):
                 log.info("pod was replaced by another with the same name; not deleting it", extra={"pod": pod.key})
-                return
+                return None
             raise
+        return True
 
-    def request_eviction(self, pod: PodView) -> str | None:
-        """Create an Eviction for the pod; None once admitted (or the pod is gone or replaced), else why
-        its disruption budget refused it (429). Any other failure raises."""
+    def request_eviction(self, pod: PodView) -> Literal[True] | None:
+        """Create an Eviction for the pod; True once admitted, None if the pod is gone or replaced. Its
+        disruption budget refusing it (429) raises BudgetRefused, saying why; any other failure raises."""
         target = f"pod {pod.key}"
         if self._policy_version is None:  # before the fence check: only the POST may follow it
             self._policy_version = served_policy_version(self._api, WORKER_REQUEST_TIMEOUT)
@@ -109,7 +112,7 @@ class KubeEvictionActions:
             refused = refusal_reason(status_body(error)) if status_code(error) == TOO_MANY_REQUESTS else None
             if refused is None:
                 raise
-            return refused
+            raise BudgetRefused(refused) from error
         try:  # admitted: the pod is terminating now; say why, as the apiserver itself does from 1.26
             self._mark(pod, target)
         except WriteFenced:
@@ -117,7 +120,7 @@ class KubeEvictionActions:
         except ApiException as error:
             if not (is_not_found(error) or is_conflict(error)):
                 log.warning("evicted pod %s, but could not set its DisruptionTarget condition: %s", pod.key, error)
-        return None
+        return True
 
     def _mark(self, pod: PodView, target: str) -> None:
         self._fence.require(DISRUPTION_TARGET_ACTION, target)

@@ -2,9 +2,10 @@
 
 Pipeline (each step named): informer handlers call `on_node_change` / `on_pod_change` ->
 `_reconcile_pod` decides (decision.py) and schedules the pod in the timer heap ->
-`run_timers` moves due pods into the work queue -> a worker (`run_worker`) -> `process` re-reads the node
-live, re-checks the pod is still due, then marks and deletes it (api.py), or, for a pod that respects
-its disruption budget (disruption_budget.py), creates an Eviction, which the budget may refuse.
+`run_timers` moves due pods into the work queue -> a worker (controller/worker.py `run_worker`) ->
+`sync` re-reads the node live, re-checks the pod is still due, then marks and deletes it (api.py), or,
+for a pod that respects its disruption budget (disruption_budget.py), creates an Eviction, which the
+budget may refuse.
 One actor per pod: when the out-of-service handling runs in this process, a pod it owns on the live
 node (controller/outofservice/decision.py `out_of_service_claim`: the node is out of service and the
 pod does not tolerate the taint) is left to it and dropped from the schedule, whatever taint made it
@@ -20,7 +21,7 @@ import logging
 import threading
 from collections.abc import Callable, Mapping, Sequence
 from dataclasses import dataclass
-from typing import TYPE_CHECKING, Any, Protocol
+from typing import TYPE_CHECKING, Any, Literal, Protocol
 
 from controller.clock import Clock, RealClock
 from controller.objects import NamespaceView, NodeView, PodView
@@ -29,7 +30,8 @@ from controller.tainteviction import metrics
 from controller.tainteviction.decision import EvictionDecision, carry_swap_start, decide_eviction, due_taints
 from controller.tainteviction.disruption_budget import BudgetSettings, Choice, Method, choose_method
 from controller.tainteviction.timers import TimerHeap
-from controller.workqueue import WorkQueue, run_worker
+from controller.worker import After, Done, Heartbeat, Retry, SyncResult, heartbeat_bound, run_worker
+from controller.workqueue import WorkQueue
 from kube.events import EventSink
 from kube.fence import WriteFenced
 from kube.store import StoreReader
@@ -51,6 +53,10 @@ DEFAULT_WORKERS = 8  # concurrent pod deletions (--taint-eviction-workers)
 Taint = Mapping[str, Any]  # API JSON
 
 
+class BudgetRefused(Exception):
+    """The pod's disruption budget refused its Eviction (429); the message says why."""
+
+
 class EvictionActions(Protocol):
     """The API calls an eviction needs (api.py)."""
 
@@ -58,12 +64,12 @@ class EvictionActions(Protocol):
         """The node read from the API now (not a cache): its NoExecute taints decide again, its taints and
         Ready condition say whether the out-of-service handling owns the pod. None if the node is gone."""
 
-    def evict(self, pod: PodView) -> None:
-        """Set DisruptionTarget and delete the pod; raise on failure. Gone or replaced counts as done."""
+    def evict(self, pod: PodView) -> Literal[True] | None:
+        """Set DisruptionTarget and delete the pod; None if it was gone or replaced; raise on failure."""
 
-    def request_eviction(self, pod: PodView) -> str | None:
-        """Create an Eviction (then set DisruptionTarget); None once admitted, gone or replaced, else
-        why the pod's disruption budget refused it. Raise on any other failure."""
+    def request_eviction(self, pod: PodView) -> Literal[True] | None:
+        """Create an Eviction (then set DisruptionTarget); True once admitted, None if the pod was gone or
+        replaced; raise BudgetRefused when its disruption budget refuses it, another exception on failure."""
 
 
 @dataclass
@@ -123,6 +129,9 @@ class TaintEvictionManager:
         # Pods (key -> uid) whose Eviction their disruption budget refused: told once, counted in a gauge.
         self._waiting: dict[str, str] = {}
         self._active = False
+        # A sync makes at most four requests: the live node, then the Eviction (the first asks which policy
+        # version the server serves) and the DisruptionTarget patch, or the patch and the DELETE.
+        self.heartbeat = Heartbeat(self._clock, heartbeat_bound(4), "taint eviction manager")
 
     # --- leadership ------------------------------------------------------------------------
 
@@ -267,7 +276,8 @@ class TaintEvictionManager:
         log.info("cancelled eviction", extra={"pod": pod.key})
 
     def _forget_locked(self, key: str) -> None:
-        """The pod is gone or terminating: drop its eviction silently."""
+        """The pod is gone or terminating: drop its scheduled eviction (its timer and its bookkeeping)
+        silently. The work queue's backoff for the key is the worker's (controller/worker.py)."""
         self._marked.pop(key, None)
         self._stop_waiting_locked(key)
         if self._scheduled.pop(key, None) is not None:
@@ -300,7 +310,9 @@ class TaintEvictionManager:
         return due
 
     def run_timers(self, stop: threading.Event) -> None:
-        """The one timer loop: sleep until the earliest deadline (or a change), fire what is due."""
+        """The one timer loop: sleep until the earliest deadline (or a change), fire what is due; it stamps
+        the heartbeat as a worker does, so a timer loop that died or hangs makes the manager stuck."""
+        self.heartbeat.beat()
         while not stop.is_set():
             self.fire_due()
             with self._lock:
@@ -308,40 +320,43 @@ class TaintEvictionManager:
                 timeout = 1.0 if next_at is None else max(0.0, min(1.0, next_at - self._clock.now()))
                 if timeout > 0:
                     self._clock.wait(self._timer_wakeup, timeout)
+            self.heartbeat.beat()
+        self.heartbeat.leave()
 
-    def process(self, key: str) -> None:
-        """Delete the pod `key` if it is still due, re-reading its node live first."""
+    def sync(self, key: str) -> SyncResult:
+        """Delete the pod `key` if it is still due, re-reading its node live first (the worker contract,
+        controller/worker.py)."""
         with self._lock:
             entry = self._scheduled.get(key)
             pod = self._pods.get(key)
-            if entry is None or not self._active:
-                return
+            if entry is None:
+                return Done("not scheduled")
+            if not self._active:
+                return Done("inactive")
             if pod is None or pod.uid != entry.uid or pod.terminating:
                 self._forget_locked(key)
-                return
+                return Done("gone")
         try:
             live = self._actions.live_node(pod.node_name)
         except Exception as error:
-            self._retry(key, f"reading node {pod.node_name}: {error}")
-            return
+            return Retry(f"reading node {pod.node_name}: {error}")
         live_taints = live.no_execute_taints if live is not None else ()
         claim = out_of_service_claim(live, pod) if self._defer_to_out_of_service and live is not None else None
         if claim is not None:
-            self._leave_to_out_of_service(pod, entry, claim)
-            return
+            return self._leave_to_out_of_service(pod, entry, claim)
         with self._lock:
             if self._scheduled.get(key) is not entry or not self._active:
-                return  # changed meanwhile; the newer state decides
+                return Done("changed")  # changed meanwhile; the newer state decides
             now = self._clock.now()
             decision = self.decide(pod, live_taints, now)
             if decision.at is None:
                 self._cancel_locked(pod)  # the cache was stale: the live node no longer calls for it
-                return
+                return Done("cancelled")
             if decision.at > now:
                 entry.at, entry.taint, entry.started = decision.at, decision.taint, decision.started
                 self._timers.schedule(key, decision.at)
                 self._timer_wakeup.notify_all()
-                return
+                return Done("rescheduled")
             choice = self.method(pod, decision, live_taints, now)
             method = choice.method
             first_attempt = self._marked.get(key) != pod.uid
@@ -359,10 +374,9 @@ class TaintEvictionManager:
                 extra={"pod": key, "node": pod.node_name, "reason": decision.reason},
             )
             self._finish(key, entry)
-            return
+            return Done("dry-run")
         if method is Method.EVICT:
-            self._evict_through_budget(pod, entry, decision.due_since or now, choice)
-            return
+            return self._evict_through_budget(pod, entry, decision.due_since or now, choice)
         if method is Method.DELETE_AFTER_BUDGET_TIMEOUT and (timed_out or first_attempt):
             metrics.BUDGET_TIMEOUTS.inc()
             self._events.pod_event(
@@ -379,45 +393,51 @@ class TaintEvictionManager:
                 metrics.POD_DELETION_FAILURES.inc()
             with self._lock:
                 self._evicting.pop(key, None)
-            self._retry(key, f"deleting: {error}")
-            return
+            return Retry(f"deleting: {error}")
         metrics.POD_DELETIONS.inc()
         metrics.POD_DELETION_DURATION.observe(max(0.0, self._clock.now() - entry.at))
         log.info("deleted pod", extra={"pod": key, "node": pod.node_name, "reason": decision.reason})
         self._finish(key, entry)
+        return Done("deleted")
 
-    def _leave_to_out_of_service(self, pod: PodView, entry: ScheduledEviction, claim: str) -> None:
+    def _leave_to_out_of_service(self, pod: PodView, entry: ScheduledEviction, claim: str) -> SyncResult:
         """The live node is out of service and the pod is the out-of-service handling's: it force deletes
         it. Dropped from the schedule, not retried; the informers bring it back if the node stops being
         out of service (unfenced, or Ready again)."""
         key = pod.key
         with self._lock:
             if self._scheduled.get(key) is not entry or not self._active:
-                return  # changed meanwhile; the newer state decides
+                return Done("changed")  # changed meanwhile; the newer state decides
             self._forget_locked(key)
-        self.queue.forget(key)
         log.info("left pod to the out-of-service handling", extra={"pod": key, "node": pod.node_name, "reason": claim})
+        return Done("left to the out-of-service handling")
 
-    def _evict_through_budget(self, pod: PodView, entry: ScheduledEviction, deadline: float, choice: Choice) -> None:
-        """Create an Eviction; refused by the budget, say so once and try again after a backoff, at
-        the latest when the ceiling passes (`process` then deletes)."""
+    def _evict_through_budget(
+        self, pod: PodView, entry: ScheduledEviction, deadline: float, choice: Choice
+    ) -> SyncResult:
+        """Create an Eviction; refused by the budget, say so once and try again after a while, at the
+        latest when the ceiling passes (`sync` then deletes)."""
         key = pod.key
         try:
-            refused = self._actions.request_eviction(pod)
+            self._actions.request_eviction(pod)
+        except BudgetRefused as refusal:
+            return self._refused(pod, deadline, choice, str(refusal))
         except Exception as error:
             if not isinstance(error, WriteFenced):
                 metrics.POD_DELETION_FAILURES.inc()
             with self._lock:
                 self._evicting.pop(key, None)
-            self._retry(key, f"evicting: {error}")
-            return
-        if refused is None:
-            metrics.POD_DELETIONS.inc()
-            metrics.BUDGET_EVICTIONS.inc()
-            metrics.POD_DELETION_DURATION.observe(max(0.0, self._clock.now() - entry.at))
-            log.info("evicted pod through its disruption budget", extra={"pod": key, "node": pod.node_name})
-            self._finish(key, entry)
-            return
+            return Retry(f"evicting: {error}")
+        metrics.POD_DELETIONS.inc()
+        metrics.BUDGET_EVICTIONS.inc()
+        metrics.POD_DELETION_DURATION.observe(max(0.0, self._clock.now() - entry.at))
+        log.info("evicted pod through its disruption budget", extra={"pod": key, "node": pod.node_name})
+        self._finish(key, entry)
+        return Done("evicted")
+
+    def _refused(self, pod: PodView, deadline: float, choice: Choice, refused: str) -> SyncResult:
+        """The pod's disruption budget refused its Eviction: say so once, ask again in a while."""
+        key = pod.key
         metrics.REFUSED_BY_BUDGET.inc()
         with self._lock:
             self._evicting.pop(key, None)
@@ -440,8 +460,8 @@ class TaintEvictionManager:
             if timeout is None
             else min(BUDGET_RETRY_SECONDS, deadline + timeout - self._clock.now())
         )
-        self.queue.add_after(key, delay)
         log.info("eviction of %s refused by its disruption budget (%s); retrying in %.1fs", key, refused, delay)
+        return After(delay, "refused by its disruption budget")
 
     def _finish(self, key: str, entry: ScheduledEviction) -> None:
         with self._lock:
@@ -455,11 +475,6 @@ class TaintEvictionManager:
                 del self._scheduled[key]
                 self._timers.cancel(key)
                 metrics.PENDING_EVICTIONS.set(len(self._scheduled))
-        self.queue.forget(key)
-
-    def _retry(self, key: str, why: str) -> None:
-        delay = self.queue.add_rate_limited(key)
-        log.warning("eviction of %s will be retried in %.2fs: %s", key, delay, why)
 
     # --- the component (controller/component.py) ----------------------------------------------
 
@@ -476,7 +491,8 @@ class TaintEvictionManager:
         threads += [
             threading.Thread(
                 target=run_worker,
-                args=(self.queue, self.process, stop, "eviction"),
+                args=(self.queue, self.sync, stop),
+                kwargs={"what": "eviction", "log": log, "heartbeat": self.heartbeat},
                 name=f"eviction-worker-{i}",
                 daemon=True,
             )
@@ -489,4 +505,4 @@ class TaintEvictionManager:
         self.queue.shut_down()
 
     def stuck(self) -> str | None:
-        return None  # the timer loop only sleeps and queues: nothing in it can hang on the API
+        return self.heartbeat.stuck()

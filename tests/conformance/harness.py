@@ -21,7 +21,7 @@ import inspect
 from collections.abc import Hashable, Iterable, Mapping, Sequence
 from dataclasses import dataclass
 from datetime import UTC, datetime
-from typing import Any
+from typing import Any, Literal
 
 from controller.clock import FakeClock
 from controller.nodelifecycle.decision import MonitorSettings
@@ -30,6 +30,7 @@ from controller.objects import LeaseView, NodeView, PodView, lease_view, node_vi
 from kube.events import PodRef
 from kube.timestamps import format_micro_time, format_time
 from shared.clock_offset import ClockOffset, ServerClock
+from tests.support.work import work_off
 
 Json = dict[str, Any]
 
@@ -216,15 +217,18 @@ class _Api:
         # offset None (the default): nodes first seen are judged as upstream
         return ServerClock(self._cluster.server_clock, self._cluster.server_version)
 
-    def post_conditions(self, node: NodeView, conditions: Sequence[dict[str, Any]]) -> bool:
+    def post_conditions(self, node: NodeView, conditions: Sequence[dict[str, Any]]) -> Literal[True] | None:
         cluster = self._cluster
         raw = cluster.nodes.get(node.name)
         posted = [dict(c) for c in conditions]
-        if raw is None or cluster.fail_status_writes > 0 or raw["metadata"]["resourceVersion"] != node.resource_version:
-            if raw is not None and cluster.fail_status_writes > 0:
+        if raw is None:
+            cluster.writes.append(Write("status", node.name, posted, ok=False))
+            return None
+        if cluster.fail_status_writes > 0 or raw["metadata"]["resourceVersion"] != node.resource_version:
+            if cluster.fail_status_writes > 0:
                 cluster.fail_status_writes -= 1
             cluster.writes.append(Write("status", node.name, posted, ok=False))
-            return False
+            raise RuntimeError("fake error")
         current = raw["status"].setdefault("conditions", [])
         for new in posted:
             for i, old in enumerate(current):
@@ -239,18 +243,20 @@ class _Api:
 
     def swap_taints(
         self, node_name: str, add: Sequence[Mapping[str, Any]], remove: Sequence[Mapping[str, Any]]
-    ) -> bool:
+    ) -> Literal[True] | None:
         cluster = self._cluster
         raw = cluster.nodes.get(node_name)
         detail = (
             tuple(sorted(f"{t['key']}:{t['effect']}" for t in add)),
             tuple(sorted(f"{t['key']}:{t['effect']}" for t in remove)),
         )
-        if raw is None or cluster.fail_taint_writes > 0:
-            if raw is not None:
-                cluster.fail_taint_writes -= 1
+        if raw is None:
             cluster.writes.append(Write("taints", node_name, detail, ok=False))
-            return False
+            return None
+        if cluster.fail_taint_writes > 0:
+            cluster.fail_taint_writes -= 1
+            cluster.writes.append(Write("taints", node_name, detail, ok=False))
+            raise RuntimeError("fake error")
         gone = {(t["key"], t["effect"]) for t in remove}
         taints = [t for t in raw["spec"].get("taints") or [] if (t.get("key"), t.get("effect")) not in gone]
         for taint in add:
@@ -267,18 +273,21 @@ class _Api:
         cluster.writes.append(Write("taints", node_name, detail))
         return True
 
-    def set_labels(self, node: NodeView, labels: Mapping[str, str]) -> bool:
+    def set_labels(self, node: NodeView, labels: Mapping[str, str]) -> Literal[True] | None:
         cluster = self._cluster
         raw = cluster.nodes.get(node.name)
-        if raw is None or raw["metadata"]["resourceVersion"] != node.resource_version:
+        if raw is None:
             cluster.writes.append(Write("labels", node.name, dict(labels), ok=False))
-            return False
+            return None
+        if raw["metadata"]["resourceVersion"] != node.resource_version:
+            cluster.writes.append(Write("labels", node.name, dict(labels), ok=False))
+            raise RuntimeError("fake conflict")
         raw["metadata"].setdefault("labels", {}).update(labels)
         cluster.store_node(raw)
         cluster.writes.append(Write("labels", node.name, dict(labels)))
         return True
 
-    def mark_pod_not_ready(self, pod: PodView) -> None:
+    def mark_pod_not_ready(self, pod: PodView) -> Literal[True] | None:
         cluster = self._cluster
         if cluster.fail_pod_status_writes > 0:
             cluster.fail_pod_status_writes -= 1
@@ -294,6 +303,7 @@ class _Api:
             conditions.append({"type": "Ready", "status": "False"})
         cluster.store_pod(raw)
         cluster.writes.append(Write("pod-status", pod.key, "Ready=False"))
+        return True
 
     def node_event(self, name: str, uid: str, reason: str, message: str, event_type: str = "Normal") -> None:
         self._cluster.events.append(Event("Node", name, uid, reason, message, event_type))
@@ -412,11 +422,13 @@ class Cluster:
             self.monitor.tainting_pass()
             self.clock.advance(step)
 
-    def no_schedule_sync(self, name: str) -> bool:
-        return self.monitor.sync_no_schedule_taints(name)
+    def no_schedule_sync(self, name: str) -> None:
+        """Upstream doNoScheduleTaintingPass for one node; raises as its error."""
+        self.monitor.sync_no_schedule_taints(name)
 
-    def reconcile_labels(self, name: str) -> bool:
-        return self.monitor.reconcile_node_labels(name)
+    def reconcile_labels(self, name: str) -> None:
+        """Upstream reconcileNodeLabels for one node; raises as its error."""
+        self.monitor.reconcile_node_labels(name)
 
     def deliver_pod_event(self, old: PodView | None, new: PodView | None) -> bool:
         """Hand a pod informer event to the monitor (upstream podUpdated + processPod); False if it has no handler."""
@@ -424,16 +436,7 @@ class Cluster:
         if handler is None:
             return False
         handler(old, new)
-        queue = getattr(self.monitor, "pod_queue", None)
-        process = getattr(self.monitor, "process_pod", None)
-        while queue is not None and process is not None and len(queue):
-            key = queue.get(timeout=0)
-            if key is None:
-                break
-            try:
-                process(key)
-            finally:
-                queue.done(key)
+        work_off(self.monitor.pod_queue, self.monitor.sync_pod)
         return True
 
     # -- what to look at ------------------------------------------------------------------------------------

@@ -1177,7 +1177,7 @@ def test_taints_node_by_condition(conditions, expected):
     )
     cluster.put_pod(pod_json("pod0", "node0"))
     cluster.put_node(node_json("node0", created=Y2012, labels=zone_labels(*Z1), conditions=conditions))
-    assert cluster.no_schedule_sync("node0")
+    cluster.no_schedule_sync("node0")
     assert cluster.taints("node0") == expected
 
 
@@ -1254,7 +1254,7 @@ def test_reconcile_node_labels(labels, expected, written):
         row_node["metadata"]["labels"] = dict(labels)
     cluster.put_node(row_node)
 
-    assert cluster.reconcile_labels("node0")
+    cluster.reconcile_labels("node0")
     assert cluster.labels("node0") == expected
     assert [w.detail for w in cluster.label_writes()] == written
 

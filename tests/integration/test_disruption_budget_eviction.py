@@ -19,6 +19,7 @@ from kubernetes import client
 
 from controller.objects import pod_view
 from controller.tainteviction.api import KubeEvictionActions
+from controller.tainteviction.manager import BudgetRefused
 from hack.servers import ControllerProcess
 from kube.client import REQUEST_TIMEOUT
 from kube.fence import WriteFence
@@ -110,20 +111,20 @@ def test_the_policy_version_asked_is_the_one_the_server_serves(local_cluster: Lo
     assert served_policy_version(local_cluster.api_client, REQUEST_TIMEOUT) == expected
 
 
-def test_a_budget_refusal_is_returned_with_its_reason_and_an_admitted_eviction_marks_the_pod(budget: Budget):
+def test_a_budget_refusal_is_raised_with_its_reason_and_an_admitted_eviction_marks_the_pod(budget: Budget):
     actions = KubeEvictionActions(budget.api, WriteFence.without_lease())
     pod = budget.pod("web-1")
     budget.create(min_available=2)
     budget.allow(0)
-    refused = actions.request_eviction(pod_view(pod))
-    assert refused is not None and "disruption budget web" in refused, refused
+    with pytest.raises(BudgetRefused, match="disruption budget web"):
+        actions.request_eviction(pod_view(pod))
     assert not budget.deleted("web-1")
     assert not any(
         c["type"] == "DisruptionTarget" for c in (budget.read("web-1") or {})["status"].get("conditions") or []
     ), "a refused pod must not look disrupted"
 
     budget.allow(1)
-    assert actions.request_eviction(pod_view(pod)) is None
+    assert actions.request_eviction(pod_view(pod)) is True
     after = budget.read("web-1")
     assert after is None or after["metadata"].get("deletionTimestamp")
     if after is not None:

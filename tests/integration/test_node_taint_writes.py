@@ -138,7 +138,7 @@ def test_a_node_the_api_no_longer_has_is_nothing_to_write(
     core.delete_node(node_name)
     api = KubeNodeLifecycleApi(local_cluster.api_client, WriteFence.without_lease(), cache=cache)
 
-    assert api.swap_taints(node_name, [], [NOT_READY])
+    assert api.swap_taints(node_name, [], [NOT_READY]) is None
 
 
 def create_node(core: client.CoreV1Api, name: str, taints: list[dict]) -> None:

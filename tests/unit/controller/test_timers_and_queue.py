@@ -111,32 +111,3 @@ def test_shut_down_wakes_a_blocked_worker():
     queue.shut_down()
     thread.join(timeout=5)
     assert outcome == ["shut down"]
-
-
-def test_the_worker_loop_retries_a_crashed_key_and_stops_on_shut_down(caplog):
-    from controller.workqueue import run_worker
-
-    queue = WorkQueue(base_delay=0.01, max_delay=0.02)
-    seen: list[str] = []
-    crashes: list[int] = []
-
-    def process(key: str) -> None:
-        seen.append(key)
-        if seen.count(key) == 1:
-            raise RuntimeError("a bug")
-
-    stop = threading.Event()
-    worker = threading.Thread(target=run_worker, args=(queue, process, stop, "testing", lambda: crashes.append(1)))
-    worker.start()
-    queue.add("a")
-    pause = threading.Event()
-    for _ in range(200):  # until the retry has run (polled, at most 2 s)
-        if seen.count("a") == 2:
-            break
-        pause.wait(0.01)
-    queue.shut_down()
-    worker.join(timeout=5)
-    assert not worker.is_alive()
-    assert seen == ["a", "a"]
-    assert crashes == [1]
-    assert "testing of a failed unexpectedly" in caplog.text

@@ -2,12 +2,12 @@
 
 Each edge that acts on a decision (taints, node conditions, node labels, pod NotReady, the eviction's
 DisruptionTarget patch and DELETE, the backfill patch) makes no API call while the fence is closed,
-and fails the way its callers already retry; the eviction manager and the backfill retry a fenced
-write without counting it as an API failure and without counting it done. The first Eviction asks
-which policy version the server serves before its fence check, so only the POST follows the check.
-The runner's fence counts refusals in taintkeeper_fenced_writes_total and is open without leader
-election; its event recorders drop an event queued while leading if the fence has closed by the
-time it is to be posted (taintkeeper_events_dropped_total).
+and raises WriteFenced, which its callers retry as they retry a failure; the eviction manager and the
+backfill retry a fenced write without counting it as an API failure and without counting it done.
+The first Eviction asks which policy version the server serves before its fence check, so only the
+POST follows the check. The runner's fence counts refusals in taintkeeper_fenced_writes_total and is
+open without leader election; its event recorders drop an event queued while leading if the fence has
+closed by the time it is to be posted (taintkeeper_events_dropped_total).
 """
 
 from __future__ import annotations
@@ -17,7 +17,7 @@ import json
 import threading
 from collections.abc import Callable
 from dataclasses import dataclass
-from typing import Any
+from typing import Any, Literal
 from urllib.parse import urlsplit
 
 import pytest
@@ -103,7 +103,6 @@ class EdgeCase:
     write: Callable[[client.ApiClient, WriteFence], object]  # the edge's write, as its caller makes it
     written: object  # what it returns when the write was made
     writes: list[str]  # the API writes it makes then
-    refused: object  # what it gives when fenced, as its callers retry a failure: False, or WriteFenced raised
 
 
 EDGE_CASES = {
@@ -113,13 +112,11 @@ EDGE_CASES = {
         ),
         True,
         ["patch_node"],
-        refused=False,
     ),
     "node conditions (post_conditions)": EdgeCase(
         lambda api, f: KubeNodeLifecycleApi(api, f).post_conditions(node_view(node_json()), [UNKNOWN_READY]),
         True,
         ["patch_node_status"],
-        refused=False,
     ),
     "beta OS/arch labels (set_labels)": EdgeCase(
         lambda api, f: KubeNodeLifecycleApi(api, f).set_labels(
@@ -127,26 +124,22 @@ EDGE_CASES = {
         ),
         True,
         ["patch_node"],
-        refused=False,
     ),
     "pod NotReady (mark_pod_not_ready)": EdgeCase(
         lambda api, f: KubeNodeLifecycleApi(api, f).mark_pod_not_ready(pod("p")),
-        None,
+        True,
         ["patch_namespaced_pod_status"],
-        refused=WriteFenced,
     ),
     "DisruptionTarget and DELETE (evict)": EdgeCase(
         lambda api, f: KubeEvictionActions(api, f).evict(pod("p")),
-        None,
+        True,
         ["patch_namespaced_pod_status", "delete_namespaced_pod"],
-        refused=WriteFenced,
     ),
     "backfill patch (patch_pod)": EdgeCase(
         lambda api, f: KubeBackfillApi(api, f).patch_pod("apps", "p", [{"op": "add", "path": "/x", "value": 1}]),
         True,
         ["patch_namespaced_pod"],
-        refused=WriteFenced,
-    ),  # False would mean "pod gone": done
+    ),
 }
 
 
@@ -168,12 +161,9 @@ def test_an_open_fence_lets_the_write_through(case: EdgeCase, core: RecordingCor
 @pytest.mark.parametrize("case", EDGE_CASES.values(), ids=EDGE_CASES.keys())
 def test_a_closed_fence_makes_no_api_call(case: EdgeCase, renewed_ago: float | None, core: RecordingCore) -> None:
     clock = FakeClock()
-    try:
-        outcome = case.write(client.ApiClient(client.Configuration()), fence(clock, renewed_ago))
-    except WriteFenced:
-        outcome = WriteFenced
+    with pytest.raises(WriteFenced):
+        case.write(client.ApiClient(client.Configuration()), fence(clock, renewed_ago))
     assert core.calls == []
-    assert outcome is case.refused
 
 
 def test_an_eviction_whose_patch_outlasts_the_deadline_sends_no_delete(core: RecordingCore) -> None:
@@ -240,7 +230,7 @@ def test_the_first_eviction_sends_nothing_but_its_post_after_the_fence_check(cor
     actions = KubeEvictionActions(recording_requests(calls), RecordingFence(FakeClock(), calls))
     eviction = "POST /api/v1/namespaces/default/pods/p/eviction"
 
-    assert actions.request_eviction(pod("p")) is None
+    assert actions.request_eviction(pod("p")) is True
     assert calls == [
         "GET /apis/policy",
         "fence pod-eviction",
@@ -249,7 +239,7 @@ def test_the_first_eviction_sends_nothing_but_its_post_after_the_fence_check(cor
         "patch_namespaced_pod_status",
     ]
     calls.clear()
-    assert actions.request_eviction(pod("p")) is None  # the version is asked once
+    assert actions.request_eviction(pod("p")) is True  # the version is asked once
     assert calls == ["fence pod-eviction", eviction, "fence pod-disruption-target", "patch_namespaced_pod_status"]
 
 
@@ -302,7 +292,9 @@ def test_a_fenced_backfill_is_retried_not_done_and_not_an_api_failure() -> None:
     write_fence = fence(h.clock, renewed_ago=None)
     real_patch = h.api.patch_pod
 
-    def fenced_patch(namespace: str, name: str, ops: Any) -> bool:  # as KubeBackfillApi.patch_pod asks first
+    def fenced_patch(
+        namespace: str, name: str, ops: Any
+    ) -> Literal[True] | None:  # as KubeBackfillApi.patch_pod asks first
         write_fence.require("pod-tolerations", f"pod {namespace}/{name}")
         return real_patch(namespace, name, ops)
 

@@ -10,7 +10,7 @@ from __future__ import annotations
 import copy
 import threading
 from collections.abc import Mapping, Sequence
-from typing import Any
+from typing import Any, Literal
 
 import jsonpatch
 import pytest
@@ -38,9 +38,12 @@ from controller.backfill.decision import (
 from controller.clock import FakeClock
 from controller.objects import NamespaceView, PodView, namespace_view, pod_view
 from controller.options import OptionsError, parse_options
+from controller.worker import Done, Retry, SyncResult
 from controller.workqueue import WorkQueue
 from shared.defaults import DefaultSeconds
 from tests.support.fakes import MemoryStore, RecordingEvents
+from tests.support.health import healthz, wait_until
+from tests.support.work import outcome, work_off
 
 START = 1_800_000_000.0
 NOT_READY = "node.kubernetes.io/not-ready"
@@ -315,11 +318,11 @@ class FakeApi:
         pod = self.pods.get(f"{namespace}/{name}")
         return copy.deepcopy(pod) if pod is not None else None
 
-    def patch_pod(self, namespace: str, name: str, ops: Sequence[Mapping[str, Any]]) -> bool:
+    def patch_pod(self, namespace: str, name: str, ops: Sequence[Mapping[str, Any]]) -> Literal[True] | None:
         key = f"{namespace}/{name}"
         self.patches.append((key, list(ops), self.clock.now()))
         if key not in self.pods:
-            return False
+            return None
         if self.change_before_patch.get(key):
             self.change_before_patch[key] -= 1
             self.bump(key)
@@ -389,16 +392,13 @@ class Harness:
         if old != new:
             self.controller.on_pod_change(old, new)
 
-    def drain(self) -> list[str]:
+    def work(self) -> list[SyncResult]:
         """Work every queued pod (no worker thread); informers catch up after each write."""
-        outcomes = []
-        while (key := self.controller.queue.get(timeout=0)) is not None:
-            try:
-                outcomes.append(self.controller.process(key))
-            finally:
-                self.controller.queue.done(key)
-            self.sync(key)
-        return outcomes
+        return work_off(self.controller.queue, self.controller.sync, self.sync)
+
+    def drain(self) -> list[str]:
+        """`work`, each result in a word."""
+        return [outcome(result) for result in self.work()]
 
     def tolerations(self, key: str) -> list[dict[str, Any]]:
         return self.api.pods[key]["spec"].get("tolerations") or []
@@ -457,7 +457,8 @@ def test_a_concurrent_change_is_re_read_and_retried_later():
     failures = metrics.BACKFILL_FAILURES._value.get()
     h.add_pod(raw_pod("raced", tolerations=[{"key": "a", "operator": "Exists"}]))
     h.api.change_before_patch["apps/raced"] = 1
-    assert h.drain() == ["conflict"]
+    (conflict,) = h.work()
+    assert isinstance(conflict, Retry) and conflict.why.startswith("the pod changed meanwhile: HTTP 422")
     assert metrics.BACKFILL_FAILURES._value.get() == failures + 1
     assert h.tolerations("apps/raced") == [{"key": "a", "operator": "Exists"}]  # nothing half-applied
     h.clock.advance(0.25)  # the work queue's first backoff
@@ -475,7 +476,7 @@ def test_a_read_error_is_retried_and_a_gone_pod_is_done():
     assert h.drain() == ["patched"]
     h.add_pod(raw_pod("vanishing"))
     del h.api.pods["apps/vanishing"]  # deleted before the worker got to it; the cache still has it
-    assert h.controller.process("apps/vanishing") == "gone"
+    assert h.controller.sync("apps/vanishing") == Done("gone")
     assert [key for key, _, _ in h.api.patches] == ["apps/flaky"]
 
 
@@ -533,7 +534,7 @@ def test_only_the_leader_acts():
     h = Harness(active=False)
     h.add_pod(raw_pod("a"))
     assert len(h.controller.queue) == 0  # events are ignored while not leading
-    assert h.controller.process("apps/a") == "inactive"
+    assert h.controller.sync("apps/a") == Done("inactive")
     h.controller.activate()  # becoming leader: a full resync
     h.add_pod(raw_pod("b"))
     assert h.drain() == ["patched", "patched"]
@@ -562,13 +563,10 @@ def test_losing_leadership_while_waiting_for_a_token_gives_up():
     h = Harness(rate=0.01, clock=clock)
     h.add_pod(raw_pod("first"))
     h.add_pod(raw_pod("second"))
-    key = h.controller.queue.get(timeout=0)
-    assert h.controller.process(key) == "patched"  # the bucket's one token
-    h.controller.queue.done(key)
+    assert h.controller.sync("apps/first") == Done("patched")  # the bucket's one token
     clock.on_wait.append(h.controller.deactivate)
-    key = h.controller.queue.get(timeout=0)
     waited_from = clock.now()
-    assert h.controller.process(key) == "inactive"
+    assert h.controller.sync("apps/second") == Done("inactive")
     assert clock.now() - waited_from <= 1.0  # gave up after one wait, not the 100 s to the next token
     assert [k for k, _, _ in h.api.patches] == ["apps/first"] and len(h.api.reads) == 1
 
@@ -588,6 +586,42 @@ def test_a_worker_thread_patches_and_stops_on_shutdown():
     h.controller.stop()
     thread.join(5)
     assert not thread.is_alive()
+
+
+def test_a_backfill_whose_worker_hangs_is_stuck_and_fails_healthz_and_an_idle_one_is_not():
+    h = Harness(clock=FakeClock(START))
+    bound = h.controller.heartbeat.bound  # one token at 10/s, a read and a patch at their timeouts, and slack
+    assert bound == pytest.approx(0.1 + 2 * 20 + 1 + 10)
+    entered, release = threading.Event(), threading.Event()
+    reading = h.api.read_pod
+
+    def hanging_read(namespace: str, name: str) -> dict[str, Any] | None:
+        entered.set()
+        release.wait(10)
+        return reading(namespace, name)
+
+    stop = threading.Event()
+    h.controller.start(stop)
+    try:
+        for _ in range(3):  # idle for three bounds: each idle wait ends with a stamp
+            h.clock.advance(bound)
+            wait_until(lambda: h.controller.stuck() is None, "the idle worker's stamp")
+        assert healthz([h.controller]) == (200, "ok")
+
+        h.api.read_pod = hanging_read
+        h.add_pod(raw_pod("hung"))
+        assert entered.wait(5)
+        h.clock.advance(bound + 1)
+        reason = h.controller.stuck() or ""
+        assert reason.startswith(
+            "toleration backfill: worker backfill-worker has neither finished a sync nor waited idle in"
+        )
+        assert healthz([h.controller]) == (500, reason)
+    finally:
+        release.set()
+        stop.set()
+        h.controller.stop()
+    wait_until(lambda: h.api.patches, "the hung sync to finish")
 
 
 # --- flags --------------------------------------------------------------------------------------------------

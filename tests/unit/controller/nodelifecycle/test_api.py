@@ -25,10 +25,10 @@ from kubernetes.client.rest import ApiException
 
 from controller.nodelifecycle import api as api_module
 from controller.nodelifecycle.api import DryRunNodeLifecycleApi, DryRunPods, KubeNodeLifecycleApi
-from controller.nodelifecycle.decision import labels_to_reconcile
+from controller.nodelifecycle.decision import TAINT_WRITE_ATTEMPTS, labels_to_reconcile
 from controller.objects import NodeView, PodView, node_view
 from kube.client import STRATEGIC_MERGE
-from kube.fence import WriteFence
+from kube.fence import WriteFence, WriteFenced
 from tests.support.fakes import MemoryStore
 from tests.support.responses import http_response
 
@@ -173,7 +173,7 @@ def test_a_node_the_api_no_longer_has_is_nothing_to_write(monkeypatch: pytest.Mo
     cache.items[NAME] = node_view(core.node())
     core.taints = None  # deleted
 
-    assert edge(monkeypatch, core, cache).swap_taints(NAME, [], [NOT_READY])
+    assert edge(monkeypatch, core, cache).swap_taints(NAME, [], [NOT_READY]) is None
 
 
 def test_conflicts_on_every_attempt_give_up_after_the_retries(monkeypatch: pytest.MonkeyPatch) -> None:
@@ -185,8 +185,10 @@ def test_conflicts_on_every_attempt_give_up_after_the_retries(monkeypatch: pytes
         return real_patch(name, body, **kwargs)
 
     monkeypatch.setattr(core, "patch_node", always_behind)
-    assert not edge(monkeypatch, core, None).swap_taints(NAME, [], [NOT_READY])
-    assert len(core.patches) == api_module.CONFLICT_RETRIES
+    with pytest.raises(ApiException) as failed:
+        edge(monkeypatch, core, None).swap_taints(NAME, [], [NOT_READY])
+    assert failed.value.status == 409
+    assert len(core.patches) == TAINT_WRITE_ATTEMPTS
 
 
 # --- label writes (set_labels) ----------------------------------------------------------------------
@@ -225,7 +227,7 @@ class LabelCase:
     name: str
     fence: WriteFence
     status: int | None  # what the apiserver answers the PATCH with, None: 200
-    written: bool  # what set_labels returns
+    answer: object  # what set_labels returns (True: written, None: the node is gone), or the exception it raises
     patched: bool  # whether a PATCH was sent
 
 
@@ -234,29 +236,29 @@ LABEL_CASES = [
         "one PATCH sets the labels against the cached resourceVersion",
         WriteFence.without_lease(),
         None,
-        written=True,
+        answer=True,
         patched=True,
     ),
     LabelCase(
         "a closed write fence sends nothing and fails, so the node is retried",
         closed_fence(),
         None,
-        written=False,
+        answer=WriteFenced,
         patched=False,
     ),
     LabelCase(
         "a node changed since it was cached (409) fails, so it is reconciled again",
         WriteFence.without_lease(),
         409,
-        written=False,
+        answer=ApiException,
         patched=True,
     ),
-    LabelCase("a node gone (404) is nothing to label", WriteFence.without_lease(), 404, written=True, patched=True),
+    LabelCase("a node gone (404) is nothing to label", WriteFence.without_lease(), 404, answer=None, patched=True),
     LabelCase(
         "any other API error fails, so the node is retried",
         WriteFence.without_lease(),
         500,
-        written=False,
+        answer=ApiException,
         patched=True,
     ),
 ]
@@ -268,7 +270,11 @@ def test_label_write(case: LabelCase, monkeypatch: pytest.MonkeyPatch) -> None:
     monkeypatch.setattr(api_module.client, "CoreV1Api", lambda _api_client: core)
     edge = KubeNodeLifecycleApi(client.ApiClient(client.Configuration()), case.fence)
 
-    assert edge.set_labels(labelled_node(version="7"), BETA_LABELS) is case.written
+    if isinstance(case.answer, type):
+        with pytest.raises(case.answer):
+            edge.set_labels(labelled_node(version="7"), BETA_LABELS)
+    else:
+        assert edge.set_labels(labelled_node(version="7"), BETA_LABELS) is case.answer
 
     want = [(NAME, {"metadata": {"resourceVersion": "7", "labels": BETA_LABELS}}, STRATEGIC_MERGE)]
     assert core.patches == (want if case.patched else [])

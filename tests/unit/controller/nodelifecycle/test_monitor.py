@@ -13,17 +13,21 @@ import logging
 import threading
 from collections.abc import Callable, Hashable
 from dataclasses import replace
+from typing import Literal
 
 import pytest
+from kubernetes.client.rest import ApiException
 
 from controller.clock import FakeClock
 from controller.nodelifecycle.api import DryRunNodeLifecycleApi, DryRunPods
 from controller.nodelifecycle.decision import MonitorSettings, updated_taints
 from controller.nodelifecycle.monitor import NodeLifecycleMonitor
 from controller.objects import LeaseView, NodeView, PodView
+from controller.worker import Done
 from controller.zones import ZoneState, zone_key
 from kube.timestamps import format_time
 from shared.clock_offset import ClockOffset, ServerClock
+from tests.support.health import healthz, wait_until
 
 START = 1_800_000_000.0
 NR = "node.kubernetes.io/not-ready"
@@ -133,10 +137,12 @@ class World:
         lease = self.leases.get(node_name)
         return lease.renew_time if lease is not None else None
 
-    def swap_taints(self, node_name, add, remove) -> bool:
+    def swap_taints(self, node_name, add, remove) -> Literal[True] | None:
         if self.fail_taint_writes:
-            return False
-        node = self.nodes[node_name]
+            raise RuntimeError("nodes is forbidden")
+        node = self.nodes.get(node_name)
+        if node is None:
+            return None
         taints = updated_taints(node.taints, add, remove, self.clock.now())  # the API edge's own rule
         self._put_node(
             replace(
@@ -153,33 +159,38 @@ class World:
         )
         return True
 
-    def post_conditions(self, node, conditions) -> bool:
-        current = self.nodes[node.name]
+    def post_conditions(self, node, conditions) -> Literal[True] | None:
+        current = self.nodes.get(node.name)
+        if current is None:
+            return None
         if self.kubelet_posts_before_write.pop(node.name, False):  # the kubelet wins the race: 409
             self.set_ready(node.name, next(c["status"] for c in current.conditions if c["type"] == "Ready"))
-            return False
+            raise ApiException(status=409, reason="Conflict")
         if current.resource_version != node.resource_version:
-            return False
+            raise ApiException(status=409, reason="Conflict")
         by_type = {c["type"]: c for c in current.conditions}
         by_type.update({c["type"]: c for c in conditions})
         self._put_node(replace(current, conditions=tuple(by_type.values())))
         self.writes.append(("status", node.name, tuple(c["type"] for c in conditions)))
         return True
 
-    def set_labels(self, node, labels) -> bool:
-        current = self.nodes[node.name]
+    def set_labels(self, node, labels) -> Literal[True] | None:
+        current = self.nodes.get(node.name)
+        if current is None:
+            return None
         if self.fail_label_writes or current.resource_version != node.resource_version:
-            return False
+            raise ApiException(status=409, reason="Conflict")
         self._put_node(replace(current, labels=tuple((current.label_map | dict(labels)).items())))
         self.writes.append(("labels", node.name, dict(labels)))
         return True
 
-    def mark_pod_not_ready(self, pod) -> None:
+    def mark_pod_not_ready(self, pod) -> Literal[True] | None:
         if self.fail_pod_updates > 0:
             self.fail_pod_updates -= 1
             raise RuntimeError("pods/status is forbidden")
         self.pods[pod.key] = replace(pod, ready="False")
         self.writes.append(("pod-not-ready", pod.key))
+        return True
 
     def node_event(self, name, uid, reason, message, event_type="Normal") -> None:
         self.events.append((name, uid, reason, message, event_type))
@@ -394,14 +405,14 @@ def test_no_schedule_taints_follow_conditions_and_leave_foreign_taints_alone(wor
         world.set_condition("n", condition_type, status)
     if cordoned:
         world.nodes["n"] = replace(world.nodes["n"], unschedulable=True)
-    assert world.monitor.sync_no_schedule_taints("n")
+    world.monitor.sync_no_schedule_taints("n")
     no_schedule = sorted(t["key"] for t in world.nodes["n"].taints if t["effect"] == "NoSchedule")
     assert no_schedule == sorted([*keys, "example.com/gpu"])
     assert {"key": "node.kubernetes.io/memory-pressure", "effect": "NoExecute"} in world.nodes["n"].taints
     for condition_type, _ in conditions:  # the condition clears: its taint goes, the foreign one stays
         world.set_condition("n", condition_type, "True" if condition_type == "Ready" else "False")
     world.nodes["n"] = replace(world.nodes["n"], unschedulable=False)
-    assert world.monitor.sync_no_schedule_taints("n")
+    world.monitor.sync_no_schedule_taints("n")
     assert [t["key"] for t in world.nodes["n"].taints if t["effect"] == "NoSchedule"] == ["example.com/gpu"]
 
 
@@ -438,7 +449,7 @@ def test_a_node_update_reconciles_its_no_schedule_taints_and_its_beta_labels(
     world.fail_taint_writes = "taints" in failing
     world.fail_label_writes = "labels" in failing
 
-    assert world.monitor.process_node("n") is done
+    assert isinstance(world.monitor.sync_node("n"), Done) is done
 
     assert [w[2] for w in world.writes if w[0] == "labels"] == label_writes
     if not_ready and "taints" not in failing:
@@ -729,11 +740,11 @@ def test_a_pod_bound_to_a_node_that_is_already_not_ready_is_marked_not_ready(wor
     world.add_pod("late", "dead")
     world.monitor.on_pod_change(None, world.pods["default/late"])
     key = world.monitor.pod_queue.get(timeout=0)
-    assert key == "default/late" and world.monitor.process_pod(key)
+    assert key == "default/late" and world.monitor.sync_pod(key) == Done("marked")
     assert world.pods["default/late"].ready == "False"
     assert ("default/late", "uid-late", "NodeNotReady", "Node is not ready", "Warning") in world.events
     world.add_pod("fine", "h1")
-    assert world.monitor.process_pod("default/fine")
+    assert world.monitor.sync_pod("default/fine") == Done("node ready")
     assert world.pods["default/fine"].ready == "True"
 
 
@@ -807,13 +818,50 @@ def test_healthz_fails_while_the_monitor_is_stuck():
         server.shutdown()
 
 
+def test_a_monitor_whose_worker_hangs_is_stuck_and_fails_healthz_and_an_idle_one_is_not(world):
+    bound = world.monitor.heartbeat.bound  # a taint write's 5 attempts (a read and a PATCH each), a label PATCH
+    assert bound == 11 * 20 + 1 + 10
+    entered, release = threading.Event(), threading.Event()
+    hung: list[str] = []
+    labelling = world.set_labels
+
+    def hanging_label_write(node, labels):
+        hung.append(threading.current_thread().name)
+        entered.set()
+        release.wait(10)
+        return labelling(node, labels)
+
+    stop = threading.Event()
+    world.monitor.start(stop)
+    try:
+        for _ in range(3):  # idle for three bounds: each idle wait ends with a stamp
+            world.clock.advance(bound)
+            wait_until(lambda: world.monitor.stuck() is None, "the idle workers' stamps")
+        assert healthz([world.monitor]) == (200, "ok")
+
+        world.set_labels = hanging_label_write
+        world.add_node("n", labels=GA_OS_ARCH)  # without its beta twins: a label write to make
+        world.monitor.on_node_change(None, world.nodes["n"])
+        assert entered.wait(5)
+        world.clock.advance(bound + 1)  # the idle workers stamp again at once; the hung one cannot
+        silent = f"node lifecycle monitor: worker {hung[0]} has neither finished a sync nor waited idle in 232s"
+        wait_until(lambda: (world.monitor.stuck() or "").startswith(silent), "the hung worker to be the silent one")
+        reason = world.monitor.stuck() or ""
+        assert hung[0].startswith("no-schedule-")
+        assert healthz([world.monitor]) == (500, reason)
+    finally:
+        release.set()
+        stop.set()
+        world.monitor.stop()
+
+
 def test_a_pod_bound_without_a_ready_condition_is_left_alone(world):
     """Upstream MarkPodsNotReady flips only an existing Ready condition: no write, no event."""
     for name in ("dead", "h1", "h2"):
         world.add_node(name)
     world.run_for(70, alive=("h1", "h2"))
     world.pods["default/new"] = PodView("default", "new", "uid-new", "dead", (), START, False, None)
-    assert world.monitor.process_pod("default/new")
+    assert world.monitor.sync_pod("default/new") == Done("unchanged")
     assert ("pod-not-ready", "default/new") not in world.writes
 
 

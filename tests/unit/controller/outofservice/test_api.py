@@ -78,8 +78,8 @@ def test_a_volume_attachment_is_deleted_with_its_uid(recorder: Recorder) -> None
 @pytest.mark.parametrize("status", [404, 409], ids=["gone", "replaced (uid precondition)"])
 def test_gone_or_replaced_is_done_not_a_failure(recorder: Recorder, status: int) -> None:
     recorder.status = status
-    assert edge().force_delete_pod(POD) is False
-    assert edge().delete_volume_attachment(ATTACHMENT) is False
+    assert edge().force_delete_pod(POD) is None
+    assert edge().delete_volume_attachment(ATTACHMENT) is None
 
 
 def test_any_other_failure_raises(recorder: Recorder) -> None:

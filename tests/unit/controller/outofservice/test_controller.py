@@ -6,8 +6,9 @@ fails the patch's `test` op, as the apiserver's 422). The informers catch up aft
 from __future__ import annotations
 
 import copy
+import threading
 from collections.abc import Callable, Sequence
-from typing import Any, TypeVar
+from typing import Any, Literal, TypeVar
 
 import jsonpatch
 import pytest
@@ -20,6 +21,7 @@ from controller.outofservice.auto_fence import NO_CONFIRMATION, STALE_CONFIRMATI
 from controller.outofservice.controller import AUTO_FENCED_REASON, Conflict, OutOfServiceController
 from controller.outofservice.decision import NODE_REASON, POD_REASON, READY_REASON
 from controller.volume_attachments import VolumeAttachmentView, volume_attachment_view
+from controller.worker import Done
 from controller.workqueue import WorkQueue
 from kube.fence import WriteFence
 from kube.timestamps import format_time
@@ -34,6 +36,8 @@ from tests.support.fencing import (
     pod_json,
     tolerate_out_of_service,
 )
+from tests.support.health import healthz, wait_until
+from tests.support.work import outcome, work_off
 
 Json = dict[str, Any]
 UPSTREAM_LABELS = {"namespace": "apps", "reason": "out-of-service"}  # upstream PodGC's metrics
@@ -63,36 +67,36 @@ class World:
         if self.fence is not None:
             self.fence.require(action, target)
 
-    def force_delete_pod(self, pod: PodView) -> bool:
+    def force_delete_pod(self, pod: PodView) -> Literal[True] | None:
         self._require("pod-force-deletion", pod.key)
         self.calls.append(("force delete pod", pod.key))
         if pod.key in self.failing:
             raise RuntimeError("500 Internal Server Error")
         raw = self.pods.get(pod.key)
         if raw is None or raw["metadata"]["uid"] != pod.uid:
-            return False  # 404, or 409 on the uid precondition
+            return None  # 404, or 409 on the uid precondition
         if raw["metadata"].get("finalizers"):
             raw["metadata"]["deletionTimestamp"] = format_time(START)
         else:
             del self.pods[pod.key]
         return True
 
-    def delete_volume_attachment(self, attachment: VolumeAttachmentView) -> bool:
+    def delete_volume_attachment(self, attachment: VolumeAttachmentView) -> Literal[True] | None:
         self._require("volume-attachment-deletion", attachment.name)
         self.calls.append(("delete volume attachment", attachment.name))
         if attachment.name in self.failing:
             raise RuntimeError("500 Internal Server Error")
         raw = self.attachments.get(attachment.name)
         if raw is None or raw["metadata"]["uid"] != attachment.uid:
-            return False
+            return None
         del self.attachments[attachment.name]
         return True
 
-    def fence_node(self, name: str, ops: Sequence[dict[str, Any]]) -> bool:
+    def fence_node(self, name: str, ops: Sequence[dict[str, Any]]) -> Literal[True] | None:
         self._require("node-out-of-service-taint", name)
         self.calls.append(("patch node", name))
         if name not in self.nodes:
-            return False
+            return None
         if self.change_before_patch:
             self.change_before_patch = False
             self.nodes[name]["metadata"]["resourceVersion"] += "1"
@@ -180,14 +184,11 @@ class Harness:
         catch_up(self.attachments, self.api.attachments, volume_attachment_view, self.controller.on_attachment_change)
 
     def drain(self) -> list[str]:
-        outcomes = []
-        while (key := self.controller.queue.get(timeout=0)) is not None:
-            try:
-                outcomes.append(self.controller.process(key))
-            finally:
-                self.controller.queue.done(key)
-            self.sync()
-        return outcomes
+        """Work every queued node (no worker thread), each result in a word; informers catch up after each."""
+        return [outcome(result) for result in work_off(self.controller.queue, self.controller.sync, self.catch_up)]
+
+    def catch_up(self, _key: str) -> None:
+        self.sync()
 
     def pod_events(self) -> list[tuple[str, str, str]]:
         return [(pod, kind, reason) for pod, kind, reason, _ in self.events.recorded]
@@ -327,7 +328,7 @@ def test_the_node_is_read_live_before_anything_is_deleted():
     h.api.nodes["node1"] = node_json("node1", "Unknown")  # unfenced in the API
     h.nodes.items["node1"] = node_view(out_of_service_node())  # the informer is behind
     h.controller.on_node_change(None, h.nodes.items["node1"])
-    assert h.controller.process(h.controller.queue.get(timeout=0) or "") == "not out of service"
+    assert h.controller.sync("node1") == Done("not out of service")
     assert h.api.writes == []
 
 
@@ -419,9 +420,8 @@ def test_a_pass_stops_when_leadership_is_lost():
     h = Harness()
     h.put_node(out_of_service_node())
     h.put_pod(pod_json("web-1"))
-    key = h.controller.queue.get(timeout=0)
     h.controller.deactivate()
-    assert h.controller.process(key or "") == "inactive"
+    assert h.controller.sync("node1") == Done("inactive")
     assert h.api.writes == []
 
 
@@ -441,14 +441,13 @@ def test_a_node_back_in_service_mid_pass_loses_no_more_pods(back: Callable[[], J
         h.put_pod(pod_json(name))
     deleting = h.api.force_delete_pod
 
-    def delete_then_the_node_comes_back(pod: PodView) -> bool:
+    def delete_then_the_node_comes_back(pod: PodView) -> Literal[True] | None:
         deleted = deleting(pod)
         h.node_only(back())  # the informer brings the change before the next deletion
         return deleted
 
     h.api.force_delete_pod = delete_then_the_node_comes_back  # type: ignore[method-assign]
-    key = h.controller.queue.get(timeout=0)
-    assert h.controller.process(key or "") == "not out of service"
+    assert h.controller.sync("node1") == Done("not out of service")
     assert [call for call in h.api.writes if call[0] == "force delete pod"] == [("force delete pod", "apps/a-1")]
 
 
@@ -462,6 +461,66 @@ def test_a_dry_run_deletes_nothing(caplog):
     assert h.api.writes == []
     assert "dry run: would force delete pod" in caplog.text
     assert "dry run: would delete volume attachment" in caplog.text
+
+
+# --- the heartbeat and /healthz ----------------------------------------------------------------------------
+
+
+def test_a_handling_whose_worker_hangs_is_stuck_and_fails_healthz_and_an_idle_one_is_not():
+    h = Harness()
+    bound = h.controller.heartbeat.bound  # a live read and one deletion at their timeouts, and slack
+    assert bound == 2 * 20 + 1 + 10
+    entered, release = threading.Event(), threading.Event()
+    reading = h.api.read_node
+
+    def hanging_read(name: str) -> Json | None:
+        entered.set()
+        release.wait(10)
+        return reading(name)
+
+    stop = threading.Event()
+    h.controller.start(stop)
+    try:
+        for _ in range(3):  # idle for three bounds: each idle wait ends with a stamp
+            h.clock.advance(bound)
+            wait_until(lambda: h.controller.stuck() is None, "the idle worker's stamp")
+        assert healthz([h.controller]) == (200, "ok")
+
+        h.api.read_node = hanging_read
+        h.put_pod(pod_json("web-1"))
+        h.put_node(out_of_service_node())
+        assert entered.wait(5)
+        h.clock.advance(bound + 1)
+        reason = h.controller.stuck() or ""
+        assert reason.startswith(
+            "out-of-service handling: worker out-of-service-worker has neither finished a sync nor waited idle in"
+        )
+        assert healthz([h.controller]) == (500, reason)
+    finally:
+        release.set()
+        stop.set()
+        h.controller.stop()
+
+
+def test_a_long_pass_stamps_the_heartbeat_after_each_deletion():
+    """A node with many pods in a slow apiserver: the pass takes longer than the bound, but is not stuck."""
+    h = Harness()
+    h.put_node(out_of_service_node())
+    for name in ("a-1", "a-2", "a-3"):
+        h.put_pod(pod_json(name))
+    bound = h.controller.heartbeat.bound
+    deleting = h.api.force_delete_pod
+    stuck_during: list[str | None] = []
+
+    def slow_delete(pod: PodView) -> Literal[True] | None:
+        h.clock.advance(bound - 1)  # each deletion takes nearly the whole bound
+        stuck_during.append(h.controller.stuck())
+        return deleting(pod)
+
+    h.api.force_delete_pod = slow_delete
+    h.controller.heartbeat.beat()  # this thread stands for the worker, which stamps before each sync
+    assert h.controller.sync("node1") == Done("deleted")
+    assert stuck_during == [None, None, None]
 
 
 # --- --auto-fence-after -------------------------------------------------------------------------------

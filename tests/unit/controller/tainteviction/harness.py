@@ -2,10 +2,12 @@
 
 from __future__ import annotations
 
+from typing import Literal
+
 from controller.clock import FakeClock
 from controller.objects import NamespaceView, NodeView, PodView
 from controller.tainteviction.disruption_budget import BudgetSettings
-from controller.tainteviction.manager import TaintEvictionManager
+from controller.tainteviction.manager import BudgetRefused, TaintEvictionManager
 from controller.workqueue import WorkQueue
 from tests.support.eviction import drain_evictions
 from tests.support.fakes import MemoryStore, RecordingEvents
@@ -29,19 +31,19 @@ class Actions:
         self.node_reads += 1
         return self.live.get(node_name)
 
-    def evict(self, p: PodView) -> None:
+    def evict(self, p: PodView) -> Literal[True] | None:
         if self.failures_left > 0:
             self.failures_left -= 1
             raise RuntimeError("pods is forbidden")
         self.evicted.append((p.key, p.uid, self.clock.now()))
+        return True
 
-    def request_eviction(self, p: PodView) -> str | None:
+    def request_eviction(self, p: PodView) -> Literal[True] | None:
         self.eviction_requests.append((p.key, self.clock.now()))
         if self.budget_refusals_left > 0:
             self.budget_refusals_left -= 1
-            return "The disruption budget web needs 2 healthy pods and has 2 currently"
-        self.evict(p)
-        return None
+            raise BudgetRefused("The disruption budget web needs 2 healthy pods and has 2 currently")
+        return self.evict(p)
 
 
 class Harness:

@@ -12,11 +12,12 @@ import threading
 import pytest
 
 from controller.clock import FakeClock
-from controller.objects import PodView, node_view
+from controller.objects import NodeView, PodView, node_view
 from controller.tainteviction.manager import TaintEvictionManager
 from controller.workqueue import WorkQueue
 from tests.support.builders import UNREACHABLE, node, pod, taint, toleration
 from tests.support.fencing import OUT_OF_SERVICE_TAINT, node_json
+from tests.support.health import healthz, wait_until
 from tests.unit.controller.tainteviction.harness import START, Harness
 
 CANCELLED_P = ("default/p", "Normal", "TaintManagerEviction", "Cancelling deletion of Pod default/p")
@@ -405,6 +406,47 @@ def test_scheduling_thousands_of_pods_starts_no_threads(h):
         h.add_pod(pod(f"p{i}", [toleration(seconds=60 + i % 100)], created=START - 1))
     assert h.manager.pending() == 5000
     assert threading.active_count() == threads_before
+
+
+# --- the heartbeat and /healthz ----------------------------------------------------------------------------
+
+
+def test_a_manager_whose_worker_hangs_is_stuck_and_fails_healthz_and_an_idle_one_is_not(h):
+    bound = h.manager.heartbeat.bound  # the live node, the Eviction's discovery, POST and patch, and slack
+    assert bound == 4 * 20 + 1 + 10
+    entered, release = threading.Event(), threading.Event()
+    hung: list[str] = []
+    reading = h.actions.live_node
+
+    def hanging_read(node_name: str) -> NodeView | None:
+        hung.append(threading.current_thread().name)
+        entered.set()
+        release.wait(10)
+        return reading(node_name)
+
+    stop = threading.Event()
+    h.manager.start(stop)
+    try:
+        for _ in range(3):  # idle for three bounds: each idle wait (and each timer loop) ends with a stamp
+            h.clock.advance(bound)
+            wait_until(lambda: h.manager.stuck() is None, "the idle workers' stamps")
+        assert healthz([h.manager]) == (200, "ok")
+
+        h.actions.live_node = hanging_read
+        h.set_node(node("node1", taint()))
+        h.add_pod(pod("p"))  # due now: the timer loop queues it, a worker reads its node live
+        assert entered.wait(5)
+        h.clock.advance(bound + 1)  # the idle threads stamp again at once; the hung one cannot
+        silent = f"taint eviction manager: worker {hung[0]} has neither finished a sync nor waited idle in 92s"
+        wait_until(lambda: (h.manager.stuck() or "").startswith(silent), "the hung worker to be the silent one")
+        reason = h.manager.stuck() or ""
+        assert hung[0].startswith("eviction-worker-")
+        assert healthz([h.manager]) == (500, reason)
+    finally:
+        release.set()
+        stop.set()
+        h.manager.stop()
+    wait_until(lambda: h.evicted_keys() == ["default/p"], "the hung sync to finish")
 
 
 # --- dry run -----------------------------------------------------------------------------------------------

@@ -1,0 +1,175 @@
+"""The one worker contract of the components, as upstream's controllers have it (sample-controller's
+processNextWorkItem and syncHandler).
+
+A component's `sync(key)` works one key of its work queue off and says how that ended:
+- `Done(outcome)`: finished; the key's failure count (its backoff) is forgotten;
+- `Retry(why)`: failed; the key comes back after its backoff, which doubles per failure, and `why` is logged;
+- `After(delay, outcome)`: finished for now, to be looked at again in `delay` seconds (the backoff is forgotten).
+`process_next` alone forgets, retries or delays a component's keys; an exception escaping a sync is a
+bug, which must not kill the worker: it is logged and the key retried with backoff.
+
+`run_worker` stamps the component's `Heartbeat` after every finished sync and every idle wait, on the
+component's clock; a worker that has done neither for longer than the heartbeat's bound is stuck, which
+the component's `stuck()` reports to /healthz (controller/component.py).
+"""
+
+from __future__ import annotations
+
+import logging
+import threading
+from collections.abc import Callable
+from dataclasses import dataclass
+from typing import TypeAlias, assert_never
+
+from controller.clock import Clock
+from controller.workqueue import ShutDown, WorkQueue
+from kube.client import WORKER_REQUEST_TIMEOUT
+
+IDLE_WAIT = 1.0  # seconds a worker waits for a key before it stamps its heartbeat and looks at `stop`
+REQUEST_SECONDS = float(sum(WORKER_REQUEST_TIMEOUT))  # the longest one worker request may take: connect + read
+# What a busy process adds to a worker's own waits (scheduling, the GIL, a garbage collection).
+HEARTBEAT_SLACK = 10.0
+
+
+@dataclass(frozen=True)
+class Done:
+    """The key is finished: its backoff is forgotten. `outcome` says what the sync did, in a word (the
+    tests read it)."""
+
+    outcome: str = "done"
+
+
+@dataclass(frozen=True)
+class Retry:
+    """The sync failed: the key comes back after its backoff, and `why` is logged."""
+
+    why: str
+
+
+@dataclass(frozen=True)
+class After:
+    """The key is finished for now: its backoff is forgotten and it comes back in `delay` seconds.
+    `outcome` says why, in a word (the tests read it)."""
+
+    delay: float
+    outcome: str = "later"
+
+
+SyncResult: TypeAlias = Done | Retry | After
+Sync: TypeAlias = Callable[[str], SyncResult]
+
+
+def heartbeat_bound(requests: int, waiting: float = 0.0) -> float:
+    """The heartbeat bound of workers whose sync makes at most `requests` API requests and waits at most
+    `waiting` seconds besides: every request may take its whole connect and read timeouts, the key may
+    have come at the end of an idle wait, and a busy process adds its slack."""
+    return requests * REQUEST_SECONDS + waiting + IDLE_WAIT + HEARTBEAT_SLACK
+
+
+class Heartbeat:
+    """When each of a component's workers last finished a sync or an idle wait, on the component's clock.
+
+    A worker stamps with `beat` (run_worker does, and a sync that works through many objects may, after
+    each); one that returns because the component stops calls `leave`. A worker thread that dies keeps
+    its last stamp, so it looks stuck too.
+    """
+
+    def __init__(self, clock: Clock, bound: float, component: str) -> None:
+        self._clock = clock
+        self.bound = bound
+        self._component = component
+        self._lock = threading.Lock()
+        self._stamps: dict[int, tuple[str, float]] = {}  # thread id -> (its name, its last stamp)
+
+    def beat(self) -> None:
+        """The calling worker finished a sync, an idle wait, or a step of a long sync."""
+        name = threading.current_thread().name
+        with self._lock:
+            self._stamps[threading.get_ident()] = (name, self._clock.now())
+
+    def leave(self) -> None:
+        """The calling worker returns (the component stops): it is no longer expected to beat."""
+        with self._lock:
+            self._stamps.pop(threading.get_ident(), None)
+
+    def stuck(self) -> str | None:
+        """Why a worker looks stuck (the one silent longest), or None."""
+        with self._lock:
+            stamps = list(self._stamps.values())
+        if not stamps:
+            return None
+        name, last = min(stamps, key=lambda stamp: stamp[1])
+        silent = self._clock.now() - last
+        if silent <= self.bound:
+            return None
+        return (
+            f"{self._component}: worker {name} has neither finished a sync nor waited idle in {silent:.0f}s "
+            f"(limit {self.bound:.0f}s)"
+        )
+
+
+def process_next(
+    queue: WorkQueue,
+    sync: Sync,
+    *,
+    what: str,
+    log: logging.Logger,
+    timeout: float | None,
+    on_crash: Callable[[], None] | None = None,
+) -> bool:
+    """Take the next key (waiting at most `timeout`), sync it and act on the result; False if no key came.
+
+    Raises ShutDown once the queue is shut down and drained. `what` names the work in the lines written
+    to the component's `log`; `on_crash` is called when a sync raises (a component's failure metric).
+    """
+    key = queue.get(timeout)
+    if key is None:
+        return False
+    try:
+        result = sync(key)
+    except Exception:
+        log.exception("%s of %s failed unexpectedly", what, key)
+        if on_crash is not None:
+            on_crash()
+        queue.add_rate_limited(key)
+    else:
+        _act_on(queue, key, result, what, log)
+    finally:
+        queue.done(key)
+    return True
+
+
+def _act_on(queue: WorkQueue, key: str, result: SyncResult, what: str, log: logging.Logger) -> None:
+    match result:
+        case Done():
+            queue.forget(key)
+        case Retry(why=why):
+            delay = queue.add_rate_limited(key)
+            log.warning("%s of %s will be retried in %.2fs: %s", what, key, delay, why)
+        case After(delay=delay):
+            queue.forget(key)
+            queue.add_after(key, delay)
+        case _:
+            assert_never(result)
+
+
+def run_worker(
+    queue: WorkQueue,
+    sync: Sync,
+    stop: threading.Event,
+    *,
+    what: str,
+    log: logging.Logger,
+    heartbeat: Heartbeat,
+    on_crash: Callable[[], None] | None = None,
+) -> None:
+    """The worker loop of every component: `process_next` until `stop` is set or the queue is shut down,
+    stamping `heartbeat` after each sync and each idle wait."""
+    heartbeat.beat()
+    while not stop.is_set():
+        try:
+            process_next(queue, sync, what=what, log=log, timeout=IDLE_WAIT, on_crash=on_crash)
+        except ShutDown:
+            break
+        heartbeat.beat()
+    heartbeat.leave()
