@@ -47,6 +47,7 @@ from bench.soak.cluster import ClusterError, LocalCluster
 from bench.soak.config import SoakConfig
 from bench.soak.injector import CATALOGUE, Injector
 from bench.soak.pod_logs import keep_pod_logs
+from bench.soak.supervisor import BUILTIN_RUN, TAINTKEEPER_RUN, Supervisor
 from bench.soak.workload import Workload
 from kube.request import request_json
 
@@ -152,6 +153,20 @@ def run(args: argparse.Namespace) -> RunResult:
 
 def _soak(args: argparse.Namespace, cluster: LocalCluster, seed: int, builtin: bool) -> tuple[str, bool]:
     cluster.up(NODES, builtin=builtin)
+    supervisor = Supervisor(cluster, BUILTIN_RUN if builtin else TAINTKEEPER_RUN)
+    stop_supervising = threading.Event()
+    supervising = threading.Thread(target=supervisor.run, args=(stop_supervising,), name="supervisor", daemon=True)
+    supervising.start()
+    try:
+        return _soak_supervised(args, cluster, seed, builtin, supervisor)
+    finally:
+        stop_supervising.set()
+        supervising.join(timeout=30)
+
+
+def _soak_supervised(
+    args: argparse.Namespace, cluster: LocalCluster, seed: int, builtin: bool, supervisor: Supervisor
+) -> tuple[str, bool]:
     api_client = config.new_client_from_config(config_file=str(cluster.kubeconfig))
     try:
         if builtin and _namespace_exists(api_client, SYSTEM_NAMESPACE):
@@ -215,7 +230,7 @@ def _soak(args: argparse.Namespace, cluster: LocalCluster, seed: int, builtin: b
         cluster.directory / "logs" / "audit.log", fault_log, soak_config(builtin=builtin, since=started)
     )
     report = judged.report
-    table = report.render()
+    table = f"{report.render()}\n{supervisor.summary()}"
     print(table, flush=True)
     (runs / f"report-{seed}.txt").write_text(table + "\n")
     if args.timeline is not None:

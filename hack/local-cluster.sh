@@ -53,6 +53,10 @@
 #                                     stop etcd and start it again (same data and ports)
 #   hack/local-cluster.sh start-controller-manager DIR
 #                                     start kube-controller-manager again if it is not running
+#   hack/local-cluster.sh start-components DIR [NAME...]
+#                                     start whichever of the components named (default: kube-scheduler,
+#                                     kube-controller-manager, kube-proxy) exited, as a kubelet restarts
+#                                     static pods; print their names
 #   hack/local-cluster.sh crds cert-manager
 #                                     print the directory of cert-manager's CustomResourceDefinitions, from
 #                                     its Go module (hack/upstream/cert-manager), downloaded if missing
@@ -152,6 +156,9 @@ case "$1" in
   start-kubelet)
     [ $# -eq 3 ] || usage
     cmd_start_kubelet "$2" "$3" ;;
+  start-components)
+    [ $# -ge 2 ] || usage
+    cmd_start_components "${@:2}" ;;
   stop-node|start-node|stop-runtime|start-runtime)
     [ $# -eq 3 ] || usage
     "cmd_${1//-/_}" "$2" "$3" ;;

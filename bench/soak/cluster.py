@@ -8,6 +8,7 @@ from __future__ import annotations
 
 import json
 import subprocess
+import threading
 from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
@@ -18,6 +19,11 @@ LOCAL_CLUSTER = ROOT / "hack" / "local-cluster.sh"
 
 class ClusterError(RuntimeError):
     """A command against the local cluster failed (one line)."""
+
+
+# One start of a control-plane component at a time: a fault's own restart and the supervisor's
+# (bench/soak/supervisor.py) must not both see it exited and start two.
+_STARTING = threading.Lock()
 
 
 def _run(argv: list[str], timeout: float = 180) -> str:
@@ -113,7 +119,22 @@ class LocalCluster:
         return int((self.directory / "kube-controller-manager.pid").read_text().strip())
 
     def start_controller_manager(self) -> None:
-        self.script("start-controller-manager", str(self.directory))
+        with _STARTING:
+            self.script("start-controller-manager", str(self.directory))
+
+    def exited(self, component: str) -> bool:
+        """Whether a control-plane component `up` started (kube-scheduler, ...) is no longer running."""
+        try:
+            pid = int((self.directory / f"{component}.pid").read_text().strip())
+            cmdline = Path(f"/proc/{pid}/cmdline").read_bytes()
+        except (OSError, ValueError):
+            return True
+        return str(self.directory).encode() not in cmdline
+
+    def start_components(self, components: tuple[str, ...]) -> list[str]:
+        """Start whichever of `components` exited; the names started."""
+        with _STARTING:
+            return self.script("start-components", str(self.directory), *components).split()
 
     def container_pid(self, node: str, container_id: str) -> int:
         """The host pid of a container's main process (containerd's task list on that node)."""

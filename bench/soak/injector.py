@@ -344,7 +344,7 @@ class Injector:
 
     def _restart_when_it_exits(self, pid: int) -> None:
         """kube-controller-manager, leader-elected, exits on resuming past its renew deadline: started
-        again, as a kubelet restarts a static pod."""
+        again, as a kubelet restarts a static pod (the supervisor leaves the built-ins' to the faults)."""
         deadline = time.monotonic() + RENEW_DEADLINE
         while time.monotonic() < deadline and _alive(pid):
             time.sleep(0.5)

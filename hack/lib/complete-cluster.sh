@@ -176,6 +176,34 @@ components_up() { # dir: after nodes_up
   log "kube-scheduler, kube-controller-manager ($(kcm_controllers "$dir")), kube-proxy running; pods reach the apiserver at $KUBERNETES_SERVICE_IP:443 -> $ip"
 }
 
+# Whichever of the components named (all three by default) exited, started again, as their supervisor
+# would (the kubelet restarts a static pod, systemd a service): kube-scheduler exits by design when it
+# finds its cache corrupted (a pod updated on another node than it was added to), trusting to be
+# started again. Prints the names started. Nothing else of `up` runs.
+cmd_start_components() { # dir [name...]
+  local dir name ip slot first started=()
+  dir=$(cd "$1" 2>/dev/null && pwd) || die "no such directory: $1"
+  shift
+  [ -f "$dir/components.env" ] || die "no complete cluster in $dir (run: up $dir --nodes N)"
+  [ $# -gt 0 ] || set -- "${COMPONENTS[@]}"
+  load_env "$dir/nodes.env"
+  for name in "$@"; do
+    pid_alive "$dir/$name.pid" "$dir" && continue
+    case "$name" in
+      kube-scheduler) start_scheduler "$dir" ;;
+      kube-controller-manager) start_controller_manager "$dir" ;;
+      kube-proxy)
+        ip=$(cluster_node_ip "$dir")
+        slot=$(sed -n 's/^SLOT=//p' "$dir/nodes.env")
+        first=$(sed -n 's/^NODES="\([^ "]*\).*/\1/p' "$dir/nodes.env")
+        start_proxy "$dir" "$ip" "$slot" "$first" ;;
+      *) die "no component $name (one of: ${COMPONENTS[*]})" ;;
+    esac
+    started+=("$name")
+  done
+  echo "${started[*]}"
+}
+
 components_down() { # dir
   local dir=$1 name
   for name in kube-proxy kube-controller-manager kube-scheduler; do

@@ -10,6 +10,8 @@ and test_scenarios (file order): one cluster with real nodes runs on a host at a
 from __future__ import annotations
 
 import json
+import os
+import signal
 import time
 import urllib.request
 import uuid
@@ -201,6 +203,22 @@ def test_kube_scheduler_places_a_pod_without_a_node_name(complete: Complete):
     assert [e.reporting_component or (e.source.component if e.source is not None else None) for e in events.items] == [
         "default-scheduler"
     ]
+
+
+def test_an_exited_kube_scheduler_is_started_again_and_places_pods(complete: Complete):
+    """`start-components`, the soak's supervisor (bench/soak/supervisor.py): kube-scheduler exits by design
+    on a corrupted cache and trusts its supervisor to start it again."""
+    directory = complete.cluster.directory
+    killed = component_pid(directory, "kube-scheduler")
+    assert killed is not None
+    os.kill(killed, signal.SIGKILL)
+    wait_for(lambda: component_pid(directory, "kube-scheduler") is None, 10, "kube-scheduler gone")
+    started = script("start-components", str(directory), "kube-scheduler", "kube-proxy")
+    assert started.returncode == 0, started.stderr
+    assert started.stdout.split() == ["kube-scheduler"]  # kube-proxy was running: left alone
+    assert component_pid(directory, "kube-scheduler") not in (None, killed)
+    complete.create_pod("after-restart", "sleep 3600")
+    wait_for(lambda: complete.running("after-restart"), 60, "a pod placed by the restarted scheduler")
 
 
 def test_a_deployment_gets_its_pods(complete: Complete):
