@@ -17,10 +17,9 @@ from typing import Any
 
 from controller.describe import describe_duration
 from kube.timestamps import format_time, parse_time
-from shared.taints import NO_EXECUTE, OUT_OF_SERVICE
+from shared.taints import NO_EXECUTE, OUT_OF_SERVICE, Taint
 
 Json = Mapping[str, Any]  # API JSON
-Taint = Mapping[str, Any]
 
 # Who fenced the node (`alice@laptop as kubernetes-admin`, or the controller's auto-fence) and when (RFC 3339).
 FENCED_BY_ANNOTATION = "taintkeeper.io/fenced-by"

@@ -31,7 +31,7 @@ CONTROLLER_NAMES = (NODE_LIFECYCLE, TAINT_EVICTION, TOLERATION_BACKFILL, OUT_OF_
 T = TypeVar("T")
 
 
-def parse_bool(text: str) -> bool:
+def parse_go_bool(text: str) -> bool:
     """Go's strconv.ParseBool forms."""
     value = text.strip()
     if value in ("1", "t", "T", "true", "TRUE", "True"):
@@ -55,7 +55,7 @@ def parse_feature_gates(text: str) -> dict[str, bool]:
             raise ValueError(f"missing bool value for {name}")
         if name not in FEATURE_GATES:
             raise ValueError(f"unrecognized feature gate: {name} (known: {', '.join(FEATURE_GATES)})")
-        gates[name] = parse_bool(value)
+        gates[name] = parse_go_bool(value)
     return gates
 
 
@@ -310,7 +310,7 @@ def parse_options(argv: list[str]) -> ControllerOptions:
     lease = _checked("--leader-elect-lease-duration", parse_duration, args.leader_elect_lease_duration)
     renew = _checked("--leader-elect-renew-deadline", parse_duration, args.leader_elect_renew_deadline)
     retry = _checked("--leader-elect-retry-period", parse_duration, args.leader_elect_retry_period)
-    leader_elect = _checked("--leader-elect", parse_bool, args.leader_elect)
+    leader_elect = _checked("--leader-elect", parse_go_bool, args.leader_elect)
     if leader_elect:
         try:  # the one place that knows the rules for these three
             LeaderElectionConfig(
@@ -345,7 +345,7 @@ def parse_options(argv: list[str]) -> ControllerOptions:
         ),
         unhealthy_zone_threshold=_checked("--unhealthy-zone-threshold", _rate, args.unhealthy_zone_threshold),
         mark_pods_not_ready_on_transition_only=_checked(
-            "--mark-pods-not-ready-on-transition-only", parse_bool, args.mark_pods_not_ready_on_transition_only
+            "--mark-pods-not-ready-on-transition-only", parse_go_bool, args.mark_pods_not_ready_on_transition_only
         ),
     )
     for flag, value in (
@@ -365,7 +365,7 @@ def parse_options(argv: list[str]) -> ControllerOptions:
             "--backfill-rate must be greater than zero (--backfill-default-tolerations=false turns the backfill off)"
         )
     controllers = _checked("--controllers", parse_controllers, args.controllers)
-    backfill_flag = _checked("--backfill-default-tolerations", parse_bool, args.backfill_default_tolerations)
+    backfill_flag = _checked("--backfill-default-tolerations", parse_go_bool, args.backfill_default_tolerations)
     if not backfill_flag:
         controllers -= {TOLERATION_BACKFILL}
         if not controllers:
@@ -412,7 +412,7 @@ def parse_options(argv: list[str]) -> ControllerOptions:
         leader_elect_retry_period=retry,
         leader_elect_resource_name=args.leader_elect_resource_name,
         leader_elect_resource_namespace=args.leader_elect_resource_namespace,
-        dry_run=_checked("--dry-run", parse_bool, args.dry_run),
+        dry_run=_checked("--dry-run", parse_go_bool, args.dry_run),
         bind_address=args.bind_address,
         port=port,
         taint_eviction_workers=workers,

@@ -1,7 +1,7 @@
 """The webhook's watched namespace cache: per-namespace seconds and the namespace skip label.
 
 Each gunicorn worker keeps its own list+watch of Namespaces (kube/informer.py's raw-JSON `Informer`)
-as slim `NamespaceView`s whose defaults are resolved once per change, so a review costs one dict
+as slim `ResolvedNamespace`s whose defaults are resolved once per change, so a review costs one dict
 lookup. The watch is started in the worker, after fork (gunicorn's `post_worker_init` hook, and
 again lazily by the first review if that hook did not run): a thread started before fork would
 not exist in the workers.
@@ -45,7 +45,7 @@ MAX_SHOWN_CHARS = 64
 
 
 @dataclass(frozen=True, slots=True)
-class NamespaceView:
+class ResolvedNamespace:
     """The slice of a Namespace the webhook reads, with its defaults already resolved."""
 
     name: str
@@ -78,12 +78,12 @@ def resolve(labels: dict[str, Any], annotations: dict[str, Any], cluster: Defaul
     return NamespaceDefaults(seconds=seconds, warnings=tuple(warnings), skipped=skips(labels))
 
 
-def namespace_view(namespace: dict[str, Any], cluster: DefaultSeconds) -> NamespaceView:
-    """The informer's transform: API JSON of a Namespace -> NamespaceView."""
+def namespace_view(namespace: dict[str, Any], cluster: DefaultSeconds) -> ResolvedNamespace:
+    """The informer's transform: API JSON of a Namespace -> ResolvedNamespace."""
     metadata = namespace.get("metadata") or {}
     labels = metadata.get("labels") or {}
     annotations = metadata.get("annotations") or {}
-    return NamespaceView(
+    return ResolvedNamespace(
         name=metadata.get("name") or "",
         skip_label=labels.get(SKIP_LABEL),
         not_ready_annotation=_optional_shown(annotations.get(NOT_READY_SECONDS_ANNOTATION)),
@@ -130,7 +130,7 @@ class NamespaceCache:
         self.source = source
         self._connect = connect
         self._informer_options = informer_options
-        self._informer: Informer[NamespaceView] | None = None
+        self._informer: Informer[ResolvedNamespace] | None = None
         self._started_in: int | None = None  # the pid that started the watch
         self._lock = threading.Lock()
 
@@ -182,7 +182,7 @@ class NamespaceCache:
                     " ".join(str(error).split()),
                 )
                 return
-            informer: Informer[NamespaceView] = Informer(
+            informer: Informer[ResolvedNamespace] = Informer(
                 "namespaces",
                 list_call,
                 functools.partial(namespace_view, cluster=self.cluster),
@@ -194,7 +194,7 @@ class NamespaceCache:
                 target=self._report_sync, args=(informer,), name="namespace-cache-synced", daemon=True
             ).start()
 
-    def _report_sync(self, informer: Informer[NamespaceView]) -> None:
+    def _report_sync(self, informer: Informer[ResolvedNamespace]) -> None:
         while not informer.wait_for_sync(timeout=1.0):
             if not informer.running:
                 return

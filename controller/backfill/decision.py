@@ -8,7 +8,7 @@ from collections.abc import Collection, Mapping, Sequence
 from dataclasses import dataclass, field
 from typing import Any
 
-from controller.objects import NamespaceView, PodView, pod_view
+from controller.objects import NamespaceView, PodView
 from shared.defaults import DefaultSeconds, missing_default_tolerations, namespace_seconds
 
 Json = dict[str, Any]
@@ -51,14 +51,6 @@ class BackfillDecision:
     @property
     def needed(self) -> bool:
         return bool(self.tolerations)
-
-
-@dataclass(frozen=True)
-class BackfillPatch:
-    """A JSON patch (RFC 6902) for the pod, and what it appends."""
-
-    ops: tuple[dict[str, Any], ...]
-    decision: BackfillDecision
 
 
 def decide_backfill(
@@ -105,16 +97,6 @@ def json_patch(pod: Json, tolerations: Sequence[Mapping[str, Any]]) -> list[dict
             for i, t in enumerate(tolerations)
         ]
     return ops
-
-
-def backfill_patch(
-    pod: Json, namespace: NamespaceView | None, cluster: DefaultSeconds, excluded: Collection[str]
-) -> BackfillPatch | None:
-    """The patch for the raw pod `pod`, or None when it needs none (`decide_backfill` says why)."""
-    decision = decide_backfill(pod_view(pod), namespace, cluster, excluded)
-    if not decision.needed:
-        return None
-    return BackfillPatch(tuple(json_patch(pod, decision.tolerations)), decision)
 
 
 def event_message(tolerations: Sequence[Mapping[str, Any]]) -> str:

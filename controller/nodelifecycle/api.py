@@ -36,13 +36,12 @@ from kube.request import request_json
 from kube.store import Keyed, StoreReader
 from kube.timestamps import format_time
 from shared.clock_offset import ServerClock
-from shared.taints import NO_EXECUTE
+from shared.taints import NO_EXECUTE, Taint
 
 log = logging.getLogger("taintkeeper.nodelifecycle")
 
 CONFLICT_BACKOFF = 0.1  # upstream UpdateTaintBackoff: 100 ms with jitter between attempts
 
-Taint = Mapping[str, Any]  # API JSON
 
 NODE_LEASE_PATH = "/apis/coordination.k8s.io/v1/namespaces/kube-node-lease/leases/{name}"
 

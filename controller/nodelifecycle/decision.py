@@ -22,12 +22,11 @@ from shared.taints import (
     NO_SCHEDULE,
     NOT_READY,
     UNREACHABLE,
+    Taint,
     is_node_failure_taint,
     managed_no_schedule_taints,
     taint_identity,
 )
-
-Taint = Mapping[str, Any]  # API JSON
 
 NOT_READY_NO_EXECUTE: Taint = {"key": NOT_READY, "effect": NO_EXECUTE}
 UNREACHABLE_NO_EXECUTE: Taint = {"key": UNREACHABLE, "effect": NO_EXECUTE}

@@ -79,6 +79,7 @@ from shared.clock_offset import ClockOffset, ServerClock
 from shared.taints import (
     NO_EXECUTE,
     NO_SCHEDULE,
+    Taint,
     desired_no_schedule_taints,
     managed_no_schedule_taints,
     taint_diff,
@@ -100,8 +101,6 @@ RETRY_SLEEP = 0.02  # upstream retrySleepTime
 # 310-312/s. Idle, a worker wakes once a second. podUpdateWorkerSize threads mark pods NotReady.
 NO_SCHEDULE_WORKERS = 16
 POD_WORKERS = 4
-
-Taint = Mapping[str, Any]  # API JSON
 
 
 class NodeLifecycleApi(Protocol):

@@ -22,8 +22,7 @@ from typing import Any
 from controller.describe import describe_duration
 from controller.fencing import CONFIRMED_AT_ANNOTATION, out_of_service_taint
 from kube.timestamps import format_time, parse_time
-
-Taint = Mapping[str, Any]  # API JSON
+from shared.taints import Taint
 
 # Why (not).
 NOT_UNREACHABLE = "not unreachable (its Ready condition is not Unknown)"

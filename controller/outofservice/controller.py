@@ -185,24 +185,24 @@ class OutOfServiceController:
             self.queue.add(new.name)
 
     def on_pod_change(self, old: PodView | None, new: PodView | None) -> None:
-        if new is None:
-            if old is not None:
-                with self._lock:
-                    if self._deleted_pods.get(old.key) == old.uid:
-                        del self._deleted_pods[old.key]
-            return
-        if not self._active or not new.node_name:
-            return
-        node = self._nodes.get(new.node_name)
-        if node is not None and node_state(node) is NodeState.OUT_OF_SERVICE:
-            self.queue.add(node.name)
+        self._on_node_object_change(old, new, self._deleted_pods)
 
     def on_attachment_change(self, old: VolumeAttachmentView | None, new: VolumeAttachmentView | None) -> None:
+        self._on_node_object_change(old, new, self._deleted_attachments)
+
+    def _on_node_object_change(
+        self,
+        old: PodView | VolumeAttachmentView | None,
+        new: PodView | VolumeAttachmentView | None,
+        deleted: dict[str, str],
+    ) -> None:
+        """A pod or VolumeAttachment changed: its deletion, once seen gone, is no longer in flight; one
+        added or moved onto an out-of-service node queues that node's pass."""
         if new is None:
             if old is not None:
                 with self._lock:
-                    if self._deleted_attachments.get(old.key) == old.uid:
-                        del self._deleted_attachments[old.key]
+                    if deleted.get(old.key) == old.uid:
+                        del deleted[old.key]
             return
         if not self._active or not new.node_name:
             return

@@ -21,16 +21,13 @@ from __future__ import annotations
 import enum
 from collections.abc import Iterable, Mapping
 from dataclasses import dataclass
-from typing import Any
 
 from controller.describe import taint_text
 from controller.fencing import out_of_service_taint
 from controller.objects import NodeView, PodView
 from controller.tainteviction.tolerations import first_toleration_for_taint
 from controller.volume_attachments import VolumeAttachmentView
-from shared.taints import OUT_OF_SERVICE
-
-Taint = Mapping[str, Any]  # API JSON
+from shared.taints import OUT_OF_SERVICE, Taint
 
 # The event source (taintkeeper's own: upstream's PodGC records no events) and the reasons.
 COMPONENT = "taintkeeper-out-of-service"

@@ -25,9 +25,8 @@ from typing import Any
 
 from controller.tainteviction.tolerations import first_toleration_for_taint, min_toleration_seconds
 from kube.timestamps import parse_time
-from shared.taints import is_node_failure_taint, taint_identity
+from shared.taints import Taint, is_node_failure_taint, taint_identity
 
-Taint = Mapping[str, Any]
 Toleration = Mapping[str, Any]
 
 NO_TAINTS = "no NoExecute taints"

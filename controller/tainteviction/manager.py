@@ -19,7 +19,7 @@ from __future__ import annotations
 
 import logging
 import threading
-from collections.abc import Callable, Mapping, Sequence
+from collections.abc import Callable, Sequence
 from dataclasses import dataclass
 from typing import TYPE_CHECKING, Any, Literal, Protocol
 
@@ -36,6 +36,7 @@ from kube.events import EventSink
 from kube.fence import WriteFenced
 from kube.store import StoreReader
 from kube.timestamps import format_time
+from shared.taints import Taint
 
 if TYPE_CHECKING:
     from controller.informers import SharedInformers
@@ -50,7 +51,6 @@ BUDGET_TIMEOUT_REASON = "DisruptionBudgetTimeout"  # refused past the ceiling: d
 # apiserver, and a budget that frees up is used within seconds, not after a grown backoff.
 BUDGET_RETRY_SECONDS = 5.0
 DEFAULT_WORKERS = 8  # concurrent pod deletions (--taint-eviction-workers)
-Taint = Mapping[str, Any]  # API JSON
 
 
 class BudgetRefused(Exception):

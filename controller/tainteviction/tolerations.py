@@ -11,9 +11,10 @@ from collections.abc import Iterable, Mapping, Sequence
 from dataclasses import dataclass, field
 from typing import Any
 
+from shared.taints import Taint
+
 # API JSON: a value may be anything JSON holds.
 Toleration = Mapping[str, Any]
-Taint = Mapping[str, Any]
 
 
 def tolerates(toleration: Toleration, taint: Taint, comparison_operators: bool = False) -> bool:

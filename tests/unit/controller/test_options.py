@@ -17,8 +17,8 @@ from controller.options import (
     TAINT_EVICTION,
     TOLERATION_BACKFILL,
     OptionsError,
-    parse_bool,
     parse_duration,
+    parse_go_bool,
     parse_options,
 )
 from shared.defaults import DefaultSeconds
@@ -234,7 +234,7 @@ def test_not_go_durations(text):
     ],
 )
 def test_go_booleans(text, value):
-    assert parse_bool(text) is value
+    assert parse_go_bool(text) is value
 
 
 def test_help_exits_0_and_names_every_flag(capsys):

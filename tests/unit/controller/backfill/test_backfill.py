@@ -30,7 +30,6 @@ from controller.backfill.decision import (
     POD_SKIPPED,
     TERMINATING,
     BackfillSettings,
-    backfill_patch,
     decide_backfill,
     event_message,
     json_patch,
@@ -171,7 +170,6 @@ def test_which_pods_get_which_tolerations(pod, namespace, reason, expected):
     decision = decide_backfill(pod_view(pod), namespace, CLUSTER, EXCLUDED)
     assert (decision.reason, list(decision.tolerations)) == (reason, expected)
     assert decision.needed == bool(expected)
-    assert (backfill_patch(pod, namespace, CLUSTER, EXCLUDED) is None) == (not expected)
 
 
 SECONDS = {
@@ -236,18 +234,19 @@ PATCHES = {
 
 @pytest.mark.parametrize(("pod", "adds"), PATCHES.values(), ids=PATCHES.keys())
 def test_the_patch_tests_uid_and_version_then_only_appends(pod, adds):
-    patch = backfill_patch(pod, ns(), CLUSTER, EXCLUDED)
-    assert patch is not None
-    assert list(patch.ops) == [
+    decision = decide_backfill(pod_view(pod), ns(), CLUSTER, EXCLUDED)
+    assert decision.needed
+    ops = json_patch(pod, decision.tolerations)
+    assert ops == [
         {"op": "test", "path": "/metadata/uid", "value": "uid-p"},
         {"op": "test", "path": "/metadata/resourceVersion", "value": "10"},
         *adds,
     ]
-    patched = jsonpatch.apply_patch(pod, list(patch.ops))
+    patched = jsonpatch.apply_patch(pod, ops)
     before = pod["spec"].get("tolerations") or []
     after = patched["spec"]["tolerations"]
     assert after[: len(before)] == before  # existing ones unchanged, in order
-    assert after[len(before) :] == list(patch.decision.tolerations)
+    assert after[len(before) :] == list(decision.tolerations)
 
 
 def test_the_patch_is_refused_when_the_pod_changed_since_it_was_read():
