@@ -447,3 +447,31 @@ def test_every_import_contract_is_explained_in_architecture_md(contract):
     assert f"`{contract}`" in ARCHITECTURE.read_text(), (
         f"docs/architecture.md (Import contracts) does not explain the contract `{contract}` of pyproject.toml"
     )
+
+
+# --- the layout table ------------------------------------------------------------------------------------
+
+DEVELOPMENT = ROOT / "docs" / "development.md"
+PRODUCT_PACKAGES = tomllib.loads((ROOT / "pyproject.toml").read_text())["tool"]["importlinter"]["root_packages"]
+
+
+def layout_rows() -> dict[str, str]:
+    """docs/development.md's Layout table: package -> what its row says."""
+    rows = {}
+    for line in DEVELOPMENT.read_text().splitlines():
+        found = re.match(r"\| `([a-z_]+)/` \| (.*) \|$", line)
+        if found:
+            rows[found[1]] = found[2]
+    return rows
+
+
+@pytest.mark.parametrize("package", PRODUCT_PACKAGES)
+def test_every_product_file_is_in_the_layout_table(package):
+    row = layout_rows().get(package)
+    assert row is not None, f"docs/development.md's Layout table has no row for {package}/"
+    unnamed = [
+        str(path.relative_to(ROOT))
+        for path in sorted((ROOT / package).rglob("*.py"))
+        if path.name != "__init__.py" and f"`{path.name}`" not in row
+    ]
+    assert not unnamed, f"docs/development.md's Layout row for {package}/ does not name: {', '.join(unnamed)}"
