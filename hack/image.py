@@ -1,6 +1,6 @@
 """Build taintkeeper's container image offline: an OCI archive from Debian's packages and PyPI.
 
-    python hack/image.py [--tag taintkeeper:dev] [--force] [--print-config]      (`make image`)
+    python hack/image.py [--tag taintkeeper:dev] [--version V] [--force] [--print-config]      (`make image`)
 
 prints the path of an `oci-archive` tarball that `ctr -n k8s.io images import FILE` loads. No
 Docker engine, no registry and no base image: the root filesystem is made of Debian bookworm's
@@ -208,8 +208,23 @@ def build(out: Path, recipe: Recipe, tag: str, root: Path = ROOT) -> dict:
     return config
 
 
-def ensure_image(tag: str = DEFAULT_TAG, *, force: bool = False, root: Path = ROOT) -> BuiltImage:
-    """taintkeeper's image, built first if the project changed since the cached archive (or with force)."""
+def set_version(project: Path, version: str) -> None:
+    """Give the snapshot's package another version (pyproject's [project] version): what its processes
+    report (kube/identity.py's User-Agent), e.g. for an upgrade between two builds of the same code."""
+    pyproject = project / "pyproject.toml"
+    text = pyproject.read_text()
+    current = tomllib.loads(text)["project"]["version"]
+    line = f'version = "{current}"'
+    if text.count(line) != 1:
+        raise BuildError(f"pyproject.toml: cannot find its version line ({line})")
+    pyproject.write_text(text.replace(line, f'version = "{version}"'))
+
+
+def ensure_image(
+    tag: str = DEFAULT_TAG, *, force: bool = False, root: Path = ROOT, version: str | None = None
+) -> BuiltImage:
+    """taintkeeper's image, built first if the project changed since the cached archive (or with force);
+    `version`: the package's version in the image instead of pyproject's."""
     recipe = recipe_from_containerfile(root / "manifests" / "Containerfile")
     cache = cache_dir()
     cache.mkdir(parents=True, exist_ok=True)
@@ -217,6 +232,8 @@ def ensure_image(tag: str = DEFAULT_TAG, *, force: bool = False, root: Path = RO
     with open(cache / ".build.lock", "w") as lock, tempfile.TemporaryDirectory(prefix="src-", dir=cache) as copy:
         fcntl.flock(lock, fcntl.LOCK_EX)  # one build at a time; a second waits, then finds it cached
         source = snapshot(root, recipe, Path(copy) / "project")
+        if version is not None:
+            set_version(source, version)
         recipe = recipe_from_containerfile(source / "manifests" / "Containerfile")
         key = project_key(recipe, tag, source)
         out = cache / f"{safe}-{key[:16]}.oci.tar"
@@ -236,6 +253,9 @@ def main() -> int:
     parser.add_argument("--tag", default=DEFAULT_TAG, help=f"the image's name (default {DEFAULT_TAG})")
     parser.add_argument("--force", action="store_true", help="build again even if the cached archive is current")
     parser.add_argument(
+        "--version", default=None, help="the package version inside the image (default: pyproject.toml's)"
+    )
+    parser.add_argument(
         "--print-config", action="store_true", help="print the image config the Containerfile gives, and build nothing"
     )
     args = parser.parse_args()
@@ -243,7 +263,7 @@ def main() -> int:
         if args.print_config:
             print(json.dumps(image_config(recipe_from_containerfile()), indent=2))
             return 0
-        print(ensure_image(args.tag, force=args.force).archive)
+        print(ensure_image(args.tag, force=args.force, version=args.version).archive)
     except (RecipeError, BuildError) as error:
         print(f"image: error: {error}", file=sys.stderr)
         return 1

@@ -183,7 +183,11 @@ def create_app(settings: WebhookSettings | None = None, namespace_cache: Namespa
 
     @app.get("/readyz")
     def readyz() -> Response:
-        # Settings were validated when the app was made; nothing else gates admission.
+        # Settings were validated when the app was made; TLS answering means the certificate is loaded.
+        cache.ensure_started()
+        reason = cache.unready_reason(time.monotonic())
+        if reason is not None:
+            return Response(reason, status=503, mimetype="text/plain")
         return Response("ok", mimetype="text/plain")
 
     @app.get("/metrics")

@@ -9,6 +9,8 @@ not exist in the workers.
 Admission never waits for the cache and never calls the API: until the first LIST is in (or while
 the API cannot be reached at start), `lookup` answers None and the cluster defaults apply. After
 that, a lost connection leaves the last known namespaces in place while the informer retries.
+Readiness does wait, up to READY_WAIT: a replica rolled in by an upgrade gets no admission traffic
+before it knows the namespaces' own seconds, unless the API keeps it from learning them that long.
 """
 
 from __future__ import annotations
@@ -17,6 +19,7 @@ import functools
 import logging
 import os
 import threading
+import time
 from collections.abc import Callable
 from dataclasses import dataclass
 from typing import Any
@@ -42,6 +45,9 @@ ANNOTATIONS = (NOT_READY_SECONDS_ANNOTATION, UNREACHABLE_SECONDS_ANNOTATION)
 # tolerationSeconds is an int64: a larger number would make the patched pod invalid.
 # An annotation value is shown in warnings (HTTP headers, logs) cut to this length.
 MAX_SHOWN_CHARS = 64
+# Seconds /readyz waits for the first LIST before saying ready anyway (the cluster defaults then apply):
+# a webhook that cannot reach the API must still serve, as admission never depends on the cache.
+READY_WAIT = 10.0
 
 
 @dataclass(frozen=True, slots=True)
@@ -124,14 +130,17 @@ class NamespaceCache:
         cluster: DefaultSeconds,
         connect: Callable[[], Callable[..., Any]] | None,
         source: str = "",
+        ready_wait: float = READY_WAIT,
         **informer_options: Any,
     ) -> None:
         self.cluster = cluster
         self.source = source
+        self.ready_wait = ready_wait
         self._connect = connect
         self._informer_options = informer_options
         self._informer: Informer[ResolvedNamespace] | None = None
         self._started_in: int | None = None  # the pid that started the watch
+        self._started_at: float | None = None  # time.monotonic() when this process's informer started
         self._lock = threading.Lock()
 
     @classmethod
@@ -189,6 +198,7 @@ class NamespaceCache:
                 **self._informer_options,
             )
             informer.start()
+            self._started_at = time.monotonic()
             self._informer = informer
             threading.Thread(
                 target=self._report_sync, args=(informer,), name="namespace-cache-synced", daemon=True
@@ -202,6 +212,17 @@ class NamespaceCache:
 
         metrics.NAMESPACE_CACHE_SYNCED.set(1)
         log.info("namespace cache synced from %s: %d namespaces", self.source, len(informer))
+
+    def unready_reason(self, now: float) -> str | None:
+        """Why this process should not be sent admissions yet (`now`: time.monotonic()), or None. Each
+        gunicorn worker has its own cache; the probe reaches one of them, and they start together."""
+        informer, started_at = self._informer, self._started_at
+        if informer is None or started_at is None or informer.has_synced:
+            return None  # off, or synced
+        waited = now - started_at
+        if waited >= self.ready_wait:
+            return None  # the API is out of reach: serve with the cluster defaults rather than not at all
+        return f"namespace cache not synced yet ({waited:.1f}s of {self.ready_wait:g}s)"
 
     def lookup(self, namespace: str) -> NamespaceDefaults | None:
         """What is known about `namespace`; None (the cluster defaults apply) when the cache is off,

@@ -46,7 +46,7 @@ NOTES = [
         (),
         (
             "rollout status deployment/taintkeeper-webhook deployment/taintkeeper-controller",
-            "kubectl -n taintkeeper-system logs job/taintkeeper-certs-sync",
+            "kubectl -n taintkeeper-system logs job/taintkeeper-certs-sync-1",
             "kubectl get mutatingwebhookconfiguration taintkeeper",
             "(300 s not-ready, 300 s unreachable",
             "kubectl taintkeeper status",

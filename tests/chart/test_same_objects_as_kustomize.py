@@ -22,6 +22,27 @@ MANIFESTS = CHART.parents[1] / "manifests"
 
 # (kind, namespace, name, dotted path) -> why the chart differs from manifests/ there.
 DIFFERENCES: dict[tuple[str, str | None, str, str], str] = {}
+# An object of manifests/ -> its name in the chart (`helm template`: revision 1), and why it is another.
+RENAMED: dict[Identity, tuple[str, str]] = {
+    ("Job", "taintkeeper-system", "taintkeeper-certs-sync"): (
+        "taintkeeper-certs-sync-1",
+        "one certificate Job per release revision: an upgrade changing the image makes a new Job instead of "
+        "failing to update the last one's immutable pod template (kubectl apply -k meets it until its TTL)",
+    ),
+}
+
+
+def as_in_manifests(got: dict[Identity, dict[str, Any]]) -> dict[Identity, dict[str, Any]]:
+    """The chart's objects under the names manifests/ gives them (RENAMED); a listed rename that the chart no
+    longer makes fails, so the list stays true."""
+    renamed = dict(got)
+    for (kind, namespace, name), (chart_name, _why) in RENAMED.items():
+        if (kind, namespace, name) in renamed:
+            continue  # the chart made it under manifests/' name after all: compared as is, and reported
+        doc = renamed.pop((kind, namespace, chart_name), None)
+        if doc is not None:
+            renamed[(kind, namespace, name)] = {**doc, "metadata": {**doc["metadata"], "name": name}}
+    return renamed
 
 
 def differences(expected: Any, got: Any, path: str = "") -> list[str]:
@@ -69,7 +90,7 @@ def listed_but_gone(expected: dict[Identity, dict[str, Any]], got: dict[Identity
 
 def test_default_values_render_the_main_kustomization(helm: Path):
     expected = by_identity(kustomize(MANIFESTS))
-    got = by_identity(render(helm))
+    got = as_in_manifests(by_identity(render(helm)))
     assert unexplained(expected, got) == []
     assert listed_but_gone(expected, got) == []
 
@@ -116,14 +137,16 @@ def test_each_option_renders_what_its_manifests_install(helm: Path, option: Opti
         path = MANIFESTS / source
         expected += kustomize(path) if path.is_dir() else documents(path)
     sets = [arg for value in option.sets for arg in ("--set", value)]
-    assert unexplained(by_identity(expected), by_identity(render(helm, *sets))) == []
+    assert unexplained(by_identity(expected), as_in_manifests(by_identity(render(helm, *sets)))) == []
 
 
 def test_without_the_operator_roles_the_chart_renders_the_rest_of_the_main_kustomization(helm: Path):
     roles = by_identity(documents(MANIFESTS / "base" / "operator-rbac.yaml"))
     assert roles, "manifests/base/operator-rbac.yaml has no roles"
     expected = {key: doc for key, doc in by_identity(kustomize(MANIFESTS)).items() if key not in roles}
-    assert unexplained(expected, by_identity(render(helm, "--set", "operatorRoles.create=false"))) == []
+    assert (
+        unexplained(expected, as_in_manifests(by_identity(render(helm, "--set", "operatorRoles.create=false")))) == []
+    )
 
 
 @pytest.mark.parametrize(

@@ -60,3 +60,8 @@ A name no program has stops the render (the schema refuses it first, unless it i
 {{- end -}}
 {{- $total -}}
 {{- end }}
+
+{{/* The certificate Job of this release revision (templates/certs-sync.yaml says why it is per revision). */}}
+{{- define "taintkeeper.certsJob" -}}
+taintkeeper-certs-sync-{{ .Release.Revision }}
+{{- end }}

@@ -12,8 +12,8 @@ taintkeeper {{ .Chart.AppVersion }} ({{ include "taintkeeper.image" . }}) is ins
      kubectl -n {{ $ns }} rollout status deployment/taintkeeper-webhook deployment/taintkeeper-controller
 {{- if eq .Values.certificates.mode "selfManaged" }}
 
-   The webhook's pods wait in ContainerCreating until the Job taintkeeper-certs-sync has written the
-   Secret taintkeeper-webhook-tls: kubectl -n {{ $ns }} logs job/taintkeeper-certs-sync
+   The webhook's pods wait in ContainerCreating until the Job {{ include "taintkeeper.certsJob" . }} has written the
+   Secret taintkeeper-webhook-tls: kubectl -n {{ $ns }} logs job/{{ include "taintkeeper.certsJob" . }}
 {{- else }}
 
    The webhook's pods wait in ContainerCreating until cert-manager has issued the Certificate

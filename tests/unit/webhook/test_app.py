@@ -94,6 +94,25 @@ def test_health_and_readiness(client):
     assert client.get("/readyz").data == b"ok"
 
 
+def test_readiness_is_refused_while_the_namespace_cache_has_not_listed():
+    """A replica rolled in by an upgrade takes no admissions before it knows the namespaces' seconds."""
+    stalled = threading.Event()
+
+    def hanging_list(**kwargs):
+        stalled.wait(30)  # the first LIST never answers while the test runs
+        raise ConnectionRefusedError(111, "refused")
+
+    cache = NamespaceCache(DefaultSeconds(300, 300), lambda: hanging_list, "a stalled API")
+    app = create_app(namespace_cache=cache)
+    try:
+        response = app.test_client().get("/readyz")
+        assert response.status_code == 503
+        assert b"namespace cache not synced yet" in response.data
+    finally:
+        stalled.set()
+        cache.stop()
+
+
 def metric_value(client, name, labels=""):
     for line in client.get("/metrics").data.decode().splitlines():
         if line.startswith(f"{name}{labels} ") or (not labels and line.startswith(f"{name} ")):

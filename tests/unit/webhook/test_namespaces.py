@@ -215,6 +215,33 @@ def test_an_unreachable_api_leaves_the_cache_unsynced_and_lookups_immediate(cach
     assert not cache.synced
 
 
+READINESS_CASES = [
+    # name, the API, seconds since the informer started -> /readyz's reason (None: ready)
+    ("a synced cache is ready", "answers", None, None),
+    ("an unsynced cache is not ready at first", "refuses", 0.5, "namespace cache not synced yet (0.5s of 10s)"),
+    ("an unsynced cache is ready once the wait is over", "refuses", 10.0, None),
+    ("a cache that never started is ready (nothing to wait for)", "off", None, None),
+]
+
+
+@pytest.mark.parametrize(
+    "api_state,waited,reason", [c[1:] for c in READINESS_CASES], ids=[c[0] for c in READINESS_CASES]
+)
+def test_readiness_waits_for_the_first_list_for_a_bounded_time(caches, api_state, waited, reason):
+    def refused(**kwargs: Any) -> Any:
+        raise urllib3.exceptions.MaxRetryError(None, "/api/v1/namespaces", ConnectionRefusedError(111, "refused"))  # type: ignore[arg-type]  # no pool here
+
+    connect = {"answers": lambda: FakeNamespaces(namespace("plain")), "refuses": lambda: refused, "off": None}[
+        api_state
+    ]
+    cache = make_cache(caches, connect)
+    cache.ensure_started()
+    if api_state == "answers":
+        wait_for(lambda: cache.synced, 10, "the cache synced")
+    started_at = cache._started_at if cache._started_at is not None else 0.0
+    assert cache.unready_reason(started_at + (waited or 0.0)) == reason
+
+
 def test_an_api_client_that_cannot_be_built_turns_the_cache_off_with_an_error_log(caches, caplog):
     def broken() -> Any:
         raise ValueError("invalid kubeconfig")
