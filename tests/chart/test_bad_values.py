@@ -47,6 +47,12 @@ REFUSALS = [
         "at '/webhook/flags/default-unreachable-toleration-seconds': minimum: got -30, want 0",
     ),
     Refusal(
+        "a toleration with an operator Kubernetes does not have",
+        {"webhook": {"tolerations": [{"key": "dedicated", "operator": "Maybe", "effect": "NoSchedule"}]}},
+        "schema",
+        "at '/webhook/tolerations/0/operator'",
+    ),
+    Refusal(
         "an unknown controller flag (a misspelling)",
         controller({"node-monitor-grace": "40s"}),
         "schema",
