@@ -173,3 +173,31 @@ def run_worker(
             break
         heartbeat.beat()
     heartbeat.leave()
+
+
+def start_workers(
+    name: str,
+    count: int,
+    queue: WorkQueue,
+    sync: Sync,
+    stop: threading.Event,
+    *,
+    what: str,
+    log: logging.Logger,
+    heartbeat: Heartbeat,
+    on_crash: Callable[[], None] | None = None,
+) -> list[threading.Thread]:
+    """Start `count` daemon threads running `run_worker` on one queue, named NAME (one) or NAME-0, NAME-1..."""
+    threads = [
+        threading.Thread(
+            target=run_worker,
+            args=(queue, sync, stop),
+            kwargs={"what": what, "log": log, "heartbeat": heartbeat, "on_crash": on_crash},
+            name=name if count == 1 else f"{name}-{i}",
+            daemon=True,
+        )
+        for i in range(count)
+    ]
+    for thread in threads:
+        thread.start()
+    return threads

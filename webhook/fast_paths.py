@@ -263,27 +263,37 @@ def _check_gunicorn_settings() -> str | None:
     return None
 
 
-def _check_http_date() -> str | None:
-    function = getattr(util, "http_date", None)
+def _check_function(module: Any, where: str, name: str, parameters: str) -> str | None:
+    """`module.name` is a function taking exactly `parameters` (as written: "timestamp=None")."""
+    function = getattr(module, name, None)
     if not callable(function):
-        return "gunicorn.util has no http_date"
-    if _parameters(function) != ["timestamp"]:
-        return f"gunicorn.util.http_date takes {_parameters(function)}, not (timestamp=None)"
+        return f"{where} has no {name}"
+    wanted = [parameter.split("=")[0] for parameter in parameters.split(", ")]
+    if _parameters(function) != wanted:
+        return f"{where}.{name} takes {_parameters(function)}, not ({parameters})"
+    return None
+
+
+def _code_names(function: Any) -> tuple[str, ...]:
+    """The global and attribute names a function's code reads (it looks them up at each call)."""
+    return getattr(getattr(function, "__code__", None), "co_names", ())
+
+
+def _check_http_date() -> str | None:
+    wrong = _check_function(util, "gunicorn.util", "http_date", "timestamp=None")
+    if wrong:
+        return wrong
     default_headers = getattr(getattr(wsgi, "Response", None), "default_headers", None)
-    names = getattr(getattr(default_headers, "__code__", None), "co_names", ())
-    if getattr(wsgi, "util", None) is not util or "http_date" not in names:
+    if getattr(wsgi, "util", None) is not util or "http_date" not in _code_names(default_headers):
         return "gunicorn's Response.default_headers no longer reads util.http_date through its module"
     return None
 
 
 def _check_base_environ() -> str | None:
-    function = getattr(wsgi, "base_environ", None)
-    if not callable(function):
-        return "gunicorn.http.wsgi has no base_environ"
-    if _parameters(function) != ["cfg"]:
-        return f"gunicorn.http.wsgi.base_environ takes {_parameters(function)}, not (cfg)"
-    names = getattr(getattr(getattr(wsgi, "default_environ", None), "__code__", None), "co_names", ())
-    if "base_environ" not in names:
+    wrong = _check_function(wsgi, "gunicorn.http.wsgi", "base_environ", "cfg")
+    if wrong:
+        return wrong
+    if "base_environ" not in _code_names(getattr(wsgi, "default_environ", None)):
         return "gunicorn.http.wsgi.default_environ no longer reads base_environ through its module"
     return None
 
@@ -377,7 +387,7 @@ def _check_histogram_batch() -> str | None:
     if not callable(getattr(Histogram, "_raise_if_not_observable", None)):
         return "prometheus_client's Histogram has no _raise_if_not_observable"
     observe = getattr(Histogram, "observe", None)
-    names = set(getattr(getattr(observe, "__code__", None), "co_names", ()))
+    names = set(_code_names(observe))
     missing = {"_raise_if_not_observable", "_sum", "_upper_bounds", "_buckets", "inc"} - names
     if missing:
         return f"prometheus_client's Histogram.observe no longer uses {', '.join(sorted(missing))}"
@@ -450,7 +460,7 @@ def _check_log_record_template() -> str | None:
 def _check_caller_lookup() -> str | None:
     if not hasattr(logging, "_srcfile"):
         return "logging has no _srcfile"
-    if "_srcfile" not in logging.Logger._log.__code__.co_names:
+    if "_srcfile" not in _code_names(logging.Logger._log):
         return "logging.Logger._log no longer reads _srcfile"
     return None
 

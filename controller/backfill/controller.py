@@ -35,7 +35,7 @@ from controller.backfill.decision import (
 from controller.clock import Clock, RealClock
 from controller.objects import NamespaceView, PodView, pod_view
 from controller.token_bucket import TokenBucket
-from controller.worker import Done, Heartbeat, Retry, SyncResult, heartbeat_bound, run_worker
+from controller.worker import Done, Heartbeat, Retry, SyncResult, heartbeat_bound, start_workers
 from controller.workqueue import WorkQueue
 from kube.events import EventSink
 from kube.fence import WriteFenced
@@ -210,18 +210,17 @@ class BackfillController:
     def start(self, stop: threading.Event) -> None:
         """One worker: the rate limit, not parallelism, bounds the throughput."""
         self._stop = stop
-        threading.Thread(
-            target=run_worker,
-            args=(self.queue, self.sync, stop),
-            kwargs={
-                "what": "backfill",
-                "log": log,
-                "heartbeat": self.heartbeat,
-                "on_crash": metrics.BACKFILL_FAILURES.inc,
-            },
-            name="backfill-worker",
-            daemon=True,
-        ).start()
+        start_workers(
+            "backfill-worker",
+            1,
+            self.queue,
+            self.sync,
+            stop,
+            what="backfill",
+            log=log,
+            heartbeat=self.heartbeat,
+            on_crash=metrics.BACKFILL_FAILURES.inc,
+        )
 
     def stop(self) -> None:
         self.queue.shut_down()

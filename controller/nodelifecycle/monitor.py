@@ -68,7 +68,7 @@ from controller.nodelifecycle.decision import (
 from controller.nodelifecycle.node_health import HealthTracker, first_heard
 from controller.nodelifecycle.rate_limited_queue import RateLimitedTimedQueue
 from controller.objects import LeaseView, NodeView, PodView
-from controller.worker import Done, Heartbeat, Retry, SyncResult, heartbeat_bound, run_worker
+from controller.worker import Done, Heartbeat, Retry, SyncResult, heartbeat_bound, start_workers
 from controller.workqueue import WorkQueue
 from controller.zones import ZoneState, compute_zone_state, eviction_rate, zone_health_percent, zone_label
 from kube.errors import describe_error, is_conflict
@@ -867,29 +867,27 @@ class NodeLifecycleMonitor:
     def start(self, stop: threading.Event) -> None:
         """The monitor loop, the NoSchedule tainting (and label) workers and the pod marking workers."""
         self.last_pass_completed = self.last_progress = time.monotonic()
-        threads = [threading.Thread(target=self.run, args=(stop,), name="node-lifecycle", daemon=True)]
-        threads += [
-            threading.Thread(
-                target=run_worker,
-                args=(self.no_schedule_queue, self.sync_node, stop),
-                kwargs={"what": "NoSchedule tainting and labels", "log": log, "heartbeat": self.heartbeat},
-                name=f"no-schedule-{i}",
-                daemon=True,
-            )
-            for i in range(NO_SCHEDULE_WORKERS)
-        ]
-        threads += [
-            threading.Thread(
-                target=run_worker,
-                args=(self.pod_queue, self.sync_pod, stop),
-                kwargs={"what": "pod NotReady marking", "log": log, "heartbeat": self.heartbeat},
-                name=f"node-pods-{i}",
-                daemon=True,
-            )
-            for i in range(POD_WORKERS)
-        ]
-        for thread in threads:
-            thread.start()
+        threading.Thread(target=self.run, args=(stop,), name="node-lifecycle", daemon=True).start()
+        start_workers(
+            "no-schedule",
+            NO_SCHEDULE_WORKERS,
+            self.no_schedule_queue,
+            self.sync_node,
+            stop,
+            what="NoSchedule tainting and labels",
+            log=log,
+            heartbeat=self.heartbeat,
+        )
+        start_workers(
+            "node-pods",
+            POD_WORKERS,
+            self.pod_queue,
+            self.sync_pod,
+            stop,
+            what="pod NotReady marking",
+            log=log,
+            heartbeat=self.heartbeat,
+        )
 
     def stop(self) -> None:
         self.no_schedule_queue.shut_down()

@@ -62,7 +62,7 @@ from controller.outofservice.decision import (
     work_for,
 )
 from controller.volume_attachments import VolumeAttachmentView
-from controller.worker import After, Done, Heartbeat, Retry, SyncResult, heartbeat_bound, run_worker
+from controller.worker import After, Done, Heartbeat, Retry, SyncResult, heartbeat_bound, start_workers
 from controller.workqueue import WorkQueue
 from kube.events import EventSink
 from kube.fence import WriteFenced
@@ -435,18 +435,17 @@ class OutOfServiceController:
 
     def start(self, stop: threading.Event) -> None:
         """One worker: a dead node's pods are few, and each deletion is one request."""
-        threading.Thread(
-            target=run_worker,
-            args=(self.queue, self.sync, stop),
-            kwargs={
-                "what": "out-of-service pass",
-                "log": log,
-                "heartbeat": self.heartbeat,
-                "on_crash": metrics.FAILURES.inc,
-            },
-            name="out-of-service-worker",
-            daemon=True,
-        ).start()
+        start_workers(
+            "out-of-service-worker",
+            1,
+            self.queue,
+            self.sync,
+            stop,
+            what="out-of-service pass",
+            log=log,
+            heartbeat=self.heartbeat,
+            on_crash=metrics.FAILURES.inc,
+        )
 
     def stop(self) -> None:
         self.queue.shut_down()

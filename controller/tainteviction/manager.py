@@ -30,7 +30,7 @@ from controller.tainteviction import metrics
 from controller.tainteviction.decision import EvictionDecision, carry_swap_start, decide_eviction, due_taints
 from controller.tainteviction.disruption_budget import BudgetSettings, Choice, Method, choose_method
 from controller.tainteviction.timers import TimerHeap
-from controller.worker import After, Done, Heartbeat, Retry, SyncResult, heartbeat_bound, run_worker
+from controller.worker import After, Done, Heartbeat, Retry, SyncResult, heartbeat_bound, start_workers
 from controller.workqueue import WorkQueue
 from kube.events import EventSink
 from kube.fence import WriteFenced
@@ -487,19 +487,17 @@ class TaintEvictionManager:
 
     def start(self, stop: threading.Event) -> None:
         """The timer loop and the deletion workers."""
-        threads = [threading.Thread(target=self.run_timers, args=(stop,), name="eviction-timers", daemon=True)]
-        threads += [
-            threading.Thread(
-                target=run_worker,
-                args=(self.queue, self.sync, stop),
-                kwargs={"what": "eviction", "log": log, "heartbeat": self.heartbeat},
-                name=f"eviction-worker-{i}",
-                daemon=True,
-            )
-            for i in range(self._workers)
-        ]
-        for thread in threads:
-            thread.start()
+        threading.Thread(target=self.run_timers, args=(stop,), name="eviction-timers", daemon=True).start()
+        start_workers(
+            "eviction-worker",
+            self._workers,
+            self.queue,
+            self.sync,
+            stop,
+            what="eviction",
+            log=log,
+            heartbeat=self.heartbeat,
+        )
 
     def stop(self) -> None:
         self.queue.shut_down()
