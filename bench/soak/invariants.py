@@ -173,7 +173,7 @@ def never_early(ctx: Context) -> list[Violation]:
             moment = removal.write.received
             tolerations = pod.tolerations_at(removal.write.completed)
             states = ctx.node_taints_around(pod, moment)
-            floor = pod.bound_at if pod.bound_at is not None else -math.inf
+            floor = pod.bound_from if pod.bound_from is not None else -math.inf
             dues = [
                 max(held.episode_start, floor) + grace_seconds(tolerations, held.taint)
                 for state in states
@@ -861,7 +861,7 @@ def budgets_respected(ctx: Context) -> list[Violation]:
                 continue
             moment = removal.write.received
             tolerations = pod.tolerations_at(removal.write.completed)
-            floor = pod.bound_at if pod.bound_at is not None else -math.inf
+            floor = pod.bound_from if pod.bound_from is not None else -math.inf
             deadlines: dict[str, float] = {}
             for held in (held for state in ctx.node_taints_around(pod, moment) for held in state):
                 key = str(held.taint.get("key"))

@@ -312,10 +312,19 @@ class PodHistory:
 
     @property
     def bound_at(self) -> float | None:
-        """When the pod reached its node: its binding, else the first state naming the node."""
+        """When the pod was surely on its node: its binding answered, else the first state naming the node."""
         if self.bindings:
             return self.bindings[0].write.completed
         return next((state.time for state in self.current if state.node_name), None)
+
+    @property
+    def bound_from(self) -> float | None:
+        """The earliest the pod may have been on its node: its binding received (the apiserver stamps
+        PodScheduled while it handles it, to the second, and a slow one can take seconds to answer), else
+        the first state naming the node. "Never early" counts from here, "never late" from `bound_at`."""
+        if self.bindings:
+            return self.bindings[0].write.received
+        return self.bound_at
 
     def state_at(self, moment: float) -> PodState | None:
         index = bisect.bisect_right(self._times, moment) - 1

@@ -115,8 +115,10 @@ def event(
     message: str = "",
     request: Json | None = None,
     response: Json | None = None,
+    took: float | None = None,
 ) -> Json:
-    """One ResponseComplete Event, shaped as kube-apiserver 1.20 writes it."""
+    """One ResponseComplete Event, shaped as kube-apiserver 1.20 writes it; `took`: seconds from the
+    request's arrival to its answer (TOOK by default)."""
     group_path = f"/apis/{api_group}/v1" if api_group else "/api/v1"
     path = "/".join(
         part
@@ -147,7 +149,7 @@ def event(
         "objectRef": ref,
         "responseStatus": status,
         "requestReceivedTimestamp": stamp(received),
-        "stageTimestamp": stamp(received + TOOK),
+        "stageTimestamp": stamp(received + (TOOK if took is None else took)),
         "annotations": {"authorization.k8s.io/decision": "allow", "authorization.k8s.io/reason": ""},
     }
     if request is not None:
@@ -409,7 +411,9 @@ class AuditScript:
         self.at(seconds, step)
         return uid
 
-    def bind(self, seconds: float, name: str, node: str, *, namespace: str = NAMESPACE) -> None:
+    def bind(
+        self, seconds: float, name: str, node: str, *, namespace: str = NAMESPACE, took: float | None = None
+    ) -> None:
         def step() -> list[Json]:
             pod = self.pods[(namespace, name)]
             pod["spec"]["nodeName"] = node
@@ -432,6 +436,7 @@ class AuditScript:
                     code=201,
                     request=binding,
                     response={"kind": "Status", "apiVersion": "v1", "metadata": {}, "status": "Success", "code": 201},
+                    took=took,
                 )
             ]
 

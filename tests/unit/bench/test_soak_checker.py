@@ -445,6 +445,19 @@ def hand_added_taint_evicts_from_a_healthy_node() -> World:
     return w
 
 
+def pod_bound_by_a_slow_apiserver_to_a_drained_node(evicted: float) -> World:
+    """The binding took 1.2 s to answer (seed 6061, an etcd pause): the pod was on n2 from its arrival, and
+    its 5 s toleration counts from there (PodScheduled is stamped then, to the second)."""
+    w = base()
+    w.fault("manual-taint", "n2", 10.0, 60.0, key=CHAOS_TAINT, value="080096", effect="NoExecute")
+    w.script.add_taint(10.0, "n2", CHAOS_TAINT, DRIVER, added=10.0, value="080096")
+    w.script.create_pod(19.5, "default-3", [*DEFAULTS, toleration(CHAOS_TAINT, 5)])
+    w.script.bind(20.0, "default-3", "n2", took=1.2)
+    w.script.delete_pod(evicted, "default-3", A)
+    w.script.remove_taint(60.0, "n2", CHAOS_TAINT, DRIVER)
+    return w
+
+
 def statefulset_reuses_a_pod_name() -> World:
     """chaos-db-0 evicted from n2, replaced by a new chaos-db-0 (a new uid) that is evicted in turn."""
     w = base()
@@ -825,6 +838,16 @@ SCENARIOS: list[tuple[str, Callable[[], World], dict[str, int]]] = [
         {},
     ),
     ("a StatefulSet pod name used twice is two pods", statefulset_reuses_a_pod_name, {}),
+    (
+        "a pod's toleration counts from its binding's arrival, not its slow answer",
+        lambda: pod_bound_by_a_slow_apiserver_to_a_drained_node(24.1),
+        {},
+    ),
+    (
+        "I1: a pod deleted 1.5 s before its toleration ran out from its binding's arrival is early",
+        lambda: pod_bound_by_a_slow_apiserver_to_a_drained_node(23.5),
+        {"I1": 1},
+    ),
     (
         "I6: a pod admitted without the defaults while a webhook pod was Ready",
         pod_admitted_bare_while_the_webhook_was_ready,
