@@ -370,6 +370,17 @@ def fenced(
     return w
 
 
+def fenced_pod_force_deleted_by_two(answer_first: str) -> World:
+    """n1 dies and is fenced; kube-controller-manager's PodGC (on beside taintkeeper) and the out-of-service
+    handling both force-delete its terminating pod. `answer_first`: who comes first; the other's answer is
+    404 (seed 6061: 17 pods at 07:52:33), or a 504 whose outcome the caller cannot know."""
+    w = fenced(force=())
+    first, second = (POD_GC, A) if answer_first == "podgc" else (A, POD_GC)
+    w.script.delete_pod(70.3, "tol5-1", first, final=True)
+    w.script.delete_pod(70.5, "tol5-1", second, final=True)
+    return w
+
+
 def pod_deleted_twice() -> World:
     w = failed_node(55.2)
     w.script.delete_pod(56.0, "tol5-1", A)
@@ -777,6 +788,11 @@ SCENARIOS: list[tuple[str, Callable[[], World], dict[str, int]]] = [
         {},
     ),
     ("a fenced dead node's terminating pod is force-deleted: not a second deletion", fenced, {}),
+    (
+        "a fenced node's pod force-deleted by PodGC, then by the out-of-service handling (404): no second action",
+        lambda: fenced_pod_force_deleted_by_two("podgc"),
+        {},
+    ),
     (
         "I9: a force deletion on a dead node nobody fenced (I3: so it is a second deletion too)",
         lambda: fenced(fence_at=None),
