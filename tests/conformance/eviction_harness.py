@@ -35,6 +35,7 @@ from controller.tainteviction.manager import TaintEvictionManager
 from controller.workqueue import WorkQueue
 from kube.fence import WriteFence
 from kube.timestamps import format_time
+from shared.taints import NOT_READY, UNREACHABLE
 from tests.support.eviction import drain_evictions
 from tests.support.fakes import MemoryStore, RecordingEvents
 from tests.support.responses import http_response
@@ -109,13 +110,18 @@ def make_pod(
 
 
 def make_node(name: str = "node1", taints: Iterable[Json] = ()) -> Json:
+    """A node with these taints; Ready=True, but for a not-ready or unreachable NoExecute taint, which the
+    node lifecycle controller puts only on a node Ready=False or Unknown (upstream's tables give no
+    conditions: there the taint manager never looks at them)."""
     taints = list(taints)
+    keys = {t.get("key") for t in taints if t.get("effect") == "NoExecute"}
+    ready = "Unknown" if UNREACHABLE in keys else "False" if NOT_READY in keys else "True"
     node: Json = {
         "apiVersion": "v1",
         "kind": "Node",
         "metadata": {"name": name, "uid": f"uid-{name}", "creationTimestamp": format_time(LONG_AGO)},
         "spec": {},
-        "status": {"conditions": [{"type": "Ready", "status": "True"}]},
+        "status": {"conditions": [{"type": "Ready", "status": ready}]},
     }
     if taints:
         node["spec"]["taints"] = taints

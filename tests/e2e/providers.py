@@ -206,11 +206,21 @@ class LocalProvider:
     victim: str = f"node-{LOCAL_NODES}"  # zone-a, like node-1 (nodes alternate between zone-a and zone-b)
     bystander: str = "node-1"
     pod_image: str = "taintkeeper.local/pause:3.2"  # hack/local-cluster.sh imports it into every node
+    audit: bool = False  # kube-apiserver writes DIR/logs/audit.log (`up --audit`)
 
     def up(self) -> None:
-        run(["bash", str(LOCAL_CLUSTER), "up", str(self.directory), "--nodes", str(LOCAL_NODES)], timeout=1800)
+        audit = ["--audit"] if self.audit else []
+        run(["bash", str(LOCAL_CLUSTER), "up", str(self.directory), "--nodes", str(LOCAL_NODES), *audit], timeout=1800)
 
     def deploy(self) -> None:
+        """The main kustomization with the suite's settings; with TAINTKEEPER_E2E_INSTALL=helm, the chart with
+        the same settings as values (tests/e2e/helm_install.py)."""
+        if os.environ.get("TAINTKEEPER_E2E_INSTALL", "kustomize") == "helm":
+            from tests.chart.helm import build_helm  # helm is built only for this way
+            from tests.e2e import helm_install
+
+            helm_install.install(self.directory, build_helm())
+            return
         overlay = OLDER_LOCAL_OVERLAYS.get(cluster_kubernetes(self.directory) or "", LOCAL_OVERLAY)
         run(["bash", str(LOCAL_CLUSTER), "deploy", str(self.directory), "--overlay", str(overlay)], timeout=1800)
 

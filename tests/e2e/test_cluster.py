@@ -64,7 +64,9 @@ def test_the_webhook_is_called_through_its_service_with_the_certificate_jobs_ca_
     configuration = e2e.raw(admission.read_mutating_webhook_configuration, "taintkeeper")
     secret = e2e.raw(e2e.core.read_namespaced_secret, "taintkeeper-webhook-tls", SYSTEM_NAMESPACE)
     batch = client.BatchV1Api(e2e.api_client)
-    job = e2e.raw(batch.read_namespaced_job, "taintkeeper-certs-sync", SYSTEM_NAMESPACE)
+    jobs = e2e.raw(batch.list_namespaced_job, SYSTEM_NAMESPACE, label_selector="app.kubernetes.io/component=certs")
+    # manifests/ names it taintkeeper-certs-sync; the chart taintkeeper-certs-sync-REVISION
+    (job,) = [j for j in jobs["items"] if j["metadata"]["name"].startswith("taintkeeper-certs-sync")]
     assert job["status"].get("succeeded") == 1, job["status"]
     for webhook in configuration["webhooks"]:
         assert webhook["clientConfig"]["service"] == {

@@ -1,0 +1,80 @@
+"""taintkeeper installed with `helm` instead of kustomize, with the end-to-end suite's settings as values.
+
+VALUES are what overlay/settings does for the kustomization: the controller's short node-monitor periods
+(a stopped kubelet is noticed in ~20 s) and taintkeeper's pods kept off the node the tests stop, allowed on
+a control plane and on nodes still carrying the registration's not-ready:NoSchedule (only taintkeeper's
+controller lifts it there). The local provider installs this way with TAINTKEEPER_E2E_INSTALL=helm, and
+tests/helm_release/ always does.
+"""
+
+from __future__ import annotations
+
+import subprocess
+from pathlib import Path
+from typing import Any
+
+import yaml
+
+from hack.deploy import build_image, cluster_nodes, import_image
+from tests.chart.helm import CHART
+from tests.e2e.cluster import VICTIM_LABEL
+
+RELEASE = "taintkeeper"
+RELEASE_NAMESPACE = "default"  # where helm keeps the release record; the chart puts everything in taintkeeper-system
+
+PLACEMENT: dict[str, Any] = {
+    "tolerations": [
+        {"key": "node-role.kubernetes.io/control-plane", "operator": "Exists", "effect": "NoSchedule"},
+        {"key": "node.kubernetes.io/not-ready", "operator": "Exists", "effect": "NoSchedule"},
+    ],
+    "nodeAffinity": {
+        "requiredDuringSchedulingIgnoredDuringExecution": {
+            "nodeSelectorTerms": [{"matchExpressions": [{"key": VICTIM_LABEL, "operator": "DoesNotExist"}]}]
+        }
+    },
+}
+
+
+def values(tag: str = "dev") -> dict[str, Any]:
+    return {
+        "image": {"repository": "taintkeeper", "tag": tag, "pullPolicy": "IfNotPresent"},
+        "controller": {
+            "flags": {"log-format": "json", "node-monitor-period": "2s", "node-monitor-grace-period": "20s"},
+            **PLACEMENT,
+        },
+        "webhook": PLACEMENT,
+    }
+
+
+def write_values(directory: Path) -> Path:
+    path = directory / "e2e-values.yaml"
+    path.write_text(yaml.safe_dump(values(), sort_keys=False))
+    return path
+
+
+def helm_command(helm: Path, kubeconfig: Path, *args: str) -> list[str]:
+    return [str(helm), *args, "--kubeconfig", str(kubeconfig), "--namespace", RELEASE_NAMESPACE]
+
+
+def install(directory: Path, helm: Path) -> None:
+    """Build and import the image into every node, then `helm upgrade --install --wait` the chart (a rerun on
+    a kept cluster upgrades in place)."""
+    nodes = cluster_nodes(directory)
+    built = build_image()
+    import_image(nodes, built.archive, built.reference, built.digest)
+    command = helm_command(
+        helm,
+        directory / "kubeconfig",
+        "upgrade",
+        "--install",
+        RELEASE,
+        str(CHART),
+        "-f",
+        str(write_values(directory)),
+        "--wait",
+        "--timeout",
+        "10m",
+    )
+    result = subprocess.run(command, capture_output=True, text=True, timeout=900, check=False)
+    if result.returncode != 0:
+        raise AssertionError(f"helm upgrade --install failed ({result.returncode}): {result.stderr[-3000:]}")
