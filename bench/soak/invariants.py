@@ -104,7 +104,9 @@ class Context:
         # the rest): a deadline falling past the hand-over bound, or while the replicas were simply not
         # there, is judged as if a leader had been.
         self.outages: list[Outage] = [
-            *outages(faults, timeline.lease_writes, config.lease is not None, self.leadership.bound),
+            *outages(
+                faults, timeline.lease_writes, config.lease is not None, self.leadership.bound, timeline.write_times
+            ),
             *self.leadership.excused(),
         ]
         # When each leader's term began: the holder changed, or it wrote again after a stretch without a leader.

@@ -6,17 +6,25 @@ starting."""
 
 from __future__ import annotations
 
+import bisect
 import math
-from collections.abc import Sequence
+from collections.abc import Mapping, Sequence
 from dataclasses import dataclass
 
 from bench.soak.faults import Fault
 from bench.soak.timeline import LeaseWrite
 
-STORE_KINDS = frozenset({"apiserver-stop", "etcd-restart", "etcd-pause"})  # recover at the fault's end
+STORE_KINDS = frozenset({"apiserver-stop", "etcd-restart", "etcd-pause"})  # recover once writes are prompt again
 LEADER_KINDS = frozenset({"leader-kill", "leader-pause"})  # recover when the Lease is written again
 # A Lease write received this soon after the fault began may be the dying leader's own renewal.
 _LEASE_SETTLE = 0.5
+# After a store fault ends the apiserver can take seconds more to answer writes of one resource (seed
+# 7207: pod PATCHes took 3.5 s after etcd restarted, while node and Lease writes took 0.01 s: the pods'
+# watch cache catching up): its outage lasts until writes of pods and of nodes, what the controller
+# writes, are each answered within STORE_SETTLED again, at most STORE_SETTLE_MAX after the end.
+STORE_SETTLED = 1.0
+SETTLED_RESOURCES = ("pods", "nodes")
+STORE_SETTLE_MAX = 30.0
 
 
 @dataclass(frozen=True)
@@ -26,17 +34,41 @@ class Outage:
     end: float  # infinite when the log never shows the recovery
 
 
+def store_settled(end: float, writes: Sequence[tuple[float, float]]) -> float:
+    """When the apiserver answered writes of one resource promptly again after a store fault that ended at
+    `end`. Only slowness seen extends it: `end` itself when the first write received since then was answered
+    within STORE_SETTLED; else the arrival of the first one that was (at most STORE_SETTLE_MAX later).
+    `writes`: (received, completed) of that resource's writes, by arrival."""
+    first = bisect.bisect_left(writes, (end, -math.inf))
+    for index in range(first, len(writes)):
+        received, completed = writes[index]
+        if received > end + STORE_SETTLE_MAX:
+            return end + STORE_SETTLE_MAX
+        if completed - received <= STORE_SETTLED:
+            return end if index == first else received
+    return end if first == len(writes) else end + STORE_SETTLE_MAX
+
+
 def outages(
-    faults: Sequence[Fault], lease_writes: Sequence[LeaseWrite], lease_configured: bool, handover_bound: float
+    faults: Sequence[Fault],
+    lease_writes: Sequence[LeaseWrite],
+    lease_configured: bool,
+    handover_bound: float,
+    writes: Mapping[str, Sequence[tuple[float, float]]] | None = None,
 ) -> list[Outage]:
-    """The disruptive faults' windows, each up to its recovery. A leader fault's lasts until the Lease is
-    written again, at most `handover_bound`: past it, the stretch without a leader is judged by what it
-    was (bench/soak/leadership.py), not excused by the fault that began it. Without a Lease to watch
-    (the built-ins), it lasts to the fault's end plus `handover_bound`."""
+    """The disruptive faults' windows, each up to its recovery. A store fault's lasts until the apiserver
+    answers writes of pods and of nodes promptly again (`store_settled`; `writes`: each resource's writes'
+    receipt and answer, by receipt). A leader fault's lasts until the Lease is written again, at most
+    `handover_bound`: past it, the stretch without a leader is judged by what it was
+    (bench/soak/leadership.py), not excused by the fault that began it. Without a Lease to watch (the
+    built-ins), it lasts to the fault's end plus `handover_bound`."""
     result: list[Outage] = []
     for fault in faults:
         if fault.kind in STORE_KINDS:
-            result.append(Outage(fault.id, fault.start, fault.until))
+            end = fault.until
+            if writes and end < math.inf:
+                end = max(store_settled(fault.until, writes.get(resource, ())) for resource in SETTLED_RESOURCES)
+            result.append(Outage(fault.id, fault.start, end))
         elif fault.kind in LEADER_KINDS and not lease_configured:
             # kube-controller-manager, leader-elected, unobserved: continued or restarted at the fault's end,
             # it leads again once its Lease expired and was taken, within the same bound.

@@ -378,9 +378,16 @@ class Timeline:
     # controller published a Service's addresses, which is what kube-proxy routes to.
     endpoint_slice_writes: list[tuple[float, str, str]] = field(default_factory=list)
     _lease_times: list[float] = field(default_factory=list)
+    # resource -> (received, completed) of each of its writes, by receipt: how promptly the apiserver answered.
+    write_times: dict[str, list[tuple[float, float]]] = field(default_factory=dict)
 
     def __post_init__(self) -> None:
         self._lease_times = [lease.write.completed for lease in self.lease_writes]
+        times: dict[str, list[tuple[float, float]]] = defaultdict(list)
+        for record in self.records:
+            if record.is_write:
+                times[record.resource].append((record.received, record.completed))
+        self.write_times = {resource: sorted(pairs) for resource, pairs in times.items()}
 
     def pods_named(self, namespace: str, prefix: str) -> list[PodHistory]:
         return [pod for pod in self.pods.values() if pod.namespace == namespace and pod.name.startswith(prefix)]

@@ -351,8 +351,10 @@ class AuditScript:
         code: int = 201,
         message: str = "",
         failed_open: str | None = None,
+        took: float | None = None,
     ) -> str:
-        """A pod as admitted (its tolerations after admission); returns its uid."""
+        """A pod as admitted (its tolerations after admission); returns its uid. `took`: seconds the
+        apiserver took to answer."""
         uid = f"{next(self._uids):08d}-1111-4222-8333-444455556666"
 
         def step() -> list[Json]:
@@ -403,6 +405,7 @@ class AuditScript:
                 code=201,
                 request=request,
                 response=self._version(pod),
+                took=took,
             )
             if failed_open:  # kube-apiserver 1.37's word that the webhook call failed and was ignored
                 created["annotations"]["failed-open.mutation.webhook.admission.k8s.io/round_0_index_0"] = failed_open

@@ -266,6 +266,18 @@ def deletion_long_after_the_apiserver_returned() -> World:
     return w
 
 
+def deletion_after_slow_pod_writes(slow: bool) -> World:
+    """etcd restarted 54-70 s; a pod's deadline (55.2 s) fell in it and it was deleted at 76 s. `slow`: the
+    apiserver took 4 s to answer a pod write received at 71 s (seed 7207: its pods watch cache catching up
+    after etcd's restart), and its next pod write at 75.5 s was prompt; else that write at 71 s was prompt."""
+    w = failed_node(76.0)
+    w.fault("etcd-restart", "etcd", 54.0, 70.0)
+    w.script.silence(54.0, 70.0)
+    w.script.create_pod(71.0, "first-after", took=4.0 if slow else None)
+    w.script.create_pod(75.5, "second-after")
+    return w
+
+
 def leader_killed_mid_countdown() -> World:
     w = base(down=("n1",), leader=False)
     w.script.lead(REPLICA_A, 0.0, 52.0)
@@ -854,6 +866,16 @@ SCENARIOS: list[tuple[str, Callable[[], World], dict[str, int]]] = [
         {},
     ),
     ("a StatefulSet pod name used twice is two pods", statefulset_reuses_a_pod_name, {}),
+    (
+        "a store fault lasts until the apiserver answers pod writes promptly again: deleted 0.5 s after, on time",
+        lambda: deletion_after_slow_pod_writes(True),
+        {},
+    ),
+    (
+        "I2: the same deletion when pod writes were prompt from the fault's end is late",
+        lambda: deletion_after_slow_pod_writes(False),
+        {"I2": 1},
+    ),
     (
         "a pod's toleration counts from its binding's arrival, not its slow answer",
         lambda: pod_bound_by_a_slow_apiserver_to_a_drained_node(24.1),
