@@ -87,6 +87,10 @@ def main(argv: list[str] | None = None) -> int:
         from certs.sync import main as sync_main
 
         return sync_main(argv[1:])
+    if argv[:1] == ["unregister"]:
+        from certs.unregister import main as unregister_main
+
+        return unregister_main(argv[1:])
     args = build_parser().parse_args(argv)
     try:
         # Validate everything before creating any directory or file.

@@ -32,10 +32,16 @@ RENAMED: dict[Identity, tuple[str, str]] = {
 }
 
 
+def is_hook(doc: dict[str, Any]) -> bool:
+    """A Helm hook (templates/uninstall-hook.yaml): it exists only while `helm uninstall` runs, and manifests/
+    has no uninstall to match it (tests/chart/test_uninstall_hook.py checks it)."""
+    return "helm.sh/hook" in ((doc.get("metadata") or {}).get("annotations") or {})
+
+
 def as_in_manifests(got: dict[Identity, dict[str, Any]]) -> dict[Identity, dict[str, Any]]:
-    """The chart's objects under the names manifests/ gives them (RENAMED); a listed rename that the chart no
-    longer makes fails, so the list stays true."""
-    renamed = dict(got)
+    """The chart's installed objects (hooks left out) under the names manifests/ gives them (RENAMED); a
+    listed rename that the chart no longer makes fails, so the list stays true."""
+    renamed = {identity: doc for identity, doc in got.items() if not is_hook(doc)}
     for (kind, namespace, name), (chart_name, _why) in RENAMED.items():
         if (kind, namespace, name) in renamed:
             continue  # the chart made it under manifests/' name after all: compared as is, and reported

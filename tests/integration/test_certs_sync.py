@@ -147,3 +147,27 @@ def test_gunicorn_serves_a_renewed_certificate_to_new_connections_without_a_rest
         after = served_serial(server.port, certs / "ca.crt")
         assert after != before
         assert server.process.pid == pid and server.process.poll() is None
+
+
+def test_unregister_deletes_the_configuration_and_a_second_run_finds_it_gone(local_cluster: LocalCluster):
+    admission = client.AdmissionregistrationV1Api(local_cluster.api_client)
+    name = f"tk-unregister-{uuid.uuid4().hex[:6]}"
+    body: dict[str, Any] = mutating_webhook_configuration(
+        "", service=("default", "taintkeeper-webhook", 443), name=name
+    )
+    del body["webhooks"][0]["clientConfig"]["caBundle"]
+    admission.create_mutating_webhook_configuration(body=client.V1MutatingWebhookConfiguration.model_validate(body))
+    command = [sys.executable, "-m", "certs", "unregister", "--kubeconfig", str(local_cluster.kubeconfig)]
+    first = subprocess.run(
+        [*command, "--webhook-configuration", name], cwd=ROOT, capture_output=True, text=True, timeout=60
+    )
+    assert first.returncode == 0, first.stderr
+    assert first.stderr.strip() == f"certs unregister: MutatingWebhookConfiguration {name} deleted"
+    names = [c["metadata"]["name"] for c in raw(admission.list_mutating_webhook_configuration)["items"]]
+    assert name not in names
+    again = subprocess.run(
+        [*command, "--webhook-configuration", name], cwd=ROOT, capture_output=True, text=True, timeout=60
+    )
+    assert again.returncode == 0 and "was already gone" in again.stderr, again.stderr
+    refused = subprocess.run([*command, "--webhook-configuration", ""], cwd=ROOT, capture_output=True, text=True)
+    assert refused.returncode == 2 and refused.stderr.count("\n") == 1, refused.stderr

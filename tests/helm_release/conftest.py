@@ -1,0 +1,97 @@
+"""The release suite's cluster: the complete local cluster (hack/local-cluster.sh up DIR --nodes 3 --audit)
+with taintkeeper's image in two builds on every node, and helm; taintkeeper itself is installed, upgraded,
+rolled back and uninstalled by the tests, with `helm` as an operator runs it.
+
+The two builds are the same code under two package versions (hack/image.py --version), so the audit log's
+User-Agents say which build made each write. With TAINTKEEPER_E2E_CLUSTER_DIR=DIR the cluster in DIR is
+used (or made) and left running, as in tests/e2e/.
+"""
+
+from __future__ import annotations
+
+import contextlib
+import os
+import uuid
+from collections.abc import Iterator
+from dataclasses import dataclass
+from pathlib import Path
+from typing import Any
+
+import pytest
+import yaml
+from kubernetes import client, config
+
+from hack import image
+from hack.deploy import cluster_nodes, import_image
+from kube.identity import package_version
+from tests.chart.helm import build_helm
+from tests.e2e import helm_install
+from tests.e2e.cluster import VICTIM_LABEL, E2ECluster, wait_for
+from tests.e2e.providers import LocalProvider
+
+CURRENT_TAG, NEXT_TAG = "dev", "next"
+NEXT_VERSION_SUFFIX = "+next"
+
+
+@dataclass
+class ReleaseCluster:
+    e2e: E2ECluster
+    directory: Path
+    helm: Path
+    values: Path  # -f for every install and upgrade
+    versions: dict[str, str]  # image tag -> the package version its processes report
+
+    @property
+    def audit_log(self) -> Path:
+        return self.directory / "logs" / "audit.log"
+
+    def helm_args(self, *args: str) -> list[str]:
+        return helm_install.helm_command(self.helm, self.e2e.kubeconfig, *args)
+
+
+@pytest.fixture(scope="package")  # down before the next suite: one cluster with nodes per host at a time
+def release_cluster(tmp_path_factory: pytest.TempPathFactory, taintkeeper_image: Any) -> Iterator[ReleaseCluster]:
+    helm = build_helm()
+    current_version = package_version()  # the test's own install of the project: the image's by default
+    next_image = image.ensure_image(f"taintkeeper:{NEXT_TAG}", version=current_version + NEXT_VERSION_SUFFIX)
+    kept = os.environ.get("TAINTKEEPER_E2E_CLUSTER_DIR")
+    directory = Path(kept) if kept else tmp_path_factory.mktemp("release-cluster")
+    provider = LocalProvider(directory, audit=True)
+    try:
+        provider.up()
+        nodes = cluster_nodes(directory)
+        for built in (taintkeeper_image, next_image):
+            import_image(nodes, built.archive, built.reference, built.digest)
+        api_client = config.new_client_from_config(config_file=str(provider.kubeconfig()))
+        try:
+            # Before the install: the placement keeps taintkeeper's pods off this node.
+            client.CoreV1Api(api_client).patch_node(provider.victim, {"metadata": {"labels": {VICTIM_LABEL: "true"}}})
+            values = directory / "release-values.yaml"
+            values.write_text(yaml.safe_dump(helm_install.values(CURRENT_TAG), sort_keys=False))
+            e2e = E2ECluster(provider, provider.kubeconfig(), api_client, provider.victim, provider.bystander)
+            yield ReleaseCluster(
+                e2e,
+                directory,
+                helm,
+                values,
+                {CURRENT_TAG: current_version, NEXT_TAG: current_version + NEXT_VERSION_SUFFIX},
+            )
+        finally:
+            api_client.close()
+    finally:
+        if not kept:
+            provider.down()
+
+
+@pytest.fixture
+def load_namespace(release_cluster: ReleaseCluster) -> Iterator[str]:
+    """A fresh namespace for the load's pods, ready for them; deleted afterwards without waiting."""
+    e2e = release_cluster.e2e
+    name = f"load-{uuid.uuid4().hex[:8]}"
+    e2e.core.create_namespace(
+        client.V1Namespace.model_validate({"metadata": {"name": name, "labels": {"taintkeeper-e2e": "true"}}})
+    )
+    wait_for(lambda: e2e.create_pod(name, "sa-probe", dry_run=True), 60, f"pods admitted in {name}", interval=0.5)
+    yield name
+    with contextlib.suppress(client.ApiException):
+        e2e.core.delete_namespace(name, grace_period_seconds=0)
