@@ -77,7 +77,8 @@ def node_json() -> dict[str, Any]:
     return {
         "metadata": {"name": NODE_NAME, "uid": "uid-node1", "resourceVersion": "7"},
         "spec": {"taints": [taint()]},
-        "status": {"conditions": [{"type": "Ready", "status": "True"}]},
+        # Unknown, as a node the lifecycle monitor tainted unreachable is (on a Ready node the taint is stale)
+        "status": {"conditions": [{"type": "Ready", "status": "Unknown"}]},
     }
 
 
