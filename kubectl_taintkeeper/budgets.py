@@ -20,7 +20,6 @@ from controller.tainteviction.disruption_budget import (
     selecting_budgets,
 )
 from kube.timestamps import format_time
-from shared.taints import Taint
 
 Json = dict[str, Any]
 
@@ -41,7 +40,7 @@ def budget_note(
     pod: PodView,
     labels: Mapping[str, str],
     decision: EvictionDecision,
-    taints: Sequence[Taint],
+    taints: Sequence[Json],
     budgets: Budgets,
     now: float,
 ) -> tuple[str, str]:
