@@ -77,7 +77,7 @@ def node_json() -> dict[str, Any]:
     return {
         "metadata": {"name": NODE_NAME, "uid": "uid-node1", "resourceVersion": "7"},
         "spec": {"taints": [taint()]},
-        # Unknown, as a node the lifecycle monitor tainted unreachable is (on a Ready node the taint is stale)
+        # Unknown, as a node the lifecycle monitor tainted unreachable is
         "status": {"conditions": [{"type": "Ready", "status": "Unknown"}]},
     }
 
