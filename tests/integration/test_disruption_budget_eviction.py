@@ -166,11 +166,17 @@ def test_the_controller_waits_for_the_budget_then_evicts(budget: Budget, local_c
             15,
             "web-1 waiting for its budget",
         )
-        events = [
-            e
-            for e in raw(budget.core.list_namespaced_event, budget.namespace)["items"]
-            if e["reason"] == "WaitingForDisruptionBudget"
-        ]
+
+        def waiting_events() -> list[dict]:
+            return [
+                e
+                for e in raw(budget.core.list_namespaced_event, budget.namespace)["items"]
+                if e["reason"] == "WaitingForDisruptionBudget"
+            ]
+
+        # Events are posted from the recorder's own thread, after the gauge moves.
+        wait_for(lambda: waiting_events(), 15, "the WaitingForDisruptionBudget event posted")
+        events = waiting_events()
         assert [e["involvedObject"]["name"] for e in events] == ["web-1"]
         assert events[0]["type"] == "Warning"
         held_until = time.monotonic() + 5
