@@ -20,6 +20,7 @@ from controller.tainteviction.disruption_budget import (
     selecting_budgets,
 )
 from kube.timestamps import format_time
+from shared.taints import Taint
 
 Json = dict[str, Any]
 
@@ -40,7 +41,7 @@ def budget_note(
     pod: PodView,
     labels: Mapping[str, str],
     decision: EvictionDecision,
-    taints: Sequence[Json],
+    taints: Sequence[Taint],
     budgets: Budgets,
     now: float,
 ) -> tuple[str, str]:

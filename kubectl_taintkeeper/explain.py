@@ -17,7 +17,7 @@ from typing import Any
 
 from controller.describe import describe_duration, taint_text, toleration_text
 from controller.objects import node_view, pod_view
-from controller.tainteviction.decision import EXPIRES, NO_TAINTS, UNTOLERATED, decide_eviction
+from controller.tainteviction.decision import EXPIRES, NO_TAINTS, UNTOLERATED, decide_eviction, evicting_taints
 from controller.tainteviction.disruption_budget import BudgetSettings, check_taint_keys
 from kube.timestamps import format_time
 from kubectl_taintkeeper.budgets import Budgets, budget_note
@@ -42,6 +42,11 @@ def explain(node: Json, pods: list[Json], now: float, budgets: Budgets | None = 
             or "none"
         )
     ]
+    evicting = evicting_taints(view)
+    if len(evicting) < len(view.no_execute_taints):
+        lines.append(
+            "  (Ready: its not-ready/unreachable taint is stale, lifted on the monitor's next pass; it evicts nothing)"
+        )
     labels_of = {pod_view(p).key: dict((p.get("metadata") or {}).get("labels") or {}) for p in pods}
     for pod in sorted((pod_view(p) for p in pods), key=lambda p: p.key):
         if pod.node_name != view.name:
@@ -49,14 +54,16 @@ def explain(node: Json, pods: list[Json], now: float, budgets: Budgets | None = 
         if pod.terminating:
             lines.append(f"  {pod.key}: already terminating")
             continue
-        decision = decide_eviction(pod.tolerations, view.no_execute_taints, lambda _t: now, pod.arrived, now)
+        decision = decide_eviction(pod.tolerations, evicting, lambda _t: now, pod.arrived, now)
         if decision.at is None:
-            if decision.reason == NO_TAINTS:
+            if decision.reason == NO_TAINTS and evicting != view.no_execute_taints:
+                lines.append(f"  {pod.key}: not evicted (no NoExecute taint but the stale one)")
+            elif decision.reason == NO_TAINTS:
                 lines.append(f"  {pod.key}: not evicted (no NoExecute taints)")
             else:
                 lines.append(f"  {pod.key}: not evicted (tolerates every NoExecute taint forever)")
             continue
-        waiting, how = budget_note(pod, labels_of[pod.key], decision, view.no_execute_taints, budgets, now)
+        waiting, how = budget_note(pod, labels_of[pod.key], decision, evicting, budgets, now)
         if decision.reason == UNTOLERATED:
             lines.append(
                 f"  {pod.key}: {waiting or 'evicted now'}: taint {taint_text(decision.taint or {})} "

@@ -257,6 +257,13 @@ def never_late(ctx: Context) -> tuple[list[Violation], list[EvictionCheck]]:
             if (episode.end is not None and episode.end <= bound) or episode.shown >= gone:
                 continue
             due = _upper_deadline(ctx, pod, episode.taint, max(_carried_start(history, pod, episode), bound))
+            if due < math.inf and episode.taint.get("key") in LIFECYCLE_KEYS:
+                # A node-failure taint on a node reporting Ready=True is stale and evicts nothing (the
+                # monitor lifts it): the eviction is owed from when the node is not Ready under it.
+                owed = history.first_not_ready(due, math.inf if episode.end is None else episode.end)
+                if owed is None:
+                    continue
+                due = owed
             # Judged only if the taint was still there when a controller could act on it: one lifted
             # while the apiserver was down or no replica led leaves nothing to do.
             if due < math.inf and episode.held_through(resume_time(due, ctx.outages, ctx.slack.late) + 1.0):

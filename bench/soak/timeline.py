@@ -220,6 +220,19 @@ class NodeHistory:
     def states_between(self, start: float, end: float) -> list[NodeState]:
         return [self.current[index] for index in self._seen_between(start, end)]
 
+    def first_not_ready(self, start: float, end: float) -> float | None:
+        """The first moment from `start` to `end` the node did not report Ready=True (None: Ready
+        throughout)."""
+        at_start = self._index_at(start)
+        if at_start < 0 or self.current[at_start].ready != "True":
+            return start
+        for state in self.current[at_start + 1 :]:
+            if state.time > end:
+                break
+            if state.ready != "True":
+                return state.time
+        return None
+
     def no_execute_episodes(self) -> list[TaintEpisode]:
         return [episode for episode in self.episodes if episode.taint.get("effect") == NO_EXECUTE]
 

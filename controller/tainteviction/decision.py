@@ -13,6 +13,10 @@ Upstream semantics (taint-eviction-controller) with taintkeeper's deliberate dif
   already tainted node gets its full toleration, as upstream gives it), which is equally
   restart-proof;
 - it is recomputed on every change, so toleration edits take effect both ways.
+- a node-failure taint (not-ready, unreachable) on a node that reports Ready=True evicts nothing
+  (`evicting_taints`): it is stale, and the node lifecycle monitor lifts it on its next pass. Upstream's
+  taint manager acts on it meanwhile; the chaos soak saw a new leader delete a pod from a node Ready for
+  51 s, 37 ms before its monitor lifted the taint.
 Kept from upstream: an untolerated NoExecute taint means now; tolerations without seconds mean
 never; seconds <= 0 mean now.
 """
@@ -23,6 +27,7 @@ from collections.abc import Callable, Iterable, Mapping, Sequence
 from dataclasses import dataclass, replace
 from typing import Any
 
+from controller.objects import NodeView
 from controller.tainteviction.tolerations import first_toleration_for_taint, min_toleration_seconds
 from kube.timestamps import parse_time
 from shared.taints import Taint, is_node_failure_taint, taint_identity
@@ -58,6 +63,15 @@ class EvictionDecision:
         """When the pod became due: its deadline, or for an untolerated taint (due now, whenever
         asked) the taint's start, which a restart does not move."""
         return self.started if self.reason == UNTOLERATED else self.at
+
+
+def evicting_taints(node: NodeView) -> tuple[Taint, ...]:
+    """The node's NoExecute taints that evict: all of them, but the node-failure ones while the node
+    reports Ready=True."""
+    ready = node.ready_condition
+    if ready is None or ready.get("status") != "True":
+        return node.no_execute_taints
+    return tuple(taint for taint in node.no_execute_taints if not is_node_failure_taint(taint))
 
 
 def taint_start(taint: Taint, first_seen: float, now: float) -> float:

@@ -27,7 +27,13 @@ from controller.clock import Clock, RealClock
 from controller.objects import NamespaceView, NodeView, PodView
 from controller.outofservice.decision import NodeState, node_state, out_of_service_claim
 from controller.tainteviction import metrics
-from controller.tainteviction.decision import EvictionDecision, carry_swap_start, decide_eviction, due_taints
+from controller.tainteviction.decision import (
+    EvictionDecision,
+    carry_swap_start,
+    decide_eviction,
+    due_taints,
+    evicting_taints,
+)
 from controller.tainteviction.disruption_budget import BudgetSettings, Choice, Method, choose_method
 from controller.tainteviction.timers import TimerHeap
 from controller.worker import After, Done, Heartbeat, Retry, SyncResult, heartbeat_bound, start_workers
@@ -157,7 +163,7 @@ class TaintEvictionManager:
 
     def on_node_change(self, old: NodeView | None, new: NodeView | None) -> None:
         name = (new or old).name  # type: ignore[union-attr]
-        taints = new.no_execute_taints if new is not None else ()
+        taints = evicting_taints(new) if new is not None else ()
         out_of_service = new is not None and node_state(new) is NodeState.OUT_OF_SERVICE
         with self._lock:
             # A node Ready again under the out-of-service taint changes no taint, but gives its pods back.
@@ -340,7 +346,7 @@ class TaintEvictionManager:
             live = self._actions.live_node(pod.node_name)
         except Exception as error:
             return Retry(f"reading node {pod.node_name}: {error}")
-        live_taints = live.no_execute_taints if live is not None else ()
+        live_taints = evicting_taints(live) if live is not None else ()
         claim = out_of_service_claim(live, pod) if self._defer_to_out_of_service and live is not None else None
         if claim is not None:
             return self._leave_to_out_of_service(pod, entry, claim)

@@ -181,7 +181,10 @@ def pod_deleted_from_a_healthy_node_without_a_taint() -> World:
 def swap_keeps_the_start(delete_at: float = 55.2) -> World:
     w = base(down=("n1",))
     w.fault("kubelet-kill", "n1", 10.0, None)
+    w.script.set_ready(50.0, "n1", "False", A)
     w.script.add_taint(50.05, "n1", NOT_READY, A, added=50.0)
+    for name in ("tol5-1", "forever-2"):  # I11: its pods marked NotReady
+        w.script.pod_status(50.1, name, ready=False)
     w.script.swap_taint(53.05, "n1", NOT_READY, UNREACHABLE, A)  # unreachable's timeAdded: 53
     w.script.delete_pod(delete_at, "tol5-1", A)
     return w
@@ -434,6 +437,21 @@ def next_leader_removes_a_taint_after_the_kubelet_came_back() -> World:
     n1_fails(w, kubelet_back=51.5, workload=False)
     w.script.set_ready(52.0, "n1", "True", kubelet("n1"))
     w.script.remove_taint(53.0, "n1", UNREACHABLE, B)
+    return w
+
+
+def stale_taint_on_a_ready_node(not_ready_again: float | None = None, delete_at: float | None = None) -> World:
+    """n1 is tainted unreachable at 50 s and its kubelet reports Ready=True at 52 s; the monitor lifts
+    the taint at 70 s. tol5-1's deadline (55 s) passes under a stale taint. With `not_ready_again`, the
+    node is marked Unknown again then, under the same taint."""
+    w = base(down=("n1",))
+    n1_fails(w, kubelet_back=51.5)
+    w.script.set_ready(52.0, "n1", "True", kubelet("n1"))
+    if not_ready_again is not None:
+        w.script.set_ready(not_ready_again, "n1", "Unknown", A)
+    if delete_at is not None:
+        w.script.delete_pod(delete_at, "tol5-1", A)
+    w.script.remove_taint(70.0, "n1", UNREACHABLE, A)
     return w
 
 
@@ -831,6 +849,21 @@ SCENARIOS: list[tuple[str, Callable[[], World], dict[str, int]]] = [
         "I3: the next leader undoing the last one's taint within the lease duration",
         next_leader_undoes_a_taint,
         {"I3": 1},
+    ),
+    (
+        "a node-failure taint on a node Ready again is stale: the deadline passing under it owes nothing",
+        stale_taint_on_a_ready_node,
+        {},
+    ),
+    (
+        "I2: the stale taint owes the eviction once the node is not Ready again under it",
+        lambda: stale_taint_on_a_ready_node(not_ready_again=58.0),
+        {"I2": 1},
+    ),
+    (
+        "the eviction owed from when the node is not Ready again, made then",
+        lambda: stale_taint_on_a_ready_node(not_ready_again=58.0, delete_at=58.3),
+        {},
     ),
     (
         "the next leader removing a taint after the kubelet reported Ready is no revert",

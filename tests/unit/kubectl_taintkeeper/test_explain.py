@@ -219,3 +219,10 @@ def test_unreadable_budgets_are_said():
         Budgets(budgets=None, unreadable="403 Forbidden: poddisruptionbudgets is forbidden"),
     )
     assert lines[1].endswith("(disruption budgets unreadable: 403 Forbidden: poddisruptionbudgets is forbidden)")
+
+
+def test_a_ready_nodes_stale_node_failure_taint_evicts_nobody_and_says_why():
+    ready = {**node(TAINT), "status": {"conditions": [{"type": "Ready", "status": "True"}]}}
+    lines = explain(ready, [pod("a")], NOW)
+    assert "its not-ready/unreachable taint is stale" in lines[1]
+    assert lines[2] == "  ns/a: not evicted (no NoExecute taint but the stale one)"

@@ -2,7 +2,15 @@
 
 import pytest
 
-from controller.tainteviction.decision import EXPIRES, FOREVER, NO_TAINTS, UNTOLERATED, decide_eviction
+from controller.objects import NodeView
+from controller.tainteviction.decision import (
+    EXPIRES,
+    FOREVER,
+    NO_TAINTS,
+    UNTOLERATED,
+    decide_eviction,
+    evicting_taints,
+)
 from tests.support.builders import taint
 from tests.support.builders import toleration as tol
 
@@ -152,3 +160,29 @@ def test_the_decision_names_the_taint_and_the_toleration_that_set_it():
     assert decision.taint == nr
     assert decision.toleration == short
     assert decision.started == NOW
+
+
+NR, UR = "node.kubernetes.io/not-ready", "node.kubernetes.io/unreachable"
+NOT_READY_TAINT, UNREACHABLE_TAINT = taint(NR), taint(UR)
+
+
+def ready_node(status: str | None, *taints: dict) -> NodeView:
+    conditions = () if status is None else ({"type": "Ready", "status": status},)
+    return NodeView("node1", "uid-node1", tuple(taints), taints=tuple(taints), conditions=conditions)
+
+
+DRAIN = {"key": "example.com/drain", "effect": "NoExecute"}
+STALE_CASES = [
+    # name, Ready, the node's NoExecute taints -> the keys that evict
+    ("a not-ready taint on a node not Ready evicts", "False", [NOT_READY_TAINT], [NR]),
+    ("an unreachable taint on a node Unknown evicts", "Unknown", [UNREACHABLE_TAINT], [UR]),
+    ("a not-ready taint on a Ready node is stale: it evicts nothing", "True", [NOT_READY_TAINT], []),
+    ("an unreachable taint on a Ready node is stale too", "True", [UNREACHABLE_TAINT], []),
+    ("another NoExecute taint on a Ready node evicts", "True", [NOT_READY_TAINT, DRAIN], ["example.com/drain"]),
+    ("a node without a Ready condition: every taint evicts", None, [UNREACHABLE_TAINT], [UR]),
+]
+
+
+@pytest.mark.parametrize("ready,taints,keys", [c[1:] for c in STALE_CASES], ids=[c[0] for c in STALE_CASES])
+def test_node_failure_taints_on_a_ready_node_evict_nothing(ready, taints, keys):
+    assert [t["key"] for t in evicting_taints(ready_node(ready, *taints))] == keys

@@ -8,6 +8,7 @@ the live re-read, one timer structure.
 from __future__ import annotations
 
 import threading
+from dataclasses import replace
 
 import pytest
 
@@ -591,5 +592,24 @@ def test_without_the_out_of_service_handling_a_fenced_nodes_pods_are_deleted_her
     h = Harness(defer_to_out_of_service=False)
     h.set_node(FENCED)
     h.add_pod(pod("p"))
+    h.drain()
+    assert h.evicted_keys() == ["default/p"]
+
+
+def ready(n: NodeView, status: str) -> NodeView:
+    return replace(n, conditions=({"type": "Ready", "status": status},))
+
+
+def test_a_new_leader_leaves_a_ready_nodes_pods_alone_under_its_stale_not_ready_taint():
+    """Seed 7207: node-2 Ready again for 51 s under the not-ready taint it got while its runtime was down; a
+    new leader took the Lease, its manager deleted a 60 s pod 37 ms before its monitor lifted the taint."""
+    h = Harness(active=False)
+    stale = taint("node.kubernetes.io/not-ready", added=START - 130)
+    h.set_node(ready(node("node1", stale), "True"))
+    h.add_pod(pod("p", [toleration("node.kubernetes.io/not-ready", 60)]))
+    h.manager.activate()
+    h.run_for(5)
+    assert h.evicted_keys() == []
+    h.set_node(ready(node("node1", stale), "False"))  # not Ready after all: the taint's clock holds, long past
     h.drain()
     assert h.evicted_keys() == ["default/p"]
