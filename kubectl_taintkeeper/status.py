@@ -27,7 +27,7 @@ from typing import Any, Generic, TypeVar
 from controller.describe import taint_text, toleration_text
 from controller.nodelifecycle.decision import MonitorSettings
 from controller.objects import NodeView, node_view, pod_view
-from controller.tainteviction.decision import decide_eviction
+from controller.tainteviction.decision import decide_eviction, evicting_taints
 from controller.zones import ZoneState, compute_zone_state, eviction_rate, zone_label
 from kube.timestamps import parse_time
 from kubectl_taintkeeper.budgets import Budgets, budget_note
@@ -248,21 +248,22 @@ def pending_evictions(
     nodes: Iterable[NodeView], pods: Iterable[Json], now: float, budgets: Budgets | None = None
 ) -> tuple[PendingEviction, ...]:
     """Every pod the taint eviction manager will delete, soonest first: on a node with a NoExecute
-    taint (anyone's, as the manager evicts for any), not terminating, not tolerating it forever; and
+    taint (anyone's, as the manager evicts for any, but a stale node-failure taint on a Ready node),
+    not terminating, not tolerating it forever; and
     for one that respects its disruption budget, the budget it waits for."""
     budgets = budgets or Budgets()
-    tainted = {node.name: node for node in nodes if node.no_execute_taints}
+    tainted = {node.name: (node, taints) for node in nodes if (taints := evicting_taints(node))}
     pending = []
     for raw in pods:
         pod = pod_view(dict(raw))
-        node = tainted.get(pod.node_name)
+        node, taints = tainted.get(pod.node_name, (None, ()))
         if node is None or pod.terminating:
             continue
-        decision = decide_eviction(pod.tolerations, node.no_execute_taints, lambda _t: now, pod.arrived, now)
+        decision = decide_eviction(pod.tolerations, taints, lambda _t: now, pod.arrived, now)
         if decision.at is None or decision.taint is None:
             continue
         labels = dict((raw.get("metadata") or {}).get("labels") or {})
-        waiting, _how = budget_note(pod, labels, decision, node.no_execute_taints, budgets, now)
+        waiting, _how = budget_note(pod, labels, decision, taints, budgets, now)
         pending.append(
             PendingEviction(
                 namespace=pod.namespace,

@@ -14,9 +14,10 @@ Upstream semantics (taint-eviction-controller) with taintkeeper's deliberate dif
   restart-proof;
 - it is recomputed on every change, so toleration edits take effect both ways.
 - a node-failure taint (not-ready, unreachable) on a node that reports Ready=True evicts nothing
-  (`evicting_taints`): it is stale, and the node lifecycle monitor lifts it on its next pass. Upstream's
-  taint manager acts on it meanwhile; the chaos soak saw a new leader delete a pod from a node Ready for
-  51 s, 37 ms before its monitor lifted the taint.
+  (`evicting_taints`): it is stale, and the leader's node lifecycle monitor lifts it on its next pass.
+  Its clock still counts from its `timeAdded`: a node not Ready again under it loses overdue pods at
+  once. Upstream's taint manager acts on it meanwhile; the chaos soak saw a new leader delete a pod
+  from a node Ready for 51 s, 1.9 s before its monitor lifted the taint.
 Kept from upstream: an untolerated NoExecute taint means now; tolerations without seconds mean
 never; seconds <= 0 mean now.
 """

@@ -164,11 +164,17 @@ class TaintEvictionManager:
     def on_node_change(self, old: NodeView | None, new: NodeView | None) -> None:
         name = (new or old).name  # type: ignore[union-attr]
         taints = evicting_taints(new) if new is not None else ()
+        # First seen is kept for every NoExecute taint, stale ones too: a Ready blip under a taint
+        # without timeAdded must not restart its clock.
+        identities = {
+            (str(t.get("key") or ""), str(t.get("effect") or "")) for t in (new.no_execute_taints if new else ())
+        }
         out_of_service = new is not None and node_state(new) is NodeState.OUT_OF_SERVICE
         with self._lock:
             # A node Ready again under the out-of-service taint changes no taint, but gives its pods back.
             out_of_service_changed = self._defer_to_out_of_service and out_of_service != (name in self._out_of_service)
-            if new is not None and self._node_taints.get(name, ()) == taints and not out_of_service_changed:
+            unchanged = self._node_taints.get(name, ()) == taints and set(self._first_seen.get(name, {})) == identities
+            if new is not None and unchanged and not out_of_service_changed:
                 return
             if out_of_service:
                 self._out_of_service.add(name)
@@ -176,7 +182,6 @@ class TaintEvictionManager:
                 self._out_of_service.discard(name)
             now = self._clock.now()
             seen_before = self._first_seen.pop(name, {})
-            identities = {(str(t.get("key") or ""), str(t.get("effect") or "")) for t in taints}
             if identities:
                 self._first_seen[name] = {i: seen_before.get(i, now) for i in identities}
             if taints:

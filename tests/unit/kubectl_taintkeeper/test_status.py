@@ -239,6 +239,14 @@ PENDING_CASES = {
         [pod_json("p", "n3", [])],
         [("default/p", 0.0, "example.com/drain:NoExecute", None)],
     ),
+    "a node-failure taint on a Ready node is stale: nothing pending, as the manager evicts nothing": PendingCase(
+        [node_json("n5", "True", taint(UNREACHABLE, NOW - 60))], [pod_json("p", "n5", [], created=BORN)], []
+    ),
+    "a Ready node's other NoExecute taints still evict beside a stale one": PendingCase(
+        [node_json("n6", "True", taint(UNREACHABLE, NOW - 60), taint("example.com/drain", NOW - 5))],
+        [pod_json("p", "n6", [toleration(UNREACHABLE, None)], created=BORN)],
+        [("default/p", 0.0, "example.com/drain:NoExecute", None)],
+    ),
     "the earliest of several taints sets the deadline": PendingCase(
         [node_json("n4", "False", taint(NOT_READY, NOW - 100), taint("example.com/x", NOW - 10))],
         [pod_json("p", "n4", [toleration(NOT_READY, 300), toleration("example.com/x", 60)], created=BORN)],

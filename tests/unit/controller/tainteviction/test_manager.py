@@ -602,7 +602,7 @@ def ready(n: NodeView, status: str) -> NodeView:
 
 def test_a_new_leader_leaves_a_ready_nodes_pods_alone_under_its_stale_not_ready_taint():
     """Seed 7207: node-2 Ready again for 51 s under the not-ready taint it got while its runtime was down; a
-    new leader took the Lease, its manager deleted a 60 s pod 37 ms before its monitor lifted the taint."""
+    new leader took the Lease, its manager deleted a 60 s pod 1.9 s before its monitor lifted the taint."""
     h = Harness(active=False)
     stale = taint("node.kubernetes.io/not-ready", added=START - 130)
     h.set_node(ready(node("node1", stale), "True"))
@@ -612,4 +612,19 @@ def test_a_new_leader_leaves_a_ready_nodes_pods_alone_under_its_stale_not_ready_
     assert h.evicted_keys() == []
     h.set_node(ready(node("node1", stale), "False"))  # not Ready after all: the taint's clock holds, long past
     h.drain()
+    assert h.evicted_keys() == ["default/p"]
+
+
+def test_a_ready_blip_under_a_taint_without_time_added_keeps_its_clock(h):
+    """The taint's clock counts from when the manager first saw it, stale or not: Ready=True for a second
+    at 30 s does not push a 60 s eviction to 91 s."""
+    unreachable = taint()  # no timeAdded: counted from first seen
+    h.set_node(ready(node("node1", unreachable), "Unknown"))
+    h.add_pod(pod("p", [toleration(seconds=60)], created=START - 1))
+    h.run_for(30)
+    h.set_node(ready(node("node1", unreachable), "True"))
+    h.run_for(1)
+    h.set_node(ready(node("node1", unreachable), "Unknown"))
+    assert h.manager.scheduled_at("default/p") == pytest.approx(START + 60, abs=0.2)
+    h.run_for(30)
     assert h.evicted_keys() == ["default/p"]
