@@ -12,8 +12,9 @@ BUILTIN_CONTROLLER_USER = "system:serviceaccount:kube-system:node-controller"  #
 # PodGC: on 1.26+ it force-deletes the terminating pods of a node that carries the out-of-service taint.
 BUILTIN_POD_GC_USER = "system:serviceaccount:kube-system:pod-garbage-collector"
 # Promises only taintkeeper makes (its opt-in budget annotation, its force deletion's rule, marking the
-# pods of a node whose kubelet reported it not Ready): judged beside, not counted, when the built-ins are.
-TAINTKEEPER_ONLY = frozenset({"I8", "I9", "I11"})
+# pods of a node whose kubelet reported it not Ready, leaving a Ready node's stale failure taint alone):
+# judged beside, not counted, when the built-ins are.
+TAINTKEEPER_ONLY = frozenset({"I8", "I9", "I11", "I12"})
 TAINTKEEPER_LEASE = ("taintkeeper-system", "taintkeeper-controller")
 TAINTKEEPER_WEBHOOK = ("taintkeeper-system", "taintkeeper-webhook-")
 TAINTKEEPER_CONTROLLER_PODS = ("taintkeeper-system", "taintkeeper-controller-")

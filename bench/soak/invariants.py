@@ -2,7 +2,7 @@
 
 I1 never early, I2 never late, I3 never twice, I4 one actor, I5 healthy stays healthy,
 I6 admission, I7 nothing lost, I8 budgets respected, I9 force only when fenced, I10 some replica leads,
-I11 pods of a node not Ready marked NotReady.
+I11 pods of a node not Ready marked NotReady, I12 a stale node-failure taint evicts nothing.
 """
 
 from __future__ import annotations
@@ -33,7 +33,7 @@ from bench.soak.tolerations import (
     tolerates,
 )
 
-INVARIANTS = ("I1", "I2", "I3", "I4", "I5", "I6", "I7", "I8", "I9", "I10", "I11")
+INVARIANTS = ("I1", "I2", "I3", "I4", "I5", "I6", "I7", "I8", "I9", "I10", "I11", "I12")
 KUBELET_KINDS = frozenset({"kubelet-kill", "kubelet-pause", "power-off", "runtime-then-kubelet"})
 NODE_HEARTBEAT_WINDOW = 40.0  # seconds: a kubelet renews its node Lease every 10 s
 ATTRIBUTION_LEAD = 60.0  # seconds before a taint's start in which a fault may have caused it
@@ -258,9 +258,7 @@ def never_late(ctx: Context) -> tuple[list[Violation], list[EvictionCheck]]:
                 continue
             due = _upper_deadline(ctx, pod, episode.taint, max(_carried_start(history, pod, episode), bound))
             if due < math.inf and episode.taint.get("key") in LIFECYCLE_KEYS:
-                # A node-failure taint on a node reporting Ready=True is stale and evicts nothing (the
-                # monitor lifts it): the eviction is owed from when the node is not Ready under it.
-                owed = history.first_not_ready(due, math.inf if episode.end is None else episode.end)
+                owed = _owed_while_not_ready(ctx, history, due, math.inf if episode.end is None else episode.end)
                 if owed is None:
                     continue
                 due = owed
@@ -332,6 +330,20 @@ def never_late(ctx: Context) -> tuple[list[Violation], list[EvictionCheck]]:
             )
         )
     return found, checked
+
+
+def _owed_while_not_ready(ctx: Context, history: NodeHistory, due: float, end: float) -> float | None:
+    """When an eviction under a node-failure taint is owed: from the first moment at or after `due` the
+    node is not Ready under it and stays so until a controller could act (a stale taint on a node
+    reporting Ready=True evicts nothing; the monitor lifts it). None: never, before `end`."""
+    moment = due
+    while (owed := history.first_not_ready(moment, end)) is not None:
+        could_act = resume_time(owed, ctx.outages, ctx.slack.late) + ctx.slack.late
+        ready_again = history.first_ready(owed, min(could_act, end))
+        if ready_again is None:
+            return owed
+        moment = ready_again
+    return None
 
 
 def _waiting_for_budget(ctx: Context, pod: PodHistory, taint: Taint, due: float, limit: float) -> bool:
@@ -1001,6 +1013,48 @@ def pods_marked_not_ready(ctx: Context) -> list[Violation]:
     return found
 
 
+# --- I12 a stale node-failure taint evicts nothing --------------------------------------------
+
+
+def stale_taints_evict_nothing(ctx: Context) -> list[Violation]:
+    """A pod deleted from a node that reported Ready=True in every state its deleter could have read
+    (the late slack before the DELETE arrived), when only a not-ready or unreachable taint was due."""
+    found: list[Violation] = []
+    for pod in ctx.timeline.pods.values():
+        history = ctx.timeline.nodes.get(pod.node)
+        if history is None:
+            continue
+        for removal in pod.controller_removals():
+            if not removal.succeeded or removal.force:
+                continue
+            moment = removal.write.received
+            if any(state.ready != "True" for state in history.states_between(moment - ctx.slack.late, moment)):
+                continue
+            held = [h for state in ctx.node_taints_around(pod, moment) for h in state]
+            tolerations = pod.tolerations_at(removal.write.completed)
+            floor = pod.bound_from if pod.bound_from is not None else -math.inf
+            other_due = min(
+                (
+                    max(h.episode_start, floor) + grace_seconds(tolerations, h.taint)
+                    for h in held
+                    if taint_id(h.taint) not in LIFECYCLE_IDS
+                ),
+                default=math.inf,
+            )
+            if other_due <= moment + ctx.slack.early or not any(taint_id(h.taint) in LIFECYCLE_IDS for h in held):
+                continue  # another taint was due, or no cause at all (I1 says so)
+            found.append(
+                ctx.violation(
+                    "I12",
+                    moment,
+                    pod.label,
+                    f"deleted by {removal.write.replica} from {pod.node}, Ready=True, under only a stale "
+                    "node-failure taint",
+                )
+            )
+    return found
+
+
 def check_all(ctx: Context) -> Findings:
     late, checked = never_late(ctx)
     lost, most = nothing_lost(ctx)
@@ -1017,6 +1071,7 @@ def check_all(ctx: Context) -> Findings:
         *force_only_when_fenced(ctx),
         *some_replica_leads(ctx),
         *pods_marked_not_ready(ctx),
+        *stale_taints_evict_nothing(ctx),
     ]
     violations = sorted((v for v in violations if ctx.in_window(v.time)), key=lambda v: (v.time, v.invariant))
     beside = [v for v in violations if v.invariant in ctx.config.not_applicable]

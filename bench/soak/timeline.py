@@ -222,15 +222,20 @@ class NodeHistory:
 
     def first_not_ready(self, start: float, end: float) -> float | None:
         """The first moment from `start` to `end` the node did not report Ready=True (None: Ready
-        throughout)."""
-        at_start = self._index_at(start)
-        if at_start < 0 or self.current[at_start].ready != "True":
-            return start
-        for state in self.current[at_start + 1 :]:
+        throughout, or nothing recorded)."""
+        return self._first_state(start, end, lambda state: state.ready != "True")
+
+    def first_ready(self, start: float, end: float) -> float | None:
+        """The first moment from `start` to `end` the node reported Ready=True."""
+        return self._first_state(start, end, lambda state: state.ready == "True")
+
+    def _first_state(self, start: float, end: float, wanted: Callable[[NodeState], bool]) -> float | None:
+        at_start = max(self._index_at(start), 0)
+        for state in self.current[at_start:]:
             if state.time > end:
                 break
-            if state.ready != "True":
-                return state.time
+            if wanted(state):
+                return max(start, state.time)
         return None
 
     def no_execute_episodes(self) -> list[TaintEpisode]:

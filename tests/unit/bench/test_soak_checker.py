@@ -313,6 +313,21 @@ def taint_lifted_before_a_leader_could_act() -> World:
     return w
 
 
+def node_ready_again_before_a_leader_could_act(delete_at: float | None = None) -> World:
+    """Seed 7207's case: A is killed at 53 s, n1's deadline (55 s) passes with no leader, its kubelet
+    reports Ready=True at 58.5 s, and B, leading from 69 s, lifts the stale taint at 71 s."""
+    w = base(down=("n1",), leader=False)
+    w.script.lead(REPLICA_A, 0.0, 52.0)
+    w.fault("leader-kill", REPLICA_A, 53.0, 53.2)
+    n1_fails(w, kubelet_back=58.0)
+    w.script.set_ready(58.5, "n1", "True", kubelet("n1"))
+    w.script.lead(REPLICA_B, 69.0, END)
+    if delete_at is not None:
+        w.script.delete_pod(delete_at, "tol5-1", B)
+    w.script.remove_taint(71.0, "n1", UNREACHABLE, B)
+    return w
+
+
 def standby_deletes_while_the_leader_holds_the_lease() -> World:
     return failed_node(55.2, by=B)
 
@@ -861,6 +876,16 @@ SCENARIOS: list[tuple[str, Callable[[], World], dict[str, int]]] = [
         {"I2": 1},
     ),
     (
+        "a node Ready again before a new leader could act owes nothing under its stale taint",
+        node_ready_again_before_a_leader_could_act,
+        {},
+    ),
+    (
+        "I12: the new leader deleting the pod from the node Ready again under the stale taint (seed 7207)",
+        lambda: node_ready_again_before_a_leader_could_act(delete_at=69.3),
+        {"I12": 1},
+    ),
+    (
         "the eviction owed from when the node is not Ready again, made then",
         lambda: stale_taint_on_a_ready_node(not_ready_again=58.0, delete_at=58.3),
         {},
@@ -1108,9 +1133,9 @@ def test_one_actor_is_not_applicable_without_a_lease():
 def test_the_builtins_are_judged_by_upstreams_promises_with_taintkeepers_own_reported_beside():
     report = builtins_delete((55.2, NODE_CONTROLLER, False), (56.0, POD_GC, True)).report()
     assert [v.invariant for v in report.beside] == ["I9"]  # a force deletion on a node nobody fenced
-    assert report.not_applicable == {"I4", "I8", "I9", "I10", "I11"}
+    assert report.not_applicable == {"I4", "I8", "I9", "I10", "I11", "I12"}
     header = render(report).splitlines()[:3]
-    assert "not applicable to upstream, reported beside the verdict: I8 0, I9 1, I11 0" in header
+    assert "not applicable to upstream, reported beside the verdict: I8 0, I9 1, I11 0, I12 0" in header
     assert builtins_drain_a_budgeted_pod_with_a_delete().report().passed
 
 
