@@ -47,7 +47,7 @@ from bench.soak.cluster import ClusterError, LocalCluster
 from bench.soak.config import SoakConfig
 from bench.soak.injector import CATALOGUE, Injector
 from bench.soak.pod_logs import keep_pod_logs
-from bench.soak.supervisor import BUILTIN_RUN, TAINTKEEPER_RUN, Supervisor
+from bench.soak.supervisor import Supervisor
 from bench.soak.workload import Workload
 from kube.request import request_json
 
@@ -153,7 +153,7 @@ def run(args: argparse.Namespace) -> RunResult:
 
 def _soak(args: argparse.Namespace, cluster: LocalCluster, seed: int, builtin: bool) -> tuple[str, bool]:
     cluster.up(NODES, builtin=builtin)
-    supervisor = Supervisor(cluster, BUILTIN_RUN if builtin else TAINTKEEPER_RUN)
+    supervisor = Supervisor(cluster)
     stop_supervising = threading.Event()
     supervising = threading.Thread(target=supervisor.run, args=(stop_supervising,), name="supervisor", daemon=True)
     supervising.start()
@@ -190,6 +190,7 @@ def _soak_supervised(
             builtin=builtin,
             without=frozenset(args.without),
         )
+        supervisor.held = injector.held
         workload.install()
         started = time.time()
         stop_workload, stop_faults = threading.Event(), threading.Event()

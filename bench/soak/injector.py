@@ -90,9 +90,15 @@ class Injector:
     _threads: list[threading.Thread] = field(default_factory=list)
     _ids: itertools.count[int] = field(default_factory=lambda: itertools.count(1))
     _stopped: set[int] = field(default_factory=set)  # pids a fault has SIGSTOPped and not yet continued
+    _held: set[str] = field(default_factory=set)  # components a fault holds down and starts again itself
 
     def __post_init__(self) -> None:
         self._node_names = sorted(self.cluster.nodes())
+
+    def held(self) -> frozenset[str]:
+        """The control-plane components a running fault holds down: the supervisor leaves them to it."""
+        with self._lock:
+            return frozenset(self._held)
 
     def catalogue(self) -> dict[str, int]:
         return {
@@ -312,12 +318,16 @@ class Injector:
         if self.builtin:  # kube-controller-manager: killed, then started again as a kubelet restarts a static pod
             pid = self.cluster.controller_manager_pid()
             start = time.time()
+            with self._lock:
+                self._held.add("kube-controller-manager")
             try:
                 _signal(pid, signal.SIGKILL)
                 begin("kube-controller-manager", start, {})
                 stop.wait(hold)
             finally:
                 self._retry(self.cluster.start_controller_manager)
+                with self._lock:
+                    self._held.discard("kube-controller-manager")
             return "kube-controller-manager", start, {}
         pod, node, container = self._leader_container()
         start = time.time()
@@ -337,19 +347,10 @@ class Injector:
             begin(target, start, detail)
             stop.wait(hold)
         finally:
+            # kube-controller-manager, leader-elected, exits on resuming past its renew deadline: the
+            # supervisor starts it again (bench/soak/supervisor.py).
             self._continue_process(pid)
-            if self.builtin:
-                self._restart_when_it_exits(pid)
         return target, start, detail
-
-    def _restart_when_it_exits(self, pid: int) -> None:
-        """kube-controller-manager, leader-elected, exits on resuming past its renew deadline: started
-        again, as a kubelet restarts a static pod (the supervisor leaves the built-ins' to the faults)."""
-        deadline = time.monotonic() + RENEW_DEADLINE
-        while time.monotonic() < deadline and _alive(pid):
-            time.sleep(0.5)
-        if not _alive(pid):
-            self._retry(self.cluster.start_controller_manager)
 
     def _webhook_delete(self, _node: str, _hold: float, pick: float, _stop: threading.Event, begin: Begin) -> Outcome:
         pods = self._get(
@@ -500,16 +501,6 @@ class Injector:
 
 def _without(taints: list[dict[str, Any]], key: str) -> list[dict[str, Any]]:
     return [taint for taint in taints if taint.get("key") != key]
-
-
-def _alive(pid: int) -> bool:
-    try:
-        os.kill(pid, 0)
-    except ProcessLookupError:
-        return False
-    except PermissionError:
-        return True
-    return True
 
 
 def _line(error: BaseException) -> str:

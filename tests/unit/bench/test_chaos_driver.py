@@ -11,6 +11,7 @@ from typing import Any
 import pytest
 
 from bench import chaos
+from bench.soak import injector as injector_module
 from bench.soak.injector import CATALOGUE, RENEW_DEADLINE, WEBHOOK_FAULTS, Injector
 
 
@@ -113,3 +114,37 @@ def test_an_unknown_fault_kind_to_leave_out_exits_2_with_one_line(capsys: pytest
     assert exit_info.value.code == 2
     err = capsys.readouterr().err
     assert "unknown fault kind 'etcd-nap'" in err
+
+
+class KcmCluster(FakeCluster):
+    """kube-controller-manager as a process the leader-kill fault kills and starts again."""
+
+    def __init__(self) -> None:
+        self.started = 0
+
+    def controller_manager_pid(self) -> int:
+        return 4321
+
+    def start_controller_manager(self) -> None:
+        self.started += 1
+
+
+def test_the_builtins_leader_kill_holds_kube_controller_manager_from_the_supervisor_until_it_starts_it(
+    monkeypatch: pytest.MonkeyPatch,
+):
+    killed: list[int] = []
+    monkeypatch.setattr(injector_module, "_signal", lambda pid, _signum: killed.append(pid))
+    cluster = KcmCluster()
+    injector = Injector(cluster, None, Path("/dev/null"), random.Random(1), builtin=True)  # type: ignore[arg-type]
+    held_during: list[frozenset[str]] = []
+
+    class Stop(threading.Event):
+        def wait(self, timeout: float | None = None) -> bool:
+            held_during.append(injector.held())
+            return True
+
+    injector._leader_kill("node-1", 5.0, 0.0, Stop(), lambda *_args: None)
+    assert killed == [4321]
+    assert held_during == [frozenset({"kube-controller-manager"})]
+    assert injector.held() == frozenset()
+    assert cluster.started == 1
