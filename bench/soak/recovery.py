@@ -61,13 +61,18 @@ def outages(
     receipt and answer, by receipt). A leader fault's lasts until the Lease is written again, at most
     `handover_bound`: past it, the stretch without a leader is judged by what it was
     (bench/soak/leadership.py), not excused by the fault that began it. Without a Lease to watch (the
-    built-ins), it lasts to the fault's end plus `handover_bound`."""
+    built-ins), a leader fault lasts to its end plus `handover_bound`, and a store fault to the later of
+    its recovery and its end plus `handover_bound`: kube-controller-manager exits when a store fault
+    takes its Lease, and leads again once started and its old Lease expired, as a taintkeeper replica
+    takes over within the bound its stretches are excused for."""
     result: list[Outage] = []
     for fault in faults:
         if fault.kind in STORE_KINDS:
             end = fault.until
             if writes and end < math.inf:
                 end = max(store_settled(fault.until, writes.get(resource, ())) for resource in SETTLED_RESOURCES)
+            if not lease_configured:
+                end = max(end, fault.until + handover_bound)
             result.append(Outage(fault.id, fault.start, end))
         elif fault.kind in LEADER_KINDS and not lease_configured:
             # kube-controller-manager, leader-elected, unobserved: continued or restarted at the fault's end,

@@ -638,6 +638,14 @@ def builtins_paused(delete_at: float) -> World:
     return w
 
 
+def builtins_lose_their_lease_to_a_store_fault(delete_at: float) -> World:
+    """etcd paused from 52 s to 63 s (past kube-controller-manager's renew deadline: it exits, is started
+    again and waits for its Lease), deleting the pod due at 55 s at `delete_at`."""
+    w = builtins_delete((delete_at, NODE_CONTROLLER, False))
+    w.fault("etcd-pause", "etcd", 52.0, 63.0)
+    return w
+
+
 def builtins_drain_a_budgeted_pod_with_a_delete() -> World:
     w = drained_budgeted_pod(removals=())
     w.config = builtin_config()
@@ -1009,6 +1017,16 @@ SCENARIOS: list[tuple[str, Callable[[], World], dict[str, int]]] = [
     (
         "I2: the built-ins acting past the hand-over bound after a pause's end are late",
         lambda: builtins_paused(99.0),
+        {"I2": 1},
+    ),
+    (
+        "the built-ins act again within the hand-over bound (22 s) after a store fault took their Lease",
+        lambda: builtins_lose_their_lease_to_a_store_fault(84.0),
+        {},
+    ),
+    (
+        "I2: the built-ins acting past the hand-over bound after a store fault's end are late",
+        lambda: builtins_lose_their_lease_to_a_store_fault(92.0),
         {"I2": 1},
     ),
     (
