@@ -166,6 +166,12 @@ class Context:
 # --- I1 never early ---------------------------------------------------------------------------
 
 
+def _held_due(pod: PodHistory, held: HeldTaint, tolerations: tuple[Toleration, ...]) -> float:
+    """When `held` makes the pod due: its episode's start (or the pod's binding, if later) plus the grace."""
+    floor = pod.bound_from if pod.bound_from is not None else -math.inf
+    return max(held.episode_start, floor) + grace_seconds(tolerations, held.taint)
+
+
 def never_early(ctx: Context) -> list[Violation]:
     found: list[Violation] = []
     for pod in ctx.timeline.pods.values():
@@ -175,13 +181,7 @@ def never_early(ctx: Context) -> list[Violation]:
             moment = removal.write.received
             tolerations = pod.tolerations_at(removal.write.completed)
             states = ctx.node_taints_around(pod, moment)
-            floor = pod.bound_from if pod.bound_from is not None else -math.inf
-            dues = [
-                max(held.episode_start, floor) + grace_seconds(tolerations, held.taint)
-                for state in states
-                for held in state
-            ]
-            due = min(dues, default=math.inf)
+            due = min((_held_due(pod, held, tolerations) for state in states for held in state), default=math.inf)
             if due == math.inf:
                 where = f"on {pod.node}" if pod.node else "on no node"
                 found.append(
@@ -1032,13 +1032,8 @@ def stale_taints_evict_nothing(ctx: Context) -> list[Violation]:
                 continue
             held = [h for state in ctx.node_taints_around(pod, moment) for h in state]
             tolerations = pod.tolerations_at(removal.write.completed)
-            floor = pod.bound_from if pod.bound_from is not None else -math.inf
             other_due = min(
-                (
-                    max(h.episode_start, floor) + grace_seconds(tolerations, h.taint)
-                    for h in held
-                    if taint_id(h.taint) not in LIFECYCLE_IDS
-                ),
+                (_held_due(pod, h, tolerations) for h in held if taint_id(h.taint) not in LIFECYCLE_IDS),
                 default=math.inf,
             )
             if other_due <= moment + ctx.slack.early or not any(taint_id(h.taint) in LIFECYCLE_IDS for h in held):
