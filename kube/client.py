@@ -9,12 +9,13 @@ no client of ours goes out as the generator's anonymous `OpenAPI-Generator/...`.
 from __future__ import annotations
 
 import os
+from collections.abc import Callable
 from pathlib import Path
-from typing import Any
+from typing import Any, Literal
 
 from kubernetes import client, config
 
-from kube.errors import describe_error, is_not_found
+from kube.errors import ChangedSinceRead, api_message, describe_error, is_conflict, is_invalid, is_not_found
 from kube.identity import user_agent
 from kube.request import response_json
 
@@ -58,6 +59,31 @@ def release(response: Any) -> None:
     a new TLS connection: a handshake for every taint write, event and pod deletion."""
     response.read()
     response.release_conn()
+
+
+def write_unless_gone(send: Callable[[], Any], *, replaced_is_gone: bool = False) -> Literal[True] | None:
+    """Send a write whose answer is not needed (a generated method called with
+    `_preload_content=False`): True once applied; None when the object is gone (404), or with
+    `replaced_is_gone` also when a uid precondition failed (409: another object has the name now);
+    any other failure raises."""
+    try:
+        release(send())
+    except client.ApiException as error:
+        if is_not_found(error) or (replaced_is_gone and is_conflict(error)):
+            return None
+        raise
+    return True
+
+
+def json_patch_unless_gone(send: Callable[[], Any]) -> Literal[True] | None:
+    """`write_unless_gone` for a JSON patch read-then-written: a 409, or a 422 from its failed `test`
+    op, raises ChangedSinceRead so the caller reads the object again and decides afresh."""
+    try:
+        return write_unless_gone(send)
+    except client.ApiException as error:
+        if is_conflict(error) or is_invalid(error):
+            raise ChangedSinceRead(f"HTTP {error.status}: {api_message(error)}") from error
+        raise
 
 
 class ClientConfigError(ValueError):

@@ -22,6 +22,11 @@ GONE = 410
 INVALID = 422
 
 
+class ChangedSinceRead(Exception):
+    """The object changed since it was read (409, or 422 from a JSON patch's failed `test` op): read it
+    again and decide afresh."""
+
+
 def status_code(error: BaseException) -> int | None:
     """The HTTP status of an API error; None for anything else (a connection error, a timeout)."""
     status = getattr(error, "status", None) if isinstance(error, ApiException) else None

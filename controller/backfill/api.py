@@ -2,9 +2,9 @@
 
 The patch (decision.py `json_patch`) tests the pod's uid and resourceVersion, so a pod changed since
 the read is refused: the apiserver answers 422 for a failed `test` op (409 on a write conflict),
-reported as `Conflict` so the caller re-reads and retries. As every API edge of the controller, each
-call returns None when the pod is gone (404) and raises on any other failure; a patch the write fence
-refuses (kube/fence.py) raises WriteFenced: retried, never done.
+raised as `ChangedSinceRead` (kube/errors.py) so the caller re-reads and retries. As every API edge of
+the controller, each call returns None when the pod is gone (404) and raises on any other failure; a
+patch the write fence refuses (kube/fence.py) raises WriteFenced: retried, never done.
 """
 
 from __future__ import annotations
@@ -16,9 +16,8 @@ from typing import Any, Literal
 from kubernetes import client
 from kubernetes.client.rest import ApiException
 
-from controller.backfill.controller import Conflict
-from kube.client import JSON_PATCH, WORKER_REQUEST_TIMEOUT, release
-from kube.errors import api_message, is_conflict, is_invalid, is_not_found
+from kube.client import JSON_PATCH, WORKER_REQUEST_TIMEOUT, json_patch_unless_gone
+from kube.errors import is_not_found
 from kube.fence import WriteFence
 from kube.request import response_json
 
@@ -47,22 +46,16 @@ class KubeBackfillApi:
 
     def patch_pod(self, namespace: str, name: str, ops: Sequence[Mapping[str, Any]]) -> Literal[True] | None:
         self._fence.require(TOLERATIONS_ACTION, f"pod {namespace}/{name}")
-        try:
-            release(
-                self._core.patch_namespaced_pod(
-                    name,
-                    namespace,
-                    [dict(op) for op in ops],
-                    _content_type=JSON_PATCH,
-                    _preload_content=False,
-                    _request_timeout=WORKER_REQUEST_TIMEOUT,
-                )
+        patched = json_patch_unless_gone(
+            lambda: self._core.patch_namespaced_pod(
+                name,
+                namespace,
+                [dict(op) for op in ops],
+                _content_type=JSON_PATCH,
+                _preload_content=False,
+                _request_timeout=WORKER_REQUEST_TIMEOUT,
             )
-        except ApiException as error:
-            if is_not_found(error):
-                log.info("pod already gone", extra={"pod": f"{namespace}/{name}"})
-                return None
-            if is_conflict(error) or is_invalid(error):
-                raise Conflict(f"HTTP {error.status}: {api_message(error)}") from error
-            raise
-        return True
+        )
+        if patched is None:
+            log.info("pod already gone", extra={"pod": f"{namespace}/{name}"})
+        return patched

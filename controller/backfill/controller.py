@@ -37,6 +37,7 @@ from controller.objects import NamespaceView, PodView, pod_view
 from controller.token_bucket import TokenBucket
 from controller.worker import Done, Heartbeat, Retry, SyncResult, heartbeat_bound, start_workers
 from controller.workqueue import WorkQueue
+from kube.errors import ChangedSinceRead
 from kube.events import EventSink
 from kube.fence import WriteFenced
 from kube.store import StoreReader
@@ -48,10 +49,6 @@ if TYPE_CHECKING:
 log = logging.getLogger("taintkeeper.backfill")
 
 
-class Conflict(Exception):
-    """The pod changed since it was read (409, or 422 from a failed `test` op): re-read and retry."""
-
-
 class BackfillApi(Protocol):
     """The API calls a backfill makes (api.py)."""
 
@@ -59,7 +56,7 @@ class BackfillApi(Protocol):
         """The pod as the API's JSON, read now; None if it is gone; raise on failure."""
 
     def patch_pod(self, namespace: str, name: str, ops: Sequence[Mapping[str, Any]]) -> Literal[True] | None:
-        """Apply the JSON patch; None if the pod is gone; raise Conflict on 409/422, else on failure."""
+        """Apply the JSON patch; None if the pod is gone; raise ChangedSinceRead on 409/422, else on failure."""
 
 
 class BackfillController:
@@ -172,7 +169,7 @@ class BackfillController:
         try:
             if self._api.patch_pod(live.namespace, live.name, ops) is None:
                 return Done("gone")
-        except Conflict as error:
+        except ChangedSinceRead as error:
             metrics.BACKFILL_FAILURES.inc()
             return Retry(f"the pod changed meanwhile: {error}")
         except Exception as error:

@@ -29,7 +29,7 @@ from kubernetes.client.rest import ApiException
 from controller.nodelifecycle.decision import TAINT_WRITE_ATTEMPTS, taints_to_write, updated_taints
 from controller.objects import NodeView, PodView, node_view
 from kube import server_clock
-from kube.client import STRATEGIC_MERGE, WORKER_REQUEST_TIMEOUT, read_node_json, release
+from kube.client import STRATEGIC_MERGE, WORKER_REQUEST_TIMEOUT, read_node_json, release, write_unless_gone
 from kube.errors import is_conflict, is_not_found
 from kube.fence import WriteFence
 from kube.request import request_json
@@ -163,20 +163,16 @@ class KubeNodeLifecycleApi:
         # Against the cached resourceVersion: if the kubelet posted since, our Unknown must not win (409).
         self._fence.require(CONDITIONS_ACTION, f"node {node.name}")
         body = {"metadata": {"resourceVersion": node.resource_version}, "status": {"conditions": list(conditions)}}
-        try:
-            release(
-                self._core.patch_node_status(
-                    node.name,
-                    body,
-                    _content_type=STRATEGIC_MERGE,
-                    _preload_content=False,
-                    _request_timeout=WORKER_REQUEST_TIMEOUT,
-                )
+        if not write_unless_gone(
+            lambda: self._core.patch_node_status(
+                node.name,
+                body,
+                _content_type=STRATEGIC_MERGE,
+                _preload_content=False,
+                _request_timeout=WORKER_REQUEST_TIMEOUT,
             )
-        except ApiException as error:
-            if is_not_found(error):
-                return None
-            raise
+        ):
+            return None
         log.info(
             "node conditions set to Unknown", extra={"node": node.name, "conditions": [c["type"] for c in conditions]}
         )
@@ -187,20 +183,16 @@ class KubeNodeLifecycleApi:
         # (its GA labels too, perhaps) fails with 409 and is reconciled again from the fresh view.
         self._fence.require(LABELS_ACTION, f"node {node.name}")
         body = {"metadata": {"resourceVersion": node.resource_version, "labels": dict(labels)}}
-        try:
-            release(
-                self._core.patch_node(
-                    node.name,
-                    body,
-                    _content_type=STRATEGIC_MERGE,
-                    _preload_content=False,
-                    _request_timeout=WORKER_REQUEST_TIMEOUT,
-                )
+        if not write_unless_gone(
+            lambda: self._core.patch_node(
+                node.name,
+                body,
+                _content_type=STRATEGIC_MERGE,
+                _preload_content=False,
+                _request_timeout=WORKER_REQUEST_TIMEOUT,
             )
-        except ApiException as error:
-            if is_not_found(error):
-                return None  # the node is gone: nothing to label
-            raise
+        ):
+            return None  # the node is gone: nothing to label
         log.info("updated labels", extra={"node": node.name, "labels": label_pairs(labels)})
         return True
 
@@ -212,22 +204,17 @@ class KubeNodeLifecycleApi:
                 "conditions": [{"type": "Ready", "status": "False", "lastTransitionTime": format_time(time.time())}]
             },
         }
-        try:
-            release(
-                self._core.patch_namespaced_pod_status(
-                    pod.name,
-                    pod.namespace,
-                    body,
-                    _content_type=STRATEGIC_MERGE,
-                    _preload_content=False,
-                    _request_timeout=WORKER_REQUEST_TIMEOUT,
-                )
-            )
-        except ApiException as error:
-            if is_not_found(error) or is_conflict(error):
-                return None  # gone, or replaced by another pod with the same name
-            raise
-        return True
+        return write_unless_gone(
+            lambda: self._core.patch_namespaced_pod_status(
+                pod.name,
+                pod.namespace,
+                body,
+                _content_type=STRATEGIC_MERGE,
+                _preload_content=False,
+                _request_timeout=WORKER_REQUEST_TIMEOUT,
+            ),
+            replaced_is_gone=True,  # the uid in the body: another pod with the same name is left alone
+        )
 
 
 V = TypeVar("V", bound=Keyed)

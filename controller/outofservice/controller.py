@@ -79,10 +79,6 @@ Json = dict[str, Any]
 AUTO_FENCED_REASON = "NodeAutoFenced"
 
 
-class Conflict(Exception):
-    """The node changed since it was read: re-read and decide again (api.py raises this one)."""
-
-
 class OutOfServiceApi(Protocol):
     """The API calls the handling makes (api.py)."""
 
@@ -96,7 +92,7 @@ class OutOfServiceApi(Protocol):
         """Delete with the uid as precondition; None if gone or replaced; raise on failure."""
 
     def fence_node(self, name: str, ops: Sequence[dict[str, Any]]) -> Literal[True] | None:
-        """Apply the fencing JSON patch; None if the node is gone; raise a Conflict if it changed, else on
+        """Apply the fencing JSON patch; None if the node is gone; raise ChangedSinceRead if it changed, else on
         failure."""
 
 
@@ -398,7 +394,7 @@ class OutOfServiceController:
         try:
             if self._api.fence_node(name, patch.ops) is None:
                 return Done("gone")
-        except Exception as error:  # a Conflict (the node changed), the write fence, an API failure
+        except Exception as error:  # ChangedSinceRead (the node changed), the write fence, an API failure
             return Retry(f"fencing: {error}")
         metrics.AUTO_FENCED.inc()
         with self._lock:

@@ -16,7 +16,7 @@ import jsonpatch
 import pytest
 
 from controller.backfill import metrics
-from controller.backfill.controller import BackfillController, Conflict
+from controller.backfill.controller import BackfillController
 from controller.backfill.decision import (
     ALREADY_TOLERATES,
     COMPONENT,
@@ -39,6 +39,7 @@ from controller.objects import NamespaceView, PodView, namespace_view, pod_view
 from controller.options import OptionsError, parse_options
 from controller.worker import Done, Retry, SyncResult
 from controller.workqueue import WorkQueue
+from kube.errors import ChangedSinceRead
 from shared.defaults import DefaultSeconds
 from tests.support.fakes import MemoryStore, RecordingEvents
 from tests.support.health import healthz, wait_until
@@ -328,7 +329,7 @@ class FakeApi:
         try:
             patched = jsonpatch.apply_patch(self.pods[key], list(ops))
         except jsonpatch.JsonPatchTestFailed as error:
-            raise Conflict(f"HTTP 422: {error}") from error
+            raise ChangedSinceRead(f"HTTP 422: {error}") from error
         self.pods[key] = patched
         self.bump(key)
         return True

@@ -14,8 +14,8 @@ from kubernetes.client.rest import ApiException
 
 from controller.objects import pod_view
 from controller.outofservice.api import KubeOutOfServiceApi
-from controller.outofservice.controller import Conflict
 from controller.volume_attachments import volume_attachment_view
+from kube.errors import ChangedSinceRead
 from kube.fence import WriteFence, WriteFenced
 from tests.support.fencing import attachment_json, node_json, pod_json
 from tests.support.responses import http_response
@@ -93,7 +93,7 @@ def test_any_other_failure_raises(recorder: Recorder) -> None:
 @pytest.mark.parametrize("status", [409, 422], ids=["conflict", "the resourceVersion test failed"])
 def test_a_fencing_patch_on_a_changed_node_is_a_conflict(recorder: Recorder, status: int) -> None:
     recorder.status = status
-    with pytest.raises(Conflict):
+    with pytest.raises(ChangedSinceRead):
         edge().fence_node("node1", [{"op": "test", "path": "/metadata/resourceVersion", "value": "1"}])
 
 

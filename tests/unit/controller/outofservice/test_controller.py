@@ -18,11 +18,12 @@ from controller.clock import FakeClock
 from controller.fencing import CONFIRMED_AT_ANNOTATION, FENCED_AT_ANNOTATION, FENCED_BY_ANNOTATION
 from controller.objects import LeaseView, NodeView, PodView, node_view, pod_view
 from controller.outofservice.auto_fence import NO_CONFIRMATION, STALE_CONFIRMATION
-from controller.outofservice.controller import AUTO_FENCED_REASON, Conflict, OutOfServiceController
+from controller.outofservice.controller import AUTO_FENCED_REASON, OutOfServiceController
 from controller.outofservice.decision import NODE_REASON, POD_REASON, READY_REASON
 from controller.volume_attachments import VolumeAttachmentView, volume_attachment_view
 from controller.worker import Done
 from controller.workqueue import WorkQueue
+from kube.errors import ChangedSinceRead
 from kube.fence import WriteFence
 from kube.timestamps import format_time
 from shared.taints import OUT_OF_SERVICE
@@ -103,7 +104,7 @@ class World:
         try:
             self.nodes[name] = jsonpatch.apply_patch(self.nodes[name], list(ops))
         except jsonpatch.JsonPatchTestFailed as error:
-            raise Conflict(f"HTTP 422: {error}") from error
+            raise ChangedSinceRead(f"HTTP 422: {error}") from error
         self.nodes[name]["metadata"]["resourceVersion"] += "1"
         return True
 
