@@ -28,9 +28,12 @@ from tests.chart.helm import build_helm
 from tests.e2e import helm_install
 from tests.e2e.cluster import VICTIM_LABEL, E2ECluster, wait_for
 from tests.e2e.providers import LocalProvider
+from tests.support.kubernetes_version import server_minor
 
 CURRENT_TAG, NEXT_TAG = "dev", "next"
 NEXT_VERSION_SUFFIX = "+next"
+# policy/v1 PodDisruptionBudgets and batch/v1 CronJobs, which the chart installs, are served from 1.21.
+HELM_MINIMUM_MINOR = 21
 
 
 @dataclass
@@ -64,6 +67,11 @@ def release_cluster(tmp_path_factory: pytest.TempPathFactory, taintkeeper_image:
             import_image(nodes, built.archive, built.reference, built.digest)
         api_client = config.new_client_from_config(config_file=str(provider.kubeconfig()))
         try:
+            if server_minor(api_client) < HELM_MINIMUM_MINOR:
+                pytest.skip(
+                    f"the chart (kubeVersion >=1.{HELM_MINIMUM_MINOR}) installs policy/v1 and batch/v1 objects; "
+                    "this cluster is older: manifests/kube-1.20 installs there (README: Supported Kubernetes versions)"
+                )
             # Before the install: the placement keeps taintkeeper's pods off this node.
             client.CoreV1Api(api_client).patch_node(provider.victim, {"metadata": {"labels": {VICTIM_LABEL: "true"}}})
             values = directory / "release-values.yaml"
