@@ -25,10 +25,12 @@ One table is printed (and appended to bench/REPORT.md with --report):
 
     .venv/bin/python bench/envelope.py [--sizes 1000,2000,5000] [--pods-per-node 30] [--kill 5]
         [--warmup 200] [--steady 60] [--controllers taintkeeper,kube-controller-manager] [--dir DIR]
-        [--baseline REV] [--profile SECONDS] [--report PATH]
+        [--baseline REV] [--profile SECONDS] [--report PATH] [--down]
 
 The sizes grow one cluster: nodes and pods are added between sizes, never removed. With --dir the
-cluster is left up afterwards, for a look at it; a later run with the same --dir starts afresh.
+cluster is left up afterwards, for a look at it (unless --down); a later run with the same --dir
+starts afresh. A cluster left up keeps etcd and kube-apiserver running from the binary cache:
+take it down (`hack/local-cluster.sh down DIR`) before anything that empties that cache.
 """
 
 from __future__ import annotations
@@ -678,7 +680,10 @@ def parse_args(argv: Sequence[str] | None) -> argparse.Namespace:
         "(runs/<name>-<nodes>.steady.profile.txt)",
     )
     parser.add_argument("--workers", type=int, default=8, help="the simulator's worker threads")
-    parser.add_argument("--dir", type=Path, help="the cluster's directory (kept afterwards)")
+    parser.add_argument("--dir", type=Path, help="the cluster's directory (kept afterwards, and left up)")
+    parser.add_argument(
+        "--down", action="store_true", help="take the cluster down at the end even with --dir (its files are kept)"
+    )
     parser.add_argument("--report", type=Path, help="append the table to this file (e.g. bench/REPORT.md)")
     args = parser.parse_args(argv)
     if (args.profile or args.profile_steady) and not PY_SPY.exists():
@@ -694,6 +699,11 @@ def parse_args(argv: Sequence[str] | None) -> argparse.Namespace:
     if args.sizes != sorted(args.sizes) or min(args.sizes) < 3 * args.kill:
         parser.error("--sizes must grow, and each size hold --kill nodes in zone a")
     return args
+
+
+def leaves_cluster_up(args: argparse.Namespace) -> bool:
+    """A cluster in a directory the user named stays up for a look at it, unless --down; a temporary one goes."""
+    return args.dir is not None and not args.down
 
 
 def main(argv: Sequence[str] | None = None) -> int:
@@ -723,7 +733,7 @@ def main(argv: Sequence[str] | None = None) -> int:
     finally:
         if observer is not None:
             observer.stop()
-        cluster.close(keep=args.dir is not None)
+        cluster.close(keep=leaves_cluster_up(args))
     text = f"{table(results, args.kill)}\n\n{ratios(results)}"
     print(text)
     if args.report:
