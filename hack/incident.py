@@ -15,7 +15,7 @@ from dataclasses import dataclass, field
 from typing import Any
 
 from controller.tainteviction.decision import decide_eviction, taint_start
-from shared.taints import NO_EXECUTE
+from shared.taints import NO_EXECUTE, is_node_failure_taint
 
 
 @dataclass(frozen=True)
@@ -105,9 +105,14 @@ class IncidentRecorder:
         deleting: bool,
         at: float,
     ) -> None:
-        """A pod on the node now: its deadline from the node's NoExecute taints, and whether it is going."""
+        """A pod on the node now: its deadline from the node's NoExecute taints, and whether it is going.
+        A node-failure taint on a node that reports Ready=True is stale and evicts nothing, as the
+        eviction manager decides (`evicting_taints`); call `ready` first."""
         pod = self._pods.setdefault(name, _OpenPod())
-        no_execute = [t for t in taints if t.get("effect") == NO_EXECUTE]
+        node_ready = self._ready_open is not None and self._ready_open[0] == "True"
+        no_execute = [
+            t for t in taints if t.get("effect") == NO_EXECUTE and not (node_ready and is_node_failure_taint(t))
+        ]
         if pod.start is None and no_execute:
             decision = decide_eviction(tolerations, no_execute, lambda taint: at, None, at)
             started = decision.started

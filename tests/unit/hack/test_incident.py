@@ -78,6 +78,28 @@ def test_the_record_of_a_node_failure() -> None:
     assert not failed, (failed, incident)
 
 
+@pytest.mark.parametrize(
+    ("statuses", "drawn"),
+    [
+        pytest.param(["True", "True"], None, id="a stale failure taint on a Ready node gives no deadline"),
+        pytest.param(
+            ["True", "Unknown"],
+            PodBar("stale", "n1", T0, T0 + 5, None),
+            id="a node not Ready again under it counts from the taint's timeAdded",
+        ),
+    ],
+)
+def test_a_stale_failure_taint_is_drawn_as_the_controller_decides(statuses: list[str], drawn: PodBar | None) -> None:
+    record = IncidentRecorder("n1", T0)
+    stale = [taint(UNREACHABLE, "NoExecute", T0)]
+    for second, status in zip((1, 20), statuses, strict=True):
+        record.ready(status, T0 + second)
+        record.taints(stale, T0 + second)
+        record.pod("stale", tolerating(5), stale, False, T0 + second)
+    pods = record.close(T0 + 30).pods
+    assert pods == (() if drawn is None else (drawn,))
+
+
 def test_the_picture_shows_the_node_its_taints_each_pod_and_the_events(tmp_path: Path) -> None:
     svg = draw(failure().close(T0 + 50), tmp_path / "failure.svg").read_text()
     assert svg.startswith("<?xml") and "</svg>" in svg
