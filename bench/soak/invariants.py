@@ -225,7 +225,9 @@ def _upper_deadline(ctx: Context, pod: PodHistory, taint: Taint, start: float) -
 
 def _carried_start(history: NodeHistory, pod: PodHistory, episode: TaintEpisode) -> float:
     """Where a lifecycle taint swapped in for the other one counts from: the whole lifecycle episode's
-    start when the pod's eviction was pending under the old taint (a finite grace), else the swap."""
+    start when the pod's eviction was pending under the old taint (a finite grace), else the swap. A
+    Ready=True report between the two ends the pending eviction (a stale taint evicts nothing), so the
+    swapped-in taint counts from its own start, as the controller counts (docs/architecture.md)."""
     key = episode.taint.get("key")
     if key not in LIFECYCLE_KEYS:
         return episode.start
@@ -235,12 +237,14 @@ def _carried_start(history: NodeHistory, pod: PodHistory, episode: TaintEpisode)
         for h in state
         if taint_id(h.taint) == taint_id(episode.taint)
     ]
-    lifecycle_start = min((h.episode_start for h in held), default=episode.start)
-    if lifecycle_start >= episode.start:
+    if not held:
+        return episode.start
+    first = min(held, key=lambda h: h.episode_start)
+    if first.episode_start >= episode.start or history.first_ready(first.episode_shown, episode.shown) is not None:
         return episode.start
     other = {"key": LIFECYCLE_KEYS[1 - LIFECYCLE_KEYS.index(key)], "effect": NO_EXECUTE}
     pending = grace_seconds(pod.tolerations_at(episode.start), other) < math.inf
-    return lifecycle_start if pending else episode.start
+    return first.episode_start if pending else episode.start
 
 
 def never_late(ctx: Context) -> tuple[list[Violation], list[EvictionCheck]]:

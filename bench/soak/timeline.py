@@ -151,6 +151,7 @@ class HeldTaint:
 
     taint: Taint
     episode_start: float  # its own start; for the lifecycle keys the start of the node's unbroken lifecycle episode
+    episode_shown: float  # when that episode was first shown
 
 
 class NodeHistory:
@@ -166,6 +167,7 @@ class NodeHistory:
     def _walk(self) -> None:
         open_episodes: dict[TaintId, TaintEpisode] = {}
         lifecycle_start: float | None = None
+        lifecycle_shown = 0.0
         for state in self.current:
             present = {taint_id(taint): taint for taint in state.taints}
             for identity in [identity for identity in open_episodes if identity not in present]:
@@ -182,15 +184,12 @@ class NodeHistory:
             if not lifecycle:
                 lifecycle_start = None
             elif lifecycle_start is None:
-                lifecycle_start = min(lifecycle)
+                lifecycle_start, lifecycle_shown = min(lifecycle), state.time
             self._held.append(
                 [
-                    HeldTaint(
-                        taint,
-                        lifecycle_start
-                        if is_lifecycle_taint(taint) and lifecycle_start is not None
-                        else open_episodes[identity].start,
-                    )
+                    HeldTaint(taint, lifecycle_start, lifecycle_shown)
+                    if is_lifecycle_taint(taint) and lifecycle_start is not None
+                    else HeldTaint(taint, open_episodes[identity].start, open_episodes[identity].shown)
                     for identity, taint in present.items()
                     if taint.get("effect") == NO_EXECUTE
                 ]

@@ -190,6 +190,23 @@ def swap_keeps_the_start(delete_at: float = 55.2) -> World:
     return w
 
 
+def swap_after_a_ready_stretch(delete_at: float) -> World:
+    """n1 is tainted not-ready at 50 s and its kubelet reports Ready=True from 51 s to 60 s under the stale
+    taint (evicting nothing); at 60 s it is Unknown and the taint swapped for unreachable (timeAdded 60).
+    The Ready stretch ends the pending eviction: tol5-1 counts from the swap, due at 65 s."""
+    w = base(down=("n1",))
+    w.fault("kubelet-kill", "n1", 10.0, None)
+    w.script.set_ready(50.0, "n1", "False", A)
+    w.script.add_taint(50.05, "n1", NOT_READY, A, added=50.0)
+    for name in ("tol5-1", "forever-2"):
+        w.script.pod_status(50.1, name, ready=False)
+    w.script.set_ready(51.0, "n1", "True", kubelet("n1"))
+    w.script.set_ready(60.0, "n1", "Unknown", A)
+    w.script.swap_taint(60.05, "n1", NOT_READY, UNREACHABLE, A)
+    w.script.delete_pod(delete_at, "tol5-1", A)
+    return w
+
+
 def new_leader_taints_a_dead_node_a_grace_period_after_it_began(taint_at: float) -> World:
     """n1's last heartbeat is at 1 s; A leads until 30 s, B from 31 s and taints n1 at `taint_at`."""
     w = base(down=("n1",), leader=False)
@@ -709,6 +726,16 @@ SCENARIOS: list[tuple[str, Callable[[], World], dict[str, int]]] = [
     ),
     ("a not-ready -> unreachable swap keeps the eviction's start", swap_keeps_the_start, {}),
     ("I2: after a swap the deadline still counts from the first taint", lambda: swap_keeps_the_start(61.0), {"I2": 1}),
+    (
+        "a swap after a Ready stretch counts from the swapped-in taint, as the controller does",
+        lambda: swap_after_a_ready_stretch(66.0),
+        {},
+    ),
+    (
+        "I2: after a swap across a Ready stretch the deadline is the swapped-in taint's",
+        lambda: swap_after_a_ready_stretch(72.0),
+        {"I2": 1},
+    ),
     (
         "I4: a replica writing past its renew deadline while nobody else holds the Lease (the fence); I10: and the "
         "stand-by never took it",
