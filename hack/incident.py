@@ -14,8 +14,9 @@ from collections.abc import Iterable, Mapping, Sequence
 from dataclasses import dataclass, field
 from typing import Any
 
-from controller.tainteviction.decision import decide_eviction, taint_start
-from shared.taints import NO_EXECUTE, is_node_failure_taint
+from controller.objects import NodeView
+from controller.tainteviction.decision import decide_eviction, evicting_taints, taint_start
+from shared.taints import NO_EXECUTE
 
 
 @dataclass(frozen=True)
@@ -109,10 +110,11 @@ class IncidentRecorder:
         A node-failure taint on a node that reports Ready=True is stale and evicts nothing, as the
         eviction manager decides (`evicting_taints`); call `ready` first."""
         pod = self._pods.setdefault(name, _OpenPod())
-        node_ready = self._ready_open is not None and self._ready_open[0] == "True"
-        no_execute = [
-            t for t in taints if t.get("effect") == NO_EXECUTE and not (node_ready and is_node_failure_taint(t))
-        ]
+        ready = () if self._ready_open is None else ({"type": "Ready", "status": self._ready_open[0]},)
+        node = NodeView(
+            self.node, "", tuple(dict(t) for t in taints if t.get("effect") == NO_EXECUTE), conditions=ready
+        )
+        no_execute = evicting_taints(node)
         if pod.start is None and no_execute:
             decision = decide_eviction(tolerations, no_execute, lambda taint: at, None, at)
             started = decision.started
