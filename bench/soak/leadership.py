@@ -109,8 +109,14 @@ def _ready(pod: PodHistory) -> list[Interval]:
 
 
 def _down_until_reported(pod: PodHistory, fault: Fault) -> Interval:
-    """A powered-off node's replica is gone from the fault's start until its kubelet reports it again."""
-    back = next((state.time for state in pod.current if state.time >= fault.until), math.inf)
+    """A replica whose process a fault ended (its node powered off, or its container killed) is gone from
+    the fault's start until its kubelet reports the pod again: only the kubelet restarts the container,
+    and a dead kubelet (another fault on the node) leaves the pod shown Ready meanwhile."""
+    kubelet = f"system:node:{pod.node}"
+    back = next(
+        (state.time for state in pod.current if state.time >= fault.until and state.write.username == kubelet),
+        math.inf,
+    )
     return fault.start, back
 
 
@@ -124,7 +130,8 @@ def replica_intervals(timeline: Timeline, faults: Sequence[Fault], config: SoakC
     contacts = _contacts(timeline, config)
     result: dict[str, list[Interval]] = {}
     for pod in timeline.pods_named(namespace, prefix):
-        holes = [(f.start, f.until) for f in faults if f.kind in LEADER_KINDS and f.target == pod.name]
+        holes = [(f.start, f.until) for f in faults if f.kind == "leader-pause" and f.target == pod.name]
+        holes += [_down_until_reported(pod, f) for f in faults if f.kind == "leader-kill" and f.target == pod.name]
         holes += [_down_until_reported(pod, f) for f in faults if f.kind == "power-off" and f.target == pod.node]
         holes += [_unreachable(contacts.get(pod.name, []), f) for f in faults if f.kind in STORE_KINDS]
         result[pod.name] = [*result.get(pod.name, []), *subtract(_ready(pod), holes)]

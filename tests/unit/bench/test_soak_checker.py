@@ -246,6 +246,20 @@ def standby_not_ready_until(ready_at: float) -> World:
     return w
 
 
+def leader_killed_under_a_dead_kubelet(reported_back: float) -> World:
+    """n3's kubelet is killed at 15 s; A, leading, is killed at 20.5 s and nothing restarts it until its
+    kubelet reports it again at `reported_back` (seed 9191); B is paused from 20 s to 70 s. A leads again
+    at 62 s."""
+    w = base(workload=False, leader=False)
+    w.script.lead(REPLICA_A, 0.0, 20.0)
+    w.fault("kubelet-kill", "n3", 15.0, None)
+    w.fault("leader-kill", REPLICA_A, 20.5, 20.6)
+    w.fault("leader-pause", REPLICA_B, 20.0, 70.0)
+    w.script.pod_status(reported_back, REPLICA_A, namespace=SYSTEM, restarts=1)
+    w.script.lead(REPLICA_A, 62.0, END)
+    return w
+
+
 def scaled_to_zero_while_a_node_dies(leader_kill: bool = False) -> World:
     """A leads until 40 s, when both replicas are deleted (the Deployment scaled to 0) and nobody leads
     again; n1's kubelet was killed at 10 s and n1 is never tainted. `leader_kill`: the soak killed A's
@@ -760,6 +774,16 @@ SCENARIOS: list[tuple[str, Callable[[], World], dict[str, int]]] = [
     (
         "I10: the same stand-by Ready from 25 s and leading only at 50 s",
         lambda: standby_not_ready_until(25.0),
+        {"I10": 1},
+    ),
+    (
+        "a leader killed while its kubelet is dead cannot lead until the kubelet reports it again",
+        lambda: leader_killed_under_a_dead_kubelet(60.5),
+        {},
+    ),
+    (
+        "I10: the killed leader reported back at 30 s and leading only at 62 s",
+        lambda: leader_killed_under_a_dead_kubelet(30.0),
         {"I10": 1},
     ),
     (
