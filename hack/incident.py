@@ -110,18 +110,19 @@ class IncidentRecorder:
         A node-failure taint on a node that reports Ready=True is stale and evicts nothing, as the
         eviction manager decides (`evicting_taints`); call `ready` first."""
         pod = self._pods.setdefault(name, _OpenPod())
-        ready = () if self._ready_open is None else ({"type": "Ready", "status": self._ready_open[0]},)
-        node = NodeView(
-            self.node, "", tuple(dict(t) for t in taints if t.get("effect") == NO_EXECUTE), conditions=ready
-        )
-        no_execute = evicting_taints(node)
-        if pod.start is None and no_execute:
+        no_execute = self._evicting(taints) if pod.start is None else ()
+        if no_execute:
             decision = decide_eviction(tolerations, no_execute, lambda taint: at, None, at)
             started = decision.started
             pod.start = started if started is not None else min(taint_start(t, at, at) for t in no_execute)
             pod.deadline = decision.at
         if deleting and pod.deleted is None:
             pod.deleted = at
+
+    def _evicting(self, taints: Iterable[Mapping[str, Any]]) -> tuple[Mapping[str, Any], ...]:
+        ready = () if self._ready_open is None else ({"type": "Ready", "status": self._ready_open[0]},)
+        no_execute = tuple(dict(t) for t in taints if t.get("effect") == NO_EXECUTE)
+        return evicting_taints(NodeView(self.node, "", no_execute, conditions=ready))
 
     def event(self, label: str, at: float) -> None:
         self._events.append(Tick(at, label))
