@@ -992,7 +992,10 @@ def pods_marked_not_ready(ctx: Context) -> list[Violation]:
     for name, history in ctx.timeline.nodes.items():
         for start, end in _not_ready_spans(history):
             due = start + MARK_ALLOWANCE
-            limit = resume_time(due, ctx.outages, ctx.slack.late) + ctx.slack.late
+            resumed = resume_time(due, ctx.outages, ctx.slack.late)
+            # After an outage the returning controller owes the marking within the whole allowance, as
+            # after a transition: its first monitor pass may come a period after it leads again.
+            limit = due + ctx.slack.late if resumed == due else resumed + MARK_ALLOWANCE
             if end is not None and end < limit:
                 continue  # Ready again before the marking was owed
             for pod in pods_by_node[name]:

@@ -700,12 +700,17 @@ def controller_pod_backs_off_after_the_soak_killed_it() -> World:
     return w
 
 
-def runtime_fails_while_the_kubelet_heartbeats(*, marked_at: float | None, ready_again: float | None = None) -> World:
+def runtime_fails_while_the_kubelet_heartbeats(
+    *, marked_at: float | None, ready_again: float | None = None, apiserver_stopped: bool = False
+) -> World:
     """n1's containerd is killed at 10 s; its kubelet, still renewing the Lease, reports Ready=False at
     40 s; the controller taints it not-ready at once and deletes the pod tolerating 5 s on time. The pod
     tolerating forever is marked NotReady at `marked_at` (None: never); `ready_again`: the kubelet
-    reports Ready=True then."""
+    reports Ready=True then; `apiserver_stopped`: from 46 s to 60 s, before the marking was owed."""
     w = base()
+    if apiserver_stopped:
+        w.fault("apiserver-stop", "kube-apiserver", 46.0, 60.0)
+        w.script.silence(46.0, 60.0)
     w.fault("runtime-then-kubelet", "n1", 10.0, None)
     w.script.set_ready(40.0, "n1", "False", kubelet("n1"))
     w.script.add_taint(40.05, "n1", NOT_READY, A, added=40.0)
@@ -1099,6 +1104,16 @@ SCENARIOS: list[tuple[str, Callable[[], World], dict[str, int]]] = [
     (
         "I11: a pod marked past the allowance",
         lambda: runtime_fails_while_the_kubelet_heartbeats(marked_at=56.0),
+        {"I11": 1},
+    ),
+    (
+        "after an outage the returning controller has the whole marking allowance again (its first pass)",
+        lambda: runtime_fails_while_the_kubelet_heartbeats(marked_at=68.0, apiserver_stopped=True),
+        {},
+    ),
+    (
+        "I11: a pod marked past the allowance after the outage",
+        lambda: runtime_fails_while_the_kubelet_heartbeats(marked_at=72.0, apiserver_stopped=True),
         {"I11": 1},
     ),
     (
