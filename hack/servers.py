@@ -16,6 +16,8 @@ import time
 import urllib.request
 from pathlib import Path
 
+from hack.wait import wait_for
+
 ROOT = Path(__file__).resolve().parents[1]
 
 
@@ -190,6 +192,11 @@ class ControllerProcess:
                 if line.startswith(f"{name} "):
                     return float(line.split()[1])
         return 0.0
+
+    def wait_for_metric(self, name: str, value: float, timeout: float = 10) -> None:
+        """Wait until `name` reads `value`: a counter moves after the API call it counts has answered, so a
+        test that saw the call's effect in the apiserver may read it a moment too early."""
+        wait_for(lambda: self.metric(name) == value, timeout, f"{name} == {value}", interval=0.1)
 
     def log_text(self) -> str:
         return self.log_path.read_text(errors="replace")

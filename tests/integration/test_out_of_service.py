@@ -157,9 +157,9 @@ def test_a_fenced_dead_node_loses_its_pods_and_attachments_even_against_a_concur
     assert exists(cluster, kept) and not terminating(cluster, kept)
     node = cluster.node(dead)
     assert set(node["metadata"]["annotations"]) >= {FENCED_BY_ANNOTATION, FENCED_AT_ANNOTATION}
+    controller.wait_for_metric("taintkeeper_out_of_service_volume_attachments_deleted_total", 1)
     assert controller.metric("taintkeeper_out_of_service_failures_total") == 0
     assert 0 < controller.metric("taintkeeper_out_of_service_pods_deleted_total") <= len(stuck)
-    assert controller.metric("taintkeeper_out_of_service_volume_attachments_deleted_total") == 1
     wait_for(lambda: node_events(cluster, dead, "NodeOutOfService"), 10, "the node's NodeOutOfService event")
     wait_for(lambda: "OutOfServiceForceDelete" in pod_event_reasons(cluster), 10, "a pod's OutOfServiceForceDelete")
 

@@ -217,14 +217,14 @@ def test_two_replicas_exactly_one_acts_and_killing_it_hands_over(world: Scenario
     world.pod("later", 8)
     start = world.taint()
     world.deleted_at("now", timeout=5)
-    assert leader.metric("taint_eviction_controller_pod_deletions_total") == 1
+    leader.wait_for_metric("taint_eviction_controller_pod_deletions_total", 1)
     assert standby.metric("taint_eviction_controller_pod_deletions_total") == 0
     assert leader_of(replicas) is leader
     leader.kill()  # crashed: the lease is not released, the stand-by waits it out (4 s)
     deleted = world.deleted_at("later", timeout=20)
     assert 7.0 <= deleted - start <= 10.0
     assert standby.metric("taintkeeper_leader") == 1
-    assert standby.metric("taint_eviction_controller_pod_deletions_total") == 1
+    standby.wait_for_metric("taint_eviction_controller_pod_deletions_total", 1)
     assert len(world.events("later")) == 1
 
 
@@ -267,7 +267,7 @@ def test_an_apiserver_restart_mid_countdown_loses_and_duplicates_no_eviction(wor
     assert deleted["c"] == pytest.approx(30, abs=1.5)  # after the outage, on time
     for name in names:
         assert world.messages(name) == [f"Marking for deletion Pod {world.namespace}/{name}"]
-    assert controller.metric("taint_eviction_controller_pod_deletions_total") == 3
+    controller.wait_for_metric("taint_eviction_controller_pod_deletions_total", 3)
 
 
 CONTROLLER_USER = "system:serviceaccount:taintkeeper-system:taintkeeper-controller"
@@ -326,7 +326,7 @@ def test_a_refused_delete_is_retried_until_it_is_allowed(world: Scenario):
         allowed = time.time()
         deleted = world.deleted_at("guarded", timeout=40)
         assert deleted - allowed < 35  # within one capped backoff (30 s) of being allowed
-        assert controller.metric("taint_eviction_controller_pod_deletions_total") == 1
+        controller.wait_for_metric("taint_eviction_controller_pod_deletions_total", 1)
     finally:
         for name in names:
             for delete in (rbac.delete_cluster_role_binding, rbac.delete_cluster_role):
