@@ -4,9 +4,10 @@ what they do not.
 A stretch runs from the moment leadership was lost (the holder's last renewal, or its release) to the
 next Lease write. Within it:
 - the apiserver down (a store fault): nobody can lead;
-- no controller replica Ready (its caches synced) and unpaused: nobody can lead either; excused only
-  when a fault took the replicas (a leader kill or pause, a fault on a replica's node), not when they
-  were simply not there (a Deployment scaled to 0);
+- no controller replica able (Ready, its caches synced, or holding the Lease; and no fault taking it):
+  nobody can lead either; excused only when a fault took the replicas there shortly before (a leader
+  kill or pause, a fault on a replica's node, a store fault), not when they were simply not there (a
+  Deployment scaled to 0);
 - otherwise a replica can lead and the apiserver answers: some replica must hold the Lease within the
   hand-over bound (lease duration + retry period + 5 s) of that becoming true. Seconds past the bound
   are I10 violations, and deadlines falling in them are judged as if a leader had been there.
@@ -19,7 +20,7 @@ import math
 from collections.abc import Iterable, Sequence
 from dataclasses import dataclass
 
-from bench.soak.config import SoakConfig, replica_of_agent
+from bench.soak.config import SoakConfig, replica_of_agent, replica_of_holder
 from bench.soak.faults import Fault
 from bench.soak.recovery import LEADER_KINDS, STORE_KINDS, Outage, leaderless
 from bench.soak.timeline import PodHistory, Timeline
@@ -120,21 +121,44 @@ def _down_until_reported(pod: PodHistory, fault: Fault) -> Interval:
     return fault.start, back
 
 
+def _holding(timeline: Timeline) -> dict[str, list[Interval]]:
+    """Each replica -> when it held the Lease: from a run of its writes' first arrival to the last's
+    completion. A replica that writes the Lease as holder can lead, whatever its kubelet last reported
+    (a dead kubelet reports nothing, and a new one's readiness probe lags its caches)."""
+    holding: dict[str, list[Interval]] = {}
+    run: tuple[str, float, float] | None = None
+    for lease in [*timeline.lease_writes, None]:
+        holder = replica_of_holder(lease.holder) if lease is not None and lease.holder else None
+        if run is not None and (lease is None or holder != run[0]):
+            holding.setdefault(run[0], []).append((run[1], run[2]))
+            run = None
+        if lease is not None and holder is not None:
+            run = (holder, run[1] if run is not None else lease.write.received, lease.write.completed)
+    return holding
+
+
+def _there(pod: PodHistory, holding: dict[str, list[Interval]]) -> list[Interval]:
+    """When a replica was there to lead had no fault taken it: Ready, or holding the Lease."""
+    return union([*_ready(pod), *holding.get(pod.name, [])])
+
+
 def replica_intervals(timeline: Timeline, faults: Sequence[Fault], config: SoakConfig) -> dict[str, list[Interval]]:
-    """Each controller replica (pod name) -> when it could lead: Ready and unpaused. Without pods
-    (kube-controller-manager runs as a process), the one process throughout but for the leader faults."""
+    """Each controller replica (pod name) -> when it could lead: there (`_there`) and no fault taking
+    it. Without pods (kube-controller-manager runs as a process), the one process throughout but for the
+    leader faults."""
     if not config.replicas_are_pods:
         paused = [(f.start, f.until) for f in faults if f.kind in LEADER_KINDS]
         return {"controller": subtract([(timeline.start, math.inf)], paused)}
     namespace, prefix = config.controller_pods
     contacts = _contacts(timeline, config)
+    holding = _holding(timeline)
     result: dict[str, list[Interval]] = {}
     for pod in timeline.pods_named(namespace, prefix):
         holes = [(f.start, f.until) for f in faults if f.kind == "leader-pause" and f.target == pod.name]
         holes += [_down_until_reported(pod, f) for f in faults if f.kind == "leader-kill" and f.target == pod.name]
         holes += [_down_until_reported(pod, f) for f in faults if f.kind == "power-off" and f.target == pod.node]
         holes += [_unreachable(contacts.get(pod.name, []), f) for f in faults if f.kind in STORE_KINDS]
-        result[pod.name] = [*result.get(pod.name, []), *subtract(_ready(pod), holes)]
+        result[pod.name] = [*result.get(pod.name, []), *subtract(_there(pod, holding), holes)]
     return result
 
 
@@ -168,6 +192,12 @@ class Leadership:
         self._config = config
         self._restart_backoff = slack.restart_backoff
         self._replicas = replica_intervals(timeline, faults, config)
+        holding = _holding(timeline)
+        self._there = (
+            {pod.name: _there(pod, holding) for pod in timeline.pods_named(*config.controller_pods)}
+            if config.replicas_are_pods
+            else {}
+        )
         self._can_lead = union(interval for intervals in self._replicas.values() for interval in intervals)
         self._down = union((f.start, f.until) for f in faults if f.kind in STORE_KINDS)
         self.stretches: list[Stretch] = []
@@ -224,7 +254,8 @@ class Leadership:
         return False
 
     def _recent_replicas(self, moment: float) -> list[PodHistory]:
-        """The replicas that ran within REPLICA_FAULT_LEAD before `moment` and were not withdrawn."""
+        """The replicas there (Ready or holding the Lease, whether or not a fault then took them) within
+        REPLICA_FAULT_LEAD before `moment`, and not withdrawn."""
         if not self._config.replicas_are_pods:
             return [PodHistory("", "", "controller")]  # the one process; no node
         namespace, prefix = self._config.controller_pods
@@ -232,7 +263,7 @@ class Leadership:
             pod
             for pod in self._timeline.pods_named(namespace, prefix)
             if not self._withdrawn(pod)
-            and any(a <= moment and b >= moment - REPLICA_FAULT_LEAD for a, b in self._replicas.get(pod.name, []))
+            and any(a <= moment and b >= moment - REPLICA_FAULT_LEAD for a, b in self._there.get(pod.name, []))
         ]
 
     def _withdrawn(self, pod: PodHistory) -> bool:
