@@ -5,7 +5,7 @@ A stretch runs from the moment leadership was lost (the holder's last renewal, o
 next Lease write. Within it:
 - the apiserver down (a store fault): nobody can lead;
 - no controller replica able (Ready, its caches synced, or holding the Lease; and no fault taking it):
-  nobody can lead either; excused only when a fault took the replicas there shortly before (a leader
+  nobody can lead either; excused only when a fault took the replicas able shortly before (a leader
   kill or pause, a fault on a replica's node, a store fault), not when they were simply not there (a
   Deployment scaled to 0);
 - otherwise a replica can lead and the apiserver answers: some replica must hold the Lease within the
@@ -74,7 +74,7 @@ class Stretch:
     end: float  # the next Lease write, or the log's end
     still_open: bool  # no Lease write ended it before the log did
     apiserver_down: float  # seconds with a store fault
-    no_replica: float  # seconds with no replica able to lead: Ready, unpaused, answered (the apiserver up)
+    no_replica: float  # seconds with no replica able to lead: Ready or holding the Lease, unpaused, answered
     within_bound: float  # seconds with a replica and the apiserver, within the hand-over bound
     beyond_bound: list[Interval]  # with a replica and the apiserver, past the bound: I10
     unexplained_absence: list[Interval]  # no replica running, and no fault took them
@@ -121,19 +121,22 @@ def _down_until_reported(pod: PodHistory, fault: Fault) -> Interval:
     return fault.start, back
 
 
-def _holding(timeline: Timeline) -> dict[str, list[Interval]]:
-    """Each replica -> when it held the Lease: from a run of its writes' first arrival to the last's
-    completion. A replica that writes the Lease as holder can lead, whatever its kubelet last reported
-    (a dead kubelet reports nothing, and a new one's readiness probe lags its caches)."""
+def _holding(timeline: Timeline, missed_after: float) -> dict[str, list[Interval]]:
+    """Each replica -> when it held the Lease: a run of one holder identity's writes, none more than
+    `missed_after` after the last (as `leaderless` judges renewals), from its first arrival to its last
+    completion. A replica writing the Lease as holder can lead, whatever its kubelet last reported (a dead
+    kubelet reports nothing, and a new container's readiness probe lags its caches); a gap ends the run,
+    so a holder that crashed and came back is not counted able in between."""
     holding: dict[str, list[Interval]] = {}
-    run: tuple[str, float, float] | None = None
-    for lease in [*timeline.lease_writes, None]:
-        holder = replica_of_holder(lease.holder) if lease is not None and lease.holder else None
-        if run is not None and (lease is None or holder != run[0]):
-            holding.setdefault(run[0], []).append((run[1], run[2]))
+    run: tuple[str, float, float] | None = None  # (holder identity, first arrival, last completion)
+    for lease in timeline.lease_writes:
+        if run is not None and (lease.holder != run[0] or lease.write.received - run[2] > missed_after):
+            holding.setdefault(replica_of_holder(run[0]), []).append((run[1], run[2]))
             run = None
-        if lease is not None and holder is not None:
-            run = (holder, run[1] if run is not None else lease.write.received, lease.write.completed)
+        if lease.holder:
+            run = (lease.holder, run[1] if run is not None else lease.write.received, lease.write.completed)
+    if run is not None:
+        holding.setdefault(replica_of_holder(run[0]), []).append((run[1], run[2]))
     return holding
 
 
@@ -151,7 +154,7 @@ def replica_intervals(timeline: Timeline, faults: Sequence[Fault], config: SoakC
         return {"controller": subtract([(timeline.start, math.inf)], paused)}
     namespace, prefix = config.controller_pods
     contacts = _contacts(timeline, config)
-    holding = _holding(timeline)
+    holding = _holding(timeline, 2 * config.slack.retry_period)
     result: dict[str, list[Interval]] = {}
     for pod in timeline.pods_named(namespace, prefix):
         holes = [(f.start, f.until) for f in faults if f.kind == "leader-pause" and f.target == pod.name]
@@ -162,23 +165,28 @@ def replica_intervals(timeline: Timeline, faults: Sequence[Fault], config: SoakC
     return result
 
 
-def _contacts(timeline: Timeline, config: SoakConfig) -> dict[str, list[float]]:
-    """Each replica -> when its requests completed (its Lease reads every retry period among them)."""
-    contacts: dict[str, list[float]] = {}
+def _contacts(timeline: Timeline, config: SoakConfig) -> dict[str, list[tuple[float, float]]]:
+    """Each replica -> (completed, received) of its requests that succeeded, by completion (its Lease reads
+    every retry period among them)."""
+    contacts: dict[str, list[tuple[float, float]]] = {}
     for record in timeline.records:
         if record.succeeded and config.is_controller(record.username):
-            contacts.setdefault(replica_of_agent(record.user_agent), []).append(record.completed)
+            contacts.setdefault(replica_of_agent(record.user_agent), []).append((record.completed, record.received))
     for times in contacts.values():
         times.sort()
     return contacts
 
 
-def _unreachable(contacts: list[float], fault: Fault) -> Interval:
+def _unreachable(contacts: list[tuple[float, float]], fault: Fault) -> Interval:
     """A store fault cuts a replica off from its start until the apiserver next answers that replica: a pod
     reaches it through the kubernetes Service, whose route kube-proxy restores some seconds after the
-    apiserver is back (seen: 30 s), and no replica can lead meanwhile."""
-    index = bisect.bisect_left(contacts, fault.until)
-    return fault.start, contacts[index] if index < len(contacts) else math.inf
+    apiserver is back (seen: 30 s), and no replica can lead meanwhile. The answer shows the route worked
+    from when its request arrived (a Lease write, say), or from the fault's end if it arrived before."""
+    index = bisect.bisect_left(contacts, (fault.until, -math.inf))
+    if index == len(contacts):
+        return fault.start, math.inf
+    _, received = contacts[index]
+    return fault.start, max(fault.until, received)
 
 
 class Leadership:
@@ -192,12 +200,6 @@ class Leadership:
         self._config = config
         self._restart_backoff = slack.restart_backoff
         self._replicas = replica_intervals(timeline, faults, config)
-        holding = _holding(timeline)
-        self._there = (
-            {pod.name: _there(pod, holding) for pod in timeline.pods_named(*config.controller_pods)}
-            if config.replicas_are_pods
-            else {}
-        )
         self._can_lead = union(interval for intervals in self._replicas.values() for interval in intervals)
         self._down = union((f.start, f.until) for f in faults if f.kind in STORE_KINDS)
         self.stretches: list[Stretch] = []
@@ -254,8 +256,7 @@ class Leadership:
         return False
 
     def _recent_replicas(self, moment: float) -> list[PodHistory]:
-        """The replicas there (Ready or holding the Lease, whether or not a fault then took them) within
-        REPLICA_FAULT_LEAD before `moment`, and not withdrawn."""
+        """The replicas able to lead within REPLICA_FAULT_LEAD before `moment`, and not withdrawn."""
         if not self._config.replicas_are_pods:
             return [PodHistory("", "", "controller")]  # the one process; no node
         namespace, prefix = self._config.controller_pods
@@ -263,7 +264,7 @@ class Leadership:
             pod
             for pod in self._timeline.pods_named(namespace, prefix)
             if not self._withdrawn(pod)
-            and any(a <= moment and b >= moment - REPLICA_FAULT_LEAD for a, b in self._there.get(pod.name, []))
+            and any(a <= moment and b >= moment - REPLICA_FAULT_LEAD for a, b in self._replicas.get(pod.name, []))
         ]
 
     def _withdrawn(self, pod: PodHistory) -> bool:
