@@ -185,7 +185,6 @@ def test_the_controller_waits_for_the_budget_then_evicts(budget: Budget, local_c
             time.sleep(0.5)
         budget.allow(1)
         wait_for(lambda: budget.deleted("web-1"), 40, "web-1 evicted once its budget allows it")
-
         controller.wait_for_metric("taintkeeper_disruption_budget_evictions_total", 1)
         controller.wait_for_metric("taintkeeper_pods_waiting_for_disruption_budget", 0)
     finally:
