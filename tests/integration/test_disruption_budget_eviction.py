@@ -161,11 +161,7 @@ def test_the_controller_waits_for_the_budget_then_evicts(budget: Budget, local_c
     try:
         budget.core.patch_node(budget.node, {"spec": {"taints": [{"key": DRAIN, "effect": "NoExecute"}]}})
         wait_for(lambda: budget.deleted("web-2"), 15, "the pod that did not opt in deleted")
-        wait_for(
-            lambda: controller.metric("taintkeeper_pods_waiting_for_disruption_budget") == 1,
-            15,
-            "web-1 waiting for its budget",
-        )
+        controller.wait_for_metric("taintkeeper_pods_waiting_for_disruption_budget", 1, 15)  # web-1 waiting
 
         def waiting_events() -> list[dict]:
             return [

@@ -197,7 +197,7 @@ def test_a_node_failure_is_handled_under_the_manifests_identities(
         assert world.pod(patient)["spec"]["tolerations"] == [default_toleration(NR), default_toleration(UR)]
 
         controller.start()  # /readyz: every informer listed (nodes, pods, node leases) as this identity
-        wait_for(lambda: controller.metric("taintkeeper_leader") == 1, 30, "the controller to lead")
+        controller.wait_for_metric("taintkeeper_leader", 1, 30)
         lease = raw(coordination.read_namespaced_lease, LEASE, NAMESPACE)
         assert lease["spec"]["holderIdentity"]
 

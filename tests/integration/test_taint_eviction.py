@@ -244,7 +244,7 @@ def test_sigterm_releases_the_lease_and_the_standby_takes_over_within_seconds(wo
     standby = next(c for c in replicas if c is not leader)
     stopped = time.monotonic()
     assert leader.terminate() == 0
-    wait_for(lambda: standby.metric("taintkeeper_leader") == 1, 5, "the stand-by to lead")
+    standby.wait_for_metric("taintkeeper_leader", 1, 5)
     assert time.monotonic() - stopped < 5  # far less than the 15 s lease
     world.pod("after-handover")
     world.taint()

@@ -70,7 +70,7 @@ class Story:
             self.cluster.kubeconfig, self.tmp / f"controller-{len(self.controllers)}.log", *CONTROLLER_FLAGS, *flags
         )
         self.controllers.append(controller.start())
-        wait_for(lambda: controller.metric("taintkeeper_leader") == 1, 20, "the controller to lead")
+        controller.wait_for_metric("taintkeeper_leader", 1, 20)
         return controller
 
     def stop_controllers(self) -> None:

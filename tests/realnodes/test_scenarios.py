@@ -324,7 +324,7 @@ def test_4_a_standby_controller_takes_over_mid_countdown_and_the_deadline_holds(
     time.sleep(max(0.0, tainted_at + 5 - time.time()))
     first.kill()  # crashes mid-countdown: the Lease is not released
     crashed = time.time()
-    wait_for(lambda: standby.metric("taintkeeper_leader") == 1, 15, "the stand-by to lead")
+    standby.wait_for_metric("taintkeeper_leader", 1, 15)
     took_over = time.time()
     wait_for(lambda: world.deleted("twenty"), 25, "the 20 s pod evicted", interval=0.05)
     evicted = time.time()
