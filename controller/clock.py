@@ -18,10 +18,16 @@ class Clock(Protocol):
     def wait(self, condition: threading.Condition, timeout: float | None) -> None:
         """Wait on `condition` (held by the caller) for at most `timeout` seconds of this clock."""
 
+    def sleep(self, seconds: float) -> None:
+        """Pause the calling thread for `seconds` of this clock (a retry's pause)."""
+
 
 class RealClock:
     def now(self) -> float:
         return time.time()
+
+    def sleep(self, seconds: float) -> None:
+        time.sleep(seconds)
 
     def wait(self, condition: threading.Condition, timeout: float | None) -> None:
         condition.wait(timeout)
@@ -46,6 +52,10 @@ class FakeClock:
         for condition in conditions:
             with condition:
                 condition.notify_all()
+
+    def sleep(self, seconds: float) -> None:
+        """A pause on a fake clock passes its time at once: the sleeper moves the clock itself."""
+        self.advance(seconds)
 
     def wait(self, condition: threading.Condition, timeout: float | None) -> None:
         with self._lock:

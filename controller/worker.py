@@ -1,5 +1,6 @@
-"""The one worker contract of the components, as upstream's controllers have it (sample-controller's
-processNextWorkItem and syncHandler).
+"""The two contracts every thread of a component follows: workers on a work queue, and loops.
+
+Workers, as upstream's controllers have them (sample-controller's processNextWorkItem and syncHandler).
 
 A component's `sync(key)` works one key of its work queue off and says how that ended:
 - `Done(outcome)`: finished; the key's failure count (its backoff) is forgotten;
@@ -8,9 +9,16 @@ A component's `sync(key)` works one key of its work queue off and says how that 
 `process_next` alone forgets, retries or delays a component's keys; an exception escaping a sync is a
 bug, which must not kill the worker: it is logged and the key retried with backoff.
 
-`run_worker` stamps the component's `Heartbeat` after every finished sync and every idle wait, on the
-component's clock; a worker that has done neither for longer than the heartbeat's bound is stuck, which
-the component's `stuck()` reports to /healthz (controller/component.py).
+Loops, for work that is periodic or timed rather than keyed (the node lifecycle monitor's passes, the
+eviction timers): a component's `step()` does what is due now and returns how many seconds of its clock
+until it next has work; `run_loop` waits that long, or until the component's `Wakeup` says new work has
+come, and steps again. An exception escaping a step is a bug, logged and counted like a sync's, and the
+loop goes on.
+
+Both stamp a `Heartbeat` on the component's one clock: a worker after every finished sync and every idle
+wait, a loop after every step and every wait (and a long step after each object it works through). A
+thread that has done neither for longer than its heartbeat's bound is stuck: that is the one stuck rule,
+which the component's `stuck()` reports to /healthz (controller/component.py).
 """
 
 from __future__ import annotations
@@ -18,10 +26,10 @@ from __future__ import annotations
 import logging
 import threading
 from collections.abc import Callable
-from dataclasses import dataclass
 from typing import TypeAlias, assert_never
 
 from controller.clock import Clock
+from controller.sync_result import After, Done, Retry, SyncResult
 from controller.workqueue import ShutDown, WorkQueue
 from kube.client import WORKER_REQUEST_TIMEOUT
 
@@ -31,31 +39,6 @@ REQUEST_SECONDS = float(sum(WORKER_REQUEST_TIMEOUT))  # the longest one worker r
 HEARTBEAT_SLACK = 10.0
 
 
-@dataclass(frozen=True)
-class Done:
-    """The key is finished: its backoff is forgotten. `outcome` says what the sync did, in a word (the
-    tests read it)."""
-
-    outcome: str = "done"
-
-
-@dataclass(frozen=True)
-class Retry:
-    """The sync failed: the key comes back after its backoff, and `why` is logged."""
-
-    why: str
-
-
-@dataclass(frozen=True)
-class After:
-    """The key is finished for now: its backoff is forgotten and it comes back in `delay` seconds.
-    `outcome` says why, in a word (the tests read it)."""
-
-    delay: float
-    outcome: str = "later"
-
-
-SyncResult: TypeAlias = Done | Retry | After
 Sync: TypeAlias = Callable[[str], SyncResult]
 
 
@@ -74,10 +57,13 @@ class Heartbeat:
     its last stamp, so it looks stuck too.
     """
 
-    def __init__(self, clock: Clock, bound: float, component: str) -> None:
+    def __init__(self, clock: Clock, bound: float, component: str, *, thread_kind: str = "worker") -> None:
         self._clock = clock
         self.bound = bound
         self._component = component
+        # How the message names the thread and what it finishes: a worker's sync, or a loop's step.
+        self._thread_kind = thread_kind
+        self._work = "a sync" if thread_kind == "worker" else "a step"
         self._lock = threading.Lock()
         self._stamps: dict[int, tuple[str, float]] = {}  # thread id -> (its name, its last stamp)
 
@@ -103,7 +89,8 @@ class Heartbeat:
         if silent <= self.bound:
             return None
         return (
-            f"{self._component}: worker {name} has neither finished a sync nor waited idle in {silent:.0f}s "
+            f"{self._component}: {self._thread_kind} {name} has neither finished {self._work} nor waited idle "
+            f"in {silent:.0f}s "
             f"(limit {self.bound:.0f}s)"
         )
 
@@ -201,3 +188,81 @@ def start_workers(
     for thread in threads:
         thread.start()
     return threads
+
+
+class Wakeup:
+    """New work for a loop: `notify` ends the loop's current wait, or its next one if it is not waiting,
+    so work that comes while a step runs is not left for a whole wait."""
+
+    def __init__(self, clock: Clock) -> None:
+        self._clock = clock
+        self._condition = threading.Condition()
+        self._pending = False
+
+    def notify(self) -> None:
+        with self._condition:
+            self._pending = True
+            self._condition.notify_all()
+
+    def wait(self, timeout: float) -> None:
+        """Wait at most `timeout` seconds of the clock, unless notified since the last wait."""
+        with self._condition:
+            if not self._pending:
+                self._clock.wait(self._condition, timeout)
+            self._pending = False
+
+
+Step: TypeAlias = Callable[[], float]
+
+
+def run_loop(
+    step: Step,
+    stop: threading.Event,
+    *,
+    wakeup: Wakeup,
+    what: str,
+    log: logging.Logger,
+    heartbeat: Heartbeat,
+    on_crash: Callable[[], None] | None = None,
+) -> None:
+    """The loop of every component's periodic work: `step`, then wait the seconds it returned (at most
+    IDLE_WAIT, so `stop` is seen; not at all for 0) or until `wakeup` is notified, until `stop` is set.
+    `heartbeat` is stamped after each step and each wait. A step that raises is logged as `what`,
+    `on_crash` called, and the next step comes after IDLE_WAIT."""
+    heartbeat.beat()
+    while not stop.is_set():
+        try:
+            delay = step()
+        except Exception:
+            log.exception("%s failed unexpectedly", what)
+            if on_crash is not None:
+                on_crash()
+            delay = IDLE_WAIT
+        heartbeat.beat()
+        if delay > 0:
+            wakeup.wait(min(delay, IDLE_WAIT))
+            heartbeat.beat()
+    heartbeat.leave()
+
+
+def start_loop(
+    name: str,
+    step: Step,
+    stop: threading.Event,
+    *,
+    wakeup: Wakeup,
+    what: str,
+    log: logging.Logger,
+    heartbeat: Heartbeat,
+    on_crash: Callable[[], None] | None = None,
+) -> threading.Thread:
+    """Start a daemon thread NAME running `run_loop`."""
+    thread = threading.Thread(
+        target=run_loop,
+        args=(step, stop),
+        kwargs={"wakeup": wakeup, "what": what, "log": log, "heartbeat": heartbeat, "on_crash": on_crash},
+        name=name,
+        daemon=True,
+    )
+    thread.start()
+    return thread

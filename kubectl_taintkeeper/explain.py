@@ -1,7 +1,7 @@
 """`python -m controller explain --node NAME`: for each pod on a node, whether and when it will be
-evicted and why (which taint, which toleration, the deadline), computed by the same decision code
-the controller runs (controller/tainteviction/decision.py and disruption_budget.py); for a pod
-whose eviction respects its disruption budget, which budget it waits for.
+evicted and why (which taint, which toleration, the deadline), by the very rule the taint eviction
+manager acts on (controller/tainteviction/verdict.py, and disruption_budget.py); for a pod whose
+eviction respects its disruption budget, which budget it waits for.
 
 A taint without `timeAdded` is counted from now: this command cannot know when the running
 controller first saw it, and says so. The controller's `--respect-disruption-budgets-for-taints`
@@ -17,8 +17,9 @@ from typing import Any
 
 from controller.describe import describe_duration, taint_text, toleration_text
 from controller.objects import node_view, pod_view
-from controller.tainteviction.decision import EXPIRES, NO_TAINTS, UNTOLERATED, decide_eviction, evicting_taints
+from controller.tainteviction.decision import EXPIRES, NO_TAINTS, UNTOLERATED, evicting_taints
 from controller.tainteviction.disruption_budget import BudgetSettings, check_taint_keys
+from controller.tainteviction.verdict import EvictionRule, pod_verdict
 from kube.timestamps import format_time
 from kubectl_taintkeeper.budgets import Budgets, budget_note
 from shared.durations import parse_duration
@@ -26,9 +27,12 @@ from shared.durations import parse_duration
 Json = dict[str, Any]
 
 
-def explain(node: Json, pods: list[Json], now: float, budgets: Budgets | None = None) -> list[str]:
+def explain(
+    node: Json, pods: list[Json], now: float, budgets: Budgets | None = None, rule: EvictionRule | None = None
+) -> list[str]:
     """The report, one line per pod after a header about the node."""
     budgets = budgets or Budgets()
+    rule = rule or EvictionRule()
     view = node_view(node)
     ready = view.condition("Ready")
     lines = [
@@ -51,10 +55,11 @@ def explain(node: Json, pods: list[Json], now: float, budgets: Budgets | None = 
     for pod in sorted((pod_view(p) for p in pods), key=lambda p: p.key):
         if pod.node_name != view.name:
             continue
-        if pod.terminating:
-            lines.append(f"  {pod.key}: already terminating")
+        verdict = pod_verdict(pod, view, lambda _t: now, now, rule)
+        if verdict.left_because is not None:
+            lines.append(f"  {pod.key}: {verdict.left_because}")
             continue
-        decision = decide_eviction(pod.tolerations, evicting, lambda _t: now, pod.arrived, now)
+        decision = verdict.decision
         if decision.at is None:
             if decision.reason == NO_TAINTS and evicting != view.no_execute_taints:
                 lines.append(f"  {pod.key}: not evicted (no NoExecute taint but the stale one)")

@@ -2,8 +2,8 @@
 
 The same decisions the controller makes: zone states and tainting rates as the node lifecycle
 monitor computes them (controller/zones.py), the all-zones brake (upstream's master disruption
-mode: every zone fully disrupted), and each pod's eviction deadline as the taint eviction manager
-computes it (controller/tainteviction/decision.py, as `explain` does).
+mode: every zone fully disrupted), and each pod's eviction deadline by the very rule the taint
+eviction manager acts on (controller/tainteviction/verdict.py, as `explain` does).
 
 One snapshot cannot know what only the running controller remembers, so:
 - a zone's state comes from the Ready statuses written in the API. A node that stopped
@@ -13,7 +13,8 @@ One snapshot cannot know what only the running controller remembers, so:
   A zone whose every node is excluded from disruption checks never gets a state in the
   controller: it starts afresh, Initial, at every pass and is tainted at --node-eviction-rate,
   brake or not. Here it is Initial, with that rate;
-- a NoExecute taint without timeAdded is counted from now (as `explain` does);
+- a NoExecute taint without timeAdded is counted from now (as `explain` does), and a pod's eviction
+  that a not-ready <-> unreachable swap carried over is counted from the taint now on the node;
 - a NoSchedule taint has no timeAdded: its age is that of the node condition that calls for it
   (its lastTransitionTime), or unknown when no condition does (`unschedulable`, a stale taint).
 """
@@ -27,7 +28,8 @@ from typing import Any, Generic, TypeVar
 from controller.describe import taint_text, toleration_text
 from controller.nodelifecycle.decision import MonitorSettings
 from controller.objects import NodeView, node_view, pod_view
-from controller.tainteviction.decision import decide_eviction, evicting_taints
+from controller.tainteviction.decision import evicting_taints
+from controller.tainteviction.verdict import EvictionRule, pod_verdict
 from controller.zones import ZoneState, compute_zone_state, eviction_rate, zone_label
 from kube.timestamps import parse_time
 from kubectl_taintkeeper.budgets import Budgets, budget_note
@@ -245,25 +247,30 @@ def _counted_from_now(taint: Mapping[str, Any], now: float) -> bool:
 
 
 def pending_evictions(
-    nodes: Iterable[NodeView], pods: Iterable[Json], now: float, budgets: Budgets | None = None
+    nodes: Iterable[NodeView],
+    pods: Iterable[Json],
+    now: float,
+    budgets: Budgets | None = None,
+    rule: EvictionRule | None = None,
 ) -> tuple[PendingEviction, ...]:
-    """Every pod the taint eviction manager will delete, soonest first: on a node with a NoExecute
-    taint (anyone's, as the manager evicts for any, but a stale node-failure taint on a Ready node),
-    not terminating, not tolerating it forever; and
-    for one that respects its disruption budget, the budget it waits for."""
+    """Every pod the taint eviction manager will delete, soonest first, as its rule decides
+    (controller/tainteviction/verdict.py): on a node with a NoExecute taint that evicts, not
+    terminating, not the out-of-service handling's, not tolerating it forever; and for one that
+    respects its disruption budget, the budget it waits for."""
     budgets = budgets or Budgets()
-    tainted = {node.name: (node, taints) for node in nodes if (taints := evicting_taints(node))}
+    rule = rule or EvictionRule()
+    tainted = {node.name: node for node in nodes if node.no_execute_taints}
     pending = []
     for raw in pods:
         pod = pod_view(dict(raw))
-        node, taints = tainted.get(pod.node_name, (None, ()))
-        if node is None or pod.terminating:
+        node = tainted.get(pod.node_name)
+        if node is None:
             continue
-        decision = decide_eviction(pod.tolerations, taints, lambda _t: now, pod.arrived, now)
+        decision = pod_verdict(pod, node, lambda _t: now, now, rule).decision
         if decision.at is None or decision.taint is None:
             continue
         labels = dict((raw.get("metadata") or {}).get("labels") or {})
-        waiting, _how = budget_note(pod, labels, decision, taints, budgets, now)
+        waiting, _how = budget_note(pod, labels, decision, evicting_taints(node), budgets, now)
         pending.append(
             PendingEviction(
                 namespace=pod.namespace,
@@ -347,6 +354,7 @@ def cluster_status(
     settings: MonitorSettings,
     now: float,
     budgets: Budgets | None = None,
+    rule: EvictionRule | None = None,
 ) -> ClusterStatus:
     """Everything `taintkeeper status` prints, from the API's JSON (nodes, pods) and what the leader said."""
     views = [node_view(dict(node)) for node in nodes]
@@ -357,6 +365,6 @@ def cluster_status(
         zones=zones,
         brake=brake,
         nodes=tainted_nodes(views, now),
-        pending=pending_evictions(views, pods, now, budgets),
+        pending=pending_evictions(views, pods, now, budgets, rule),
         leader=leader_status(lease_name, lease, last_pass, now),
     )

@@ -18,7 +18,7 @@ is already not ready are marked NotReady the same way (`on_pod_change` -> `sync_
 
 An error on one node is logged and counted; the pass goes on with the other nodes and still
 computes the zone states (without that node, as upstream). `stuck()` tells the health endpoint
-whether the loop, or one of the workers, has stopped making progress.
+whether the loop, or one of the workers, has stopped making progress (controller/worker.py's one rule).
 
 Deliberate differences from upstream:
 - A NoExecute taint is queued from the Ready status *after* this pass's Unknown update, not the
@@ -45,7 +45,6 @@ from __future__ import annotations
 import functools
 import logging
 import threading
-import time
 from collections.abc import Callable, Mapping, Sequence
 from typing import TYPE_CHECKING, Any, Literal, NamedTuple, Protocol
 
@@ -61,14 +60,24 @@ from controller.nodelifecycle.decision import (
     no_execute_swap,
     no_schedule_inputs,
     not_ready_marking_budget,
-    stuck_reason,
+    pass_heartbeat_bound,
     taint_name,
     tainted_node_counts,
 )
 from controller.nodelifecycle.node_health import HealthTracker, first_heard
 from controller.nodelifecycle.rate_limited_queue import RateLimitedTimedQueue
 from controller.objects import LeaseView, NodeView, PodView
-from controller.worker import Done, Heartbeat, Retry, SyncResult, heartbeat_bound, start_workers
+from controller.worker import (
+    After,
+    Done,
+    Heartbeat,
+    Retry,
+    SyncResult,
+    Wakeup,
+    heartbeat_bound,
+    start_loop,
+    start_workers,
+)
 from controller.workqueue import WorkQueue
 from controller.zones import ZoneState, compute_zone_state, eviction_rate, zone_health_percent, zone_label
 from kube.errors import describe_error, is_conflict
@@ -161,7 +170,6 @@ class NodeLifecycleMonitor:
         clock: Clock | None = None,
         no_schedule_queue: WorkQueue | None = None,
         pod_queue: WorkQueue | None = None,
-        sleep: Callable[[float], None] = time.sleep,
         pods_synced: Callable[[], bool] = lambda: True,
     ) -> None:
         self._nodes = nodes
@@ -176,7 +184,6 @@ class NodeLifecycleMonitor:
         self._clock = clock or RealClock()
         self.no_schedule_queue = no_schedule_queue or WorkQueue(self._clock)
         self.pod_queue = pod_queue or WorkQueue(self._clock)
-        self._sleep = sleep
         self._active = False
         # Leadership terms: `activate` (the elector's thread) starts term `_term`; the monitor's thread
         # runs each pass in `_pass_term` and keeps its state for `_state_term` (None: fresh, no term's yet).
@@ -184,8 +191,16 @@ class NodeLifecycleMonitor:
         self._pass_term = 0
         self._state_term: int | None = None
         self._server_clock: ClockOffset | None = None  # measured by each term's first pass
-        self.last_pass_completed = time.monotonic()
-        self.last_progress = self.last_pass_completed  # a node checked, a pod marked: a slow pass still moves
+        self._next_monitor_pass = 0.0  # on the monitor's clock
+        # The loop's: stamped after each step and wait, and within a pass after each node checked and each
+        # node's pods marked, so a long pass through a large failure still moves.
+        self.pass_heartbeat = Heartbeat(
+            self._clock,
+            pass_heartbeat_bound(settings.node_monitor_period),
+            "node lifecycle monitor",
+            thread_kind="loop",
+        )
+        self.wakeup = Wakeup(self._clock)
         # The NoSchedule and pod-marking workers': a node's sync makes at most a taint write (a live read
         # and a PATCH per attempt) and a label PATCH; a pod's, one PATCH.
         self.heartbeat = Heartbeat(self._clock, heartbeat_bound(2 * TAINT_WRITE_ATTEMPTS + 1), "node lifecycle monitor")
@@ -331,7 +346,6 @@ class NodeLifecycleMonitor:
             log.info("leadership changed during a monitor pass: it stops here, writing nothing more")
 
     def _monitor_all_nodes(self) -> None:
-        pass_started = time.perf_counter()
         now = self._clock.now()
         nodes = self._nodes.list()
         renew_times = {lease.name: lease.renew_time for lease in self._leases.list()}
@@ -375,7 +389,7 @@ class NodeLifecycleMonitor:
             tainted[NO_EXECUTE] += counts[NO_EXECUTE]
             tainted[NO_SCHEDULE] += counts[NO_SCHEDULE]
             checked += 1
-            started = time.perf_counter()
+            started = self._clock.now()
             try:
                 self._monitor_node(node, renew_time, now, zone_statuses, zone_sizes, node.name in registered)
             except TermEnded:
@@ -383,17 +397,16 @@ class NodeLifecycleMonitor:
             except Exception:  # one node must never stop the others being checked; it is not counted
                 log.exception("monitoring node %s failed; the other nodes are still checked", node.name)
                 metrics.NODE_MONITOR_ERRORS.inc()
-            metrics.UPDATE_NODE_HEALTH_DURATION.observe(time.perf_counter() - started)
-            self.last_progress = time.monotonic()
+            metrics.UPDATE_NODE_HEALTH_DURATION.observe(self._clock.now() - started)
+            self.pass_heartbeat.beat()
         self.last_pass_checked = checked
-        self.last_progress = time.monotonic()
         self._check_term()  # the zone states and their rates are the term's own
         self.handle_disruption(zone_statuses, now)
         self._mark_pods_not_ready(zone_sizes)  # after the zone states: a zone going down now is spread already
         metrics.MASTER_DISRUPTION_MODE.set(1 if self.in_master_disruption else 0)
         for effect, count in tainted.items():
             metrics.TAINTED_NODES.labels(effect).set(count)
-        metrics.UPDATE_ALL_NODES_HEALTH_DURATION.observe(time.perf_counter() - pass_started)
+        metrics.UPDATE_ALL_NODES_HEALTH_DURATION.observe(self._clock.now() - now)
 
     def _register(self, node: NodeView) -> None:
         self._check_term()
@@ -473,7 +486,7 @@ class NodeLifecycleMonitor:
                 )
                 return
             attempt += 1
-            self._sleep(RETRY_SLEEP)
+            self._clock.sleep(RETRY_SLEEP)
             fresh = self._api.read_node(node.name)  # e.g. the kubelet posted meanwhile: judge it again
             if fresh is None:
                 return  # deleted meanwhile
@@ -691,7 +704,7 @@ class NodeLifecycleMonitor:
                 continue
             self._check_term()
             self._events.pod_event(pod, "NodeNotReady", "Node is not ready", "Warning")
-            self.last_progress = time.monotonic()
+            self.pass_heartbeat.beat()
         return done
 
     # --- zones ---------------------------------------------------------------------------------
@@ -803,54 +816,48 @@ class NodeLifecycleMonitor:
         ready = node.ready_condition
         return None if ready is None else ready.get("status")
 
-    def _taint_queued_node(self, name: str, _uid: str, zone: str) -> tuple[bool, float]:
+    def _taint_queued_node(self, name: str, _uid: str, zone: str) -> SyncResult:
+        """The zone queue's action on a node its token bucket let through (rate_limited_queue.py)."""
         node = self._nodes.get(name)
         if node is None:
-            return True, 0.0
+            return Done("gone")
         status = self._ready_status(node)
         if status is None:
-            return False, RETRY_WAIT
+            return After(RETRY_WAIT, "no Ready condition yet")
         swap = no_execute_swap(status)
         if swap is None:
-            return True, 0.0  # ready again: nothing to taint
+            return Done("ready again")  # nothing to taint
         add, remove = swap
         self._check_term()
-        done = self._swap_taints(name, [add], [remove])
-        if done:
-            metrics.ZONE_EVICTIONS.labels(zone_label(zone)).inc()
-            log.info("tainted node", extra={"node": name, "taint": f"{add['key']}:NoExecute"})
-        return done, 0.0
+        if not self._swap_taints(name, [add], [remove]):
+            return Retry("the NoExecute taint could not be written")
+        metrics.ZONE_EVICTIONS.labels(zone_label(zone)).inc()
+        log.info("tainted node", extra={"node": name, "taint": f"{add['key']}:NoExecute"})
+        return Done("tainted")
 
     # --- running -------------------------------------------------------------------------------------
 
-    def run(self, stop: threading.Event) -> None:
-        """The one loop: a tainting pass every 100 ms, a monitor pass every --node-monitor-period."""
-        next_monitor = 0.0
-        while not stop.is_set():
-            try:
-                if time.monotonic() >= next_monitor:
-                    next_monitor = time.monotonic() + self.settings.node_monitor_period
-                    self.monitor_pass()
-                    self.last_pass_completed = time.monotonic()
-                    metrics.LAST_MONITOR_PASS.set(time.time())
-                self.tainting_pass()
-            except Exception:  # a bug must not stop node monitoring
-                log.exception("node lifecycle pass failed")
-                metrics.MONITOR_PASS_FAILURES.inc()
-            stop.wait(TAINTING_PERIOD)
+    def step(self) -> float:
+        """The loop's step (controller/worker.py `run_loop`): a monitor pass when --node-monitor-period has
+        passed since the last one began, then a tainting pass; the next step comes after TAINTING_PERIOD."""
+        now = self._clock.now()
+        if now >= self._next_monitor_pass:
+            self._next_monitor_pass = now + self.settings.node_monitor_period
+            self.monitor_pass()
+            metrics.LAST_MONITOR_PASS.set(self._clock.now())
+        self.tainting_pass()
+        return TAINTING_PERIOD
 
-    def stuck(self, now_monotonic: float | None = None) -> str | None:
-        """Why the monitor looks stuck, or None: its loop has had no completed pass and no progress within
-        a pass for 3 monitor periods (at least STUCK_FLOOR), or one of its workers has neither finished a
-        sync nor waited idle within its heartbeat's bound.
+    def stuck(self) -> str | None:
+        """Why the monitor looks stuck, or None (controller/worker.py's one rule): its loop has stamped
+        neither a step, a wait nor progress within a pass for 3 monitor periods (at least STUCK_FLOOR),
+        or one of its workers has neither finished a sync nor waited idle within its heartbeat's bound.
 
         The controller's /healthz fails on it, so the kubelet restarts the process and a stand-by
         takes over instead of a leader that holds the Lease but no longer watches nodes. A long pass
         that still checks nodes and marks pods (a large failure) is not stuck.
         """
-        now_monotonic = time.monotonic() if now_monotonic is None else now_monotonic
-        silent = now_monotonic - max(self.last_pass_completed, self.last_progress)
-        return stuck_reason(silent, self.settings.node_monitor_period) or self.heartbeat.stuck()
+        return self.pass_heartbeat.stuck() or self.heartbeat.stuck()
 
     # --- the component (controller/component.py) ----------------------------------------------
 
@@ -866,8 +873,16 @@ class NodeLifecycleMonitor:
 
     def start(self, stop: threading.Event) -> None:
         """The monitor loop, the NoSchedule tainting (and label) workers and the pod marking workers."""
-        self.last_pass_completed = self.last_progress = time.monotonic()
-        threading.Thread(target=self.run, args=(stop,), name="node-lifecycle", daemon=True).start()
+        start_loop(
+            "node-lifecycle",
+            self.step,
+            stop,
+            wakeup=self.wakeup,
+            what="node lifecycle pass",
+            log=log,
+            heartbeat=self.pass_heartbeat,
+            on_crash=metrics.MONITOR_PASS_FAILURES.inc,
+        )
         start_workers(
             "no-schedule",
             NO_SCHEDULE_WORKERS,

@@ -16,7 +16,9 @@ import heapq
 import itertools
 from collections.abc import Callable
 from dataclasses import dataclass, field
+from typing import assert_never
 
+from controller.sync_result import After, Done, Retry, SyncResult
 from controller.token_bucket import EVICTION_RATE_LIMITER_BURST, TokenBucket
 
 # `now` is epoch seconds, where a double resolves only ~0.2 us, and refill is summed over many
@@ -25,8 +27,10 @@ from controller.token_bucket import EVICTION_RATE_LIMITER_BURST, TokenBucket
 
 # Upstream `scheduler.EvictionRateLimiterBurst`.
 
-ActionFunc = Callable[[str, str], tuple[bool, float]]
-"""fn(name, uid) -> (done, wait): done=False re-queues the node `wait` seconds from now."""
+ActionFunc = Callable[[str, str], SyncResult]
+"""fn(name, uid), answered as a worker's sync is (controller/sync_result.py): Done, the node is processed;
+After(delay), it is re-queued `delay` seconds from now; Retry(why), the action failed and it is re-queued
+now, behind the nodes already due (upstream re-adds it 1 ns later)."""
 
 
 @dataclass(order=True)
@@ -113,8 +117,8 @@ class RateLimitedTimedQueue:
 
         Mirrors upstream `Try` order exactly: each round takes a token *before* looking at the
         head's due time, so a head that is not yet due still spends a token (and ends the
-        pass). An empty queue spends none. fn -> (True, _): the node leaves the heap but its
-        name stays in the set. fn -> (False, wait): it is re-queued at now + wait (upstream adds
+        pass). An empty queue spends none. fn -> Done: the node leaves the heap but its name stays
+        in the set. fn -> After(wait): it is re-queued at now + wait; Retry: at now (upstream adds
         1 ns). If fn removes the node itself, its answer for that node is ignored.
         With burst 1 and a fixed `now`, one pass handles at most one node.
         """
@@ -124,14 +128,22 @@ class RateLimitedTimedQueue:
             head = self._heap[0]
             if now < head.process_at:
                 return
-            done, wait = fn(head.name, head.uid)
+            result = fn(head.name, head.uid)
             if self._queued.get(head.name) is not head:
                 continue  # fn removed (or replaced) it while we were processing it
             self._drop(head)
-            if not done:
-                head.process_at = now + wait
-                head.sequence = next(self._sequence)
-                self._push(head)
+            match result:
+                case Done():
+                    continue
+                case After(delay=wait):
+                    pass
+                case Retry():
+                    wait = 0.0
+                case _:
+                    assert_never(result)
+            head.process_at = now + wait
+            head.sequence = next(self._sequence)
+            self._push(head)
 
     def swap_limiter(self, qps: float, now: float) -> None:
         """Change the rate, upstream `SwapLimiter` (called when the zone changes state).

@@ -1,11 +1,13 @@
 """The taint eviction manager: which pods to delete when, and deleting them on time.
 
 Pipeline (each step named): informer handlers call `on_node_change` / `on_pod_change` ->
-`_reconcile_pod` decides (decision.py) and schedules the pod in the timer heap ->
-`run_timers` moves due pods into the work queue -> a worker (controller/worker.py `run_worker`) ->
-`sync` re-reads the node live, re-checks the pod is still due, then marks and deletes it (api.py), or,
-for a pod that respects its disruption budget (disruption_budget.py), creates an Eviction, which the
-budget may refuse.
+`_reconcile_pod` decides (verdict.py, the one rule `status` and `explain` report too) and schedules the
+pod in the timer heap -> the timer loop's `step` (controller/worker.py `run_loop`) moves due pods into the
+work queue -> a worker (`run_worker`) -> `sync` re-reads the node live, re-checks the pod is still due,
+then marks and deletes it (api.py), or, for a pod that respects its disruption budget
+(disruption_budget.py), creates an Eviction, which the budget may refuse.
+What the manager remembers is one object, state.py's `EvictionState`, whose methods keep its invariants;
+every call to it is made under the manager's lock.
 One actor per pod: when the out-of-service handling runs in this process, a pod it owns on the live
 node (controller/outofservice/decision.py `out_of_service_claim`: the node is out of service and the
 pod does not tolerate the taint) is left to it and dropped from the schedule, whatever taint made it
@@ -19,24 +21,29 @@ from __future__ import annotations
 
 import logging
 import threading
-from collections.abc import Callable, Sequence
-from dataclasses import dataclass
+from collections.abc import Sequence
 from typing import TYPE_CHECKING, Any, Literal, Protocol
 
 from controller.clock import Clock, RealClock
 from controller.objects import NamespaceView, NodeView, PodView
-from controller.outofservice.decision import NodeState, node_state, out_of_service_claim
+from controller.outofservice.decision import NodeState, node_state
 from controller.tainteviction import metrics
-from controller.tainteviction.decision import (
-    EvictionDecision,
-    carry_swap_start,
-    decide_eviction,
-    due_taints,
-    evicting_taints,
-)
+from controller.tainteviction.decision import EvictionDecision, due_taints, evicting_taints
 from controller.tainteviction.disruption_budget import BudgetSettings, Choice, Method, choose_method
-from controller.tainteviction.timers import TimerHeap
-from controller.worker import After, Done, Heartbeat, Retry, SyncResult, heartbeat_bound, start_workers
+from controller.tainteviction.state import EvictionState, ScheduledEviction
+from controller.tainteviction.verdict import EvictionRule, Pending, PodVerdict, decide, pod_verdict
+from controller.worker import (
+    IDLE_WAIT,
+    After,
+    Done,
+    Heartbeat,
+    Retry,
+    SyncResult,
+    Wakeup,
+    heartbeat_bound,
+    start_loop,
+    start_workers,
+)
 from controller.workqueue import WorkQueue
 from kube.events import EventSink
 from kube.fence import WriteFenced
@@ -78,15 +85,6 @@ class EvictionActions(Protocol):
         replaced; raise BudgetRefused when its disruption budget refuses it, another exception on failure."""
 
 
-@dataclass
-class ScheduledEviction:
-    uid: str
-    node_name: str
-    at: float
-    taint: Taint | None = None  # the taint whose toleration runs out, and since when it counts
-    started: float | None = None
-
-
 class TaintEvictionManager:
     def __init__(
         self,
@@ -105,11 +103,9 @@ class TaintEvictionManager:
     ) -> None:
         self._pods = pods
         # The out-of-service handling runs in this process: the pods it force deletes are its alone
-        # (out_of_service_claim). Without it (--controllers=-out-of-service) every due pod is deleted
-        # here, as upstream's taint eviction controller does, and PodGC force deletes the terminating ones.
-        self._defer_to_out_of_service = defer_to_out_of_service
-        self._out_of_service: set[str] = set()  # nodes out of service, as the node informer last said
-        self._comparison_operators = comparison_operators
+        # (verdict.py). Without it (--controllers=-out-of-service) every due pod is deleted here, as
+        # upstream's taint eviction controller does, and PodGC force deletes the terminating ones.
+        self.rule = EvictionRule(comparison_operators, defer_to_out_of_service)
         self._namespaces = namespaces
         self._budgets = budgets or BudgetSettings()
         self._workers = workers
@@ -119,25 +115,14 @@ class TaintEvictionManager:
         self._dry_run = dry_run
         self.queue = queue or WorkQueue(self._clock)
         self._lock = threading.RLock()
-        self._timer_wakeup = threading.Condition(self._lock)
-        self._node_taints: dict[str, tuple[Taint, ...]] = {}
-        # node -> taint identity (key, effect) -> when this controller first saw it
-        self._first_seen: dict[str, dict[tuple[str, str], float]] = {}
-        self._timers = TimerHeap()
-        self._scheduled: dict[str, ScheduledEviction] = {}
-        # Pods (key -> uid) already deleted or marked: a later update must not evict them twice,
-        # but a new pod with the same name (another uid) is evicted normally.
-        self._executed: dict[str, str] = {}
-        # Pods (key -> uid) whose "Marking for deletion" event was sent: retries do not repeat it.
-        self._marked: dict[str, str] = {}
-        # Pods (key -> uid) being deleted right now, outside the lock: no reconcile re-schedules them.
-        self._evicting: dict[str, str] = {}
-        # Pods (key -> uid) whose Eviction their disruption budget refused: told once, counted in a gauge.
-        self._waiting: dict[str, str] = {}
+        self.state = EvictionState()  # read and changed only under _lock
+        self.wakeup = Wakeup(self._clock)  # a new deadline for the timer loop
         self._active = False
         # A sync makes at most four requests: the live node, then the Eviction (the first asks which policy
         # version the server serves) and the DisruptionTarget patch, or the patch and the DELETE.
         self.heartbeat = Heartbeat(self._clock, heartbeat_bound(4), "taint eviction manager")
+        # The timer loop's steps make no request.
+        self.timers_heartbeat = Heartbeat(self._clock, heartbeat_bound(0), "taint eviction manager", thread_kind="loop")
 
     # --- leadership ------------------------------------------------------------------------
 
@@ -150,7 +135,7 @@ class TaintEvictionManager:
         with self._lock:
             self._active = True
             self._resync_locked()
-            self._timer_wakeup.notify_all()
+        self.wakeup.notify()
         log.info("taint eviction manager active")
 
     def deactivate(self) -> None:
@@ -163,75 +148,51 @@ class TaintEvictionManager:
 
     def on_node_change(self, old: NodeView | None, new: NodeView | None) -> None:
         name = (new or old).name  # type: ignore[union-attr]
-        taints = evicting_taints(new) if new is not None else ()
-        # First seen is kept for every NoExecute taint, stale ones too: a Ready blip under a taint
-        # without timeAdded must not restart its clock.
-        identities = {
-            (str(t.get("key") or ""), str(t.get("effect") or "")) for t in (new.no_execute_taints if new else ())
-        }
-        out_of_service = new is not None and node_state(new) is NodeState.OUT_OF_SERVICE
         with self._lock:
-            # A node Ready again under the out-of-service taint changes no taint, but gives its pods back.
-            out_of_service_changed = self._defer_to_out_of_service and out_of_service != (name in self._out_of_service)
-            unchanged = self._node_taints.get(name, ()) == taints and set(self._first_seen.get(name, {})) == identities
-            if new is not None and unchanged and not out_of_service_changed:
-                return
-            if out_of_service:
-                self._out_of_service.add(name)
-            else:
-                self._out_of_service.discard(name)
             now = self._clock.now()
-            seen_before = self._first_seen.pop(name, {})
-            if identities:
-                self._first_seen[name] = {i: seen_before.get(i, now) for i in identities}
-            if taints:
-                self._node_taints[name] = taints
+            if new is None:
+                self.state.forget_node(name)
             else:
-                self._node_taints.pop(name, None)
+                out_of_service = node_state(new) is NodeState.OUT_OF_SERVICE
+                taints_changed, service_changed = self.state.update_node(
+                    name, evicting_taints(new), new.no_execute_taints, out_of_service, now
+                )
+                # A node Ready again under the out-of-service taint changes no taint, but gives its pods back.
+                if not taints_changed and not (self.rule.defer_to_out_of_service and service_changed):
+                    return
             for pod in self._pods.by_index(name):
                 self._reconcile_pod_locked(pod, now)
+            self._publish_locked()
 
     def on_pod_change(self, old: PodView | None, new: PodView | None) -> None:
         with self._lock:
             if new is None:
                 if old is not None:
-                    self._forget_locked(old.key)
-                    self._executed.pop(old.key, None)
-                return
-            if old is not None and old.uid != new.uid:
-                self._forget_locked(old.key)
-            self._reconcile_pod_locked(new, self._clock.now())
+                    self.state.pod_deleted(old.key)
+            else:
+                if old is not None and old.uid != new.uid:
+                    self.state.unschedule(old.key)
+                self._reconcile_pod_locked(new, self._clock.now())
+            self._publish_locked()
 
     # --- deciding -------------------------------------------------------------------------
 
     def decide(self, pod: PodView, taints: Sequence[Taint], now: float) -> EvictionDecision:
-        """The decision for `pod` under `taints`, using this manager's first-seen times and the
+        """The decision for `pod` under `taints` (verdict.py), with this manager's first-seen times and the
         start of the pod's pending eviction (kept across a not-ready <-> unreachable swap)."""
-        decision = decide_eviction(
-            pod.tolerations,
-            taints,
-            self._first_seen_on(pod.node_name, now),
-            pod.arrived,
-            now,
-            self._comparison_operators,
-        )
-        pending = self._scheduled.get(pod.key)
-        if pending is None or pending.uid != pod.uid:
-            return decision
-        return carry_swap_start(decision, pending.taint, pending.started)
+        with self._lock:
+            first_seen = self.state.first_seen_on(pod.node_name, now)
+            return decide(pod, taints, first_seen, now, self.rule, self._pending(pod))
 
-    def _first_seen_on(self, node_name: str, now: float) -> Callable[[Taint], float]:
-        """When this manager first saw each taint of the node (now for one it has not seen)."""
-        seen = self._first_seen.get(node_name, {})
-
-        def first_seen(taint: Taint) -> float:
-            return seen.get((str(taint.get("key") or ""), str(taint.get("effect") or "")), now)
-
-        return first_seen
+    def _pending(self, pod: PodView) -> Pending | None:
+        entry = self.state.scheduled(pod.key)
+        return Pending(entry.taint, entry.started) if entry is not None and entry.uid == pod.uid else None
 
     def method(self, pod: PodView, decision: EvictionDecision, taints: Sequence[Taint], now: float) -> Choice:
         """How to act on a due pod: delete it, or evict it through its disruption budget (disruption_budget.py)."""
-        due = due_taints(pod.tolerations, taints, self._first_seen_on(pod.node_name, now), pod.arrived, now)
+        with self._lock:
+            first_seen = self.state.first_seen_on(pod.node_name, now)
+        due = due_taints(pod.tolerations, taints, first_seen, pod.arrived, now)
         if decision.taint is not None:
             due.append(decision.taint)
         namespace = self._namespaces.get(pod.namespace) if self._namespaces is not None else None
@@ -246,67 +207,46 @@ class TaintEvictionManager:
 
     def scheduled_at(self, key: str) -> float | None:
         with self._lock:
-            entry = self._scheduled.get(key)
+            entry = self.state.scheduled(key)
             return entry.at if entry else None
 
     def pending(self) -> int:
         with self._lock:
-            return len(self._scheduled)
+            return self.state.pending()
 
     def _reconcile_pod_locked(self, pod: PodView, now: float) -> None:
         key = pod.key
         if pod.terminating or not pod.node_name:
-            self._forget_locked(key)
+            self.state.unschedule(key)
             return
-        if self._executed.get(key) == pod.uid or self._evicting.get(key) == pod.uid:
-            return  # deleted already, or being deleted now: never twice
-        if self._executed.get(key) is not None:
-            del self._executed[key]  # the same name, a new pod
-        decision = self.decide(pod, self._node_taints.get(pod.node_name, ()), now)
+        if self.state.is_deleted_or_deleting(key, pod.uid):
+            return  # never twice
+        decision = self.decide(pod, self.state.taints_of(pod.node_name), now)
         if decision.at is None:
             self._cancel_locked(pod)
-            return
-        entry = self._scheduled.get(key)
-        if entry is not None and entry.uid == pod.uid and entry.at == decision.at and entry.taint == decision.taint:
-            return
-        self._scheduled[key] = ScheduledEviction(pod.uid, pod.node_name, decision.at, decision.taint, decision.started)
-        self._timers.schedule(key, decision.at)
-        metrics.PENDING_EVICTIONS.set(len(self._scheduled))
-        self._timer_wakeup.notify_all()
+        elif self.state.schedule(key, pod.uid, pod.node_name, decision):
+            self.wakeup.notify()
 
     def _cancel_locked(self, pod: PodView) -> None:
         """The pod is no longer due: drop its eviction and say so if one was scheduled."""
-        self._marked.pop(pod.key, None)
-        self._stop_waiting_locked(pod.key)
-        if self._scheduled.pop(pod.key, None) is None:
+        if not self.state.unschedule(pod.key):
             return
-        self._timers.cancel(pod.key)
-        metrics.PENDING_EVICTIONS.set(len(self._scheduled))
         if self._active:
             self._events.pod_event(pod, EVENT_REASON, f"Cancelling deletion of Pod {pod.key}")
         log.info("cancelled eviction", extra={"pod": pod.key})
 
-    def _forget_locked(self, key: str) -> None:
-        """The pod is gone or terminating: drop its scheduled eviction (its timer and its bookkeeping)
-        silently. The work queue's backoff for the key is the worker's (controller/worker.py)."""
-        self._marked.pop(key, None)
-        self._stop_waiting_locked(key)
-        if self._scheduled.pop(key, None) is not None:
-            self._timers.cancel(key)
-            metrics.PENDING_EVICTIONS.set(len(self._scheduled))
-
-    def _stop_waiting_locked(self, key: str) -> None:
-        if self._waiting.pop(key, None) is not None:
-            metrics.WAITING_FOR_BUDGET.set(len(self._waiting))
+    def _publish_locked(self) -> None:
+        """The gauges of what the state holds, after each change."""
+        metrics.PENDING_EVICTIONS.set(self.state.pending())
+        metrics.WAITING_FOR_BUDGET.set(self.state.waiting())
 
     def _resync_locked(self) -> None:
         now = self._clock.now()
-        for node_name in list(self._node_taints):
+        for node_name in self.state.tainted_nodes():
             for pod in self._pods.by_index(node_name):
                 self._reconcile_pod_locked(pod, now)
-        for key, entry in self._scheduled.items():  # a pod whose eviction had fired while inactive
-            if key not in self._timers:
-                self._timers.schedule(key, entry.at)
+        self.state.rearm_fired()
+        self._publish_locked()
 
     # --- firing ---------------------------------------------------------------------------
 
@@ -315,67 +255,67 @@ class TaintEvictionManager:
         with self._lock:
             if not self._active:
                 return []
-            due = self._timers.pop_due(self._clock.now())
+            due = self.state.pop_due(self._clock.now())
         for key in due:
             self.queue.add(key)
         return due
 
-    def run_timers(self, stop: threading.Event) -> None:
-        """The one timer loop: sleep until the earliest deadline (or a change), fire what is due; it stamps
-        the heartbeat as a worker does, so a timer loop that died or hangs makes the manager stuck."""
-        self.heartbeat.beat()
-        while not stop.is_set():
-            self.fire_due()
-            with self._lock:
-                next_at = self._timers.next_deadline() if self._active else None
-                timeout = 1.0 if next_at is None else max(0.0, min(1.0, next_at - self._clock.now()))
-                if timeout > 0:
-                    self._clock.wait(self._timer_wakeup, timeout)
-            self.heartbeat.beat()
-        self.heartbeat.leave()
+    def step(self) -> float:
+        """The timer loop's step (controller/worker.py `run_loop`): fire what is due; the seconds until the
+        earliest deadline (a new one wakes the loop sooner)."""
+        self.fire_due()
+        with self._lock:
+            next_at = self.state.next_deadline() if self._active else None
+            return IDLE_WAIT if next_at is None else max(0.0, next_at - self._clock.now())
 
     def sync(self, key: str) -> SyncResult:
         """Delete the pod `key` if it is still due, re-reading its node live first (the worker contract,
         controller/worker.py)."""
         with self._lock:
-            entry = self._scheduled.get(key)
+            entry = self.state.scheduled(key)
             pod = self._pods.get(key)
             if entry is None:
                 return Done("not scheduled")
             if not self._active:
                 return Done("inactive")
             if pod is None or pod.uid != entry.uid or pod.terminating:
-                self._forget_locked(key)
+                self.state.unschedule(key)
+                self._publish_locked()
                 return Done("gone")
         try:
             live = self._actions.live_node(pod.node_name)
         except Exception as error:
             return Retry(f"reading node {pod.node_name}: {error}")
-        live_taints = evicting_taints(live) if live is not None else ()
-        claim = out_of_service_claim(live, pod) if self._defer_to_out_of_service and live is not None else None
-        if claim is not None:
-            return self._leave_to_out_of_service(pod, entry, claim)
         with self._lock:
-            if self._scheduled.get(key) is not entry or not self._active:
+            if self.state.scheduled(key) is not entry or not self._active:
                 return Done("changed")  # changed meanwhile; the newer state decides
             now = self._clock.now()
-            decision = self.decide(pod, live_taints, now)
+            first_seen = self.state.first_seen_on(pod.node_name, now)
+            pending = Pending(entry.taint, entry.started)
+            if live is None:  # the node is gone, and its taints with it
+                verdict = PodVerdict(decide(pod, (), first_seen, now, self.rule, pending))
+                live_taints: tuple[Taint, ...] = ()
+            else:
+                verdict = pod_verdict(pod, live, first_seen, now, self.rule, pending)
+                live_taints = evicting_taints(live)
+            decision = verdict.decision
+            if verdict.left_because is not None:
+                return self._leave_to_out_of_service_locked(pod, verdict.left_because)
             if decision.at is None:
                 self._cancel_locked(pod)  # the cache was stale: the live node no longer calls for it
+                self._publish_locked()
                 return Done("cancelled")
             if decision.at > now:
-                entry.at, entry.taint, entry.started = decision.at, decision.taint, decision.started
-                self._timers.schedule(key, decision.at)
-                self._timer_wakeup.notify_all()
+                self.state.reschedule(key, entry, decision)
+                self.wakeup.notify()
                 return Done("rescheduled")
             choice = self.method(pod, decision, live_taints, now)
             method = choice.method
-            first_attempt = self._marked.get(key) != pod.uid
-            self._marked[key] = pod.uid
-            self._evicting[key] = pod.uid
-            timed_out = method is Method.DELETE_AFTER_BUDGET_TIMEOUT and key in self._waiting
+            first_attempt, was_refused = self.state.begin_deletion(key, entry)
+            timed_out = method is Method.DELETE_AFTER_BUDGET_TIMEOUT and was_refused
             if method is not Method.EVICT:
-                self._stop_waiting_locked(key)
+                self.state.stop_waiting(key)
+                self._publish_locked()
         if first_attempt:
             self._events.pod_event(pod, EVENT_REASON, f"Marking for deletion Pod {key}")
         if self._dry_run:
@@ -403,7 +343,7 @@ class TaintEvictionManager:
             if not isinstance(error, WriteFenced):  # refused by the write fence: retried, but no API failure
                 metrics.POD_DELETION_FAILURES.inc()
             with self._lock:
-                self._evicting.pop(key, None)
+                self.state.deletion_failed(key)
             return Retry(f"deleting: {error}")
         metrics.POD_DELETIONS.inc()
         metrics.POD_DELETION_DURATION.observe(max(0.0, self._clock.now() - entry.at))
@@ -411,16 +351,15 @@ class TaintEvictionManager:
         self._finish(key, entry)
         return Done("deleted")
 
-    def _leave_to_out_of_service(self, pod: PodView, entry: ScheduledEviction, claim: str) -> SyncResult:
+    def _leave_to_out_of_service_locked(self, pod: PodView, why: str) -> SyncResult:
         """The live node is out of service and the pod is the out-of-service handling's: it force deletes
         it. Dropped from the schedule, not retried; the informers bring it back if the node stops being
         out of service (unfenced, or Ready again)."""
-        key = pod.key
-        with self._lock:
-            if self._scheduled.get(key) is not entry or not self._active:
-                return Done("changed")  # changed meanwhile; the newer state decides
-            self._forget_locked(key)
-        log.info("left pod to the out-of-service handling", extra={"pod": key, "node": pod.node_name, "reason": claim})
+        self.state.unschedule(pod.key)
+        self._publish_locked()
+        log.info(
+            "left pod to the out-of-service handling", extra={"pod": pod.key, "node": pod.node_name, "reason": why}
+        )
         return Done("left to the out-of-service handling")
 
     def _evict_through_budget(
@@ -437,7 +376,7 @@ class TaintEvictionManager:
             if not isinstance(error, WriteFenced):
                 metrics.POD_DELETION_FAILURES.inc()
             with self._lock:
-                self._evicting.pop(key, None)
+                self.state.deletion_failed(key)
             return Retry(f"evicting: {error}")
         metrics.POD_DELETIONS.inc()
         metrics.BUDGET_EVICTIONS.inc()
@@ -451,10 +390,8 @@ class TaintEvictionManager:
         key = pod.key
         metrics.REFUSED_BY_BUDGET.inc()
         with self._lock:
-            self._evicting.pop(key, None)
-            first_refusal = self._waiting.get(key) != pod.uid
-            self._waiting[key] = pod.uid
-            metrics.WAITING_FOR_BUDGET.set(len(self._waiting))
+            first_refusal = self.state.refused(key, pod.uid)
+            self._publish_locked()
         timeout = choice.timeout
         if first_refusal:
             until = (
@@ -476,16 +413,8 @@ class TaintEvictionManager:
 
     def _finish(self, key: str, entry: ScheduledEviction) -> None:
         with self._lock:
-            if self._pods.get(key) is not None:  # its DELETED event has not come yet (it clears this)
-                self._executed[key] = entry.uid
-            self._marked.pop(key, None)
-            self._evicting.pop(key, None)
-            self._stop_waiting_locked(key)
-            current = self._scheduled.get(key)
-            if current is not None and current.uid == entry.uid:  # the same pod, even if re-scheduled meanwhile
-                del self._scheduled[key]
-                self._timers.cancel(key)
-                metrics.PENDING_EVICTIONS.set(len(self._scheduled))
+            self.state.deleted(key, entry, still_cached=self._pods.get(key) is not None)
+            self._publish_locked()
 
     # --- the component (controller/component.py) ----------------------------------------------
 
@@ -498,7 +427,15 @@ class TaintEvictionManager:
 
     def start(self, stop: threading.Event) -> None:
         """The timer loop and the deletion workers."""
-        threading.Thread(target=self.run_timers, args=(stop,), name="eviction-timers", daemon=True).start()
+        start_loop(
+            "eviction-timers",
+            self.step,
+            stop,
+            wakeup=self.wakeup,
+            what="eviction timers",
+            log=log,
+            heartbeat=self.timers_heartbeat,
+        )
         start_workers(
             "eviction-worker",
             self._workers,
@@ -514,4 +451,4 @@ class TaintEvictionManager:
         self.queue.shut_down()
 
     def stuck(self) -> str | None:
-        return self.heartbeat.stuck()
+        return self.timers_heartbeat.stuck() or self.heartbeat.stuck()

@@ -23,6 +23,10 @@ class TimerHeap:
     def __contains__(self, key: str) -> bool:
         return key in self._deadlines
 
+    def keys(self) -> set[str]:
+        """Every key with a deadline."""
+        return set(self._deadlines)
+
     def deadline(self, key: str) -> float | None:
         entry = self._deadlines.get(key)
         return entry[0] if entry else None

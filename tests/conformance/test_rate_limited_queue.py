@@ -15,6 +15,7 @@ from __future__ import annotations
 import pytest
 
 from controller.nodelifecycle.rate_limited_queue import RateLimitedTimedQueue
+from controller.sync_result import After, Done, SyncResult
 
 T0 = 1_800_000_000.0
 MS = 0.001
@@ -38,9 +39,9 @@ class Recorder:
     def __init__(self) -> None:
         self.seen: list[tuple[str, str]] = []
 
-    def __call__(self, name: str, uid: str) -> tuple[bool, float]:
+    def __call__(self, name: str, uid: str) -> SyncResult:
         self.seen.append((name, uid))
-        return True, 0.0
+        return Done()
 
 
 def test_add_node():
@@ -85,14 +86,14 @@ def test_try_ordering():
     calls: list[str] = []
     retried = False
 
-    def fn(name: str, uid: str) -> tuple[bool, float]:
+    def fn(name: str, uid: str) -> SyncResult:
         nonlocal retried
         calls.append(name)
         if name == "second" and not retried:
             retried = True
-            return False, 2 * MS  # retry 2 ms later: behind "third", which is already due
+            return After(2 * MS)  # retry 2 ms later: behind "third", which is already due
         order.append(name)
-        return True, 0.0
+        return Done()
 
     queue.try_process(fn, T0 + 4 * MS)
     assert order == ["first", "third"]
@@ -113,16 +114,16 @@ def test_try_removing_while_try():
     calls: list[str] = []
     removed = False
 
-    def fn(name: str, uid: str) -> tuple[bool, float]:
+    def fn(name: str, uid: str) -> SyncResult:
         nonlocal removed
         calls.append(name)
         if name == "second" and not removed:
             # upstream removes "second" from another goroutine while Try is processing it
             removed = True
             queue.remove("second")
-            return False, MS
+            return After(MS)
         order.append(name)
-        return True, 0.0
+        return Done()
 
     queue.try_process(fn, T0 + 4 * MS)
     assert order == ["first", "third"]

@@ -269,16 +269,13 @@ class World:
 
     # -- running ---------------------------------------------------------------------------------------
     def run_for(self, seconds: float, alive: tuple[str, ...] = (), step: float = 1.0) -> None:
-        """Advance time; `alive` nodes keep renewing their leases; a monitor pass every period."""
+        """Advance time; `alive` nodes keep renewing their leases; the monitor's loop steps each `step`
+        (a monitor pass every period, a tainting pass each step)."""
         end = self.clock.now() + seconds
-        next_pass = self.clock.now()
         while self.clock.now() < end:
             for name in alive:
                 self.heartbeat(name)
-            if self.clock.now() >= next_pass:
-                self.monitor.monitor_pass()
-                next_pass = self.clock.now() + self.monitor.settings.node_monitor_period
-            self.monitor.tainting_pass()
+            self.monitor.step()
             self.clock.advance(step)
 
     def no_execute(self, name: str) -> builtins.list[str]:
@@ -783,17 +780,37 @@ def test_one_failing_node_does_not_stop_the_pass_for_the_others(world, monkeypat
     [(5, 30), (1, 30), (20, 60)],
     ids=["3 periods below the floor: 30 s", "a 1 s period: still 30 s", "3 periods of 20 s"],
 )
-def test_a_monitor_without_progress_for_three_periods_is_stuck(period, limit):
+def test_a_monitor_loop_silent_for_three_periods_is_stuck(period, limit):
     world = World(replace(SETTINGS, node_monitor_period=period))
-    world.monitor.last_pass_completed = world.monitor.last_progress = 100.0
-    assert world.monitor.stuck(100.0 + limit) is None
-    assert "has made no progress" in (world.monitor.stuck(100.0 + limit + 1) or "")
+    world.monitor.pass_heartbeat.beat()  # as the loop's thread stamps after a step
+    world.clock.advance(limit)
+    assert world.monitor.stuck() is None
+    world.clock.advance(1)
+    thread = threading.current_thread().name
+    assert world.monitor.stuck() == (
+        f"node lifecycle monitor: loop {thread} has neither finished a step nor waited idle "
+        f"in {limit + 1}s (limit {limit}s)"
+    )
 
 
-def test_a_long_pass_that_still_checks_nodes_is_not_stuck(world):
-    world.monitor.last_pass_completed = 100.0
-    world.monitor.last_progress = 150.0  # a large failure: one pass marks thousands of pods
-    assert world.monitor.stuck(170.0) is None
+def test_a_long_pass_that_still_checks_nodes_is_not_stuck(world, monkeypatch):
+    """A large failure: each node's check takes 10 s of the monitor's clock, the whole pass 60 s, twice the
+    bound; every node checked stamps the loop's heartbeat, so the monitor is never stuck meanwhile."""
+    for name in ("a", "b", "c", "d", "e", "f"):
+        world.add_node(name)
+    real_update = world.monitor.health.update
+    seen: list[str | None] = []
+
+    def slow_update(node, renew, now, heard=None):
+        world.clock.advance(10)
+        seen.append(world.monitor.stuck())
+        return real_update(node, renew, now, heard)
+
+    monkeypatch.setattr(world.monitor.health, "update", slow_update)
+    world.monitor.pass_heartbeat.beat()
+    world.monitor.step()
+    assert len(seen) == 6 and seen == [None] * 6
+    assert world.monitor.stuck() is None
 
 
 def test_healthz_fails_while_the_monitor_is_stuck():
@@ -810,10 +827,12 @@ def test_healthz_fails_while_the_monitor_is_stuck():
     try:
         with urlopen(url, timeout=5) as response:
             assert response.status == 200
-        stuck["reason"] = "node lifecycle monitor has made no progress in 31s (limit 30s)"
+        stuck["reason"] = (
+            "node lifecycle monitor: loop node-lifecycle has neither finished a step nor waited idle in 31s (limit 30s)"
+        )
         with pytest.raises(HTTPError) as failed:
             urlopen(url, timeout=5)
-        assert failed.value.code == 500 and b"no progress" in failed.value.read()
+        assert failed.value.code == 500 and b"neither finished a step" in failed.value.read()
     finally:
         server.shutdown()
 

@@ -10,6 +10,7 @@ from hypothesis import given
 from hypothesis import strategies as st
 
 from controller.nodelifecycle.rate_limited_queue import RateLimitedTimedQueue
+from controller.sync_result import After, Done
 from controller.token_bucket import TokenBucket
 
 T0 = 1_800_000_000.0
@@ -28,7 +29,7 @@ def process_all(queue, now):
 
     def fn(name, uid):
         processed.append(name)
-        return True, 0.0
+        return Done()
 
     queue.try_process(fn, now)
     return processed
@@ -80,7 +81,7 @@ def test_fn_receives_the_uid_given_to_add():
 
     def fn(name, uid):
         seen.append((name, uid))
-        return True, 0.0
+        return Done()
 
     queue.try_process(fn, T0)
     assert seen == [("first", "uid-first")]
@@ -94,9 +95,9 @@ def test_a_retried_node_goes_behind_and_comes_back_after_its_wait():  # upstream
     def fn(name, uid):
         calls.append(name)
         if name == "second" and calls.count("second") == 1:
-            return False, 2.0
+            return After(2.0)
         order.append(name)
-        return True, 0.0
+        return Done()
 
     queue.try_process(fn, now)
     assert order == ["first", "third"]
@@ -116,9 +117,9 @@ def test_a_node_removed_while_being_processed_is_not_retried():  # upstream Test
         calls.append(name)
         if name == "second":
             assert queue.remove("second")
-            return False, 0.001
+            return After(0.001)
         order.append(name)
-        return True, 0.0
+        return Done()
 
     queue.try_process(fn, T0 + 3)
     queue.try_process(fn, T0 + 10)
@@ -196,7 +197,7 @@ def test_a_processed_name_is_not_processed_again_without_remove():  # upstream T
 def test_a_retried_node_waits_for_the_next_token_not_just_its_delay():
     queue = RateLimitedTimedQueue(qps=0.1, now=T0)
     queue.add("a", "uid-a", T0)
-    results = iter([(False, 0.05), (True, 0.0)])
+    results = iter([After(0.05), Done()])
     calls = []
 
     def fn(name, uid):
