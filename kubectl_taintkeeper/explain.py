@@ -21,7 +21,7 @@ from controller.tainteviction.decision import EXPIRES, NO_TAINTS, UNTOLERATED, d
 from controller.tainteviction.disruption_budget import BudgetSettings, check_taint_keys
 from kube.timestamps import format_time
 from kubectl_taintkeeper.budgets import Budgets, budget_note
-from shared.durations import parse_duration
+from plumbing.durations import parse_duration
 
 Json = dict[str, Any]
 

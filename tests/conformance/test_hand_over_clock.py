@@ -14,8 +14,8 @@ from dataclasses import dataclass
 
 import pytest
 
+from kube.clock_offset import ClockOffset
 from kube.timestamps import format_time
-from shared.clock_offset import ClockOffset
 from tests.conformance.harness import (
     UNREACHABLE_KEY,
     UPSTREAM_TEST_SETTINGS,

@@ -25,8 +25,8 @@ import pytest
 from kubernetes import client
 
 from hack.servers import ControllerProcess
+from kube.clock_offset import dates_every_change
 from kube.timestamps import parse_time
-from shared.clock_offset import dates_every_change
 from tests.integration.kube import raw, wait_for
 from tests.realnodes.nodes import RealCluster, checked, wait_default_service_account
 

@@ -25,8 +25,8 @@ from controller.nodelifecycle.monitor import NodeLifecycleMonitor
 from controller.objects import LeaseView, NodeView, PodView
 from controller.worker import Done
 from controller.zones import ZoneState, zone_key
+from kube.clock_offset import ClockOffset, ServerClock
 from kube.timestamps import format_time
-from shared.clock_offset import ClockOffset, ServerClock
 from tests.support.health import healthz, wait_until
 
 START = 1_800_000_000.0

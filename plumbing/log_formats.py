@@ -5,8 +5,8 @@ Fields: time (RFC 3339, UTC), severity, logger, message, plus anything passed in
 
 Each formatter can also make the very line it would make of a record straight from the record's
 fields (`format_fields`), so a line can be held without making its record (plumbing/log_lines.py
-`hold_line`, for the webhook's per-review lines). Only formatting here: where the lines go (the
-handler, the logging setup) is in plumbing/.
+`hold_line`, for the webhook's per-review lines). Only formatting here, no I/O: where the lines go
+(the handler, the logging setup) is plumbing/log_lines.py.
 """
 
 from __future__ import annotations
