@@ -109,7 +109,7 @@ def hold_line(
     extra: Mapping[str, object],
 ) -> bool:
     """Hold the line that `logger.handle(record)` would hold for a record of these fields, without
-    making the record: making it and passing it through logging's handling was most of a held line's
+    making the record: making it and passing it through logging's handling is most of a held line's
     cost. The caller has checked that `level` is enabled and `extra` as Logger.makeRecord does; the
     record has neither exception nor stack. Done only when the record would reach nothing but the
     root's LineHandler, holding lines, with one of plumbing/log_formats.py's formatters (`_sole_holding_handler`).
