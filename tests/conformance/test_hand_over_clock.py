@@ -1,4 +1,4 @@
-"""A new leader judges a node's silence from when the apiserver last dated its heartbeat (issue 36).
+"""A new leader judges a node's silence from when the apiserver last dated its heartbeat.
 
 Upstream's monitor starts every node's silence from its own first look, so a node that died 40 s
 before a hand-over gets a whole new grace period: marked and tainted 40 s late. taintkeeper dates the

@@ -1,4 +1,4 @@
-"""Upstream's failed-node bugs, fixed, on real kubelets (issue 36): the controller as a process, three
+"""Upstream's failed-node bugs, fixed, on real kubelets: the controller as a process, three
 real nodes; each test breaks one node and leaves it whole again.
 
 - kubernetes#125618: a node whose container runtime fails keeps renewing its Lease while its kubelet
