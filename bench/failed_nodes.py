@@ -1,5 +1,5 @@
 """Upstream's failed-node bugs, timed for taintkeeper and for kube-controller-manager in one run, on the
-complete local cluster with real kubelets (issue 36).
+complete local cluster with real kubelets.
 
     .venv/bin/python bench/failed_nodes.py [--dir DIR] [--kubernetes 1.37|1.20]
 

@@ -30,9 +30,9 @@ from controller.clock import FakeClock  # noqa: E402
 from controller.nodelifecycle.decision import MonitorSettings  # noqa: E402
 from controller.nodelifecycle.monitor import NodeLifecycleMonitor  # noqa: E402
 from controller.objects import LeaseView, NodeView, PodView, lease_view, node_view  # noqa: E402
+from kube.clock_offset import ServerClock  # noqa: E402
 from kube.store import Store  # noqa: E402
 from kube.timestamps import format_time  # noqa: E402
-from shared.clock_offset import ServerClock  # noqa: E402
 
 START = 1_800_000_000.0
 

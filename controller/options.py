@@ -16,9 +16,9 @@ from controller.backfill.decision import DEFAULT_EXCLUDED_NAMESPACES, DEFAULT_RA
 from controller.nodelifecycle.decision import MonitorSettings
 from controller.tainteviction.disruption_budget import BudgetSettings, check_taint_keys
 from kube.leader import LeaderElectionConfig
+from plumbing.durations import parse_duration
+from plumbing.log_formats import LOG_FORMATS
 from shared.defaults import DEFAULT_TOLERATION_SECONDS, DefaultSeconds
-from shared.durations import parse_duration
-from shared.jsonlog import LOG_FORMATS
 
 NODE_LIFECYCLE = "nodelifecycle"
 TAINT_EVICTION = "taint-eviction-controller"

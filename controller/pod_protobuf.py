@@ -1,7 +1,7 @@
 """A Pod in protobuf -> the JSON-shaped dict `objects.pod_view` reads, with only the fields it reads.
 
-The pods LIST asks for protobuf (kube/protobuf.py: the apiserver encodes it 2-4x faster than
-JSON); this declares the few fields a PodView needs, numbered as in upstream's generated.proto,
+The pods LIST asks for protobuf (kube/protobuf.py: the apiserver encodes it several times faster
+than JSON); this declares the few fields a PodView needs, numbered as in upstream's generated.proto,
 and writes them out as the API's JSON would have them: a string left out when empty (the API's
 `omitempty`), a Time as RFC 3339, an empty Time (Go's zero time) as absent. Everything else in
 the pod (containers, volumes, managedFields, ...) is skipped by the C parser unread.

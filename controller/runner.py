@@ -321,8 +321,8 @@ def run(options: ControllerOptions) -> int:
     def when_all_synced() -> None:
         if not wait_for_caches(informer_list, stop):
             return
-        # The synced caches live as long as the process: keep them out of every full collection
-        # (at 5,000 nodes a gen-2 pass over them stalled a monitor pass by up to ~250 ms).
+        # The synced caches live as long as the process: keep them out of every full collection, whose
+        # pass over them would stall a monitor pass while it runs.
         gc.freeze()
         log.info(
             "caches synced",

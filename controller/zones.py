@@ -74,7 +74,7 @@ def excluded_from_disruption(labels: Mapping[str, str] | None) -> bool:
     """Whether the node is left out of zone health counting (the label's presence, any value).
 
     Excluded nodes are still monitored and tainted; they only do not vote on the zone state
-    (upstream `isNodeExcludedFromDisruptionChecks`; issue #117518 for the common misreading).
+    (upstream `isNodeExcludedFromDisruptionChecks`; kubernetes#117518 for the common misreading).
     """
     return labels is not None and EXCLUDE_DISRUPTION_LABEL in labels
 
@@ -113,9 +113,9 @@ def eviction_rate(
     """Nodes per second the zone's NoExecute tainter may taint in `state` (upstream `setLimiterInZone`).
 
     Normal (and Initial, whose limiter upstream never swaps) use `eviction_rate`. FullDisruption
-    also uses `eviction_rate` (upstream `HealthyQPSFunc`; issues #70501/#110114/#131314): when
-    *every* zone is down the controller stops tainting altogether, but a single dead zone is
-    drained at the normal rate. PartialDisruption slows to `secondary_eviction_rate`, and stops
+    also uses `eviction_rate` (upstream `HealthyQPSFunc`; kubernetes#70501, kubernetes#110114,
+    kubernetes#131314): when *every* zone is down the controller stops tainting altogether, but a
+    single dead zone is drained at the normal rate. PartialDisruption slows to `secondary_eviction_rate`, and stops
     entirely in a zone of at most `large_cluster_threshold` counted nodes (`ReducedQPSFunc`),
     where a few failures are a large share and more likely a partition than dead machines.
     """

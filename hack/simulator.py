@@ -72,7 +72,7 @@ from hack.simulator_state import Stats  # noqa: E402
 from kube.errors import describe_error  # noqa: E402
 from kube.timestamps import parse_time  # noqa: E402
 from plumbing.arguments import OneLineErrorParser  # noqa: E402
-from shared.durations import parse_duration as go_duration  # noqa: E402
+from plumbing.durations import parse_duration as go_duration  # noqa: E402
 
 # What importers take from hack.simulator; the pool's names for tests/unit/hack/test_simulator_pool.py.
 __all__ = [

@@ -7,7 +7,9 @@ certificate sync and the dev tools alike (client-go's place in upstream):
 - `informer.py` + `store.py`: list+watch into an indexed store of slim views, with several handlers;
 - `list_stream.py`: a LIST response read item by item off the stream, never held whole;
 - `leader.py`: leader election on a Lease; `events.py`: the asynchronous event recorder;
-- `timestamps.py`: the API's Time and MicroTime <-> epoch seconds.
+- `timestamps.py`: the API's Time and MicroTime <-> epoch seconds;
+- `server_clock.py` measures the apiserver's clock against ours; `clock_offset.py` bounds the offset
+  from the `Date` headers, purely.
 
 It imports nothing of the applications (webhook, controller, certs): they sit above it.
 """

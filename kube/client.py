@@ -29,7 +29,7 @@ WORKER_REQUEST_TIMEOUT = (CONNECT_TIMEOUT, 15)
 # (connect, read) for a LIST that may be large (every pod of a node, in one page).
 LIST_REQUEST_TIMEOUT = (CONNECT_TIMEOUT, 60)
 # urllib3 retries inside one call. Its default (3) repeats connect failures and timed-out GETs
-# silently, so a frozen apiserver took 4 x 5 s before a call failed; one retry still covers a
+# silently, so a frozen apiserver would hold a call for 4 x 5 s before it failed; one retry still covers a
 # keep-alive connection the server closed while idle. Callers (the informer) back off themselves.
 REQUEST_RETRIES = 1
 

@@ -53,9 +53,9 @@ _collector_was_enabled = False
 
 @contextlib.contextmanager
 def collector_paused() -> Iterator[None]:
-    """Keep the cyclic garbage collector out of a LIST: the many dicts a page of JSON becomes set off
-    collection after collection, which was 60 % of the CPU of parsing pods (84 -> 34 us per pod).
-    A LIST builds nothing cyclic. Counted, so informers listing at the same time share one pause."""
+    """Keep the cyclic garbage collector out of a LIST: the many dicts a page of JSON becomes would set
+    off collection after collection, costing more CPU than the parsing itself, and a LIST builds
+    nothing cyclic for it to find. Counted, so informers listing at the same time share one pause."""
     global _collector_pauses, _collector_was_enabled
     with _collector_lock:
         if _collector_pauses == 0:
@@ -79,10 +79,10 @@ class WatchError(Exception):
     """An ERROR event other than 410 on the watch stream."""
 
 
-# The longest wait between two failed LIST or WATCH attempts. client-go waits up to 30 s; the soak
-# (bench/chaos.py) found that after a 20 s apiserver outage the informers came back up to 9 s after the
-# apiserver did, so evictions due during the outage were that late. Attempts against a stopped
-# apiserver are refused at once and cost nothing; 4 s keeps a controller within 5 s of its return.
+# The longest wait between two failed LIST or WATCH attempts. client-go waits up to 30 s, so its informers
+# may come back that long after an apiserver outage ends, and every eviction due during the outage with
+# them. Attempts against a stopped apiserver are refused at once and cost nothing; 4 s keeps a controller
+# within 5 s of the apiserver's return.
 BACKOFF_MAX = 4.0
 
 

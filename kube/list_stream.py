@@ -1,8 +1,8 @@
 """Read a LIST response item by item, as it arrives, without ever holding the whole list.
 
 A LIST served from the apiserver's watch cache (`resourceVersion=0`) comes in one response, however
-many objects: 150,000 pods are about 430 MB of JSON, several GB as one parsed dict. So the items
-are cut out of the byte stream and parsed one at a time.
+many objects: a large cluster's pods are hundreds of MB of JSON, and many times that as one parsed
+dict. So the items are cut out of the byte stream and parsed one at a time.
 
 The apiserver writes compact JSON, list metadata before the items, every item an object whose
 first key is "metadata". The cut points are therefore the bytes `},{"metadata":{`, which cannot

@@ -1,6 +1,6 @@
 """A list-and-watch call for kube/informer.py made with kube/request.py's raw request, for a process
-that must not load a generated API class to watch one resource: `CoreV1Api` alone costs about 20 MB
-(the webhook's namespace cache, in each gunicorn worker).
+that must not load a generated API class to watch one resource: `CoreV1Api` and its models would take
+a large share of each gunicorn worker's memory (the webhook's namespace cache; bench/REPORT.md).
 
 It takes the keyword arguments the informer gives a generated list method and returns, as such a
 method does with `_preload_content=False`, the urllib3 response unread.

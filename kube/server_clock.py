@@ -1,5 +1,5 @@
 """The apiserver's clock measured against ours: a few GETs of /version, each timed by our clock
-against its Date header (shared/clock_offset.py bounds the offset from them), and the version they
+against its Date header (kube/clock_offset.py bounds the offset from them), and the version they
 answer (which says how the apiserver dates what it stores)."""
 
 from __future__ import annotations
@@ -10,8 +10,8 @@ from collections.abc import Callable
 
 from kubernetes import client
 
+from kube.clock_offset import ClockOffset, ServerClock, narrowest, offset_from
 from kube.request import Timeout, send
-from shared.clock_offset import ClockOffset, ServerClock, narrowest, offset_from
 
 SAMPLES = 3
 VERSION_PATH = "/version"  # served to every authenticated user (system:discovery), with a Date header

@@ -1,15 +1,15 @@
 """A watch response's body read straight off its socket, in batches: the informer's stream of events.
 
 urllib3 reads a chunked body one HTTP chunk at a time, several calls for each, and a watch sends
-every event as a chunk of its own: at 5,000 nodes that is 500 Lease events a second, each waking
-the informer's thread alone (84 us of CPU an event, most of it the wake-up and the reads). Here the
-body is read in large blocks from the connection's buffered reader and unframed by `ChunkedBody`;
-with `batch_seconds`, a read that would block waits that long first, so the events of that time
-arrive in one read and cost one wake-up (a Lease renewal or a Node heartbeat seen 0.1 s later
-changes nothing: grace periods are tens of seconds).
+every event as a chunk of its own: at 5,000 nodes that is 500 Lease events a second (one renewal per
+node every 10 s), each waking the informer's thread alone, and the wake-up and the reads are most of
+an event's CPU. Here the body is read in large blocks from the connection's buffered reader and
+unframed by `ChunkedBody`; with `batch_seconds`, a read that would block waits that long first, so
+the events of that time arrive in one read and cost one wake-up (a Lease renewal or a Node heartbeat
+seen 0.1 s later changes nothing: grace periods are tens of seconds).
 
 A response this cannot read so (not chunked, compressed, or a connection without the expected
-parts) is read by urllib3 as before.
+parts) is read by urllib3's own reader.
 """
 
 from __future__ import annotations

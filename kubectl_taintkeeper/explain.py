@@ -22,7 +22,7 @@ from controller.tainteviction.disruption_budget import BudgetSettings, check_tai
 from controller.tainteviction.verdict import EvictionRule, pod_verdict
 from kube.timestamps import format_time
 from kubectl_taintkeeper.budgets import Budgets, budget_note
-from shared.durations import parse_duration
+from plumbing.durations import parse_duration
 
 Json = dict[str, Any]
 

@@ -58,7 +58,7 @@ from kube.request import request_json
 from kubectl_taintkeeper.fencing_plan import fence_plan, render_plan
 from kubectl_taintkeeper.forbidden import FENCER, explained
 from plumbing.arguments import OneLineErrorParser
-from shared.durations import parse_duration
+from plumbing.durations import parse_duration
 
 Json = dict[str, Any]
 

@@ -3,7 +3,7 @@ write them together (`held_lines`), and `configure_logging`, which puts it in pl
 
 A line can also be held without making its record (`hold_line`, for the webhook's per-review lines),
 when that record would reach nothing but the root's LineHandler, holding lines: its formatter
-(shared/jsonlog.py) then makes the very line it would have made of the record, straight from the
+(plumbing/log_formats.py) then makes the very line it would have made of the record, straight from the
 record's fields.
 """
 
@@ -13,7 +13,7 @@ import contextlib
 import logging
 from collections.abc import Iterator, Mapping
 
-from shared.jsonlog import LOG_FORMATS, JsonFormatter, PlainFormatter, public_fields
+from plumbing.log_formats import LOG_FORMATS, JsonFormatter, PlainFormatter, public_fields
 
 
 class LineHandler(logging.StreamHandler):  # type: ignore[type-arg]
@@ -109,10 +109,10 @@ def hold_line(
     extra: Mapping[str, object],
 ) -> bool:
     """Hold the line that `logger.handle(record)` would hold for a record of these fields, without
-    making the record: making it and passing it through logging's handling was most of a held line's
+    making the record: making it and passing it through logging's handling is most of a held line's
     cost. The caller has checked that `level` is enabled and `extra` as Logger.makeRecord does; the
     record has neither exception nor stack. Done only when the record would reach nothing but the
-    root's LineHandler, holding lines, with one of shared/jsonlog.py's formatters (`_sole_holding_handler`).
+    root's LineHandler, holding lines, with one of plumbing/log_formats.py's formatters (`_sole_holding_handler`).
     False, and nothing done, otherwise: the caller logs the record.
     """
     handler = _sole_holding_handler(logger, level)

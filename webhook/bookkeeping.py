@@ -162,9 +162,10 @@ def log_at(
 
     While the root's LineHandler holds a batch and nothing else would see the record, no record is
     made: its line is held directly (`plumbing.log_lines.hold_line`), the very line the record would
-    give; that halved a line's cost. Otherwise the record is `make_record`'s (webhook/fast_paths.py),
-    for the unknown caller (logging does not look it up: the line is logged later than it happened);
-    a custom LogRecord factory gets its own records, from `logger.makeRecord`.
+    give, without the cost of a record and logging's handling of it. Otherwise the record is
+    `make_record`'s (webhook/fast_paths.py), for the unknown caller (logging does not look it up: the
+    line is logged later than it happened); a custom LogRecord factory gets its own records, from
+    `logger.makeRecord`.
     """
     if not logger.isEnabledFor(level):
         return

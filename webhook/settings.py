@@ -11,8 +11,8 @@ import os
 from collections.abc import Mapping
 from dataclasses import dataclass
 
+from plumbing.log_formats import LOG_FORMATS
 from shared.defaults import BUILTIN_DEFAULT_TOLERATION_SECONDS, DEFAULT_TOLERATION_SECONDS, DefaultSeconds
-from shared.jsonlog import LOG_FORMATS
 
 # controller-runtime's cap; an AdmissionReview carries the object twice on UPDATE, and
 # kube-apiserver accepts objects up to about 3 MiB.

@@ -30,12 +30,12 @@ from controller.nodelifecycle.decision import TAINT_WRITE_ATTEMPTS, taints_to_wr
 from controller.objects import NodeView, PodView, node_view
 from kube import server_clock
 from kube.client import STRATEGIC_MERGE, WORKER_REQUEST_TIMEOUT, read_node_json, release, write_unless_gone
+from kube.clock_offset import ServerClock
 from kube.errors import is_conflict, is_not_found
 from kube.fence import WriteFence
 from kube.request import request_json
 from kube.store import Keyed, StoreReader
 from kube.timestamps import format_time
-from shared.clock_offset import ServerClock
 from shared.taints import NO_EXECUTE, Taint
 
 log = logging.getLogger("taintkeeper.nodelifecycle")

@@ -80,11 +80,11 @@ from controller.worker import (
 )
 from controller.workqueue import WorkQueue
 from controller.zones import ZoneState, compute_zone_state, eviction_rate, zone_health_percent, zone_label
+from kube.clock_offset import ClockOffset, ServerClock
 from kube.errors import describe_error, is_conflict
 from kube.events import EventSink
 from kube.fence import WriteFenced
 from kube.store import StoreReader
-from shared.clock_offset import ClockOffset, ServerClock
 from shared.taints import (
     NO_EXECUTE,
     NO_SCHEDULE,

@@ -11,7 +11,7 @@ A node first seen (this controller started, or became the leader) is judged from
 heard as the apiserver dated it (`first_heard`), not from this first look as upstream does: a node
 that died 40 s before a hand-over is marked at its grace, not 40 s after. The apiserver stamps each
 change of an object in its managedFields by its own clock; converted to ours with the measured offset
-(shared/clock_offset.py) and taken as late as the bounds allow, it is never earlier than the node's
+(kube/clock_offset.py) and taken as late as the bounds allow, it is never earlier than the node's
 real last heartbeat, so the grace is never cut short. Undatable (no stamp, no offset, or an offset
 too uncertain): upstream's first look.
 """
@@ -23,8 +23,8 @@ from dataclasses import dataclass
 from typing import Any
 
 from controller.objects import NodeView
+from kube.clock_offset import ClockOffset
 from kube.timestamps import format_time, parse_time
-from shared.clock_offset import ClockOffset
 
 STALE_CONDITION_TYPES = ("Ready", "MemoryPressure", "DiskPressure", "PIDPressure")
 REASON_UNKNOWN = "NodeStatusUnknown"

@@ -21,7 +21,7 @@ from typing import Any
 
 from controller.budget_annotations import BUDGET_TIMEOUT_ANNOTATION, EVICTION_ANNOTATION, RESPECT_DISRUPTION_BUDGET
 from controller.label_selector import selects
-from shared.durations import parse_duration
+from plumbing.durations import parse_duration
 from shared.taints import NOT_READY, OUT_OF_SERVICE, UNREACHABLE, Taint
 
 # Taints whose pods are gone from the cluster's point of view: never held back by a budget.

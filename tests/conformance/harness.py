@@ -27,9 +27,9 @@ from controller.clock import FakeClock
 from controller.nodelifecycle.decision import MonitorSettings
 from controller.nodelifecycle.monitor import NodeLifecycleMonitor
 from controller.objects import LeaseView, NodeView, PodView, lease_view, node_view, pod_view
+from kube.clock_offset import ClockOffset, ServerClock
 from kube.events import PodRef
 from kube.timestamps import format_micro_time, format_time
-from shared.clock_offset import ClockOffset, ServerClock
 from tests.support.work import work_off
 
 Json = dict[str, Any]

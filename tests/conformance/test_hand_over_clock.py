@@ -1,4 +1,4 @@
-"""A new leader judges a node's silence from when the apiserver last dated its heartbeat (issue 36).
+"""A new leader judges a node's silence from when the apiserver last dated its heartbeat.
 
 Upstream's monitor starts every node's silence from its own first look, so a node that died 40 s
 before a hand-over gets a whole new grace period: marked and tainted 40 s late. taintkeeper dates the
@@ -14,8 +14,8 @@ from dataclasses import dataclass
 
 import pytest
 
+from kube.clock_offset import ClockOffset
 from kube.timestamps import format_time
-from shared.clock_offset import ClockOffset
 from tests.conformance.harness import (
     UNREACHABLE_KEY,
     UPSTREAM_TEST_SETTINGS,

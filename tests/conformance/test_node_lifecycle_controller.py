@@ -20,9 +20,9 @@
 # companion row (id suffix "[+ healthy node in another zone]") that keeps upstream's expectation reachable by
 # adding one healthy node elsewhere, so the cluster is not wholly down.
 #
-# Issue 10 defects: on the pre-fix code (commit 5c16619) exactly one row failed, TestProcessPodMarkPodNotReady
-# "Pod marked as NotReady when the scheduled node is not ready" (defect 7: no processPod counterpart). The fix
-# (commit abed3df) makes it pass, so it carries no xfail marker.
+# Before commit abed3df (at 5c16619) exactly one row failed, TestProcessPodMarkPodNotReady "Pod marked as NotReady
+# when the scheduled node is not ready": the monitor had no counterpart of upstream's processPod. abed3df makes it
+# pass, so it carries no xfail marker.
 
 from __future__ import annotations
 
@@ -821,7 +821,7 @@ def test_monitor_node_health_mark_pods_not_ready_retry(failures, healthy_elsewhe
 
 
 # =====================================================================================================================
-# Pods marked NotReady on every node whose Ready is not True (taintkeeper issue 36; k8s #112733, #125618).
+# Pods marked NotReady on every node whose Ready is not True (kubernetes#112733, kubernetes#125618).
 #
 # Not an upstream table. Upstream's monitorNodeHealth marks a node's pods only in the pass where
 # `currentReadyCondition.Status != True && observedReadyCondition.Status == True`, observedReadyCondition being the

@@ -21,10 +21,9 @@ Where taintkeeper deliberately differs (docs/architecture.md, "Deliberate differ
 asserts taintkeeper's behaviour and is listed in DELIBERATE_DIFFERENCES. Rows where taintkeeper is wrong are strict
 xfails (reason "conformance: ..."), so they turn into failures once fixed and the mark must go.
 
-Issue 10's defects 4-7 are fixed in abed3df. The rows that pin them (named in ISSUE_10_ROWS) were run
-against the commit before it, 5c16619, where each failed on exactly its defect: pod2 deleted at 100 s
-instead of 130 s (7), the swap evicting at 400 s instead of 300 s (4), two deletions (6), and the
-first-matching-toleration rows evicting at 60 s (5). They pass now, so they carry no xfail mark.
+Four defects of the eviction manager are fixed in abed3df. The rows that pin them (FIXED_DEFECT_ROWS, each
+with what went wrong) were run against the commit before it, 5c16619, where each failed on exactly its
+defect. They pass now, so they carry no xfail mark.
 """
 
 from __future__ import annotations
@@ -58,25 +57,31 @@ DELIBERATE_DIFFERENCES: list[tuple[str, str]] = [
     ("test_update_pod[lengthening toleration shouldn't work]", "Toleration edits take effect"),
 ]
 
-# (test id, issue 10 defect) for the rows that failed on that defect before abed3df.
-ISSUE_10_ROWS: list[tuple[str, int]] = [
+# (test id, what went wrong before abed3df) for the rows that failed on a defect fixed there.
+FIXED_DEFECT_ROWS: list[tuple[str, str]] = [
     (
         "test_taint_swap_keeps_the_scheduled_eviction[not-ready swapped for unreachable 100s in: the eviction stays "
         "at 300s]",
-        4,
+        "the swapped-in taint's timeAdded restarted the pod's clock: evicted at 400 s",
     ),
     (
         "test_min_toleration_time_uses_the_first_matching_toleration[unreachable Exists forever before Exists "
         "NoExecute 60s: never evicted]",
-        5,
+        "the smallest seconds of every matching toleration, not of the first per taint: evicted at 60 s",
     ),
     (
         "test_min_toleration_time_uses_the_first_matching_toleration[Exists NoExecute 600s before unreachable Exists "
         "60s: evicted at 600s]",
-        5,
+        "the smallest seconds of every matching toleration, not of the first per taint: evicted at 60 s",
     ),
-    ("test_a_pod_is_deleted_once[a node update during the eviction's API calls: the pod is deleted once]", 6),
-    ("test_eventual_consistency[existing pod2 with taint toleration scheduled onto tainted Node]", 7),
+    (
+        "test_a_pod_is_deleted_once[a node update during the eviction's API calls: the pod is deleted once]",
+        "the update replaced the firing entry: the pod deleted twice",
+    ),
+    (
+        "test_eventual_consistency[existing pod2 with taint toleration scheduled onto tainted Node]",
+        "a pod bound after the taint counted from the taint, not its binding: deleted at 100 s, not 130 s",
+    ),
 ]
 
 NODE = "node1"
@@ -441,7 +446,7 @@ DELAY = 30.0
             make_pod("pod2", NODE, [upstream_toleration(1, 100)], bound=START + DELAY),
             DELAY + 100,
             id="existing pod2 with taint toleration scheduled onto tainted Node",
-        ),  # issue 10 defect 7
+        ),  # counted from the pod's binding, not the taint (FIXED_DEFECT_ROWS)
         pytest.param(None, make_pod("pod2", NODE, created=START + DELAY), DELAY, id="new pod2 created on tainted Node"),
         pytest.param(
             None,
@@ -716,7 +721,7 @@ def test_tolerations_tolerate_taints_with_filter(tolerations, taints, keep, expe
 # --- GetMatchingTolerations (no upstream table: rows from pkg/apis/core/v1/helper/helpers.go) ---------------
 # For each taint, the FIRST toleration that tolerates it is the one used; later ones are ignored, and
 # the pod's time is the smallest seconds among the used ones. The last two rows run that through the
-# manager: they are the rows of issue 10's defect 5.
+# manager (FIXED_DEFECT_ROWS).
 
 UNREACHABLE_TAINT = {"key": "node.kubernetes.io/unreachable", "effect": "NoExecute"}
 UNREACHABLE_FOREVER = {"key": "node.kubernetes.io/unreachable", "operator": "Exists", "effect": "NoExecute"}
@@ -787,7 +792,7 @@ def test_min_toleration_time_uses_the_first_matching_toleration(tolerations, exp
         assert deleted[POD1] == [pytest.approx(expected, abs=0.5)]
 
 
-# --- issue 10 scenarios that upstream's code implies but no upstream table row pins -------------------------
+# --- scenarios that upstream's code implies but no upstream table row pins ----------------------------------
 
 NOT_READY = "node.kubernetes.io/not-ready"
 UNREACHABLE = "node.kubernetes.io/unreachable"
@@ -804,7 +809,7 @@ def _node_taint(key: str, added: float) -> dict:
 @pytest.mark.parametrize(
     "swap_after",
     [
-        # issue 10 defect 4 (before abed3df: evicted at 400 s, the swapped-in taint's timeAdded restarting the clock)
+        # before abed3df: evicted at 400 s, the swapped-in taint's timeAdded restarting the clock
         pytest.param(100.0, id="not-ready swapped for unreachable 100s in: the eviction stays at 300s"),
     ],
 )
@@ -822,7 +827,7 @@ def test_taint_swap_keeps_the_scheduled_eviction(swap_after):
 @pytest.mark.parametrize(
     "extra_taint",
     [
-        # issue 10 defect 6 (before abed3df: the update replaced the firing entry and the pod was deleted twice)
+        # before abed3df: the update replaced the firing entry and the pod was deleted twice
         pytest.param(upstream_taint(2), id="a node update during the eviction's API calls: the pod is deleted once"),
     ],
 )
@@ -849,5 +854,5 @@ def test_listed_rows_exist():
         for mark in getattr(function, "pytestmark", []) if name.startswith("test_") else []:
             if mark.name == "parametrize":
                 ids.update(f"{name}[{param.id}]" for param in mark.args[1])
-    listed = [row for row, _ in DELIBERATE_DIFFERENCES] + [row for row, _ in ISSUE_10_ROWS]
+    listed = [row for row, _ in DELIBERATE_DIFFERENCES] + [row for row, _ in FIXED_DEFECT_ROWS]
     assert [row for row in listed if row not in ids] == []

@@ -1,6 +1,6 @@
-"""Issue 10's defects end to end: simulated kubelets against the real kube-apiserver and the controller
-as a process. Each scenario is one that upstream kube-controller-manager 1.20.2 handled and
-taintkeeper did not, before the fixes.
+"""Scenarios upstream kube-controller-manager 1.20.2 handles, end to end: simulated kubelets against
+the real kube-apiserver and the controller as a process. taintkeeper got each of them wrong once (the
+fixes are in abed3df); these keep them right.
 """
 
 from __future__ import annotations
@@ -33,7 +33,7 @@ def registered(cluster: Cluster, *names: str) -> None:
 
 
 def test_a_node_moved_to_a_new_zone_is_tainted_when_it_dies(cluster: Cluster):
-    """Defect 1: a cloud controller manager labels a known node with a zone no node had."""
+    """A cloud controller manager labels a known node with a zone no node had."""
     mover, *_ = cluster.sim.add_nodes(3, zones=["a"])
     controller = cluster.start_controller()
     registered(cluster, mover)
@@ -44,7 +44,7 @@ def test_a_node_moved_to_a_new_zone_is_tainted_when_it_dies(cluster: Cluster):
 
 
 def test_after_every_node_died_and_was_replaced_a_new_dead_node_is_tainted(cluster: Cluster):
-    """Defect 2a: the all-zones brake must not outlive the nodes it was entered for."""
+    """The all-zones brake must not outlive the nodes it was entered for."""
     old = cluster.sim.add_nodes(2, zones=["a"])
     controller = cluster.start_controller()
     cluster.sim.stop_heartbeats(*old)
@@ -58,7 +58,7 @@ def test_after_every_node_died_and_was_replaced_a_new_dead_node_is_tainted(clust
 
 
 def test_a_not_ready_to_unreachable_swap_keeps_the_pods_eviction_time(cluster: Cluster):
-    """Defect 4: a node that goes from Ready=False to silent does not restart its pods' clocks."""
+    """A node that goes from Ready=False to silent does not restart its pods' clocks."""
     sick, *_ = cluster.sim.add_nodes(3, zones=["a"])
     both = [
         {"key": NR, "operator": "Exists", "effect": "NoExecute", "tolerationSeconds": 12},
@@ -78,7 +78,7 @@ def test_a_not_ready_to_unreachable_swap_keeps_the_pods_eviction_time(cluster: C
 
 
 def test_the_first_matching_toleration_decides_how_long_a_taint_is_tolerated(cluster: Cluster):
-    """Defect 5: upstream GetMatchingTolerations takes the first toleration matching each taint."""
+    """Upstream GetMatchingTolerations takes the first toleration matching each taint."""
     dead, *_ = cluster.sim.add_nodes(3, zones=["a"])
     five = {"operator": "Exists", "effect": "NoExecute", "tolerationSeconds": 5}
     forever_first = cluster.pods(dead, [*unreachable(None), five], "forever-first")
@@ -95,7 +95,7 @@ def test_the_first_matching_toleration_decides_how_long_a_taint_is_tolerated(clu
 
 
 def test_a_pod_bound_to_a_dead_node_counts_from_its_binding_and_is_marked_not_ready(cluster: Cluster):
-    """Defect 7: created before the taint, bound after it (it waited Pending)."""
+    """The pod was created before the taint and bound after it (it waited Pending)."""
     dead, *_ = cluster.sim.add_nodes(3, zones=["a"])
     cluster.core.create_namespaced_pod(
         cluster.namespace,

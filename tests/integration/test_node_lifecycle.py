@@ -1,5 +1,6 @@
 """The node lifecycle monitor end to end: simulated kubelets (hack/simulator.py) against the real
-kube-apiserver, the controller as a process with short grace periods (issue 4's scenarios).
+kube-apiserver, the controller as a process with short grace periods: a dead node marked, tainted,
+drained and recovered; condition taints; partially and fully disrupted zones.
 """
 
 from __future__ import annotations

@@ -182,8 +182,8 @@ def test_a_fenced_dead_node_loses_its_pods_and_attachments_even_against_a_concur
 
 
 def test_a_fenced_nodes_pods_are_removed_by_the_out_of_service_handling_alone(cluster: Cluster):
-    """Issue 38 (the soak's seed 9090): the out-of-service handling force deleted a pod, and 26 ms later the
-    taint eviction deleted it again. Here the pods tolerate unreachable for an hour, so nothing is due until
+    """The chaos soak (seed 9090) once saw the out-of-service handling force delete a pod, and the taint
+    eviction delete it again 26 ms later. Here the pods tolerate unreachable for an hour, so nothing is due until
     the fence, which makes them due to both at once: only the force delete may touch them."""
     dead, _ = cluster.sim.add_nodes(2, zones=["a"])
     waiting = cluster.sim.create_pods(

@@ -1,5 +1,5 @@
 """The taint eviction manager against a real kube-apiserver: timing, cancellation, restarts,
-leader hand-over, an apiserver outage and refused deletions (issue 3's scenarios).
+leader hand-over, an apiserver outage and refused deletions.
 
 There is no kubelet: a graceful delete leaves the pod Terminating, so "deleted" here means the
 pod got its deletionTimestamp (and the DisruptionTarget condition before it).

@@ -1,4 +1,4 @@
-"""Upstream's failed-node bugs, fixed, on real kubelets (issue 36): the controller as a process, three
+"""Upstream's failed-node bugs, fixed, on real kubelets: the controller as a process, three
 real nodes; each test breaks one node and leaves it whole again.
 
 - kubernetes#125618: a node whose container runtime fails keeps renewing its Lease while its kubelet
@@ -25,8 +25,8 @@ import pytest
 from kubernetes import client
 
 from hack.servers import ControllerProcess
+from kube.clock_offset import dates_every_change
 from kube.timestamps import parse_time
-from shared.clock_offset import dates_every_change
 from tests.integration.kube import raw, wait_for
 from tests.realnodes.nodes import RealCluster, checked, wait_default_service_account
 

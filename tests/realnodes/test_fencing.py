@@ -1,4 +1,4 @@
-"""A dead node's StatefulSet pod, stuck Terminating, back in one safe step (issue 27, part 2), on real
+"""A dead node's StatefulSet pod, stuck Terminating, back in one safe step (fencing), on real
 kubelets: taintkeeper's controller as a process (short grace periods, --auto-fence-after 5s) and
 `python -m controller fence|unfence` / `kubectl taintkeeper fence` as an operator runs them.
 

@@ -1,4 +1,4 @@
-"""The disruption-budget scenario (issue 27), run by the real-node suite against a controller process
+"""The disruption-budget scenario, run by the real-node suite against a controller process
 and by the e2e suite against the deployed controller: a 2-replica Deployment pinned to one node, a
 budget `minAvailable: 2`, pods annotated `taintkeeper.io/eviction: respect-disruption-budget`, and a
 drain taint on the node. Nothing goes (each Eviction is refused, 429) until a third pod of the set is

@@ -26,14 +26,19 @@ OURS = re.compile(r"\b(?:taintkeeper|node_collector|taint_eviction_controller|po
 SUFFIXES = {"counter": ("_total",), "gauge": ("",), "histogram": ("_bucket", "_count", "_sum")}
 
 
+def exported_families() -> dict[str, str]:
+    """Each metric family's name (a counter's without `_total`) and its type."""
+    return {
+        family.name: family.type
+        for module in MODULES
+        for metric in vars(module).values()
+        if isinstance(metric, MetricWrapperBase)
+        for family in metric.describe()
+    }
+
+
 def exported_series() -> set[str]:
-    names = set()
-    for module in MODULES:
-        for metric in vars(module).values():
-            if isinstance(metric, MetricWrapperBase):
-                for family in metric.describe():
-                    names |= {family.name + suffix for suffix in SUFFIXES[family.type]}
-    return names
+    return {name + suffix for name, kind in exported_families().items() for suffix in SUFFIXES[kind]}
 
 
 def series_named(query: str) -> set[str]:

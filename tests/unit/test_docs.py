@@ -6,6 +6,10 @@
 - Every command-line flag the product's commands define is in docs/operating.md. The flags are read
   from the argparse parsers themselves (subcommands included), never from the source text; a parser
   built inside a function is caught as it is about to parse.
+- Every row of docs/operating.md's flag tables names flags of its section's command (the webhook, the
+  controller), with the default and the environment variable the code has.
+- Every metric a doc names is exported, and every exported metric is in docs/operating.md.
+- Every repository file a doc names in a code span exists, and every test it names is defined.
 - Every import contract in pyproject.toml is explained in docs/architecture.md.
 """
 
@@ -13,6 +17,7 @@ from __future__ import annotations
 
 import argparse
 import difflib
+import functools
 import re
 import tomllib
 import unicodedata
@@ -432,6 +437,183 @@ def test_every_console_script_has_its_flags_checked():
         f"{name} ({target})" for name, target in scripts.items() if target.partition(":")[0] not in COVERED_ENTRY_POINTS
     ]
     assert not unchecked, f"add these commands' parsers to COMMANDS in this test: {', '.join(unchecked)}"
+
+
+# --- the flag tables ------------------------------------------------------------------------------------------
+# docs/operating.md's tables of the webhook's and the controller's flags: each row's flags are the command's,
+# and its default (and the webhook's environment variable) is the one the code has.
+
+# What a table writes for an empty default.
+NO_VALUE = {"none", "empty", "all off"}
+
+
+@dataclass(frozen=True)
+class FlagRow:
+    line: int
+    section: str  # the `## ` heading the table sits under
+    cells: dict[str, str]  # column header -> cell
+
+
+def flag_rows(text: str) -> list[FlagRow]:
+    """Every row of a table whose first column is `flag`, with the section it is in."""
+    rows: list[FlagRow] = []
+    section, header = "", None
+    for number, line in enumerate(text.split("\n"), start=1):
+        if line.startswith("## "):
+            section, header = line[3:].strip(), None
+        if not line.startswith("|"):
+            header = None
+            continue
+        cells = [cell.strip() for cell in line.strip().strip("|").split(" | ")]
+        if cells[0] == "flag":
+            header = cells
+        elif header is not None and not set(line) <= set("|- "):
+            rows.append(FlagRow(number, section, dict(zip(header, cells, strict=True))))
+    return rows
+
+
+def cell_flags(cell: str) -> list[str]:
+    return re.findall(r"`(--[a-z0-9-]+)`", cell)
+
+
+def cell_values(cell: str, count: int) -> list[str]:
+    """A cell's `count` values: `a` / `b` or `a`, `b` one per flag, `x.{a,b}` spelled out, one value for all;
+    a note in parentheses dropped, and a word for "no value" read as empty."""
+    braces = re.fullmatch(r"`([^`{]*)\{([^}`]*)\}([^`]*)`", cell)
+    if braces:
+        parts = [f"{braces[1]}{middle}{braces[3]}" for middle in braces[2].split(",")]
+    else:
+        parts = re.split(r" / |, (?=`)", cell) if count > 1 else [cell]
+    values = [re.sub(r"\s*\([^)]*\)$", "", part.strip()).strip("`") for part in parts]
+    values = ["" if value in NO_VALUE else value for value in values]
+    return values * count if len(values) == 1 else values
+
+
+CELLS_READ = [
+    ("one value", "`5s`", 1, ["5s"]),
+    ("one per flag, by slashes", "`15s` / `10s` / `2s`", 3, ["15s", "10s", "2s"]),
+    ("one per flag, by commas", "`0.0.0.0`, `10258`", 2, ["0.0.0.0", "10258"]),
+    ("a comma inside a value", "`taintkeeper-system,kube-system`", 1, ["taintkeeper-system,kube-system"]),
+    ("braces spelled out", "`/tls/tls.{crt,key}`", 2, ["/tls/tls.crt", "/tls/tls.key"]),
+    ("a note dropped", "`0` (off)", 1, ["0"]),
+    ("a word for no value", "none", 1, [""]),
+    ("one value for every flag", "`300`", 2, ["300", "300"]),
+]
+
+
+@pytest.mark.parametrize(("cell", "count", "values"), [c[1:] for c in CELLS_READ], ids=[c[0] for c in CELLS_READ])
+def test_a_cell_gives_one_value_per_flag(cell, count, values):
+    assert cell_values(cell, count) == values
+
+
+def test_flag_rows_are_read_from_flag_tables_only():
+    text = (
+        "## The tool\n\n| flag | default | meaning |\n|---|---|---|\n| `--a` | `1` | x |\n\n"
+        "| key | value |\n|---|---|\n| `--not-a-flag-row` | 2 |\n## Other\n| flag | default |\n| `--b` | none |\n"
+    )
+    assert [(row.line, row.section, row.cells) for row in flag_rows(text)] == [
+        (5, "The tool", {"flag": "`--a`", "default": "`1`", "meaning": "x"}),
+        (12, "Other", {"flag": "`--b`", "default": "none"}),
+    ]
+
+
+@functools.cache
+def flags_in_code() -> dict[str, dict[str, tuple[str, str | None]]]:
+    """What the code has, by section: flag -> (default, environment variable or None)."""
+    from webhook.settings import APP_SETTINGS, SERVING_SETTINGS
+
+    Known = dict[str, tuple[str, str | None]]
+    controller: Known = {
+        option: ("" if action.default is None else str(action.default), None)
+        for action in controller_parser()._actions
+        if not isinstance(action, argparse._HelpAction)
+        for option in action.option_strings
+    }
+    webhook: Known = {setting.flag: (setting.default, setting.env) for setting in (*APP_SETTINGS, *SERVING_SETTINGS)}
+    return {"The webhook": webhook, "The controller": controller}
+
+
+def test_operating_md_has_the_webhooks_and_the_controllers_flag_tables():
+    assert {row.section for row in flag_rows(OPERATING.read_text())} == set(flags_in_code())
+
+
+@pytest.mark.parametrize("row", flag_rows(OPERATING.read_text()), ids=lambda row: f"line {row.line}")
+def test_every_flag_row_of_operating_md_matches_the_code(row):
+    known = flags_in_code()[row.section]
+    flags_named = cell_flags(row.cells["flag"])
+    assert flags_named, f"docs/operating.md:{row.line}: no flag in the row"
+    defaults = cell_values(row.cells["default"], len(flags_named))
+    envs = cell_values(row.cells.get("environment variable", ""), len(flags_named))
+    for index, flag in enumerate(flags_named):
+        assert flag in known, f"docs/operating.md:{row.line}: {row.section} has no flag {flag}"
+        default, env = known[flag]
+        assert defaults[index] == default, f"docs/operating.md:{row.line}: {flag}'s default is {default!r}"
+        if env is not None:
+            assert envs[index] == env, f"docs/operating.md:{row.line}: {flag}'s environment variable is {env}"
+
+
+# --- the metrics -----------------------------------------------------------------------------------------------
+
+
+@pytest.mark.parametrize("doc", docs(), ids=[str(doc.relative_to(ROOT)) for doc in docs()])
+def test_every_metric_a_doc_names_is_exported(doc):
+    from tests.support.exported_metrics import exported_families, exported_series, series_named
+
+    unknown = sorted(series_named(doc.read_text()) - exported_series() - set(exported_families()))
+    assert not unknown, f"{doc.relative_to(ROOT)} names metrics controller/ and webhook/ do not export: {unknown}"
+
+
+def test_every_exported_metric_is_in_operating_md():
+    """By its name (a series of it: `_total`, `_bucket`), or by its subsystem's (`node_collector_*`)."""
+    from tests.support.exported_metrics import exported_families
+
+    text = OPERATING.read_text()
+    subsystems = tuple(re.findall(r"`(\w+_)\*`", text))
+    missing = sorted(
+        family
+        for family in exported_families()
+        if not re.search(rf"\b{family}(?:_total|_bucket|_count|_sum)?\b", text) and not family.startswith(subsystems)
+    )
+    assert not missing, f"docs/operating.md does not name these metrics: {missing}"
+
+
+# --- the code the docs name ------------------------------------------------------------------------------------
+
+# A file in a code span: directories, then a name with one of these extensions.
+CODE_PATH = re.compile(r"`((?:[\w.-]+/)+[\w.-]+\.(?:py|md|yaml|yml|sh|toml|svg|json|txt|tpl))`")
+
+
+def top_directories() -> set[str]:
+    """The repository's top directories (not hidden ones such as .venv and .local, nor the egg-info)."""
+    return {
+        path.name
+        for path in ROOT.iterdir()
+        if path.is_dir() and not path.name.startswith(".") and not path.name.endswith(".egg-info")
+    }
+
+
+@pytest.mark.parametrize("doc", docs(), ids=[str(doc.relative_to(ROOT)) for doc in docs()])
+def test_every_repository_file_a_doc_names_in_code_exists(doc):
+    """`kube/clock_offset.py` in a code span is not a link, but it names a file all the same. Paths
+    outside the repository's directories (`DIR/...`, `.local/...`: what a run writes) are not checked."""
+    tops = top_directories()
+    gone = sorted(
+        path
+        for path in set(CODE_PATH.findall(doc.read_text()))
+        if path.split("/")[0] in tops and not (ROOT / path).exists()
+    )
+    assert not gone, f"{doc.relative_to(ROOT)} names files that do not exist: {gone}"
+
+
+def defined_tests() -> set[str]:
+    return {name for path in (ROOT / "tests").rglob("*.py") for name in re.findall(r"def (test_\w+)", path.read_text())}
+
+
+@pytest.mark.parametrize("doc", docs(), ids=[str(doc.relative_to(ROOT)) for doc in docs()])
+def test_every_test_a_doc_names_exists(doc):
+    named = set(re.findall(r"`(test_\w+)`", doc.read_text()))
+    gone = sorted(named - defined_tests())
+    assert not gone, f"{doc.relative_to(ROOT)} names tests that tests/ does not define: {gone}"
 
 
 # --- the import contracts --------------------------------------------------------------------------------------

@@ -1,4 +1,4 @@
-"""One actor per pod (issue 38): the out-of-service handling and the taint eviction manager never both act
+"""One actor per pod: the out-of-service handling and the taint eviction manager never both act
 on the same pod. One rule decides (controller/outofservice/decision.py `out_of_service_claim`): on a node
 that is out of service (the out-of-service taint, Ready not True), a pod that does not tolerate the taint
 or is terminating already is force deleted by the out-of-service handling, and the taint eviction manager

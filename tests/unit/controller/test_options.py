@@ -17,7 +17,6 @@ from controller.options import (
     TAINT_EVICTION,
     TOLERATION_BACKFILL,
     OptionsError,
-    parse_duration,
     parse_go_bool,
     parse_options,
 )
@@ -194,30 +193,6 @@ def test_a_bad_value_stops_the_start_with_one_line_and_exit_2(argv, message, cap
     lines = captured.err.splitlines()
     assert len(lines) == 1 and lines[0].startswith("controller: error: "), captured.err
     assert message in lines[0]
-
-
-DURATIONS = [
-    ("0", 0.0),
-    ("5s", 5.0),
-    ("300ms", 0.3),
-    ("1m30s", 90.0),
-    ("1.5h", 5400.0),
-    ("-5s", -5.0),
-    ("2us", 2e-6),
-    ("10ns", 1e-8),
-    (".5s", 0.5),
-]
-
-
-@pytest.mark.parametrize(("text", "seconds"), DURATIONS, ids=[text for text, _ in DURATIONS])
-def test_go_durations(text, seconds):
-    assert parse_duration(text) == pytest.approx(seconds)
-
-
-@pytest.mark.parametrize("text", ["", "5", "s", "5 s", "1x", "5s5"])
-def test_not_go_durations(text):
-    with pytest.raises(ValueError, match="invalid duration"):
-        parse_duration(text)
 
 
 @pytest.mark.parametrize(

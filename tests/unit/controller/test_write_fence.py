@@ -182,7 +182,7 @@ def test_an_eviction_whose_patch_outlasts_the_deadline_sends_no_delete(core: Rec
     assert core.writes == ["patch_namespaced_pod_status"]
 
 
-# --- the Eviction: nothing but the POST after the fence check (issue 38, item 5) ---------------------------
+# --- the Eviction: nothing but the POST after the fence check ------------------------------------------------
 
 POLICY_GROUP = {"kind": "APIGroup", "name": "policy", "versions": [{"groupVersion": "policy/v1", "version": "v1"}]}
 

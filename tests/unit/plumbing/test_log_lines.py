@@ -10,8 +10,8 @@ from collections.abc import Iterator
 
 import pytest
 
+from plumbing.log_formats import JsonFormatter, PlainFormatter
 from plumbing.log_lines import LineHandler, configure_logging, held_lines, hold_line
-from shared.jsonlog import JsonFormatter, PlainFormatter
 
 
 def test_held_lines_are_written_together_and_in_order() -> None:

@@ -11,8 +11,8 @@ import pytest
 from flask import Response
 from werkzeug.test import EnvironBuilder
 
+from plumbing.log_formats import JsonFormatter
 from shared.defaults import DefaultSeconds
-from shared.jsonlog import JsonFormatter
 from webhook import codec
 from webhook import fast_paths as fast_paths_module
 from webhook.app import create_app, namespace_cache_of

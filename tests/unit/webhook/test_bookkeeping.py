@@ -15,8 +15,8 @@ from collections.abc import Iterator
 import pytest
 
 from hack.wait import wait_for as _wait_for
+from plumbing.log_formats import JsonFormatter, PlainFormatter
 from plumbing.log_lines import LineHandler, held_lines
-from shared.jsonlog import JsonFormatter, PlainFormatter
 from webhook.app import bookkeeping_of, create_app
 from webhook.bookkeeping import Bookkeeping
 from webhook.fast_paths import FastPaths

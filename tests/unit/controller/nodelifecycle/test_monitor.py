@@ -25,8 +25,8 @@ from controller.nodelifecycle.monitor import NodeLifecycleMonitor
 from controller.objects import LeaseView, NodeView, PodView
 from controller.worker import Done
 from controller.zones import ZoneState, zone_key
+from kube.clock_offset import ClockOffset, ServerClock
 from kube.timestamps import format_time
-from shared.clock_offset import ClockOffset, ServerClock
 from tests.support.health import healthz, wait_until
 
 START = 1_800_000_000.0
@@ -652,11 +652,11 @@ def test_a_failed_status_write_is_retried_next_pass_against_the_fresh_node(world
     assert world.no_execute("dead") == [UR]
 
 
-# --- issue 10: corners where the monitor broke -----------------------------------------------------------
+# --- zones that change under the brake, taint swaps and races: corners upstream handles -------------------
 
 
 def test_a_known_node_moved_to_an_unseen_zone_is_still_tainted_when_it_dies(world):
-    """Defect 1: a cloud controller labels a registered node with a brand-new zone; the pass must not abort."""
+    """A cloud controller labels a registered node with a brand-new zone; the pass must not abort."""
     for name in ("mover", "h1", "h2"):
         world.add_node(name)
     world.run_for(10, alive=("mover", "h1", "h2"))
@@ -668,7 +668,7 @@ def test_a_known_node_moved_to_an_unseen_zone_is_still_tainted_when_it_dies(worl
 
 
 def test_a_zone_emptied_and_refilled_after_the_brake_taints_at_the_normal_rate_again(world):
-    """Defect 2a: every node of the only zone dies (the brake) and is deleted; new nodes join that zone."""
+    """Every node of the only zone dies (the brake) and is deleted; new nodes join that zone."""
     for name in ("old1", "old2"):
         world.add_node(name)
     world.run_for(10, alive=("old1", "old2"))
@@ -687,7 +687,7 @@ def test_a_zone_emptied_and_refilled_after_the_brake_taints_at_the_normal_rate_a
 
 
 def test_a_new_zone_joining_during_the_brake_lets_the_cluster_leave_it(world):
-    """Defect 2b: a new zone starts Initial; once it is Normal the brake is left and dead nodes are tainted."""
+    """A new zone starts Initial; once it is Normal the brake is left and dead nodes are tainted."""
     for name in ("a1", "a2"):
         world.add_node(name, zone="za")
     world.run_for(10, alive=("a1", "a2"))
@@ -702,7 +702,7 @@ def test_a_new_zone_joining_during_the_brake_lets_the_cluster_leave_it(world):
 
 
 def test_entering_the_brake_removes_a_taint_swapped_in_on_the_same_pass(world):
-    """Defect 3: the swap reads this pass's status, the brake the pass's first snapshot; neither may win."""
+    """The swap reads this pass's status, the brake the pass's first snapshot; neither may win."""
     world.add_node("flapper")
     world.add_node("healthy")
     world.run_for(10, alive=("flapper", "healthy"))
@@ -715,7 +715,7 @@ def test_entering_the_brake_removes_a_taint_swapped_in_on_the_same_pass(world):
 
 
 def test_a_not_ready_unreachable_swap_writes_the_new_taint_as_upstream_does(world):
-    """The swapped-in taint gets its own timeAdded; pods' clocks are kept by the eviction manager (defect 4)."""
+    """The swapped-in taint gets its own timeAdded; pods' clocks are kept by the eviction manager."""
     for name in ("flapper", "h1", "h2"):
         world.add_node(name)
     world.run_for(10, alive=("flapper", "h1", "h2"))
@@ -729,7 +729,7 @@ def test_a_not_ready_unreachable_swap_writes_the_new_taint_as_upstream_does(worl
 
 
 def test_a_pod_bound_to_a_node_that_is_already_not_ready_is_marked_not_ready(world):
-    """Defect 7: upstream processPod marks a pod when it is bound to a not-ready node."""
+    """Upstream processPod marks a pod when it is bound to a not-ready node."""
     for name in ("dead", "h1", "h2"):
         world.add_node(name)
     world.run_for(70, alive=("h1", "h2"))
@@ -746,7 +746,7 @@ def test_a_pod_bound_to_a_node_that_is_already_not_ready_is_marked_not_ready(wor
 
 
 def test_an_unknown_write_that_loses_a_race_is_retried_in_the_same_pass_on_a_fresh_read(world):
-    """Defect 8: upstream re-reads the node and retries (NodeHealthUpdateRetry); here the kubelet posted."""
+    """Upstream re-reads the node and retries (NodeHealthUpdateRetry); here the kubelet posted."""
     for name in ("racer", "h1", "h2"):
         world.add_node(name)
     world.run_for(10, alive=("racer", "h1", "h2"))
@@ -1093,7 +1093,7 @@ def test_node_updates_queue_the_no_schedule_sync_only_when_what_it_reads_changed
     assert (len(world.monitor.no_schedule_queue) == 1) is queued, case
 
 
-# --- leadership lost and regained while one of the monitor's writes hangs (issue 38, item 6) -----------------
+# --- leadership lost and regained while one of the monitor's writes hangs -----------------------------------
 
 
 def hang_first_write(world: World, method: str, node_name: str) -> tuple[threading.Event, threading.Event]:

@@ -466,13 +466,13 @@ def test_dry_run_records_the_event_and_deletes_nothing():
     assert h.events.recorded == [("default/p", "Normal", "TaintManagerEviction", "Marking for deletion Pod default/p")]
 
 
-# --- issue 10: corners where the manager broke ------------------------------------------------------------
+# --- taint swaps, updates during a deletion, late binding: corners upstream handles ------------------------
 
 NOT_READY = "node.kubernetes.io/not-ready"
 
 
 def test_a_not_ready_unreachable_swap_does_not_restart_the_eviction_clock(h):
-    """Defect 4: even when whoever swapped gave the new taint a fresh timeAdded (upstream does)."""
+    """Even when whoever swapped gave the new taint a fresh timeAdded (upstream does)."""
     h.set_node(node("node1", taint(NOT_READY, added=START)))
     h.add_pod(pod("p", [toleration(NOT_READY, 30), toleration(UNREACHABLE, 30)]))
     h.run_for(20)
@@ -510,7 +510,7 @@ def test_a_node_that_recovers_in_between_starts_a_new_clock(h):
 
 
 def test_a_pod_is_deleted_once_even_when_an_update_reschedules_it_during_the_delete(h):
-    """Defect 6: a reconcile that replaced the scheduled entry while the DELETE ran made a second one."""
+    """A reconcile that replaces the scheduled entry while the DELETE runs must not make a second deletion."""
     h.set_node(node("node1", taint(added=START)))
     h.add_pod(pod("p", [toleration(seconds=5)]))
     real_evict = h.actions.evict
@@ -529,7 +529,7 @@ def test_a_pod_is_deleted_once_even_when_an_update_reschedules_it_during_the_del
 
 
 def test_a_pod_bound_after_the_taint_counts_from_its_binding_not_its_creation(h):
-    """Defect 7: created before the taint (it waited unscheduled), bound to the node after it."""
+    """Created before the taint (it waited unscheduled), bound to the node after it."""
     h.set_node(node("node1", taint(added=START)))
     late = PodView(
         "default", "p", "uid-p", "node1", (toleration(seconds=30),), START - 600, False, None, bound=START + 10
@@ -542,7 +542,7 @@ def test_a_pod_bound_after_the_taint_counts_from_its_binding_not_its_creation(h)
     assert h.evicted_at("default/p") == pytest.approx(40, abs=0.11)
 
 
-# --- issue 38: one actor per pod (controller/outofservice/decision.py `out_of_service_claim`) ---------------
+# --- one actor per pod (controller/outofservice/decision.py `out_of_service_claim`) -------------------------
 
 UNREACHABLE_SINCE_START = taint(UNREACHABLE, added=START)
 FENCED = node_view(node_json(taints=[UNREACHABLE_SINCE_START, OUT_OF_SERVICE_TAINT]))  # Ready Unknown

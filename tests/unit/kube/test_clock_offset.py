@@ -1,10 +1,10 @@
-"""shared/clock_offset.py: the apiserver's clock against ours, bounded from Date headers."""
+"""kube/clock_offset.py: the apiserver's clock against ours, bounded from Date headers."""
 
 from __future__ import annotations
 
 import pytest
 
-from shared.clock_offset import ClockOffset, dates_every_change, narrowest, offset_from
+from kube.clock_offset import ClockOffset, dates_every_change, narrowest, offset_from
 
 DATE = "Fri, 27 Nov 2026 03:40:00 GMT"
 SERVER = 1795750800.0  # DATE as epoch seconds

@@ -5,8 +5,8 @@ Fields: time (RFC 3339, UTC), severity, logger, message, plus anything passed in
 
 Each formatter can also make the very line it would make of a record straight from the record's
 fields (`format_fields`), so a line can be held without making its record (plumbing/log_lines.py
-`hold_line`, for the webhook's per-review lines). Only formatting here: where the lines go (the
-handler, the logging setup) is in plumbing/.
+`hold_line`, for the webhook's per-review lines). Only formatting here, no I/O: where the lines go
+(the handler, the logging setup) is plumbing/log_lines.py.
 """
 
 from __future__ import annotations
@@ -56,7 +56,7 @@ _json_string = json.encoder.encode_basestring_ascii  # how that encoder writes a
 
 def json_text(entry: dict[str, object]) -> str:
     """`json.dumps(entry, default=str)`. An entry of strings (a log line's usual fields) is written out
-    directly, as the encoder writes it: a new encoder per line was a fifth of a JSON line's cost."""
+    directly, as the encoder writes it, rather than by a new encoder made for each line (`json.dumps`)."""
     parts = []
     for name, value in entry.items():
         if type(name) is not str or type(value) is not str:
@@ -66,8 +66,8 @@ def json_text(entry: dict[str, object]) -> str:
 
 
 class JsonFormatter(logging.Formatter):
-    """One JSON object per line. The time is formatted once per second (with its milliseconds added):
-    datetime's formatting was a fifth of a line's cost."""
+    """One JSON object per line. The time is formatted once per second, with its milliseconds added,
+    not by datetime for every line."""
 
     def __init__(self) -> None:
         super().__init__()
@@ -117,7 +117,7 @@ class PlainFormatter(logging.Formatter):
 
     `%(asctime)s %(levelname)s %(name)s: %(message)s` plus the extras, written out directly and with
     the date and time formatted once per second: the webhook logs a line per mutated pod, and the
-    generic `logging.Formatter` path (a localtime and a strftime per line) cost a quarter more.
+    generic `logging.Formatter` path does a localtime and a strftime for every line.
     """
 
     default_msec_format = "%s,%03d"  # logging.Formatter's own, declared here as never None

@@ -1,4 +1,4 @@
-"""shared.jsonlog: the log line formats and their extra fields (where the lines go, and lines held without
+"""plumbing.log_formats: the log line formats and their extra fields (where the lines go, and lines held without
 making their record: tests/unit/plumbing/test_log_lines.py)."""
 
 from __future__ import annotations
@@ -11,7 +11,7 @@ import pytest
 from hypothesis import given
 from hypothesis import strategies as st
 
-from shared.jsonlog import JsonFormatter, PlainFormatter, extra_fields, json_text
+from plumbing.log_formats import JsonFormatter, PlainFormatter, extra_fields, json_text
 
 
 def _record(extra: dict[str, object] | None = None, **added: object) -> logging.LogRecord:
