@@ -100,7 +100,8 @@ def render(runs: Sequence[Run]) -> str:
             "",
             "## Runs",
             "",
-            "Each run's report as it was written (other Kubernetes versions' runs too), by day, in the order they ran:",
+            "Each run's report as it was written (other Kubernetes versions' runs too), by day, in the order they "
+            "were reported:",
             "",
             *index_lines(runs),
             "",
