@@ -4,7 +4,7 @@ VENV ?= .venv
 PY := $(VENV)/bin/python
 STAMP := $(VENV)/.installed
 
-.PHONY: setup demo demo-real demo-deployed test unit realnodes lint bench bench-admission chaos image clean
+.PHONY: setup demo demo-real demo-deployed test unit realnodes lint bench bench-admission chaos report image clean
 
 $(STAMP): pyproject.toml
 	$(PYTHON) -m venv $(VENV)
@@ -67,6 +67,12 @@ bench-admission: setup
 chaos: setup
 	hack/local-cluster.sh deps --nodes
 	$(PY) bench/chaos.py $(CHAOS_ARGS)
+
+# bench/REPORT.md (the goals' table, the index of runs) and its pictures in bench/figures/, made from the
+# runs' result files, bench/results/*.json (bench/report.py); tests/unit/bench/test_report.py fails until
+# it has run after a result file changed.
+report: setup
+	$(PY) -m bench.report
 
 # taintkeeper's container image, built offline (Debian packages + PyPI, no Docker, no registry) from
 # manifests/Containerfile: prints the OCI archive's path (`ctr -n k8s.io images import PATH`).

@@ -21,7 +21,7 @@ the taint manager), both with `--node-monitor-period=1s --node-monitor-grace-per
 5. the controller stops; the nodes come back, the taints it left are removed, the evicted pods are
    re-created.
 
-One table is printed (and appended to bench/REPORT.md with --report):
+One table is printed (and appended to the file --report names, e.g. bench/runs/DATE-envelope.md):
 
     .venv/bin/python bench/envelope.py [--sizes 1000,2000,5000] [--pods-per-node 30] [--kill 5]
         [--warmup 200] [--steady 60] [--controllers taintkeeper,kube-controller-manager] [--dir DIR]
@@ -684,7 +684,7 @@ def parse_args(argv: Sequence[str] | None) -> argparse.Namespace:
     parser.add_argument(
         "--down", action="store_true", help="take the cluster down at the end even with --dir (its files are kept)"
     )
-    parser.add_argument("--report", type=Path, help="append the table to this file (e.g. bench/REPORT.md)")
+    parser.add_argument("--report", type=Path, help="append the table to this file (e.g. bench/runs/DATE-envelope.md)")
     args = parser.parse_args(argv)
     if (args.profile or args.profile_steady) and not PY_SPY.exists():
         parser.error(f"--profile needs py-spy ({PY_SPY}): .venv/bin/pip install -e '.[bench]'")

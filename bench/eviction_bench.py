@@ -4,7 +4,8 @@
 transform the informer uses, kept in the informer's Store with its nodeName index), then a storm:
 500 nodes get a NoExecute taint at once. The manager, its one timer loop and its workers run for
 real on the real clock; only the API edge is replaced by an instant recorder, so the lateness
-measured is the controller's own. Prints one table (and appends it to bench/REPORT.md with --report).
+measured is the controller's own. Prints one table (and appends it to today's
+bench/runs/DATE-eviction-manager.md with --report).
 
     .venv/bin/python bench/eviction_bench.py [--nodes 5000] [--pods 150000] [--storm 500]
 """
@@ -27,6 +28,7 @@ ROOT = Path(__file__).resolve().parents[1]
 sys.path.insert(0, str(ROOT))
 
 from bench.cpu_calibration import CALIBRATION_LOOPS, cpu_calibration  # noqa: E402
+from bench.run_reports import append_run_report  # noqa: E402
 from controller.objects import NodeView, PodView, node_view, pod_view  # noqa: E402
 from controller.tainteviction.manager import TaintEvictionManager  # noqa: E402
 from kube.events import PodRef  # noqa: E402
@@ -156,7 +158,9 @@ def main() -> int:
     parser.add_argument("--pods", type=int, default=150_000)
     parser.add_argument("--storm", type=int, default=500, help="nodes tainted at once")
     parser.add_argument("--workers", type=int, default=8)
-    parser.add_argument("--report", action="store_true", help="append the table to bench/REPORT.md")
+    parser.add_argument(
+        "--report", action="store_true", help="append the table to today's bench/runs/DATE-eviction-manager.md"
+    )
     args = parser.parse_args()
     rng = random.Random(7)
     base_rss = rss_mb()
@@ -266,13 +270,13 @@ def main() -> int:
     table = "\n".join(lines)
     print(table)
     if args.report:
-        report = ROOT / "bench" / "REPORT.md"
-        with report.open("a") as out:
-            out.write(
-                f"\n## Taint eviction manager at scale ({time.strftime('%Y-%m-%d')})\n\n"
-                f"Command: `.venv/bin/python bench/eviction_bench.py "
-                f"--nodes {args.nodes} --pods {args.pods} --storm {args.storm}`\n\n{table}\n"
-            )
+        written = append_run_report(
+            "eviction-manager",
+            f"Taint eviction manager at scale ({time.strftime('%Y-%m-%d')})",
+            f"Command: `.venv/bin/python bench/eviction_bench.py "
+            f"--nodes {args.nodes} --pods {args.pods} --storm {args.storm}`\n\n{table}",
+        )
+        print(f"report appended to {written}")
     return 0 if (p99_ok and rss_ok and missing == 0 and unexpected == 0) else 1
 
 

@@ -35,6 +35,7 @@ sys.path.insert(0, str(ROOT))
 from kubernetes import client  # noqa: E402
 
 from bench.cpu_calibration import CALIBRATION_LOOPS, cpu_calibration  # noqa: E402
+from bench.run_reports import append_run_report  # noqa: E402
 from controller.objects import PodView  # noqa: E402
 from controller.options import parse_options  # noqa: E402
 from controller.runner import write_fence  # noqa: E402
@@ -75,7 +76,7 @@ def main() -> int:
     parser.add_argument("--rounds", type=int, default=7)
     parser.add_argument("--checks", type=int, default=1_000_000, help="fence checks per row and round")
     parser.add_argument("--evictions", type=int, default=2_000, help="evictions per round")
-    parser.add_argument("--report", action="store_true", help="append the table to bench/REPORT.md")
+    parser.add_argument("--report", action="store_true", help="append the table to today's bench/runs/DATE-fence.md")
     args = parser.parse_args()
     logging.getLogger("taintkeeper.fence").disabled = True
 
@@ -153,12 +154,13 @@ def main() -> int:
     table = "\n".join(lines)
     print(table)
     if args.report:
-        with (ROOT / "bench" / "REPORT.md").open("a") as out:
-            out.write(
-                f"\n## Write fence check ({time.strftime('%Y-%m-%d')})\n\n"
-                f"Command: `.venv/bin/python bench/fence_bench.py --rounds {args.rounds} --checks "
-                f"{args.checks} --evictions {args.evictions}`\n\n{table}\n"
-            )
+        written = append_run_report(
+            "fence",
+            f"Write fence check ({time.strftime('%Y-%m-%d')})",
+            f"Command: `.venv/bin/python bench/fence_bench.py --rounds {args.rounds} --checks "
+            f"{args.checks} --evictions {args.evictions}`\n\n{table}",
+        )
+        print(f"report appended to {written}")
     return 0
 
 

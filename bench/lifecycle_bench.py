@@ -25,6 +25,7 @@ sys.path.insert(0, str(ROOT))
 
 from kubernetes import client, config  # noqa: E402
 
+from bench.run_reports import append_run_report  # noqa: E402
 from hack.servers import ControllerProcess  # noqa: E402
 from hack.simulator import Simulator  # noqa: E402
 from kube.timestamps import parse_time  # noqa: E402
@@ -150,12 +151,13 @@ def main() -> int:
     table = "\n".join(lines)
     print(table)
     if args.report:
-        with (ROOT / "bench" / "REPORT.md").open("a") as out:
-            out.write(
-                f"\n## Node failure to taint and eviction on the local apiserver ({time.strftime('%Y-%m-%d')})"
-                f"\n\nCommand: `.venv/bin/python bench/lifecycle_bench.py --nodes {args.nodes} --dead "
-                f"{args.dead} --grace {args.grace:g} --toleration {args.toleration}`\n\n{table}\n"
-            )
+        written = append_run_report(
+            "lifecycle",
+            f"Node failure to taint and eviction on the local apiserver ({time.strftime('%Y-%m-%d')})",
+            f"Command: `.venv/bin/python bench/lifecycle_bench.py --nodes {args.nodes} --dead "
+            f"{args.dead} --grace {args.grace:g} --toleration {args.toleration}`\n\n{table}",
+        )
+        print(f"report appended to {written}")
     return 0
 
 

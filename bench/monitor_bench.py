@@ -4,7 +4,7 @@ Nodes and Leases are built from API-shaped JSON by the informer's transforms and
 Store; kubelets renew every Lease between passes, then a tenth of them between passes (a steady
 cluster: 10 s renewals, a pass every second), then 500 nodes in one zone stop heartbeating. The
 monitor, health tracking, zone states and tainting queues are the real code; only the API edge is
-an instant recorder. Prints one table (append to bench/REPORT.md with
+an instant recorder. Prints one table (appended to today's bench/runs/DATE-monitor-pass.md with
 --report).
 
     .venv/bin/python bench/monitor_bench.py [--nodes 5000] [--passes 40] [--dead 500]
@@ -26,6 +26,7 @@ ROOT = Path(__file__).resolve().parents[1]
 sys.path.insert(0, str(ROOT))
 
 from bench.cpu_calibration import CALIBRATION_LOOPS, cpu_calibration  # noqa: E402
+from bench.run_reports import append_run_report  # noqa: E402
 from controller.clock import FakeClock  # noqa: E402
 from controller.nodelifecycle.decision import MonitorSettings  # noqa: E402
 from controller.nodelifecycle.monitor import NodeLifecycleMonitor  # noqa: E402
@@ -200,12 +201,13 @@ def main() -> int:
     table = "\n".join(lines)
     print(table)
     if args.report:
-        with (ROOT / "bench" / "REPORT.md").open("a") as out:
-            out.write(
-                f"\n## Node lifecycle monitor pass ({time.strftime('%Y-%m-%d')})\n\n"
-                f"Command: `.venv/bin/python bench/monitor_bench.py --nodes {args.nodes} --passes "
-                f"{args.passes} --dead {args.dead}`\n\n{table}\n"
-            )
+        written = append_run_report(
+            "monitor-pass",
+            f"Node lifecycle monitor pass ({time.strftime('%Y-%m-%d')})",
+            f"Command: `.venv/bin/python bench/monitor_bench.py --nodes {args.nodes} --passes "
+            f"{args.passes} --dead {args.dead}`\n\n{table}",
+        )
+        print(f"report appended to {written}")
     return 0 if p99_ok else 1
 
 

@@ -24,15 +24,15 @@ the server closed each stuck connection is taken. Between the two (--paired-slic
 every server runs at once and each cycle gives each one a short wrk slice in turn, the order
 reversed every other cycle, so the throughput ratios compare servers under the same machine
 conditions; the throughput verdicts use the median of those per-cycle ratios. Medians across rounds
-go to stdout and, with the environment and exact commands, to bench/REPORT.md (its other
-benchmarks' sections are kept).
+go to stdout and, with the environment and exact commands, to today's bench/runs/DATE-webhook.md
+(--report).
 
 This file parses the flags and runs the parts, each in its own file beside it: webhook_servers.py
 (starting and checking the servers, the local cluster), load_tools.py (wrk and hey, and parsing their
 output), webhook_rounds.py, paired_slices.py and stuck_client_reviews.py (the three measurements),
 machine_load.py and cpu_calibration.py (how busy and how fast the machine is), server_logs.py,
 bench_error.py, and webhook_verdicts.py, webhook_tables.py, webhook_environment.py and webhook_report.py
-(what is printed and written to bench/REPORT.md).
+(what is printed and written to the run's report).
 """
 
 from __future__ import annotations
@@ -57,6 +57,7 @@ from bench.cpu_calibration import CALIBRATION_LOOPS, cpu_calibration  # noqa: E4
 from bench.load_tools import wrk_lua  # noqa: E402
 from bench.paired_slices import measure_paired, paired_ratios, ratio_pairs  # noqa: E402
 from bench.review import review_bytes  # noqa: E402
+from bench.run_reports import run_report_path  # noqa: E402
 from bench.stuck_client_reviews import StuckResult, measure_stuck, stuck_lines, stuck_verdicts  # noqa: E402
 from bench.webhook_report import write_report  # noqa: E402
 from bench.webhook_rounds import Measurement, measure, summarise  # noqa: E402
@@ -64,8 +65,6 @@ from bench.webhook_servers import DEFAULT_SERVERS, SERVER_NAMES, Setup, local_cl
 from bench.webhook_tables import paired_table, results_table  # noqa: E402
 from bench.webhook_verdicts import TARGET_RATE, verdict_lines  # noqa: E402
 from hack.servers import make_certs  # noqa: E402
-
-REPORT_PATH = ROOT / "bench" / "REPORT.md"
 
 
 def parse_args(argv: list[str] | None) -> argparse.Namespace:
@@ -111,7 +110,9 @@ def parse_args(argv: list[str] | None) -> argparse.Namespace:
     )
     parser.add_argument("--slice-seconds", type=int, default=3, help="seconds per paired slice (%(default)s)")
     parser.add_argument("--kubeconfig", type=Path, help="use this cluster for kopf instead of starting one")
-    parser.add_argument("--report", type=Path, default=REPORT_PATH, help="where to write the report (%(default)s)")
+    parser.add_argument(
+        "--report", type=Path, default=run_report_path("webhook"), help="where to write the report (%(default)s)"
+    )
     args = parser.parse_args(argv)
     names = [name.strip() for name in args.servers.split(",") if name.strip()]
     unknown = sorted(set(names) - set(SERVER_NAMES))

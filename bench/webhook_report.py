@@ -1,7 +1,8 @@
-"""The webhook benchmark's part of bench/REPORT.md, between its markers: rewritten by each run.
+"""The webhook benchmark's report (today's bench/runs/DATE-webhook.md, or --report's file), between
+its markers: rewritten by each run.
 
-What comes before the start marker (the table of today's figures) and what other benchmarks
-appended after the end marker are kept.
+What comes before the start marker and what was appended after the end marker are kept; under
+something before it, the report's headings go one level down.
 """
 
 from __future__ import annotations
@@ -115,7 +116,7 @@ REPORT_END = "<!-- end of bench/webhook_bench.py's report; other benchmarks appe
 
 
 def current_state(path: Path) -> str:
-    """What comes before this benchmark's part: the report's table of today's figures (kept as it is)."""
+    """What comes before this benchmark's part (kept as it is)."""
     if not path.exists():
         return ""
     text = path.read_text()
@@ -233,6 +234,6 @@ def write_report(
             "",
         ]
     )
-    # Under the current state's "# History": every heading one level down.
-    text = re.sub(r"^(#+) ", r"#\1 ", text, flags=re.MULTILINE)
+    if before:  # under what comes before it (a "# History"): every heading one level down
+        text = re.sub(r"^(#+) ", r"#\1 ", text, flags=re.MULTILINE)
     path.write_text(before + REPORT_START + "\n" + text + ("\n" + kept if kept else ""))

@@ -302,17 +302,30 @@ def test_the_log_problems_of_the_paired_servers_are_listed_with_the_rounds_ones(
     assert "| ours | 2 | `ValueError: boom` |" in lines
 
 
+def write_paired_report(report: Path) -> None:
+    """The report of two servers' paired slices, written to `report` (its review and script beside it)."""
+    here = report.parent
+    (here / "review.json").write_text("{}")
+    (here / "post.lua").write_text(f'local file = assert(io.open("{here / "review.json"}", "rb"))\n')
+    setup = Setup(here, here, here / "review.json", b"{}", here / "post.lua", 2, 8, None)
+    args = parse_args(["--servers", "ours,static", "--paired-slices", "2", "--slice-seconds", "1"])
+    write_report(report, setup, args, [], "TABLE", ["- VERDICT"], 0.1, [], paired_run())
+
+
+def test_a_report_of_its_own_opens_with_the_benchmarks_heading(tmp_path: Path):
+    report = tmp_path / "2026-11-28-webhook.md"
+    write_paired_report(report)
+    assert report.read_text().startswith(f"{REPORT_START}\n# Webhook benchmark\n")
+    assert "\n## Paired slices\n" in report.read_text()
+
+
 def test_the_report_gets_the_paired_section_and_keeps_the_current_state_before_and_what_follows(tmp_path: Path):
     report = tmp_path / "REPORT.md"
     state = "# Where it stands\n\n| figure | today |\n\n# History\n\n"
     report.write_text(
         f"{state}{REPORT_START}\n## Webhook benchmark\n\nold figures\n\n{REPORT_END}\n\n## Another benchmark\n\nkept\n"
     )
-    (tmp_path / "review.json").write_text("{}")
-    (tmp_path / "post.lua").write_text(f'local file = assert(io.open("{tmp_path / "review.json"}", "rb"))\n')
-    setup = Setup(tmp_path, tmp_path, tmp_path / "review.json", b"{}", tmp_path / "post.lua", 2, 8, None)
-    args = parse_args(["--servers", "ours,static", "--paired-slices", "2", "--slice-seconds", "1"])
-    write_report(report, setup, args, [], "TABLE", ["- VERDICT"], 0.1, [], paired_run())
+    write_paired_report(report)
     before, rest = report.read_text().split(REPORT_START)
     ours, kept = rest.split(REPORT_END)
     assert before == state
