@@ -104,10 +104,10 @@ TAINTING_PERIOD = 0.1  # upstream NodeEvictionPeriod
 RETRY_WAIT = 0.05  # upstream: a node without a Ready condition is retried after 50 ms
 NODE_HEALTH_UPDATE_RETRY = 5  # upstream: an Unknown-condition write is retried on a fresh read, 5 times
 RETRY_SLEEP = 0.02  # upstream retrySleepTime
-# Threads that reconcile NoSchedule condition taints: upstream's UpdateWorkerSize is 8, but the
-# start-up sweep of registration taints runs on them and each waits on its PATCH: at 5,000 nodes on
-# 2 cores, 8 lifted 211-285 nodes/s where a plain client's PATCHes reached 262-331/s; 16 lifted
-# 310-312/s. Idle, a worker wakes once a second. podUpdateWorkerSize threads mark pods NotReady.
+# Threads that reconcile NoSchedule condition taints: twice upstream's UpdateWorkerSize (8), because
+# the start-up sweep of registration taints runs on them and each waits on its PATCH, so more threads
+# keep the apiserver busy (the envelope benchmark's registration sweep). Idle, a worker wakes once a
+# second. podUpdateWorkerSize threads mark pods NotReady.
 NO_SCHEDULE_WORKERS = 16
 POD_WORKERS = 4
 

@@ -16,8 +16,8 @@ Upstream semantics (taint-eviction-controller) with taintkeeper's deliberate dif
 - a node-failure taint (not-ready, unreachable) on a node that reports Ready=True evicts nothing
   (`evicting_taints`): it is stale, and the leader's node lifecycle monitor lifts it on its next pass.
   Its clock still counts from its `timeAdded`: a node not Ready again under it loses overdue pods at
-  once. Upstream's taint manager acts on it meanwhile; the chaos soak saw a new leader delete a pod
-  from a node Ready for 51 s, 1.9 s before its monitor lifted the taint.
+  once. Upstream's taint manager acts on it meanwhile, so a new leader can delete pods from a node
+  that is Ready again in the moment before its monitor lifts the taint.
 Kept from upstream: an untolerated NoExecute taint means now; tolerations without seconds mean
 never; seconds <= 0 mean now.
 """
