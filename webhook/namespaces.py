@@ -150,7 +150,7 @@ class NamespaceCache:
             return cls(settings.cluster_seconds, None, source)
 
         def connect() -> Callable[..., Any]:
-            return raw_list_call(factory(), "/api/v1/namespaces")  # not CoreV1Api: 20 MB in every worker
+            return raw_list_call(factory(), "/api/v1/namespaces")  # not CoreV1Api, whose import weighs on every worker
 
         return cls(settings.cluster_seconds, connect, source)
 
