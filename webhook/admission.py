@@ -134,10 +134,9 @@ def _patch_for(
 
     Each replacement first `test`s the old seconds, so a patch applied to any other pod fails rather
     than changing a toleration it did not mean to. The operations are written out rather than diffed
-    (`jsonpatch.make_patch` deep-copies and walks both documents, which costs more than the whole rest
-    of a review), and serialised as they are: their paths are built here, so parsing them back into
-    `jsonpatch` objects would only check what holds by construction. The tests apply every patch with
-    `jsonpatch`.
+    (`jsonpatch.make_patch` deep-copies and walks both documents), and serialised as they are: their
+    paths are built here, so parsing them back into `jsonpatch` objects would only check what is known.
+    The tests apply every patch with `jsonpatch`.
     """
     operations: list[dict[str, object]] = []
     for replacement in replacements:
@@ -180,11 +179,11 @@ def _addition(
 ) -> Addition:
     """The patch appending the default tolerations that spec's `tolerations` miss, and their keys.
 
-    Making and encoding it is a large part of a review, and there are only a few distinct patches: it
-    is remembered by what decides it. Absent or null tolerations: which of the two, and the seconds
-    (the tolerations to add are then `missing_default_tolerations` of none). A list: its length and
-    the (key, seconds) of each toleration to add, which `default_toleration` makes the rest of.
-    Seconds that are not ints (True and 1.0 equal 1 as keys, not in JSON) are never remembered.
+    Making and encoding it is a large part of a review's work, for one of a few patches: it is
+    remembered by what decides it. Absent or null tolerations: which of the two, and the seconds (the
+    tolerations to add are then `missing_default_tolerations` of none). A list: its length and the
+    (key, seconds) of each toleration to add, which `default_toleration` makes the rest of. Seconds
+    that are not ints (True and 1.0 equal 1 as keys, not in JSON) are never remembered.
     """
     if type(not_ready_seconds) is not int or type(unreachable_seconds) is not int:
         return _fresh_addition(

@@ -56,7 +56,7 @@ def _read_body(current: Request, cap: int) -> bytes | str:
     """The body of the `current` request, or why it is refused (a str).
 
     The usual request (Content-Type exactly application/json, a Content-Length, no Transfer-Encoding)
-    is read straight from the WSGI environ; anything else goes through werkzeug's own parsing.
+    is read straight from the WSGI environ; anything else goes through werkzeug's parsing.
     """
     environ = current.environ
     content_type = environ.get("CONTENT_TYPE")

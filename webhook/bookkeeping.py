@@ -1,10 +1,10 @@
 """The webhook's bookkeeping of each review (its log lines and metrics), done in batches off the request path.
 
-A review's log line and metric updates cost more than the review itself: Python's logging and
-prometheus_client run a lot of code, which runs slower in between requests (the caches hold
-gunicorn's and Flask's code then) than a batch of them does in a row. So, once `start`ed in the
-serving process (gunicorn's post_worker_init), a review only queues its bookkeeping, and a
-thread (a greenlet under the gevent worker) does what has queued every INTERVAL seconds:
+A review's log line and metric updates run a lot of Python's logging's and prometheus_client's
+code, which runs slower in between requests (the caches hold gunicorn's and Flask's code then) than
+a batch of them does in a row. So, once `start`ed in the serving process (gunicorn's
+post_worker_init), a review only queues its bookkeeping, and a thread (a greenlet under the gevent
+worker) does what has queued every INTERVAL seconds:
 
 - each log line keeps the time of its review (`created`), its level, message and fields, and the
   order of the lines of one worker; lines reach the log at most INTERVAL later (and a worker that
@@ -162,10 +162,9 @@ def log_at(
 
     While the root's LineHandler holds a batch and nothing else would see the record, no record is
     made: its line is held directly (`plumbing.log_lines.hold_line`), the very line the record would
-    give, without the cost of a record and logging's handling of it. Otherwise the record is
-    `make_record`'s (webhook/fast_paths.py), for the unknown caller (logging does not look it up: the
-    line is logged later than it happened); a custom LogRecord factory gets its own records, from
-    `logger.makeRecord`.
+    give, without the record's making. Otherwise the record is `make_record`'s (webhook/fast_paths.py),
+    for the unknown caller (logging does not look it up: the line is logged later than it happened);
+    a custom LogRecord factory gets its own records, from `logger.makeRecord`.
     """
     if not logger.isEnabledFor(level):
         return

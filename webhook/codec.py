@@ -1,10 +1,10 @@
 """JSON in and out of the webhook: orjson, with the standard library wherever orjson would differ.
 
-Parsing and serialising a review with the `json` module is a large part of its cost; orjson does
-both faster. orjson reads every AdmissionReview the apiserver sends the same way (its integers are
-int64); what orjson refuses but `json` accepts (a UTF-8 byte order mark, NaN, lone surrogates) is
-read by `json`, so a body is refused (HTTP 400) exactly when `json` would refuse it. The one
-difference left: an integer beyond 64 bits, which no Kubernetes object holds, is read as a float.
+orjson parses and serialises faster than the `json` module, and reads every AdmissionReview the
+apiserver sends the same way (its integers are int64); what orjson refuses but `json` accepts (a
+UTF-8 byte order mark, NaN, lone surrogates) is read by `json`, so a body is refused (HTTP 400)
+exactly when `json` would refuse it. The one difference left: an integer beyond 64 bits, which no
+Kubernetes object holds, is read as a float.
 """
 
 from __future__ import annotations

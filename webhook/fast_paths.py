@@ -7,12 +7,13 @@ has the shape it expects; where one does not, that fast path alone is off, the l
 path is taken instead, and the webhook's start logs one line naming it and why (`off_lines`, logged
 by gunicorn_conf.py). With the switch off, nothing here touches a library's internals. Either way
 the webhook answers the same: responses, headers, metric values and log lines (the tests run it both
-ways).
+ways). The switch also chooses the gevent worker (gunicorn_conf.py): the webhook's own, whose
+reliance on gunicorn's internals webhook/worker.py checks at start, or gunicorn's.
 
 Each fast path, what it relies on, and what it saves:
 
 - gunicorn-settings: `gunicorn.config.Config.__getattr__`, which resolves a setting on every read.
-  Each setting is read once per worker instead of about 20 lookups per request.
+  Each setting is read once per worker instead of at each of its many reads per request.
 - gunicorn-http-date: `gunicorn.util.http_date(timestamp=None)`, which the response reads through its
   module. The Date header is formatted once per second instead of per response.
 - gunicorn-base-environ: `gunicorn.http.wsgi.base_environ(cfg)`, which `default_environ` reads through
@@ -21,13 +22,13 @@ Each fast path, what it relies on, and what it saves:
 - gunicorn-peer-trust: `Request._peer_is_trusted_proxy(self)` and `RequestParser.mesg_class`. Whether a
   peer may set forwarding headers is decided once per IP instead of parsing the IP per request.
 - werkzeug-response: `Response.__new__` and `Headers._list`. A JSON answer is made directly, without
-  werkzeug's constructor checks (4x the direct way).
+  werkzeug's constructor checks.
 - prometheus-histogram-batch: Histogram's `_upper_bounds`, `_buckets`, `_sum` and
   `_raise_if_not_observable`. A batch's observations update each bucket and the sum once, instead of
   a sum and a bucket update per review.
 - logging-record-template: `LogRecord.__new__`, and a record's attributes all in its `__dict__`. What
-  depends only on the process and the thread is copied from a record made once per thread: a quarter
-  of a log line's cost.
+  depends only on the process and the thread is copied from a record made once per thread instead of
+  looked up for every record.
 - logging-caller-lookup: `logging._srcfile`, which `Logger._log` reads. No record walks the stack for
   its caller's file and line, which no format here or in gunicorn prints.
 
@@ -176,7 +177,7 @@ def forget_environ(cfg: Any) -> None:
 
 class _SettledConfig:
     """The worker's gunicorn settings, each looked up once. gunicorn's `Config` resolves every `cfg.name`
-    through `__getattr__` and the setting's `get()`, about 20 times per request; a worker's settings do
+    through `__getattr__` and the setting's `get()`, many times per request; a worker's settings do
     not change (a reload starts new workers). It also keeps what follows from the settings alone: which
     peers may set forwarding headers, and the constant part of every WSGI environ."""
 
@@ -274,7 +275,7 @@ def _check_function(module: Any, where: str, name: str, parameters: str) -> str 
     return None
 
 
-def _code_names(function: Any) -> tuple[str, ...]:
+def code_names(function: Any) -> tuple[str, ...]:
     """The global and attribute names a function's code reads (it looks them up at each call)."""
     return getattr(getattr(function, "__code__", None), "co_names", ())
 
@@ -284,7 +285,7 @@ def _check_http_date() -> str | None:
     if wrong:
         return wrong
     default_headers = getattr(getattr(wsgi, "Response", None), "default_headers", None)
-    if getattr(wsgi, "util", None) is not util or "http_date" not in _code_names(default_headers):
+    if getattr(wsgi, "util", None) is not util or "http_date" not in code_names(default_headers):
         return "gunicorn's Response.default_headers no longer reads util.http_date through its module"
     return None
 
@@ -293,7 +294,7 @@ def _check_base_environ() -> str | None:
     wrong = _check_function(wsgi, "gunicorn.http.wsgi", "base_environ", "cfg")
     if wrong:
         return wrong
-    if "base_environ" not in _code_names(getattr(wsgi, "default_environ", None)):
+    if "base_environ" not in code_names(getattr(wsgi, "default_environ", None)):
         return "gunicorn.http.wsgi.default_environ no longer reads base_environ through its module"
     return None
 
@@ -317,7 +318,7 @@ _STATUS_LINES = {status: Response(status=status).status for status in (200, 400)
 def _json_response_made_directly(data: bytes, status: int) -> Response:
     """`json_response(data, status)`, the same object made directly: werkzeug's constructor checks the
     content type, looks up the status line and searches the headers on every call, for what is the
-    same every time here (it cost 4x this)."""
+    same every time here."""
     status_line = _STATUS_LINES.get(status)
     if status_line is None:
         return json_response(data, status)
@@ -387,7 +388,7 @@ def _check_histogram_batch() -> str | None:
     if not callable(getattr(Histogram, "_raise_if_not_observable", None)):
         return "prometheus_client's Histogram has no _raise_if_not_observable"
     observe = getattr(Histogram, "observe", None)
-    names = set(_code_names(observe))
+    names = set(code_names(observe))
     missing = {"_raise_if_not_observable", "_sum", "_upper_bounds", "_buckets", "inc"} - names
     if missing:
         return f"prometheus_client's Histogram.observe no longer uses {', '.join(sorted(missing))}"
@@ -460,7 +461,7 @@ def _check_log_record_template() -> str | None:
 def _check_caller_lookup() -> str | None:
     if not hasattr(logging, "_srcfile"):
         return "logging has no _srcfile"
-    if "_srcfile" not in _code_names(logging.Logger._log):
+    if "_srcfile" not in code_names(logging.Logger._log):
         return "logging.Logger._log no longer reads _srcfile"
     return None
 

@@ -37,11 +37,11 @@ class WebhookFlask(Flask):
     """Flask, with each request's URL adapter made once per distinct request line and host.
 
     Flask binds the URL map to every request's environ (`bind_to_environ`: the host read and
-    validated, IDNA-encoded, the path decoded), work that shows in a constant answer's cost, for the
-    same adapter every time (the apiserver POSTs /mutate to one host). A `MapAdapter` is not changed by
-    matching or building URLs, so one is handed to every request whose environ holds the same values
-    of everything binding reads. Any other configuration (trusted hosts, SERVER_NAME, host or
-    subdomain matching) is bound per request, as by Flask.
+    validated, IDNA-encoded, the path decoded), for the same adapter every time (the apiserver POSTs
+    /mutate to one host). A `MapAdapter` is not changed by matching or building URLs, so one is handed
+    to every request whose environ holds the same values of everything binding reads. Any other
+    configuration (trusted hosts, SERVER_NAME, host or subdomain matching) is bound per request, as by
+    Flask.
     """
 
     ADAPTERS_KEPT = 64  # distinct (host, method, path, ...) combinations kept; more start over

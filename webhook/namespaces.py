@@ -150,7 +150,7 @@ class NamespaceCache:
             return cls(settings.cluster_seconds, None, source)
 
         def connect() -> Callable[..., Any]:
-            return raw_list_call(factory(), "/api/v1/namespaces")  # not CoreV1Api: kube/raw_list.py says why
+            return raw_list_call(factory(), "/api/v1/namespaces")  # not CoreV1Api, whose import weighs on every worker
 
         return cls(settings.cluster_seconds, connect, source)
 

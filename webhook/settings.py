@@ -76,7 +76,7 @@ REQUEST_TIMEOUT = Setting(
     "TAINTKEEPER_REQUEST_TIMEOUT",
     "10",
     "seconds a connection has for its TLS handshake and first request, and each later request from its "
-    "first byte, to arrive in full and be answered; slower connections are closed (gevent only)",
+    "first byte, to arrive in full and be answered; slower connections are closed (gevent with --fast-paths only)",
 )
 KEEPALIVE_TIMEOUT = Setting(
     "--keepalive-timeout",
@@ -121,7 +121,9 @@ FAST_PATHS = Setting(
     "TAINTKEEPER_FAST_PATHS",
     "true",
     "true or false: take the fast paths that rely on gunicorn's, werkzeug's, prometheus_client's and logging's "
-    "internals (webhook/fast_paths.py); each one whose internal has changed is off anyway, said at start",
+    "internals (webhook/fast_paths.py), each one whose internal has changed off anyway, said at start; and with "
+    "gevent, serve with the webhook's worker (webhook/worker.py: --request-timeout, certificates re-read), which "
+    "relies on gunicorn's internals and stops the start if they have changed. false: gunicorn's own gevent worker",
 )
 
 APP_SETTINGS = (
@@ -204,7 +206,7 @@ class WebhookSettings:
     namespace_cache: bool = False
     replace_builtin_defaults: bool = False
     builtin_default_seconds: int = BUILTIN_DEFAULT_TOLERATION_SECONDS
-    fast_paths: bool = True  # webhook/fast_paths.py; the same answers either way
+    fast_paths: bool = True  # webhook/fast_paths.py, and the worker (gunicorn_conf.py); the same answers either way
 
     @property
     def cluster_seconds(self) -> DefaultSeconds:

@@ -2,9 +2,9 @@
 
 Any pod can open connections to the webhook's Service. With threads (gunicorn's gthread), a
 connection that completes TCP but never its TLS handshake, or never its request, holds a thread:
-16 of them stopped the webhook answering, and the apiserver waited out `timeoutSeconds` on every
-pod it created. Here each connection is a greenlet, so a silent one costs a few kilobytes and
-nothing else is kept waiting, and each is bounded:
+as many of them as there are threads stop the webhook answering, and the apiserver waits out
+`timeoutSeconds` on every pod it creates. Here each connection is a greenlet, so a silent one
+keeps nothing else waiting, and each is bounded:
 
 - `--request-timeout` (TAINTKEEPER_REQUEST_TIMEOUT): from accepting a connection, its TLS handshake
   and first request (headers and body) must arrive and be answered within this many seconds; every
@@ -12,24 +12,27 @@ nothing else is kept waiting, and each is bounded:
 - `--keepalive-timeout` (TAINTKEEPER_KEEPALIVE_TIMEOUT): how long a connection may idle between two
   requests. While the worker stops, idle connections are closed within STOP_LINGER seconds.
 - `--max-connections` (TAINTKEEPER_MAX_CONNECTIONS, gunicorn's worker_connections, 500): a worker
-  with this many connections open stops accepting until one closes. A TLS connection held open
-  costs a worker about 50 KB (measured with 1,000 per worker), so 2 x 500 stay well within the
-  Deployment's 256 MiB beside the workers' own ~50 MB each.
+  with this many connections open stops accepting until one closes, so connections held open cannot
+  take a worker's memory past the Deployment's limit (bench/REPORT.md, "Webhook serving setup").
 
 The TLS context is built for every accepted connection (as gunicorn's other workers do, and
 gunicorn's own gevent worker does not), so a renewed certificate file is served to new connections
 without a restart. Only HTTP/1.1 is spoken (gunicorn's default; the apiserver needs nothing else).
 
-What gunicorn redoes for every request but depends only on the worker's settings (the settings
-themselves, a peer's trust, the constant part of the WSGI environ) or on the second (the Date
-header) is made once by the fast paths that rely on gunicorn's internals (webhook/fast_paths.py,
-behind `--fast-paths`).
+This worker replaces gunicorn's `GeventWorker.run` and `handle` and relies on gunicorn's internals
+(the methods it calls, the parser's read-ahead buffer, the response written through `sendall`), so it
+is the `--fast-paths` switch's (webhook/fast_paths.py): gunicorn_conf.py chooses it only with the
+switch on, once `gunicorn_mismatch` has found each of those internals in the shape used here, and
+stops the start with one line otherwise. With the switch off, gunicorn's own gevent worker serves.
+What gunicorn redoes for every request but depends only on the worker's settings or on the second
+is made once by the fast paths of webhook/fast_paths.py.
 """
 
 from __future__ import annotations
 
 import contextlib
 import errno
+import inspect
 import socket
 import ssl
 import sys
@@ -46,9 +49,14 @@ from gevent.server import StreamServer
 from gevent.socket import wait_read
 from gunicorn import http, util
 from gunicorn import sock as gunicorn_sock
+from gunicorn.config import Config
+from gunicorn.glogging import Logger
+from gunicorn.http import wsgi
+from gunicorn.workers.base import Worker
+from gunicorn.workers.base_async import AsyncWorker
 from gunicorn.workers.ggevent import GeventWorker
 
-from webhook.fast_paths import FastPaths, forget_environ
+from webhook.fast_paths import FastPaths, code_names, forget_environ
 from webhook.settings import ServingSettings, WebhookSettings
 
 STOP_LINGER = 2.0  # seconds an idle connection stays open once the worker stops (a request may be on its way)
@@ -58,8 +66,9 @@ COALESCE_BYTES = 64 * 1024  # a response is sent in one go up to this size, in p
 class _Coalesced:
     """The client socket as gunicorn's Response sees it: what it sends is held until the response is
     complete (or COALESCE_BYTES have gathered), then written in one go. gunicorn sends a response's
-    head and body separately: two TLS records and two system calls where one does, and the second
-    write was as costly as the first. `send` (a 100 Continue) still goes out at once."""
+    head and body separately: two TLS records and two system calls where one does. `send` (a 100
+    Continue), and anything else reaching the socket itself (`sendfile`, `shutdown`), sends what is
+    held first."""
 
     __slots__ = ("_pending", "_size", "_sock")
 
@@ -86,6 +95,7 @@ class _Coalesced:
             self._sock.sendall(data)
 
     def __getattr__(self, name: str) -> Any:
+        self.flush()
         return getattr(self._sock, name)
 
 
@@ -207,7 +217,7 @@ class WebhookWorker(GeventWorker):
 
     def _wait_for_request(self, client: socket.socket, parser: Any) -> bool:
         """Whether the next request starts within `keepalive_timeout` (less once the worker stops)."""
-        if parser.unreader.buf.getvalue() or (isinstance(client, ssl.SSLSocket) and client.pending()):
+        if _read_ahead(parser) or (isinstance(client, ssl.SSLSocket) and client.pending()):
             return True  # already read from the socket: a pipelined request
         idle_until = time.monotonic() + self.keepalive_timeout
         while True:
@@ -221,3 +231,131 @@ class WebhookWorker(GeventWorker):
                 return True
             except TimeoutError:  # gevent raises socket.timeout, an alias of TimeoutError
                 continue
+
+
+def _read_ahead(parser: Any) -> bytes:
+    """What gunicorn's parser has read from the socket beyond the requests it has handed out: the start of
+    a pipelined request, if any."""
+    return bytes(parser.unreader.buf.getvalue())
+
+
+# --- gunicorn's internals this worker relies on, checked once at start ----------------------------------------
+
+_PEER = ("127.0.0.1", 1)  # a client address for the checks' requests
+
+
+class _Received:
+    """A client socket that has received `data` and then closed; `unread` is what no recv has taken yet."""
+
+    def __init__(self, data: bytes) -> None:
+        self.unread = data
+
+    def recv(self, size: int) -> bytes:
+        data, self.unread = self.unread[:size], self.unread[size:]
+        return data
+
+
+class _SendallOnly:
+    """A client socket that can only `sendall`: anything else gunicorn asks of it is an AttributeError."""
+
+    __slots__ = ("sent",)
+
+    def __init__(self) -> None:
+        self.sent: list[bytes] = []
+
+    def sendall(self, data: bytes) -> None:
+        self.sent.append(data)
+
+
+# (where, owner, name, the arguments the worker passes): each must accept them, `self` included for a method
+_CALLED: tuple[tuple[str, Any, str, tuple[str, ...]], ...] = (
+    ("gunicorn's GeventWorker", GeventWorker, "handle_request", ("self", "listener_name", "req", "sock", "addr")),
+    ("gunicorn's GeventWorker", GeventWorker, "handle_error", ("self", "req", "client", "addr", "exc")),
+    ("gunicorn's GeventWorker", GeventWorker, "patch", ("self",)),
+    ("gunicorn's GeventWorker", GeventWorker, "notify", ("self",)),
+    ("gunicorn.sock", gunicorn_sock, "ssl_wrap_socket", ("sock", "conf")),
+    ("gunicorn.util", util, "close", ("sock",)),
+    ("gunicorn.http", http, "get_parser", ("cfg", "source", "source_addr")),
+)
+# (gunicorn's method, what it calls on the worker that this worker overrides)
+_CALLED_BACK = (("init_process", "run"), ("init_signals", "handle_usr1"))
+# (the class whose __init__ sets them, the worker's attributes read here)
+_SET: tuple[tuple[type, tuple[str, ...]], ...] = (
+    (Worker, ("sockets", "alive", "cfg", "log", "pid", "ppid")),
+    (AsyncWorker, ("worker_connections",)),
+)
+
+
+def _check_calls() -> str | None:
+    for where, owner, name, arguments in _CALLED:
+        function = getattr(owner, name, None)
+        if not callable(function):
+            return f"{where} has no {name}"
+        try:
+            inspect.signature(function).bind(*arguments)
+        except TypeError:
+            return f"{where}.{name} cannot be called with ({', '.join(arguments)})"
+    for caller, name in _CALLED_BACK:
+        if name not in code_names(getattr(Worker, caller, None)):
+            return f"gunicorn's Worker.{caller} no longer calls {name}"
+    return None
+
+
+def _check_attributes() -> str | None:
+    for cls, names in _SET:
+        missing = sorted(set(names) - set(code_names(vars(cls).get("__init__"))))
+        if missing:
+            return f"gunicorn's {cls.__name__}.__init__ no longer sets {', '.join(missing)}"
+    if "graceful_timeout" not in Config().settings or not isinstance(vars(Config).get("is_ssl"), property):
+        return "gunicorn's Config has no graceful_timeout setting or is_ssl property"
+    if not callable(getattr(Logger, "reopen_files", None)):
+        return "gunicorn's Logger has no reopen_files"
+    no_more_data = getattr(http.errors, "NoMoreData", None)
+    if not (isinstance(no_more_data, type) and issubclass(no_more_data, Exception)):
+        return "gunicorn.http.errors has no NoMoreData exception"
+    return None
+
+
+def _check_read_ahead() -> str | None:
+    """Once a request has been read, what the client pipelined behind it is in `_read_ahead` or still in
+    the socket: the worker waits on the socket only when `_read_ahead` is empty."""
+    first = b"POST /mutate HTTP/1.1\r\nHost: x\r\nContent-Length: 2\r\n\r\n{}"
+    second = b"GET /healthz HTTP/1.1\r\nHost: x\r\n\r\n"
+    client = _Received(first + second)
+    parser = http.get_parser(Config(), client, _PEER)
+    next(parser).body.read()
+    if _read_ahead(parser) + client.unread != second:
+        return "a gunicorn parser keeps what it read ahead elsewhere than in its unreader.buf"
+    return None
+
+
+def _check_response_writes() -> str | None:
+    """gunicorn's Response writes a whole response through `sock.sendall` alone (what `_Coalesced` holds)."""
+    cfg = Config()
+    request = next(http.get_parser(cfg, _Received(b"GET /healthz HTTP/1.1\r\nHost: x\r\n\r\n"), _PEER))
+    sock = _SendallOnly()
+    response, _ = wsgi.create(request, sock, _PEER, ("127.0.0.1", 8443), cfg)
+    response.start_response("200 OK", [("Content-Type", "text/plain"), ("Content-Length", "2")])
+    response.write(b"ok")
+    response.close()
+    written = b"".join(sock.sent)
+    if not (written.startswith(b"HTTP/1.1 200 OK\r\n") and written.endswith(b"\r\n\r\nok")):
+        return f"gunicorn's Response wrote {written[:60]!r}... for a 200 with body b'ok'"
+    return None
+
+
+_CHECKS = (_check_calls, _check_attributes, _check_read_ahead, _check_response_writes)
+
+
+def gunicorn_mismatch() -> str | None:
+    """None when this gunicorn has every internal WebhookWorker relies on, in the shape it uses; else the
+    first one that differs, in a phrase. gunicorn_conf.py asks once, in the master, before choosing this
+    worker, so a mismatch stops the start instead of failing requests."""
+    for check in _CHECKS:
+        try:
+            wrong = check()
+        except Exception as error:  # a check that cannot even look has found an internal changed
+            wrong = f"{check.__name__.lstrip('_')} failed: {type(error).__name__}: {error}"
+        if wrong is not None:
+            return wrong
+    return None

@@ -1,7 +1,6 @@
 """webhook settings and `python -m webhook` start-up: bad values fail at start with one line."""
 
 import json
-import os
 import subprocess
 import sys
 from pathlib import Path
@@ -9,6 +8,7 @@ from pathlib import Path
 import pytest
 
 from tests.support.builders import kubeconfig_file
+from tests.unit.webhook.starting import run_python
 from webhook.__main__ import parse_args as webhook_args
 from webhook.settings import ServingSettings, SettingsError, WebhookSettings
 
@@ -137,6 +137,11 @@ GUNICORN_CONFIG = [
         },
     ),
     (
+        "gunicorn's own gevent worker with the fast paths off",
+        {"TAINTKEEPER_FAST_PATHS": "false"},
+        {"worker_class": "gevent", "reuse_port": True, "worker_connections": 500, "keepalive": 75},
+    ),
+    (
         "gthread on request",
         {"TAINTKEEPER_WORKER_CLASS": "gthread", "TAINTKEEPER_THREADS": "4"},
         {"worker_class": "gthread", "threads": 4, "reuse_port": None},
@@ -156,14 +161,7 @@ def test_the_gunicorn_config_follows_the_serving_settings(tmp_path, env, expecte
         "import json, webhook.gunicorn_conf as c\n"
         f"print(json.dumps({{name: getattr(c, name, None) for name in {sorted(expected)!r}}}))\n"
     )
-    environment = {
-        **{k: v for k, v in os.environ.items() if not k.startswith("TAINTKEEPER_")},
-        **env,
-        "PROMETHEUS_MULTIPROC_DIR": str(tmp_path),
-    }
-    result = subprocess.run(
-        [sys.executable, "-c", code], cwd=ROOT, capture_output=True, text=True, timeout=60, env=environment
-    )
+    result = run_python(code, tmp_path, env)
     assert result.returncode == 0, result.stderr
     assert json.loads(result.stdout.splitlines()[-1]) == expected
 
