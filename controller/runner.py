@@ -34,6 +34,7 @@ from controller.activation import StagedActivation
 from controller.backfill.api import KubeBackfillApi
 from controller.backfill.controller import BackfillController
 from controller.backfill.decision import COMPONENT as BACKFILL_COMPONENT
+from controller.clock import RealClock
 from controller.component import Component
 from controller.health import serve_health
 from controller.informers import SharedInformers
@@ -76,9 +77,10 @@ def node_lifecycle(
     options: ControllerOptions,
 ) -> NodeLifecycleMonitor:
     nodes, leases, pods = informers.nodes, informers.leases, informers.pods
+    clock = RealClock()  # the component's one clock: its passes, heartbeats and the times it writes
     if options.dry_run:  # the monitor reads its nodes and pods as its logged writes would have left them
         dry_run_pods = DryRunPods(pods)
-        dry_run_api = DryRunNodeLifecycleApi(KubeNodeLifecycleApi(api, fence), nodes, dry_run_pods)
+        dry_run_api = DryRunNodeLifecycleApi(KubeNodeLifecycleApi(api, fence, clock), nodes, dry_run_pods)
         return NodeLifecycleMonitor(
             dry_run_api,
             leases,
@@ -86,6 +88,7 @@ def node_lifecycle(
             dry_run_api,
             recorder,
             options.monitor,
+            clock=clock,
             pods_synced=lambda: pods.has_synced,
         )
     # Taint writes start from the informer's cached node: one PATCH per node, not a GET and a PATCH.
@@ -93,9 +96,10 @@ def node_lifecycle(
         nodes,
         leases,
         pods,
-        KubeNodeLifecycleApi(api, fence, cache=nodes),
+        KubeNodeLifecycleApi(api, fence, clock, cache=nodes),
         recorder,
         options.monitor,
+        clock=clock,
         pods_synced=lambda: pods.has_synced,
     )
 
@@ -107,10 +111,12 @@ def taint_eviction(
     recorder: EventRecorder,
     options: ControllerOptions,
 ) -> TaintEvictionManager:
+    clock = RealClock()  # the component's one clock: deadlines, heartbeats and the times it writes
     return TaintEvictionManager(
         informers.pods,
-        KubeEvictionActions(api, fence),
+        KubeEvictionActions(api, fence, clock),
         recorder,
+        clock=clock,
         dry_run=options.dry_run,
         workers=options.taint_eviction_workers,
         namespaces=informers.namespaces,

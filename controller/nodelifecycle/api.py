@@ -18,14 +18,14 @@ import builtins
 import logging
 import random
 import threading
-import time
-from collections.abc import Callable, Hashable, Mapping, Sequence
+from collections.abc import Hashable, Mapping, Sequence
 from dataclasses import replace
 from typing import Any, Generic, Literal, NamedTuple, TypeVar
 
 from kubernetes import client
 from kubernetes.client.rest import ApiException
 
+from controller.clock import Clock, RealClock
 from controller.nodelifecycle.decision import TAINT_WRITE_ATTEMPTS, taints_to_write, updated_taints
 from controller.objects import NodeView, PodView, node_view
 from kube import server_clock
@@ -69,12 +69,12 @@ class KubeNodeLifecycleApi:
         self,
         api_client: client.ApiClient,
         fence: WriteFence,
-        sleep: Callable[[float], object] = time.sleep,
+        clock: Clock | None = None,
         cache: StoreReader[NodeView] | None = None,
     ) -> None:
         self._core = client.CoreV1Api(api_client)
         self._fence = fence
-        self._sleep = sleep
+        self.clock = clock or RealClock()  # the monitor's: timeAdded, lastTransitionTime and the backoff
         self._cache = cache
 
     def read_node(self, node_name: str) -> NodeView | None:
@@ -129,7 +129,7 @@ class KubeNodeLifecycleApi:
                     return None
                 if is_conflict(error) and attempt < TAINT_WRITE_ATTEMPTS:
                     attempt += 1
-                    self._sleep(CONFLICT_BACKOFF * (1 + random.random()))
+                    self.clock.sleep(CONFLICT_BACKOFF * (1 + random.random()))
                     continue
                 raise
             log.info(
@@ -142,21 +142,21 @@ class KubeNodeLifecycleApi:
             )
             return True
 
-    @staticmethod
-    def _cached_write(cached: NodeView | None, add: Sequence[Taint], remove: Sequence[Taint]) -> TaintWrite | None:
+    def _cached_write(
+        self, cached: NodeView | None, add: Sequence[Taint], remove: Sequence[Taint]
+    ) -> TaintWrite | None:
         """The taint list to write against the cached view, or None: read the node live. A cached view is
         trusted to write against (a stale one costs a 409), not to skip a write: the caller may know it is
         behind (a taint written this pass that the informer has not delivered yet), so a cache that sees
         nothing to change is read live."""
         if cached is None or not cached.resource_version:
             return None
-        wanted = taints_to_write(cached.taints, add, remove, time.time())
+        wanted = taints_to_write(cached.taints, add, remove, self.clock.now())
         return None if wanted is None else TaintWrite(wanted, cached.resource_version)
 
-    @staticmethod
-    def _fresh_write(node: dict[str, Any], add: Sequence[Taint], remove: Sequence[Taint]) -> TaintWrite | None:
+    def _fresh_write(self, node: dict[str, Any], add: Sequence[Taint], remove: Sequence[Taint]) -> TaintWrite | None:
         """The taint list to write against the node read live; None when it has it already."""
-        wanted = taints_to_write((node.get("spec") or {}).get("taints") or [], add, remove, time.time())
+        wanted = taints_to_write((node.get("spec") or {}).get("taints") or [], add, remove, self.clock.now())
         return None if wanted is None else TaintWrite(wanted, node["metadata"]["resourceVersion"])
 
     def post_conditions(self, node: NodeView, conditions: Sequence[dict[str, Any]]) -> Literal[True] | None:
@@ -201,7 +201,9 @@ class KubeNodeLifecycleApi:
         body = {
             "metadata": {"uid": pod.uid},
             "status": {
-                "conditions": [{"type": "Ready", "status": "False", "lastTransitionTime": format_time(time.time())}]
+                "conditions": [
+                    {"type": "Ready", "status": "False", "lastTransitionTime": format_time(self.clock.now())}
+                ]
             },
         }
         return write_unless_gone(
@@ -323,7 +325,7 @@ class DryRunNodeLifecycleApi(OverlaidStore[NodeView]):
         node = self.get(node_name)
         if node is None:
             return None
-        taints = tuple(updated_taints(node.taints, add, remove, time.time()))
+        taints = tuple(updated_taints(node.taints, add, remove, self._real.clock.now()))
         no_execute = tuple(t for t in taints if t.get("effect") == NO_EXECUTE)
         with self._lock:
             self._would_be[node_name] = replace(node, taints=taints, no_execute_taints=no_execute)

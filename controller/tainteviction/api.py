@@ -13,12 +13,12 @@ WriteFenced and the pod is not done; the manager retries it.
 from __future__ import annotations
 
 import logging
-import time
 from typing import Any, Literal
 
 from kubernetes import client
 from kubernetes.client.rest import ApiException
 
+from controller.clock import Clock, RealClock
 from controller.objects import NodeView, PodView, node_view
 from controller.tainteviction.disruption_budget import refusal_reason
 from controller.tainteviction.manager import BudgetRefused
@@ -55,7 +55,8 @@ def disruption_target_patch(uid: str, now: float, generation: int = 0) -> dict[s
 
 
 class KubeEvictionActions:
-    def __init__(self, api_client: client.ApiClient, fence: WriteFence) -> None:
+    def __init__(self, api_client: client.ApiClient, fence: WriteFence, clock: Clock | None = None) -> None:
+        self._clock = clock or RealClock()  # the manager's: the DisruptionTarget condition's time
         self._api = api_client
         self._core = client.CoreV1Api(api_client)
         self._fence = fence
@@ -128,7 +129,7 @@ class KubeEvictionActions:
             self._core.patch_namespaced_pod_status(
                 pod.name,
                 pod.namespace,
-                disruption_target_patch(pod.uid, time.time(), pod.generation),
+                disruption_target_patch(pod.uid, self._clock.now(), pod.generation),
                 _content_type=STRATEGIC_MERGE,
                 _preload_content=False,
                 _request_timeout=WORKER_REQUEST_TIMEOUT,

@@ -197,6 +197,7 @@ class Cluster:
         # the real API edge, on the recording CoreV1Api stand-in
         self.actions._core = self.core  # type: ignore[assignment]  # duck-typed: the methods it calls
         self.actions._fence = WriteFence.without_lease()  # upstream's tables have no lease
+        self.actions._clock = self.clock
         self.events = events if events is not None else RecordingEvents()
         self.manager = TaintEvictionManager(
             self.store, self.actions, self.events, clock=self.clock, queue=WorkQueue(self.clock)

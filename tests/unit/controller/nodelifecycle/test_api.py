@@ -23,6 +23,7 @@ import pytest
 from kubernetes import client
 from kubernetes.client.rest import ApiException
 
+from controller.clock import FakeClock
 from controller.nodelifecycle import api as api_module
 from controller.nodelifecycle.api import DryRunNodeLifecycleApi, DryRunPods, KubeNodeLifecycleApi
 from controller.nodelifecycle.decision import TAINT_WRITE_ATTEMPTS, labels_to_reconcile
@@ -148,7 +149,7 @@ CASES = [
 def edge(monkeypatch: pytest.MonkeyPatch, core: FakeCore, cache: MemoryStore[NodeView] | None) -> KubeNodeLifecycleApi:
     monkeypatch.setattr(api_module.client, "CoreV1Api", lambda _api_client: core)
     return KubeNodeLifecycleApi(
-        client.ApiClient(client.Configuration()), WriteFence.without_lease(), sleep=lambda _seconds: None, cache=cache
+        client.ApiClient(client.Configuration()), WriteFence.without_lease(), clock=FakeClock(), cache=cache
     )
 
 

@@ -916,6 +916,8 @@ def test_dry_run_announces_a_dead_node_once_and_writes_nothing(caplog):
     real_writes = world.writes
 
     class Refusing:
+        clock = world.clock  # the dry run stamps what it would write on the monitor's clock
+
         def read_node(self, name):
             return world.nodes.get(name)
 
