@@ -251,6 +251,22 @@ def _cert_problem(
     return _expiry_problem(TLS_CERT, pair.cert, now, renew_before)
 
 
+def _reused(key_path: Path, reasons: list[str]) -> Action:
+    """A pair kept as it is: its key's mode is tightened if need be, and `reasons` says so."""
+    note = _tighten_key_mode(key_path)
+    if note:
+        reasons.append(note)
+    return "reused"
+
+
+def _replaced(pair: _Pair, reason: str, reasons: list[str]) -> Action:
+    """A pair issued anew: a renewal, with `reason` added to `reasons`, when there were files to replace."""
+    if not pair.existed:
+        return "created"
+    reasons.append(reason)
+    return "renewed"
+
+
 # --- the policy ------------------------------------------------------------------------------
 
 
@@ -295,16 +311,11 @@ def ensure(
     ca = _load_pair(out, CA_CERT, CA_KEY)
     problem = _ca_problem(ca, now, renew_before)
     if problem is None and ca.cert is not None and isinstance(ca.key, SigningKey):
-        ca_action: Action = "reused"
+        ca_action = _reused(out / CA_KEY, reasons)
         ca_key, ca_cert = ca.key, ca.cert
         ca_pem = cert_to_pem(ca_cert)
-        note = _tighten_key_mode(out / CA_KEY)
-        if note:
-            reasons.append(note)
     else:
-        ca_action = "renewed" if ca.existed else "created"
-        if ca.existed:
-            reasons.append(f"new CA: {problem}")
+        ca_action = _replaced(ca, f"new CA: {problem}", reasons)
         ca_key, ca_cert = issue.make_ca(CA_COMMON_NAME, ca_valid_for, now)
         ca_pem = cert_to_pem(ca_cert)
         writes += [(out / CA_KEY, key_to_pem(ca_key), KEY_MODE), (out / CA_CERT, ca_pem, CERT_MODE)]
@@ -315,15 +326,10 @@ def ensure(
     else:
         problem = _cert_problem(tls, ca_cert, dns_names, ips, now, renew_before)
     if problem is None and tls.existed and tls.cert is not None:
-        cert_action: Action = "reused"
+        cert_action = _reused(out / TLS_KEY, reasons)
         cert = tls.cert
-        note = _tighten_key_mode(out / TLS_KEY)
-        if note:
-            reasons.append(note)
     else:
-        cert_action = "renewed" if tls.existed else "created"
-        if tls.existed:
-            reasons.append(f"new serving certificate: {problem}")
+        cert_action = _replaced(tls, f"new serving certificate: {problem}", reasons)
         key, cert = issue.make_serving_cert(ca_key, ca_cert, dns_names, ips, cert_valid_for, now)
         writes += [(out / TLS_KEY, key_to_pem(key), KEY_MODE), (out / TLS_CERT, cert_to_pem(cert), CERT_MODE)]
 

@@ -61,6 +61,14 @@ def release(response: Any) -> None:
     response.release_conn()
 
 
+def strategic_merge(patch: Callable[..., Any], *names: str, body: dict[str, Any]) -> Any:
+    """`patch(*names, body)`, a generated patch method, as a controller's worker writes: a strategic
+    merge patch within WORKER_REQUEST_TIMEOUT, its answer left unread (`release` or `write_unless_gone`)."""
+    return patch(
+        *names, body, _content_type=STRATEGIC_MERGE, _preload_content=False, _request_timeout=WORKER_REQUEST_TIMEOUT
+    )
+
+
 def write_unless_gone(send: Callable[[], Any], *, replaced_is_gone: bool = False) -> Literal[True] | None:
     """Send a write whose answer is not needed (a generated method called with
     `_preload_content=False`): True once applied; None when the object is gone (404), or with

@@ -9,7 +9,7 @@ from __future__ import annotations
 
 import json
 from collections.abc import Mapping, Sequence
-from typing import Any, Protocol, cast
+from typing import Any, Protocol, Required, TypedDict, Unpack, cast
 
 from kubernetes import client
 from kubernetes.client.exceptions import ApiException
@@ -63,27 +63,18 @@ def send(
     return response
 
 
-def request_json(
-    api_client: client.ApiClient,
-    method: str,
-    path: str,
-    *,
-    timeout: Timeout,
-    path_params: Mapping[str, str] | None = None,
-    query: Sequence[tuple[str, str]] | None = None,
-    body: Any = None,
-    content_type: str = JSON,
-) -> Any:
-    """Send one request and return its JSON answer ({} for an empty body); raise ApiException if not 2xx."""
-    response = send(
-        api_client,
-        method,
-        path,
-        timeout=timeout,
-        path_params=path_params,
-        query=query,
-        body=body,
-        content_type=content_type,
-    )
+class SendOptions(TypedDict, total=False):
+    """`send`'s keyword arguments, as `request_json` takes them on."""
+
+    timeout: Required[Timeout]
+    path_params: Mapping[str, str] | None
+    query: Sequence[tuple[str, str]] | None
+    body: Any
+    content_type: str
+
+
+def request_json(api_client: client.ApiClient, method: str, path: str, **options: Unpack[SendOptions]) -> Any:
+    """Send one request (`send`) and return its JSON answer ({} for an empty body); raise ApiException if not 2xx."""
+    response = send(api_client, method, path, **options)
     response.read()
     return json.loads(response.data) if response.data else {}

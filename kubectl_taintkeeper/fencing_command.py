@@ -186,6 +186,18 @@ def read_attachments(api: FenceApi) -> tuple[list[Json], str]:
         return [], one_line(error)
 
 
+def _read_node_or_say(api: FenceApi, name: str, prefix: str, terminal: Terminal) -> Json | None:
+    """The node, or None once `terminal.err` says why not: it cannot be read, or it is not found."""
+    try:
+        node = read_node(api, name)
+    except Exception as error:
+        print(f"{prefix} cannot read node {name}: {explained(error, FENCER)}", file=terminal.err)
+        return None
+    if node is None:
+        print(f"{prefix} node {name} not found", file=terminal.err)
+    return node
+
+
 def fencer(kubeconfig: str | None, environ: dict[str, str] | None = None) -> str:
     """Who fences: `USER@HOST`, and the kubeconfig's user when there is one (`alice@laptop as admin`)."""
     environ = dict(os.environ) if environ is None else environ
@@ -265,13 +277,8 @@ def fence(
                 return 1
         else:
             return _fenced(name, patch, say)
-        try:  # the node changed since it was read: read it again, and decide again
-            fresh = read_node(api, name)
-        except Exception as error:
-            print(f"{prefix} cannot read node {name}: {explained(error, FENCER)}", file=terminal.err)
-            return 1
+        fresh = _read_node_or_say(api, name, prefix, terminal)  # it changed since it was read: decide again
         if fresh is None:
-            print(f"{prefix} node {name} not found", file=terminal.err)
             return 1
         node = fresh
         refusal = fence_refusal(node, request.min_down, now())
@@ -313,13 +320,8 @@ def unfence(request: FenceRequest, api: FenceApi, terminal: Terminal) -> int:
     name, say = request.node, terminal.out
     prefix = "unfence: error:"
     for attempt in range(ATTEMPTS):
-        try:
-            node = read_node(api, name)
-        except Exception as error:
-            print(f"{prefix} cannot read node {name}: {explained(error, FENCER)}", file=terminal.err)
-            return 1
+        node = _read_node_or_say(api, name, prefix, terminal)
         if node is None:
-            print(f"{prefix} node {name} not found", file=terminal.err)
             return 1
         ops = unfence_patch(node)
         if not ops:

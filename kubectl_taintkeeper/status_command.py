@@ -111,22 +111,18 @@ def add_arguments(
         default=defaults.get_default("port"),
         help="the controller's --port, where it serves /metrics (default %(default)s)",
     )
-    for flag in RATE_FLAGS:
-        option = "--" + flag.replace("_", "-")
-        parser.add_argument(
-            option,
-            default=defaults.get_default(flag),
-            metavar="VALUE",
-            help=f"the controller's {option}, for the zones' rates (default %(default)s)",
-        )
-    for flag in BUDGET_FLAGS:
-        option = "--" + flag.replace("_", "-")
-        parser.add_argument(
-            option,
-            default=defaults.get_default(flag),
-            metavar="VALUE",
-            help=f"the controller's {option}, for what evictions wait for (default %(default)r)",
-        )
+    for flags, purpose in (
+        (RATE_FLAGS, "for the zones' rates (default %(default)s)"),
+        (BUDGET_FLAGS, "for what evictions wait for (default %(default)r)"),
+    ):
+        for flag in flags:
+            option = "--" + flag.replace("_", "-")
+            parser.add_argument(
+                option,
+                default=defaults.get_default(flag),
+                metavar="VALUE",
+                help=f"the controller's {option}, {purpose}",
+            )
 
 
 def _port(text: str) -> int:

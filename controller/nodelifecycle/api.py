@@ -29,7 +29,7 @@ from controller.clock import Clock, RealClock
 from controller.nodelifecycle.decision import TAINT_WRITE_ATTEMPTS, taints_to_write, updated_taints
 from controller.objects import NodeView, PodView, node_view
 from kube import server_clock
-from kube.client import STRATEGIC_MERGE, WORKER_REQUEST_TIMEOUT, read_node_json, release, write_unless_gone
+from kube.client import WORKER_REQUEST_TIMEOUT, read_node_json, release, strategic_merge, write_unless_gone
 from kube.clock_offset import ServerClock
 from kube.errors import is_conflict, is_not_found
 from kube.fence import WriteFence
@@ -55,6 +55,15 @@ POD_NOT_READY_ACTION = "pod-not-ready"
 def label_pairs(labels: Mapping[str, str]) -> list[str]:
     """`key=value` for each label: how the logs name them."""
     return [f"{key}={value}" for key, value in labels.items()]
+
+
+def taint_swap_fields(node_name: str, add: Sequence[Taint], remove: Sequence[Taint]) -> dict[str, Any]:
+    """The log fields of a taint swap: the node, and `key:effect` for each taint added and removed."""
+    return {
+        "node": node_name,
+        "added": [f"{t['key']}:{t['effect']}" for t in add],
+        "removed": [f"{t['key']}:{t['effect']}" for t in remove],
+    }
 
 
 class TaintWrite(NamedTuple):
@@ -115,15 +124,7 @@ class KubeNodeLifecycleApi:
             self._fence.require(TAINTS_ACTION, f"node {node_name}")
             body = {"metadata": {"resourceVersion": write.resource_version}, "spec": {"taints": write.taints}}
             try:
-                release(
-                    self._core.patch_node(
-                        node_name,
-                        body,
-                        _content_type=STRATEGIC_MERGE,
-                        _preload_content=False,
-                        _request_timeout=WORKER_REQUEST_TIMEOUT,
-                    )
-                )
+                release(strategic_merge(self._core.patch_node, node_name, body=body))
             except ApiException as error:
                 if is_not_found(error):
                     return None
@@ -132,14 +133,7 @@ class KubeNodeLifecycleApi:
                     self.clock.sleep(CONFLICT_BACKOFF * (1 + random.random()))
                     continue
                 raise
-            log.info(
-                "updated taints",
-                extra={
-                    "node": node_name,
-                    "added": [f"{t['key']}:{t['effect']}" for t in add],
-                    "removed": [f"{t['key']}:{t['effect']}" for t in remove],
-                },
-            )
+            log.info("updated taints", extra=taint_swap_fields(node_name, add, remove))
             return True
 
     def _cached_write(
@@ -163,15 +157,7 @@ class KubeNodeLifecycleApi:
         # Against the cached resourceVersion: if the kubelet posted since, our Unknown must not win (409).
         self._fence.require(CONDITIONS_ACTION, f"node {node.name}")
         body = {"metadata": {"resourceVersion": node.resource_version}, "status": {"conditions": list(conditions)}}
-        if not write_unless_gone(
-            lambda: self._core.patch_node_status(
-                node.name,
-                body,
-                _content_type=STRATEGIC_MERGE,
-                _preload_content=False,
-                _request_timeout=WORKER_REQUEST_TIMEOUT,
-            )
-        ):
+        if not write_unless_gone(lambda: strategic_merge(self._core.patch_node_status, node.name, body=body)):
             return None
         log.info(
             "node conditions set to Unknown", extra={"node": node.name, "conditions": [c["type"] for c in conditions]}
@@ -183,15 +169,7 @@ class KubeNodeLifecycleApi:
         # (its GA labels too, perhaps) fails with 409 and is reconciled again from the fresh view.
         self._fence.require(LABELS_ACTION, f"node {node.name}")
         body = {"metadata": {"resourceVersion": node.resource_version, "labels": dict(labels)}}
-        if not write_unless_gone(
-            lambda: self._core.patch_node(
-                node.name,
-                body,
-                _content_type=STRATEGIC_MERGE,
-                _preload_content=False,
-                _request_timeout=WORKER_REQUEST_TIMEOUT,
-            )
-        ):
+        if not write_unless_gone(lambda: strategic_merge(self._core.patch_node, node.name, body=body)):
             return None  # the node is gone: nothing to label
         log.info("updated labels", extra={"node": node.name, "labels": label_pairs(labels)})
         return True
@@ -207,14 +185,7 @@ class KubeNodeLifecycleApi:
             },
         }
         return write_unless_gone(
-            lambda: self._core.patch_namespaced_pod_status(
-                pod.name,
-                pod.namespace,
-                body,
-                _content_type=STRATEGIC_MERGE,
-                _preload_content=False,
-                _request_timeout=WORKER_REQUEST_TIMEOUT,
-            ),
+            lambda: strategic_merge(self._core.patch_namespaced_pod_status, pod.name, pod.namespace, body=body),
             replaced_is_gone=True,  # the uid in the body: another pod with the same name is left alone
         )
 
@@ -223,10 +194,15 @@ V = TypeVar("V", bound=Keyed)
 
 
 class OverlaidStore(Generic[V]):
-    """A store read through `_overlaid`: each view as the dry run's logged writes would have left it."""
+    """A store read through `_overlaid`: each view as the dry run's logged writes would have left it.
+
+    `_recorded` holds, by key, what a logged write left; it stands until the real view moves on.
+    """
 
     def __init__(self, store: StoreReader[V]) -> None:
         self._store = store
+        self._recorded: dict[str, V] = {}
+        self._lock = threading.Lock()
 
     def get(self, key: str) -> V | None:
         return self._overlaid(self._store.get(key))
@@ -238,6 +214,21 @@ class OverlaidStore(Generic[V]):
         return [view for view in map(self._overlaid, self._store.by_index(value)) if view is not None]
 
     def _overlaid(self, view: V | None) -> V | None:
+        if view is None:
+            return None
+        with self._lock:
+            recorded = self._recorded.get(view.key)
+            if recorded is None:
+                return view
+            if self._moved_on(view, recorded):  # the real view changed since the write was logged: it wins
+                del self._recorded[view.key]
+                return view
+        return self._as_written(view, recorded)
+
+    def _moved_on(self, real: V, recorded: V) -> bool:
+        raise NotImplementedError
+
+    def _as_written(self, real: V, recorded: V) -> V:
         raise NotImplementedError
 
 
@@ -251,33 +242,25 @@ class DryRunPods(OverlaidStore[PodView]):
     SWEEP_FLOOR = 1024  # entries kept before the first sweep of pods changed or gone
 
     def __init__(self, pods: StoreReader[PodView]) -> None:
-        super().__init__(pods)
+        super().__init__(pods)  # `_recorded`: pod key -> the real view it would have been marked from
         self._pods = pods
-        self._marked: dict[str, PodView] = {}  # pod key -> the real view it would have been marked from
         self._sweep_at = self.SWEEP_FLOOR
-        self._lock = threading.Lock()
 
     def would_mark(self, pod: PodView) -> None:
         real = self._pods.get(pod.key)
         if real is None or real.uid != pod.uid:
             return  # gone, or replaced by another pod with the same name: nothing would have been written
         with self._lock:
-            self._marked[pod.key] = real
-            if len(self._marked) > self._sweep_at:  # forget the pods changed or deleted since (amortized O(1))
-                self._marked = {key: view for key, view in self._marked.items() if self._pods.get(key) is view}
-                self._sweep_at = max(self.SWEEP_FLOOR, 2 * len(self._marked))
+            self._recorded[pod.key] = real
+            if len(self._recorded) > self._sweep_at:  # forget the pods changed or deleted since (amortized O(1))
+                self._recorded = {key: view for key, view in self._recorded.items() if self._pods.get(key) is view}
+                self._sweep_at = max(self.SWEEP_FLOOR, 2 * len(self._recorded))
 
-    def _overlaid(self, pod: PodView | None) -> PodView | None:
-        if pod is None:
-            return None
-        with self._lock:
-            marked = self._marked.get(pod.key)
-            if marked is None:
-                return pod
-            if marked is not pod:  # the real pod moved on: it wins
-                del self._marked[pod.key]
-                return pod
-        return replace(pod, ready="False")
+    def _moved_on(self, real: PodView, recorded: PodView) -> bool:
+        return recorded is not real  # the store hands out a new view when the pod changes
+
+    def _as_written(self, real: PodView, recorded: PodView) -> PodView:
+        return replace(real, ready="False")
 
 
 class DryRunNodeLifecycleApi(OverlaidStore[NodeView]):
@@ -293,24 +276,16 @@ class DryRunNodeLifecycleApi(OverlaidStore[NodeView]):
     def __init__(
         self, real: KubeNodeLifecycleApi, nodes: StoreReader[NodeView], pods: DryRunPods | None = None
     ) -> None:
-        super().__init__(nodes)
+        super().__init__(nodes)  # `_recorded`: by name, with the resourceVersion of the node it was made from
         self._real = real
         self._nodes = nodes
         self._pods = pods
-        self._would_be: dict[str, NodeView] = {}  # by name, with the resourceVersion of the node it was made from
-        self._lock = threading.Lock()
 
-    def _overlaid(self, node: NodeView | None) -> NodeView | None:
-        if node is None:
-            return None
-        with self._lock:
-            would_be = self._would_be.get(node.name)
-            if would_be is None:
-                return node
-            if would_be.resource_version != node.resource_version:  # the real node moved on: it wins
-                del self._would_be[node.name]
-                return node
-            return would_be
+    def _moved_on(self, real: NodeView, recorded: NodeView) -> bool:
+        return recorded.resource_version != real.resource_version
+
+    def _as_written(self, real: NodeView, recorded: NodeView) -> NodeView:
+        return recorded
 
     def read_node(self, node_name: str) -> NodeView | None:
         return self._overlaid(self._real.read_node(node_name))
@@ -328,22 +303,15 @@ class DryRunNodeLifecycleApi(OverlaidStore[NodeView]):
         taints = tuple(updated_taints(node.taints, add, remove, self._real.clock.now()))
         no_execute = tuple(t for t in taints if t.get("effect") == NO_EXECUTE)
         with self._lock:
-            self._would_be[node_name] = replace(node, taints=taints, no_execute_taints=no_execute)
-        log.info(
-            "dry run: would update taints",
-            extra={
-                "node": node_name,
-                "added": [f"{t['key']}:{t['effect']}" for t in add],
-                "removed": [f"{t['key']}:{t['effect']}" for t in remove],
-            },
-        )
+            self._recorded[node_name] = replace(node, taints=taints, no_execute_taints=no_execute)
+        log.info("dry run: would update taints", extra=taint_swap_fields(node_name, add, remove))
         return True
 
     def post_conditions(self, node: NodeView, conditions: Sequence[dict[str, Any]]) -> Literal[True] | None:
         current = self.get(node.name) or node
         by_type = {c["type"]: c for c in current.conditions} | {c["type"]: dict(c) for c in conditions}
         with self._lock:
-            self._would_be[node.name] = replace(current, conditions=tuple(by_type.values()))
+            self._recorded[node.name] = replace(current, conditions=tuple(by_type.values()))
         log.info(
             "dry run: would set node conditions to Unknown",
             extra={"node": node.name, "conditions": [c["type"] for c in conditions]},
@@ -353,7 +321,7 @@ class DryRunNodeLifecycleApi(OverlaidStore[NodeView]):
     def set_labels(self, node: NodeView, labels: Mapping[str, str]) -> Literal[True] | None:
         current = self.get(node.name) or node
         with self._lock:
-            self._would_be[node.name] = replace(current, labels=tuple((current.label_map | dict(labels)).items()))
+            self._recorded[node.name] = replace(current, labels=tuple((current.label_map | dict(labels)).items()))
         log.info("dry run: would update labels", extra={"node": node.name, "labels": label_pairs(labels)})
         return True
 

@@ -22,7 +22,7 @@ from controller.clock import Clock, RealClock
 from controller.objects import NodeView, PodView, node_view
 from controller.tainteviction.disruption_budget import refusal_reason
 from controller.tainteviction.manager import BudgetRefused
-from kube.client import STRATEGIC_MERGE, WORKER_REQUEST_TIMEOUT, read_node_json, release
+from kube.client import WORKER_REQUEST_TIMEOUT, read_node_json, release, strategic_merge
 from kube.errors import is_conflict, is_not_found, status_body, status_code
 from kube.fence import WriteFence, WriteFenced
 from kube.policy import EVICTION_PATH, eviction_body, served_policy_version
@@ -125,13 +125,5 @@ class KubeEvictionActions:
 
     def _mark(self, pod: PodView, target: str) -> None:
         self._fence.require(DISRUPTION_TARGET_ACTION, target)
-        release(
-            self._core.patch_namespaced_pod_status(
-                pod.name,
-                pod.namespace,
-                disruption_target_patch(pod.uid, self._clock.now(), pod.generation),
-                _content_type=STRATEGIC_MERGE,
-                _preload_content=False,
-                _request_timeout=WORKER_REQUEST_TIMEOUT,
-            )
-        )
+        body = disruption_target_patch(pod.uid, self._clock.now(), pod.generation)
+        release(strategic_merge(self._core.patch_namespaced_pod_status, pod.name, pod.namespace, body=body))

@@ -302,6 +302,31 @@ def test_a_dry_run_sends_no_label_write_and_shows_the_node_labelled(
     assert labels_to_reconcile(shown.label_map) == {}  # so the next update of the node announces nothing
 
 
+# (what the store holds after the dry run's label write, whether the node is still shown labelled)
+NODE_OVERLAY_ROWS = [
+    pytest.param(labelled_node("7"), True, id="a new view of the same resourceVersion still shows the write"),
+    pytest.param(labelled_node("8"), False, id="a node changed since (a new resourceVersion) is shown as it is"),
+]
+
+
+@pytest.mark.parametrize(("real", "shown_labelled"), NODE_OVERLAY_ROWS)
+def test_a_dry_run_shows_the_node_written_until_the_real_node_changes(
+    real: NodeView, shown_labelled: bool, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    monkeypatch.setattr(api_module.client, "CoreV1Api", lambda _api_client: LabelCore())
+    nodes: MemoryStore[NodeView] = MemoryStore()
+    nodes.items[NAME] = labelled_node("7")
+    dry = DryRunNodeLifecycleApi(
+        KubeNodeLifecycleApi(client.ApiClient(client.Configuration()), WriteFence.without_lease()), nodes
+    )
+    dry.set_labels(nodes.items[NAME], BETA_LABELS)
+
+    nodes.items[NAME] = real
+    shown = dry.get(NAME)
+    assert shown is not None and shown.label_map == (GA_LABELS | BETA_LABELS if shown_labelled else GA_LABELS)
+    assert [n.label_map for n in dry.list()] == [shown.label_map]
+
+
 def _pod(name: str, generation: int = 1) -> PodView:
     return PodView("default", name, f"uid-{name}", NAME, (), 0.0, False, "True", generation=generation)
 
@@ -339,7 +364,7 @@ def test_a_dry_runs_pod_overlay_forgets_pods_changed_or_deleted(monkeypatch: pyt
         pods.items[f"default/p{i}"] = _pod(f"p{i}")
         overlay.would_mark(pods.items[f"default/p{i}"])
         del pods.items[f"default/p{i}"]
-    assert len(overlay._marked) <= 4 + 1
+    assert len(overlay._recorded) <= 4 + 1
     pods.items["default/q"] = _pod("q")
     overlay.would_mark(_pod("q"))  # an equal view, but not the store's: still the pod the store holds
     shown = overlay.get("default/q")
