@@ -4,7 +4,7 @@ VENV ?= .venv
 PY := $(VENV)/bin/python
 STAMP := $(VENV)/.installed
 
-.PHONY: setup demo demo-real demo-deployed test unit realnodes lint bench bench-admission chaos report image clean
+.PHONY: setup demo demo-real demo-deployed test check unit realnodes lint bench bench-admission chaos report image clean
 
 $(STAMP): pyproject.toml
 	$(PYTHON) -m venv $(VENV)
@@ -29,11 +29,22 @@ demo-deployed: setup
 # suite on 1.20 instead, and nothing else.
 OLD_END ?= 1.20
 OLD_END_TESTS ?= tests/integration tests/realnodes
+# Each run records where its time went; the table (each suite's wall time, the slowest tests) ends the
+# output, pass or fail (tests/support/suite_times.py).
+TEST_TIMES := .local/test-times
+TIMES_TABLE := $(PY) -m tests.support.suite_times $(TEST_TIMES)
 test: lint
-	$(PY) -m pytest
+	rm -rf $(TEST_TIMES)
+	TAINTKEEPER_TEST_TIMES=$(TEST_TIMES) $(PY) -m pytest || { $(TIMES_TABLE); exit 1; }
 ifeq ($(TAINTKEEPER_KUBERNETES),)
-	TAINTKEEPER_KUBERNETES=$(OLD_END) $(PY) -m pytest $(OLD_END_TESTS)
+	TAINTKEEPER_TEST_TIMES=$(TEST_TIMES) TAINTKEEPER_KUBERNETES=$(OLD_END) $(PY) -m pytest $(OLD_END_TESTS) || { $(TIMES_TABLE); exit 1; }
 endif
+	$(TIMES_TABLE)
+
+# The inner loop, before every commit (a few minutes): lint, then the suites that need no cluster:
+# unit, conformance (upstream's tables) and the chart's (helm template, built once if missing).
+check: lint
+	$(PY) -m pytest -q tests/unit tests/conformance tests/chart
 
 unit: setup
 	$(PY) -m pytest tests/unit

@@ -15,6 +15,8 @@ from typing import Any
 import pytest
 from hypothesis import HealthCheck, settings
 
+from tests.support import suite_times
+
 SCRIPT = Path(__file__).resolve().parents[1] / "hack" / "local-cluster.sh"
 
 # `make test` and CI run on small shared machines whose speed varies several-fold within minutes:
@@ -26,6 +28,21 @@ settings.register_profile(
 )
 settings.register_profile("dev")
 settings.load_profile(os.environ.get("HYPOTHESIS_PROFILE", "ci"))
+
+
+# `make test` sets TAINTKEEPER_TEST_TIMES to a folder: each session records there where its time went, for the
+# table the run ends with (tests/support/suite_times.py).
+_times = suite_times.Recorder(suite_times.session_label())
+
+
+def pytest_runtest_logreport(report: pytest.TestReport) -> None:
+    _times.add(report.nodeid, report.when, report.duration, report.outcome)
+
+
+def pytest_sessionfinish(session: pytest.Session, exitstatus: int) -> None:
+    directory = os.environ.get("TAINTKEEPER_TEST_TIMES")
+    if directory and not session.config.option.collectonly:
+        _times.write(Path(directory))
 
 
 # What each fixture needs from `hack/local-cluster.sh deps`, least first.
