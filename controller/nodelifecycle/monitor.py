@@ -841,8 +841,11 @@ class NodeLifecycleMonitor:
         """The loop's step (controller/worker.py `run_loop`): a monitor pass when --node-monitor-period has
         passed since the last one began, then a tainting pass; the next step comes after TAINTING_PERIOD."""
         now = self._clock.now()
-        if now >= self._next_monitor_pass:
-            self._next_monitor_pass = now + self.settings.node_monitor_period
+        period = self.settings.node_monitor_period
+        # The clock is the wall clock (deadlines come from API timestamps): one stepped back must not put
+        # the next pass off by more than a period.
+        if now >= self._next_monitor_pass or self._next_monitor_pass - now > period:
+            self._next_monitor_pass = now + period
             self.monitor_pass()
             metrics.LAST_MONITOR_PASS.set(self._clock.now())
         self.tainting_pass()

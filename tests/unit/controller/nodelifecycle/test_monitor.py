@@ -793,6 +793,27 @@ def test_a_monitor_loop_silent_for_three_periods_is_stuck(period, limit):
     )
 
 
+STEPPED_BACK = {
+    "a clock stepped back an hour passes at once, not an hour later": (0, -3600, 2),
+    "a clock stepped back 1 s, 3 s after a pass, waits for the pass due": (3, -1, 1),
+    "a period after a pass the next one comes": (SETTINGS.node_monitor_period, 0, 2),
+}
+
+
+@pytest.mark.parametrize(("forward", "back", "passes_after"), STEPPED_BACK.values(), ids=STEPPED_BACK.keys())
+def test_the_wall_clock_stepped_back_puts_the_next_monitor_pass_off_by_at_most_a_period(
+    world, monkeypatch, forward, back, passes_after
+):
+    passes: list[float] = []
+    monkeypatch.setattr(world.monitor, "monitor_pass", lambda: passes.append(world.clock.now()))
+    world.monitor.step()
+    world.clock.advance(forward)
+    world.monitor.step()
+    world.clock.advance(back)
+    world.monitor.step()
+    assert len(passes) == passes_after
+
+
 def test_a_long_pass_that_still_checks_nodes_is_not_stuck(world, monkeypatch):
     """A large failure: each node's check takes 10 s of the monitor's clock, the whole pass 60 s, twice the
     bound; every node checked stamps the loop's heartbeat, so the monitor is never stuck meanwhile."""
