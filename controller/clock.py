@@ -15,6 +15,10 @@ from typing import Protocol
 class Clock(Protocol):
     def now(self) -> float: ...
 
+    def monotonic(self) -> float:
+        """Seconds that only move forward, for how long something took or has been silent (a heartbeat):
+        a wall clock stepped back or forward must not make a hung thread look alive, or a live one hung."""
+
     def wait(self, condition: threading.Condition, timeout: float | None) -> None:
         """Wait on `condition` (held by the caller) for at most `timeout` seconds of this clock."""
 
@@ -25,6 +29,9 @@ class Clock(Protocol):
 class RealClock:
     def now(self) -> float:
         return time.time()
+
+    def monotonic(self) -> float:
+        return time.monotonic()
 
     def sleep(self, seconds: float) -> None:
         time.sleep(seconds)
@@ -43,6 +50,10 @@ class FakeClock:
         self._lock = threading.Lock()
 
     def now(self) -> float:
+        return self._now
+
+    def monotonic(self) -> float:
+        """The fake time itself: a test moves it forward."""
         return self._now
 
     def advance(self, seconds: float) -> None:

@@ -13,12 +13,13 @@ Loops, for work that is periodic or timed rather than keyed (the node lifecycle 
 eviction timers): a component's `step()` does what is due now and returns how many seconds of its clock
 until it next has work; `run_loop` waits that long, or until the component's `Wakeup` says new work has
 come, and steps again. An exception escaping a step is a bug, logged and counted like a sync's, and the
-loop goes on.
+loop goes on, without a stamp: a loop whose every step fails is stuck.
 
-Both stamp a `Heartbeat` on the component's one clock: a worker after every finished sync and every idle
-wait, a loop after every step and every wait (and a long step after each object it works through). A
-thread that has done neither for longer than its heartbeat's bound is stuck: that is the one stuck rule,
-which the component's `stuck()` reports to /healthz (controller/component.py).
+Both stamp a `Heartbeat` on the component's one clock (its monotonic reading): a worker after every
+finished sync and every idle wait, a loop after every step that returned and the wait after it (and a
+long step after each object it works through). A thread that has done neither for longer than its
+heartbeat's bound is stuck: that is the one stuck rule, which the component's `stuck()` reports to
+/healthz (controller/component.py).
 """
 
 from __future__ import annotations
@@ -71,7 +72,7 @@ class Heartbeat:
         """The calling worker finished a sync, an idle wait, or a step of a long sync."""
         name = threading.current_thread().name
         with self._lock:
-            self._stamps[threading.get_ident()] = (name, self._clock.now())
+            self._stamps[threading.get_ident()] = (name, self._clock.monotonic())
 
     def leave(self) -> None:
         """The calling worker returns (the component stops): it is no longer expected to beat."""
@@ -85,7 +86,7 @@ class Heartbeat:
         if not stamps:
             return None
         name, last = min(stamps, key=lambda stamp: stamp[1])
-        silent = self._clock.now() - last
+        silent = self._clock.monotonic() - last
         if silent <= self.bound:
             return None
         return (
@@ -224,11 +225,12 @@ def run_loop(
     log: logging.Logger,
     heartbeat: Heartbeat,
     on_crash: Callable[[], None] | None = None,
+    after_crash: float = IDLE_WAIT,
 ) -> None:
     """The loop of every component's periodic work: `step`, then wait the seconds it returned (at most
     IDLE_WAIT, so `stop` is seen; not at all for 0) or until `wakeup` is notified, until `stop` is set.
-    `heartbeat` is stamped after each step and each wait. A step that raises is logged as `what`,
-    `on_crash` called, and the next step comes after IDLE_WAIT."""
+    `heartbeat` is stamped after each step that returns and the wait after it. A step that raises is
+    logged as `what`, `on_crash` called, and the next step comes after `after_crash`, with no stamp."""
     heartbeat.beat()
     while not stop.is_set():
         try:
@@ -237,7 +239,8 @@ def run_loop(
             log.exception("%s failed unexpectedly", what)
             if on_crash is not None:
                 on_crash()
-            delay = IDLE_WAIT
+            wakeup.wait(min(after_crash, IDLE_WAIT))
+            continue
         heartbeat.beat()
         if delay > 0:
             wakeup.wait(min(delay, IDLE_WAIT))
@@ -255,12 +258,20 @@ def start_loop(
     log: logging.Logger,
     heartbeat: Heartbeat,
     on_crash: Callable[[], None] | None = None,
+    after_crash: float = IDLE_WAIT,
 ) -> threading.Thread:
     """Start a daemon thread NAME running `run_loop`."""
     thread = threading.Thread(
         target=run_loop,
         args=(step, stop),
-        kwargs={"wakeup": wakeup, "what": what, "log": log, "heartbeat": heartbeat, "on_crash": on_crash},
+        kwargs={
+            "wakeup": wakeup,
+            "what": what,
+            "log": log,
+            "heartbeat": heartbeat,
+            "on_crash": on_crash,
+            "after_crash": after_crash,
+        },
         name=name,
         daemon=True,
     )

@@ -346,6 +346,7 @@ class NodeLifecycleMonitor:
             log.info("leadership changed during a monitor pass: it stops here, writing nothing more")
 
     def _monitor_all_nodes(self) -> None:
+        pass_started = self._clock.monotonic()
         now = self._clock.now()
         nodes = self._nodes.list()
         renew_times = {lease.name: lease.renew_time for lease in self._leases.list()}
@@ -389,7 +390,7 @@ class NodeLifecycleMonitor:
             tainted[NO_EXECUTE] += counts[NO_EXECUTE]
             tainted[NO_SCHEDULE] += counts[NO_SCHEDULE]
             checked += 1
-            started = self._clock.now()
+            started = self._clock.monotonic()
             try:
                 self._monitor_node(node, renew_time, now, zone_statuses, zone_sizes, node.name in registered)
             except TermEnded:
@@ -397,7 +398,7 @@ class NodeLifecycleMonitor:
             except Exception:  # one node must never stop the others being checked; it is not counted
                 log.exception("monitoring node %s failed; the other nodes are still checked", node.name)
                 metrics.NODE_MONITOR_ERRORS.inc()
-            metrics.UPDATE_NODE_HEALTH_DURATION.observe(self._clock.now() - started)
+            metrics.UPDATE_NODE_HEALTH_DURATION.observe(self._clock.monotonic() - started)
             self.pass_heartbeat.beat()
         self.last_pass_checked = checked
         self._check_term()  # the zone states and their rates are the term's own
@@ -406,7 +407,7 @@ class NodeLifecycleMonitor:
         metrics.MASTER_DISRUPTION_MODE.set(1 if self.in_master_disruption else 0)
         for effect, count in tainted.items():
             metrics.TAINTED_NODES.labels(effect).set(count)
-        metrics.UPDATE_ALL_NODES_HEALTH_DURATION.observe(self._clock.now() - now)
+        metrics.UPDATE_ALL_NODES_HEALTH_DURATION.observe(self._clock.monotonic() - pass_started)
 
     def _register(self, node: NodeView) -> None:
         self._check_term()
@@ -885,6 +886,7 @@ class NodeLifecycleMonitor:
             log=log,
             heartbeat=self.pass_heartbeat,
             on_crash=metrics.MONITOR_PASS_FAILURES.inc,
+            after_crash=TAINTING_PERIOD,
         )
         start_workers(
             "no-schedule",

@@ -121,8 +121,9 @@ class TaintEvictionManager:
         # A sync makes at most four requests: the live node, then the Eviction (the first asks which policy
         # version the server serves) and the DisruptionTarget patch, or the patch and the DELETE.
         self.heartbeat = Heartbeat(self._clock, heartbeat_bound(4), "taint eviction manager")
-        # The timer loop's steps make no request.
-        self.timers_heartbeat = Heartbeat(self._clock, heartbeat_bound(0), "taint eviction manager", thread_kind="loop")
+        # The timer loop's steps make no request, but wait for the manager's lock, which a new leader's resync
+        # holds over every pod on a tainted node: the workers' bound.
+        self.timers_heartbeat = Heartbeat(self._clock, heartbeat_bound(4), "taint eviction manager", thread_kind="loop")
 
     # --- leadership ------------------------------------------------------------------------
 

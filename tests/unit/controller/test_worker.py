@@ -5,10 +5,11 @@ from __future__ import annotations
 
 import logging
 import threading
+import time
 
 import pytest
 
-from controller.clock import FakeClock
+from controller.clock import FakeClock, RealClock
 from controller.worker import (
     IDLE_WAIT,
     After,
@@ -16,8 +17,10 @@ from controller.worker import (
     Heartbeat,
     Retry,
     SyncResult,
+    Wakeup,
     heartbeat_bound,
     process_next,
+    run_loop,
     run_worker,
 )
 from controller.workqueue import WorkQueue
@@ -150,3 +153,76 @@ def test_an_idle_worker_is_never_stuck(hanging_worker):
 
 def test_a_heartbeat_bound_covers_every_request_at_its_timeouts_then_an_idle_wait():
     assert heartbeat_bound(2, waiting=0.5) == 2 * (5 + 15) + 0.5 + IDLE_WAIT + 10
+
+
+# --- the loop contract: run_loop, a step and its Wakeup -----------------------------------------
+
+
+def test_a_wakeup_notified_before_the_wait_ends_it_at_once():
+    wakeup = Wakeup(RealClock())
+    wakeup.notify()
+    started = time.monotonic()
+    wakeup.wait(30)
+    assert time.monotonic() - started < 5  # not the 30 s asked: the notice came first
+    waiter = threading.Thread(target=wakeup.wait, args=(30,))
+    waiter.start()  # the notice was used up: this one waits until notified
+    wakeup.notify()
+    waiter.join(timeout=5)
+    assert not waiter.is_alive()
+
+
+def run_in_thread(step, heartbeat, crashes):
+    stop = threading.Event()
+    loop = threading.Thread(
+        target=run_loop,
+        args=(step, stop),
+        kwargs={
+            "wakeup": Wakeup(heartbeat._clock),
+            "what": "testing",
+            "log": log,
+            "heartbeat": heartbeat,
+            "on_crash": lambda: crashes.append(1),
+        },
+        name="testing-loop",
+    )
+    loop.start()
+    return stop, loop
+
+
+def test_a_loop_whose_steps_fail_counts_each_goes_on_and_is_stuck_past_its_bound(caplog):
+    clock = FakeClock()
+    heartbeat = Heartbeat(clock, 30, "testing", thread_kind="loop")
+    crashes: list[int] = []
+
+    def step() -> float:
+        raise RuntimeError("a bug")
+
+    stop, loop = run_in_thread(step, heartbeat, crashes)
+    try:
+        wait_until(lambda: len(crashes) >= 3, "three failed steps")
+        clock.advance(31)
+        wait_until(lambda: len(crashes) >= 6, "three more")
+        assert heartbeat.stuck() == (
+            "testing: loop testing-loop has neither finished a step nor waited idle in 31s (limit 30s)"
+        )
+        assert "testing failed unexpectedly" in caplog.text
+    finally:
+        stop.set()
+        loop.join(timeout=5)
+    assert not loop.is_alive()
+
+
+def test_a_loop_whose_steps_return_is_never_stuck_and_stops_when_told():
+    clock = FakeClock()
+    heartbeat = Heartbeat(clock, 30, "testing", thread_kind="loop")
+    steps: list[float] = []
+    stop, loop = run_in_thread(lambda: steps.append(clock.now()) or 10.0, heartbeat, [])
+    try:
+        for _ in range(3):
+            clock.advance(60)
+            wait_until(lambda: heartbeat.stuck() is None, "a step's stamp")
+    finally:
+        stop.set()
+        loop.join(timeout=5)
+    assert not loop.is_alive() and len(steps) >= 3
+    assert heartbeat.stuck() is None  # a loop that returned is not expected to beat

@@ -26,6 +26,7 @@ from controller.tainteviction.disruption_budget import BudgetSettings
 from controller.tainteviction.manager import BudgetRefused, TaintEvictionManager
 from controller.tainteviction.verdict import EvictionRule, pod_verdict
 from controller.workqueue import WorkQueue
+from kube.timestamps import format_time
 from tests.support.api_json import node_json
 from tests.support.builders import NOT_READY, UNREACHABLE, pod, taint, toleration
 from tests.support.fakes import MemoryStore, RecordingEvents
@@ -150,13 +151,13 @@ class EvictionMachine(RuleBasedStateMachine):
 
     def _node(self, name: str, ready: str, keys: tuple[str, ...], out_of_service: bool) -> NodeView:
         taints: list[dict[str, Any]] = [taint(key, added=self.clock.now()) for key in keys]
+        if out_of_service:  # with a timeAdded too, so the test's own judgement needs no first-seen time
+            taints.append({**OUT_OF_SERVICE_TAINT, "timeAdded": format_time(self.clock.now())})
         previous = self.api.live.get(name)
         for kept in previous.no_execute_taints if previous else ():
             for i, new in enumerate(taints):
                 if new["key"] == kept.get("key"):
                     taints[i] = dict(kept)  # a taint still there keeps its timeAdded
-        if out_of_service:
-            taints.append(dict(OUT_OF_SERVICE_TAINT))
         return node_view(node_json(name, ready, *taints))
 
     def _deliver_node(self, name: str) -> None:
@@ -302,8 +303,15 @@ class EvictionMachine(RuleBasedStateMachine):
 
     @invariant()
     def check(self) -> None:
-        """The state keeps its invariants, the gauges agree with it, and no deletion was wrong."""
+        """The state keeps its invariants, the gauges agree with it, every eviction scheduled is of a pod the
+        cache holds under that uid, and no deletion was wrong."""
         assert self.manager.state.violations() == []
+        for p in self.pods.list():
+            entry = self.manager.state.scheduled(p.key)
+            assert entry is None or (entry.uid == p.uid and not p.terminating), f"{p.key}: {entry}"
+        for name in PODS:
+            key = f"default/{name}"
+            assert self.pods.get(key) is not None or self.manager.state.scheduled(key) is None, key
         assert metrics.PENDING_EVICTIONS._value.get() == self.manager.state.pending()
         assert metrics.WAITING_FOR_BUDGET._value.get() == self.manager.state.waiting()
         assert self.problems == []
