@@ -15,6 +15,7 @@ from typing import TypeVar
 from controller.backfill.decision import DEFAULT_EXCLUDED_NAMESPACES, DEFAULT_RATE, BackfillSettings
 from controller.nodelifecycle.decision import MonitorSettings
 from controller.tainteviction.disruption_budget import BudgetSettings, check_taint_keys
+from controller.tainteviction.verdict import EvictionRule
 from kube.leader import LeaderElectionConfig
 from plumbing.durations import parse_duration
 from plumbing.log_formats import LOG_FORMATS
@@ -80,6 +81,14 @@ class ControllerOptions:
     budgets: BudgetSettings = field(default_factory=BudgetSettings)
     auto_fence_after: float | None = None  # --auto-fence-after; None: off
     feature_gates: dict[str, bool] = field(default_factory=lambda: dict(FEATURE_GATES))  # --feature-gates
+
+    @property
+    def eviction_rule(self) -> EvictionRule:
+        """The settings the taint eviction manager's rule depends on (controller/tainteviction/verdict.py)."""
+        return EvictionRule(
+            comparison_operators=self.feature_gates[TAINT_TOLERATION_COMPARISON_OPERATORS],
+            defer_to_out_of_service=OUT_OF_SERVICE in self.controllers,
+        )
 
 
 class OptionsError(ValueError):

@@ -44,7 +44,6 @@ from controller.options import (
     NODE_LIFECYCLE,
     OUT_OF_SERVICE,
     TAINT_EVICTION,
-    TAINT_TOLERATION_COMPARISON_OPERATORS,
     ControllerOptions,
 )
 from controller.outofservice.api import KubeOutOfServiceApi
@@ -121,8 +120,8 @@ def taint_eviction(
         workers=options.taint_eviction_workers,
         namespaces=informers.namespaces,
         budgets=options.budgets,
-        comparison_operators=options.feature_gates[TAINT_TOLERATION_COMPARISON_OPERATORS],
-        defer_to_out_of_service=OUT_OF_SERVICE in options.controllers,
+        comparison_operators=options.eviction_rule.comparison_operators,
+        defer_to_out_of_service=options.eviction_rule.defer_to_out_of_service,
     )
 
 

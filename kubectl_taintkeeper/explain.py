@@ -92,6 +92,18 @@ def explain(
     return lines
 
 
+RULE_FLAGS = ("--controllers", "--feature-gates")  # the controller's flags the eviction rule depends on
+
+
+def eviction_rule(args: argparse.Namespace) -> EvictionRule:
+    """The rule as the controller's flags given here set it (the controller's defaults for those absent);
+    a bad value raises ValueError naming the flag."""
+    from controller.options import parse_options
+
+    given = [f"{flag}={value}" for flag in RULE_FLAGS if (value := getattr(args, flag[2:].replace("-", "_")))]
+    return parse_options(given).eviction_rule
+
+
 def main(argv: list[str]) -> int:
     parser = argparse.ArgumentParser(prog="python -m controller explain", description=__doc__.splitlines()[0])
     parser.add_argument("--node", required=True)
@@ -105,12 +117,15 @@ def main(argv: list[str]) -> int:
     parser.add_argument(
         "--disruption-budget-timeout", default="0", metavar="DURATION", help="as the controller's flag of that name"
     )
+    for flag in RULE_FLAGS:
+        parser.add_argument(flag, default=None, metavar="VALUE", help="as the controller's flag of that name")
     args = parser.parse_args(argv)
     try:
         timeout = parse_duration(args.disruption_budget_timeout)
         settings = BudgetSettings(
             check_taint_keys(args.respect_disruption_budgets_for_taints.split(",")), timeout if timeout > 0 else None
         )
+        rule = eviction_rule(args)
     except ValueError as error:
         print(f"explain: error: {error}", file=sys.stderr)
         return 2
@@ -149,5 +164,5 @@ def main(argv: list[str]) -> int:
         return 1
     finally:
         api.close()
-    print("\n".join(explain(node, pods.get("items") or [], time.time(), budgets)))
+    print("\n".join(explain(node, pods.get("items") or [], time.time(), budgets, rule)))
     return 0

@@ -24,7 +24,13 @@ from kubectl_taintkeeper.status_command import StatusRequest, add_arguments, req
 from plumbing.arguments import OneLineErrorParser
 
 PROG = "kubectl taintkeeper"
-BUDGET_FLAGS = ("--respect-disruption-budgets-for-taints", "--disruption-budget-timeout")
+# The controller's flags `explain` takes, passed on to it: what evictions wait for, which pods are deleted.
+BUDGET_FLAGS = (
+    "--respect-disruption-budgets-for-taints",
+    "--disruption-budget-timeout",
+    "--controllers",
+    "--feature-gates",
+)
 
 
 @dataclass(frozen=True)

@@ -25,6 +25,7 @@ from controller.nodelifecycle.decision import MonitorSettings
 from controller.options import OptionsError, parse_options
 from controller.options import build_parser as controller_flags
 from controller.tainteviction.disruption_budget import BudgetSettings
+from controller.tainteviction.verdict import EvictionRule
 from kube.client import CONNECT_TIMEOUT, LIST_REQUEST_TIMEOUT, ClientConfigError, make_api_client
 from kube.errors import is_not_found
 from kube.identity import STATUS
@@ -59,6 +60,7 @@ RATE_FLAGS = (
     "unhealthy_zone_threshold",
 )
 BUDGET_FLAGS = ("respect_disruption_budgets_for_taints", "disruption_budget_timeout")
+RULE_FLAGS = ("controllers", "feature_gates")  # whether the out-of-service handling runs; Lt/Gt tolerations
 # ANSI: cursor home, erase to the end of the line, erase below, clear the screen.
 HOME, ERASE_LINE, ERASE_BELOW, CLEAR = "\x1b[H", "\x1b[K", "\x1b[J", "\x1b[2J"
 
@@ -75,6 +77,7 @@ class StatusRequest:
     metrics_port: int
     settings: MonitorSettings  # the rate flags; the rest keep the controller's defaults
     budgets: BudgetSettings = field(default_factory=BudgetSettings)  # the controller's disruption-budget flags
+    rule: EvictionRule = field(default_factory=EvictionRule)  # the controller's --controllers, --feature-gates
 
 
 def add_arguments(
@@ -114,6 +117,7 @@ def add_arguments(
     for flags, purpose in (
         (RATE_FLAGS, "for the zones' rates (default %(default)s)"),
         (BUDGET_FLAGS, "for what evictions wait for (default %(default)r)"),
+        (RULE_FLAGS, "for which pods the taint eviction manager deletes (default %(default)r)"),
     ):
         for flag in flags:
             option = "--" + flag.replace("_", "-")
@@ -142,7 +146,7 @@ def request_from(
 ) -> StatusRequest:
     """The request parsed flags ask for; bad rate flags end with one line and exit 2, checked by the
     controller's own rules. `kubeconfig` stands in when --kubeconfig is absent."""
-    flags = [f"--{flag.replace('_', '-')}={getattr(args, flag)}" for flag in (*RATE_FLAGS, *BUDGET_FLAGS)]
+    flags = [f"--{flag.replace('_', '-')}={getattr(args, flag)}" for flag in (*RATE_FLAGS, *BUDGET_FLAGS, *RULE_FLAGS)]
     try:
         options = parse_options(flags)
     except OptionsError as error:
@@ -158,6 +162,7 @@ def request_from(
         metrics_port=args.metrics_port,
         settings=options.monitor,
         budgets=options.budgets,
+        rule=options.eviction_rule,
     )
 
 
@@ -251,6 +256,7 @@ def read_status(reads: ClusterReads, request: StatusRequest, now: Callable[[], f
         request.settings,
         now(),
         budgets,
+        request.rule,
     )
 
 

@@ -1,9 +1,10 @@
 """What the taint eviction manager does with one pod on one node: the one rule that the manager acts on
-and that `status` and `explain` report (kubectl_taintkeeper/), so the two can never disagree.
+and that `status` and `explain` report (kubectl_taintkeeper/), so the two differ only in what they know.
 
 The manager feeds it what it remembers: when it first saw each taint, and the start of the pod's pending
 eviction (kept across a not-ready <-> unreachable swap, decision.py `carry_swap_start`). A command feeds it
-what it can read: a taint without timeAdded counted from now, no pending eviction.
+what it can read: a taint without timeAdded counted from now, no pending eviction; and the controller's
+flags it is given (`EvictionRule`).
 """
 
 from __future__ import annotations

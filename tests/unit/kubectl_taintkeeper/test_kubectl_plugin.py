@@ -25,6 +25,21 @@ GOOD = [
     ),
     ("an empty KUBECONFIG is none", ["explain", "node", "n1"], {"KUBECONFIG": ""}, ExplainNode("n1", None)),
     (
+        "the controller's --controllers and --feature-gates are passed on",
+        [
+            "explain",
+            "node",
+            "n1",
+            "--controllers=*,-out-of-service",
+            "--feature-gates",
+            "TaintTolerationComparisonOperators=true",
+        ],
+        {},
+        ExplainNode(
+            "n1", None, ("--controllers=*,-out-of-service", "--feature-gates=TaintTolerationComparisonOperators=true")
+        ),
+    ),
+    (
         "the controller's disruption-budget flags are passed on",
         [
             "explain",

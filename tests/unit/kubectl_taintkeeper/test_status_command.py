@@ -13,6 +13,7 @@ import pytest
 
 from controller import __main__ as controller_main
 from controller.nodelifecycle.decision import MonitorSettings
+from controller.tainteviction.verdict import EvictionRule
 from kubectl_taintkeeper import plugin as kubectl_plugin
 from kubectl_taintkeeper.plugin import ExplainNode
 from kubectl_taintkeeper.status_command import (
@@ -87,6 +88,10 @@ GOOD = {
         request(lease_namespace="tk", lease_name="l", metrics_port=9000),
     ),
     "--kubeconfig": (["--kubeconfig", "/k"], request(kubeconfig="/k")),
+    "the controller without its out-of-service handling, with Lt/Gt tolerations": (
+        ["--controllers", "*,-out-of-service", "--feature-gates", "TaintTolerationComparisonOperators=true"],
+        request(rule=EvictionRule(comparison_operators=True, defer_to_out_of_service=False)),
+    ),
 }
 
 
@@ -108,6 +113,8 @@ BAD = {
     "an unhealthy share above 1": (["--unhealthy-zone-threshold", "1.5"], "must be in (0, 1]"),
     "a port out of range": (["--metrics-port", "70000"], "not a port number: '70000'"),
     "an argument": (["extra"], "unrecognized arguments: extra"),
+    "an unknown feature gate": (["--feature-gates", "Nope=true"], "--feature-gates: unrecognized feature gate: Nope"),
+    "an unknown controller": (["--controllers", "*,-nope"], "--controllers"),
 }
 
 

@@ -7,12 +7,13 @@ prints the deadline or says why the pod stays. All three must agree."""
 
 from __future__ import annotations
 
-from dataclasses import dataclass
+from dataclasses import dataclass, replace
 from typing import Any
 
 import pytest
 
 from controller.objects import node_view, pod_view
+from controller.tainteviction.verdict import EvictionRule
 from kube.timestamps import format_time
 from kubectl_taintkeeper.explain import explain
 from kubectl_taintkeeper.status import pending_evictions
@@ -100,8 +101,8 @@ CASES = {
 }
 
 
-def manager_deletes(case: Case) -> float | None:
-    h = Harness()
+def manager_deletes(case: Case, rule: EvictionRule) -> float | None:
+    h = Harness(comparison_operators=rule.comparison_operators, defer_to_out_of_service=rule.defer_to_out_of_service)
     h.set_node(node_view(case.node))
     h.add_pod(pod_view(case.pod))
     h.run_for(HORIZON, step=0.1)
@@ -110,21 +111,35 @@ def manager_deletes(case: Case) -> float | None:
     return deleted[0] - START if deleted else None
 
 
-@pytest.mark.parametrize("case", CASES.values(), ids=CASES.keys())
-def test_the_manager_status_and_explain_agree(case):
-    deleted_after = manager_deletes(case)
+WITHOUT_OUT_OF_SERVICE = EvictionRule(defer_to_out_of_service=False)  # --controllers=*,-out-of-service
+RULES = {
+    **{name: (case, EvictionRule()) for name, case in CASES.items()},
+    "without the out-of-service handling, the manager deletes the pod the handling would own": (
+        replace(
+            CASES["a pod the out-of-service handling force deletes is left to it"],
+            deleted_after=0,
+            explained="is not tolerated",
+        ),
+        WITHOUT_OUT_OF_SERVICE,
+    ),
+}
+
+
+@pytest.mark.parametrize(("case", "rule"), RULES.values(), ids=RULES.keys())
+def test_the_manager_status_and_explain_agree(case, rule):
+    deleted_after = manager_deletes(case, rule)
     if case.deleted_after is None:
         assert deleted_after is None
     else:
         assert deleted_after == pytest.approx(case.deleted_after, abs=0.11)
 
-    pending = pending_evictions([node_view(case.node)], [case.pod], START)
+    pending = pending_evictions([node_view(case.node)], [case.pod], START, rule=rule)
     if case.deleted_after is None:
         assert pending == ()
     else:
         assert [(p.pod, p.deadline - START) for p in pending] == [("p", case.deleted_after)]
 
-    line = next(line for line in explain(case.node, [case.pod], START) if "default/p" in line)
+    line = next(line for line in explain(case.node, [case.pod], START, rule=rule) if "default/p" in line)
     assert case.explained in line
     if case.deleted_after:
         assert format_time(START + case.deleted_after) in line
