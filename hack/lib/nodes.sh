@@ -113,6 +113,12 @@ YAML
   fi
 }
 
+node_ns_holding() { # nodedir: the namespace holder of nodedir has made its mounts and runs under its name
+  local nd=$1 pid
+  pid=$(cat "$nd/ns.pid" 2>/dev/null) || return 1
+  [ -r "/proc/$pid/cmdline" ] && [ "$(tr '\0' '\n' <"/proc/$pid/cmdline" | head -1)" = "taintkeeper-node-ns $nd" ]
+}
+
 start_node_ns() { # dir nodedir
   local dir=$1 nd=$2 path mounts=""
   pid_alive "$nd/ns.pid" "$dir" && return 0
@@ -123,8 +129,11 @@ start_node_ns() { # dir nodedir
   setsid unshare -m --propagation private bash -c "${mounts}exec -a 'taintkeeper-node-ns $nd' sleep infinity" \
     >>"$nd/logs/ns.log" 2>&1 </dev/null &
   echo $! >"$nd/ns.pid"
+  # Ready only once the holder runs under its own name: before that the pid is still setsid, unshare or
+  # the bash making the mounts (whose command lines name DIR too), and a process entering its namespace
+  # then would enter the host's, or see the host's paths before the bind mounts.
   local deadline=$((SECONDS + 10))
-  until pid_alive "$nd/ns.pid" "$dir"; do
+  until node_ns_holding "$nd"; do
     [ -d "/proc/$(cat "$nd/ns.pid")" ] || die "the mount namespace for $nd did not start; see $nd/logs/ns.log"
     [ $SECONDS -lt $deadline ] || die "the mount namespace for $nd did not start; see $nd/logs/ns.log"
     sleep 0.05
