@@ -19,7 +19,7 @@ from controller.tainteviction.verdict import EvictionRule
 from kube.leader import LeaderElectionConfig
 from plumbing.durations import parse_duration
 from plumbing.log_formats import LOG_FORMATS
-from shared.defaults import DEFAULT_TOLERATION_SECONDS, DefaultSeconds
+from shared.defaults import DEFAULT_TOLERATION_SECONDS, DefaultSeconds, toleration_seconds
 
 NODE_LIFECYCLE = "nodelifecycle"
 TAINT_EVICTION = "taint-eviction-controller"
@@ -385,10 +385,12 @@ def parse_options(argv: list[str]) -> ControllerOptions:
         excluded_namespaces=frozenset(n.strip() for n in args.backfill_excluded_namespaces.split(",") if n.strip()),
         cluster_seconds=DefaultSeconds(
             not_ready=_checked(
-                "--default-not-ready-toleration-seconds", _whole, args.default_not_ready_toleration_seconds
+                "--default-not-ready-toleration-seconds", toleration_seconds, args.default_not_ready_toleration_seconds
             ),
             unreachable=_checked(
-                "--default-unreachable-toleration-seconds", _whole, args.default_unreachable_toleration_seconds
+                "--default-unreachable-toleration-seconds",
+                toleration_seconds,
+                args.default_unreachable_toleration_seconds,
             ),
         ),
     )

@@ -71,20 +71,34 @@ def skips(labels: Mapping[str, str] | None) -> bool:
     return (labels or {}).get(SKIP_LABEL) == "true"
 
 
-MAX_TOLERATION_SECONDS = 2**63 - 1  # tolerationSeconds is an int64: anything larger makes an invalid pod
+# tolerationSeconds is an int64, but the apiserver carries an admission policy's patch values through a
+# float64 (as JSON readers in JavaScript do): above 2^53-1 a number would be rounded, or fail the pod,
+# rather than kept. Every way taintkeeper takes seconds (flags, annotations, the policy's parameter) is
+# bounded here, so the webhook and the policy give the same number.
+MAX_TOLERATION_SECONDS = 2**53 - 1
+_BLANKS = " \t\n\v\f\r"  # ASCII whitespace, as the policy's pattern has it (str.strip() alone takes more)
 _SHOWN_CHARS = 64
 
 
-def _whole_seconds(text: object) -> int | None:
-    """A whole number of seconds in [0, int64 max] written in ASCII digits, else None.
+def whole_seconds(text: object) -> int | None:
+    """A whole number of seconds in [0, MAX_TOLERATION_SECONDS], written in ASCII digits with ASCII
+    whitespace around them at most; else None.
 
     `str.isdigit` alone also accepts characters such as "²" or "①" that `int` rejects.
     """
-    value = str(text).strip()
+    value = str(text).strip(_BLANKS)
     if not (value.isascii() and value.isdigit()):
         return None
     number = int(value)
     return number if number <= MAX_TOLERATION_SECONDS else None
+
+
+def toleration_seconds(text: str) -> int:
+    """`whole_seconds` for a flag or a parameter: the number, or ValueError saying what is allowed."""
+    number = whole_seconds(text)
+    if number is None:
+        raise ValueError(f"must be a whole number of seconds from 0 to {MAX_TOLERATION_SECONDS}, got {text!r}")
+    return number
 
 
 def _shown(text: object) -> str:
@@ -97,7 +111,7 @@ def namespace_seconds(
 ) -> tuple[DefaultSeconds, list[str]]:
     """The seconds for pods in a namespace: its annotations override the cluster-wide values.
 
-    An annotation that is not a whole number from 0 to 2^63-1 is ignored, with a warning that says so.
+    An annotation that is not a whole number from 0 to 2^53-1 (`whole_seconds`) is ignored, with a warning that says so.
     The webhook and the controller's backfill both read annotations through here, so they agree.
     """
     annotations = annotations or {}
@@ -109,7 +123,7 @@ def namespace_seconds(
     ):
         if annotation not in annotations:
             continue
-        parsed = _whole_seconds(annotations[annotation])
+        parsed = whole_seconds(annotations[annotation])
         if parsed is None:
             warnings.append(
                 f"namespace annotation {annotation}={_shown(annotations[annotation])!r} is not a whole "

@@ -12,7 +12,12 @@ from collections.abc import Mapping
 from dataclasses import dataclass
 
 from plumbing.log_formats import LOG_FORMATS
-from shared.defaults import BUILTIN_DEFAULT_TOLERATION_SECONDS, DEFAULT_TOLERATION_SECONDS, DefaultSeconds
+from shared.defaults import (
+    BUILTIN_DEFAULT_TOLERATION_SECONDS,
+    DEFAULT_TOLERATION_SECONDS,
+    DefaultSeconds,
+    toleration_seconds,
+)
 
 # controller-runtime's cap; an AdmissionReview carries the object twice on UPDATE, and
 # kube-apiserver accepts objects up to about 3 MiB.
@@ -165,6 +170,14 @@ def parse_int(setting: Setting, raw: str, minimum: int) -> int:
     return value
 
 
+def parse_seconds(setting: Setting, raw: str) -> int:
+    """tolerationSeconds for the added tolerations, by the rule every seconds value follows (shared.defaults)."""
+    try:
+        return toleration_seconds(raw)
+    except ValueError as error:
+        raise SettingsError(f"{setting.flag} {error}") from None
+
+
 def parse_choice(setting: Setting, raw: str, choices: tuple[str, ...]) -> str:
     value = raw.strip()
     normalised = value.upper() if setting is LOG_LEVEL else value.lower()
@@ -221,8 +234,8 @@ class WebhookSettings:
     def from_env(cls, env: Mapping[str, str] | None = None) -> WebhookSettings:
         env = os.environ if env is None else env
         return cls(
-            not_ready_seconds=parse_int(NOT_READY_SECONDS, lookup(NOT_READY_SECONDS, env), 0),
-            unreachable_seconds=parse_int(UNREACHABLE_SECONDS, lookup(UNREACHABLE_SECONDS, env), 0),
+            not_ready_seconds=parse_seconds(NOT_READY_SECONDS, lookup(NOT_READY_SECONDS, env)),
+            unreachable_seconds=parse_seconds(UNREACHABLE_SECONDS, lookup(UNREACHABLE_SECONDS, env)),
             max_request_bytes=parse_int(MAX_REQUEST_BYTES, lookup(MAX_REQUEST_BYTES, env), 1),
             log_format=parse_choice(LOG_FORMAT, lookup(LOG_FORMAT, env), LOG_FORMATS),
             log_level=parse_choice(LOG_LEVEL, lookup(LOG_LEVEL, env), LOG_LEVELS),

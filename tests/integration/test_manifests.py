@@ -42,6 +42,10 @@ CERT_MANAGER_CRDS = (
     "cert-manager.io_certificaterequests.yaml",
 )
 
+# admission-policy/ is the installation for the servers that have it (the others install the webhook).
+POLICY_UNSERVED = "MutatingAdmissionPolicy v1 is served from Kubernetes 1.36 on"
+VALIDATING_POLICY_UNSERVED = "ValidatingAdmissionPolicy v1 is served from Kubernetes 1.30 on"
+
 # (apiVersion, kind) -> (the first minor version that serves it, or None for a custom resource
 # never installed here; why an older apiserver does not serve it).
 UNSERVED: dict[tuple[str, str], tuple[int | None, str]] = {
@@ -50,6 +54,10 @@ UNSERVED: dict[tuple[str, str], tuple[int | None, str]] = {
         "policy/v1 PodDisruptionBudget is served from Kubernetes 1.21 on (1.20 has only policy/v1beta1)",
     ),
     ("batch/v1", "CronJob"): (21, "batch/v1 CronJob is served from Kubernetes 1.21 on (1.20 has only batch/v1beta1)"),
+    ("admissionregistration.k8s.io/v1", "MutatingAdmissionPolicy"): (36, POLICY_UNSERVED),
+    ("admissionregistration.k8s.io/v1", "MutatingAdmissionPolicyBinding"): (36, POLICY_UNSERVED),
+    ("admissionregistration.k8s.io/v1", "ValidatingAdmissionPolicy"): (30, VALIDATING_POLICY_UNSERVED),
+    ("admissionregistration.k8s.io/v1", "ValidatingAdmissionPolicyBinding"): (30, VALIDATING_POLICY_UNSERVED),
     ("cert-manager.io/v1", "Issuer"): (CERT_MANAGER_FROM, CERT_MANAGER_UNSERVED),
     ("cert-manager.io/v1", "Certificate"): (CERT_MANAGER_FROM, CERT_MANAGER_UNSERVED),
 }

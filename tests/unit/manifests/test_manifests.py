@@ -26,16 +26,25 @@ from kubernetes_validate.utils import SchemaNotFoundError
 from certs.issue import requested_sans
 from controller.options import parse_options
 from kube.identity import POD_NAME_ENV
-from shared.defaults import BUILTIN_DEFAULT_TOLERATION_SECONDS, default_toleration
+from shared.defaults import (
+    BUILTIN_DEFAULT_TOLERATION_SECONDS,
+    MAX_TOLERATION_SECONDS,
+    DefaultSeconds,
+    default_toleration,
+)
 from shared.taints import NOT_READY, UNREACHABLE
 from webhook.__main__ import parse_args as webhook_args
 from webhook.registration import mutating_webhook_configuration
+from webhook.settings import WebhookSettings
 
 ROOT = Path(__file__).resolve().parents[3]
 MANIFESTS = ROOT / "manifests"
 MONITORING = MANIFESTS / "monitoring"  # not part of the kustomizations: test_alert_rules.py checks it
 NETWORK_POLICY = MANIFESTS / "network-policy"  # optional, applied on its own (its CIDR is the cluster's)
 KUBERNETES_VERSIONS = ("1.28", "1.29", "1.30", "1.31", "1.32", "1.33")
+# The admission policy mode (admission-policy/) is for the clusters that serve MutatingAdmissionPolicy v1.
+POLICY = MANIFESTS / "admission-policy"
+POLICY_VERSIONS = ("1.36", "1.37")
 CUSTOM_GROUPS = ("cert-manager.io",)  # CRDs: not in the built-in schemas
 NAMESPACE = "taintkeeper-system"
 IMAGE = "taintkeeper:dev"
@@ -113,9 +122,18 @@ def test_every_manifest_file_has_documents():
         assert any(doc for doc in yaml.safe_load_all(path.read_text())), f"{path} is empty"
 
 
-@pytest.mark.parametrize("version", KUBERNETES_VERSIONS)
+def versions_for(rel: str) -> tuple[str, ...]:
+    return POLICY_VERSIONS if (MANIFESTS / rel).parent == POLICY else KUBERNETES_VERSIONS
+
+
 @pytest.mark.parametrize(
-    ("rel", "index", "doc"), [pytest.param(r, i, d, id=doc_id(r, i, d)) for r, i, d in DOCUMENTS if not is_custom(d)]
+    ("rel", "index", "doc", "version"),
+    [
+        pytest.param(r, i, d, v, id=f"{doc_id(r, i, d)}-{v}")
+        for r, i, d in DOCUMENTS
+        if not is_custom(d)
+        for v in versions_for(r)
+    ],
 )
 def test_manifest_is_valid_for_kubernetes(rel: str, index: int, doc: dict[str, Any], version: str):
     validated = kubernetes_validate.validate(doc, version, strict=True)
@@ -357,7 +375,7 @@ def test_the_operator_roles_read_but_for_the_fencers_node_patch_and_are_neither_
         assert not [label for label in role["metadata"]["labels"] if "aggregate-to" in label]
         assert "aggregationRule" not in role
     names = {"taintkeeper-viewer", "taintkeeper-fencer"}
-    assert not [d for _, _, d in DOCUMENTS if d["kind"].endswith("Binding") and d["roleRef"]["name"] in names]
+    assert not [d for _, _, d in DOCUMENTS if d["kind"].endswith("RoleBinding") and d["roleRef"]["name"] in names]
 
 
 def test_every_binding_binds_a_role_that_exists_to_a_service_account_that_exists():
@@ -395,7 +413,7 @@ def test_every_manifest_file_is_in_exactly_one_kustomization():
             if target.is_file():
                 referenced.append(target)
     assert sorted(referenced) == [p.resolve() for p in manifest_files()]
-    for directory in (MANIFESTS, MANIFESTS / "cert-manager", MANIFESTS / "kube-1.20"):
+    for directory in (MANIFESTS, MANIFESTS / "cert-manager", MANIFESTS / "kube-1.20", POLICY):
         assert kustomization(directory)["images"] == [
             {"name": "taintkeeper", "newName": "taintkeeper", "newTag": "dev"}
         ]
@@ -417,7 +435,7 @@ def identities(docs: list[dict[str, Any]]) -> set[tuple[str, str | None, str]]:
 def test_kustomize_renders_both_installations():
     self_managed = kustomize(MANIFESTS)
     with_cert_manager = kustomize(MANIFESTS / "cert-manager")
-    all_files = identities([d for r, _, d in DOCUMENTS if not r.startswith("network-policy/")])
+    all_files = identities([d for r, _, d in DOCUMENTS if not r.startswith(("network-policy/", "admission-policy/"))])
     certs_sync = identities([d for r, _, d in DOCUMENTS if r.startswith("self-managed-certs/")])
     cert_manager = identities([d for r, _, d in DOCUMENTS if r.startswith("cert-manager/")])
     assert identities(self_managed) == all_files - cert_manager
@@ -435,6 +453,61 @@ def test_kustomize_renders_both_installations():
     assert not any(
         d["kind"] == "MutatingWebhookConfiguration" and d["metadata"].get("annotations") for d in self_managed
     )
+
+
+# What the admission policy replaces: the webhook's workload, its identity and its registration.
+WEBHOOK_OBJECTS = {
+    ("MutatingWebhookConfiguration", None, "taintkeeper"),
+    ("Deployment", NAMESPACE, "taintkeeper-webhook"),
+    ("Service", NAMESPACE, "taintkeeper-webhook"),
+    ("PodDisruptionBudget", NAMESPACE, "taintkeeper-webhook"),
+    ("ServiceAccount", NAMESPACE, "taintkeeper-webhook"),
+    ("ClusterRole", None, "taintkeeper-webhook"),
+    ("ClusterRoleBinding", None, "taintkeeper-webhook"),
+}
+
+
+def test_the_policy_installation_is_the_base_with_the_policy_for_the_webhook():
+    base = identities([d for r, _, d in DOCUMENTS if r.startswith("base/")])
+    policy = identities([d for r, _, d in DOCUMENTS if r.startswith("admission-policy/")])
+    assert base >= WEBHOOK_OBJECTS
+    assert identities(kustomize(POLICY)) == (base - WEBHOOK_OBJECTS) | policy
+
+
+def test_the_policy_parameter_holds_the_webhooks_and_the_controllers_default_seconds():
+    data = find("ConfigMap", "taintkeeper-defaults", NAMESPACE)["data"]
+    webhook_settings = WebhookSettings.from_env({})
+    controller = parse_options([])
+    assert data == {
+        "default-not-ready-toleration-seconds": str(webhook_settings.not_ready_seconds),
+        "default-unreachable-toleration-seconds": str(webhook_settings.unreachable_seconds),
+    }
+    assert controller.backfill.cluster_seconds == DefaultSeconds(
+        int(data["default-not-ready-toleration-seconds"]), int(data["default-unreachable-toleration-seconds"])
+    )
+
+
+def test_the_policy_matches_what_the_webhook_configuration_matches():
+    """The same pods, operations and namespaces as the webhook (its failure policy too): what differs is
+    only who applies the mutation."""
+    (webhook,) = find("MutatingWebhookConfiguration", "taintkeeper")["webhooks"]
+    policy = find("MutatingAdmissionPolicy", "taintkeeper-default-tolerations")["spec"]
+    constraints = policy["matchConstraints"]
+    assert constraints["resourceRules"] == webhook["rules"]
+    assert constraints["namespaceSelector"] == webhook["namespaceSelector"]
+    assert constraints["objectSelector"] == webhook["objectSelector"]
+    assert constraints["matchPolicy"] == webhook["matchPolicy"]
+    assert (policy["failurePolicy"], policy["reinvocationPolicy"]) == (
+        webhook["failurePolicy"],
+        webhook["reinvocationPolicy"],
+    )
+    binding = find("MutatingAdmissionPolicyBinding", "taintkeeper-default-tolerations")["spec"]
+    assert binding["paramRef"] == {
+        "name": "taintkeeper-defaults",
+        "namespace": NAMESPACE,
+        "parameterNotFoundAction": "Deny",  # to the failure policy: admitted unchanged, then backfilled
+    }
+    assert str(MAX_TOLERATION_SECONDS) in yaml.safe_dump(policy)
 
 
 def test_the_kube_1_20_installation_differs_only_in_the_api_versions_1_20_lacks():

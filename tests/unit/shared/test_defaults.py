@@ -127,10 +127,28 @@ NS_CASES = [
         ["is not a whole number"],
     ),
     (
-        "a number beyond int64 is ignored",
-        {"taintkeeper.io/unreachable-toleration-seconds": str(2**63)},
+        "a number beyond 2^53-1 is ignored: a policy's patch could not carry it exactly",
+        {"taintkeeper.io/unreachable-toleration-seconds": str(2**53)},
         (60, 120),
-        ["at most 9223372036854775807"],
+        ["at most 9007199254740991"],
+    ),
+    (
+        "the largest int64 is ignored too",
+        {"taintkeeper.io/unreachable-toleration-seconds": str(2**63 - 1)},
+        (60, 120),
+        ["at most 9007199254740991"],
+    ),
+    (
+        "ASCII whitespace around the digits is allowed",
+        {"taintkeeper.io/not-ready-toleration-seconds": "\t\v 45\r\n"},
+        (45, 120),
+        [],
+    ),
+    (
+        "other whitespace is not (the policy's pattern has only ASCII's)",
+        {"taintkeeper.io/not-ready-toleration-seconds": "\x1c45\u00a0"},
+        (60, 120),
+        ["is not a whole number"],
     ),
     (
         "a long zero-padded number is still a number",

@@ -44,12 +44,17 @@ ANNOTATION_CASES = [
     ("a fraction is ignored with a warning", {NR_ANNOTATION: "1.5"}, (301, 302), [NR_ANNOTATION]),
     ("an empty value is ignored with a warning", {NR_ANNOTATION: ""}, (301, 302), [NR_ANNOTATION]),
     (
-        "a number beyond int64 is ignored with a warning",
+        "a number beyond 2^53-1 is ignored with a warning",
         {NR_ANNOTATION: str(MAX_TOLERATION_SECONDS + 1)},
         (301, 302),
         [NR_ANNOTATION],
     ),
-    ("the largest int64 is kept", {NR_ANNOTATION: str(MAX_TOLERATION_SECONDS)}, (MAX_TOLERATION_SECONDS, 302), []),
+    (
+        "the largest number a patch carries exactly is kept",
+        {NR_ANNOTATION: str(MAX_TOLERATION_SECONDS)},
+        (MAX_TOLERATION_SECONDS, 302),
+        [],
+    ),
     (
         "one invalid key does not cancel the other",
         {NR_ANNOTATION: "x", UR_ANNOTATION: "45"},

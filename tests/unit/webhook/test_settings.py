@@ -173,7 +173,8 @@ def test_an_existing_kubeconfig_is_accepted(tmp_path):
 
 
 BAD_ENV = [
-    ("a negative not-ready value", {NR_ENV: "-1"}, "must be >= 0"),
+    ("a negative not-ready value", {NR_ENV: "-1"}, "must be a whole number of seconds from 0"),
+    ("more seconds than a policy's patch carries exactly", {UR_ENV: "9007199254740992"}, "to 9007199254740991"),
     ("a fractional unreachable value", {UR_ENV: "2.5"}, "must be a whole number"),
     ("a word", {NR_ENV: "five"}, "must be a whole number"),
     ("an empty value", {NR_ENV: ""}, "must be a whole number"),
@@ -254,7 +255,7 @@ def test_a_bind_address_must_be_host_and_port(bind):
 
 
 BAD_FLAGS = [
-    ("a negative toleration", ["--default-not-ready-toleration-seconds=-1"], "must be >= 0"),
+    ("a negative toleration", ["--default-not-ready-toleration-seconds=-1"], "must be a whole number of seconds"),
     ("a non-integer toleration", ["--default-unreachable-toleration-seconds", "1.5"], "must be a whole number"),
     ("an unknown flag", ["--no-such-flag"], "unrecognized arguments"),
     ("a missing certificate", ["--cert-file", "/nonexistent/tls.crt"], "is not a readable file"),
