@@ -22,6 +22,7 @@ class Refusal(NamedTuple):
     values: dict[str, Any]
     by: Literal["schema", "template"]
     message: str  # what helm's error must say
+    args: tuple[str, ...] = ()  # beside the values: what Helm is told the cluster serves
 
 
 def controller(flags: dict[str, Any]) -> dict[str, Any]:
@@ -123,6 +124,25 @@ REFUSALS = [
         "default-not-ready-toleration-seconds (60) must be equal",
     ),
     Refusal(
+        "an admission mode the chart does not have",
+        {"admission": {"mode": "both"}},
+        "schema",
+        "at '/admission/mode'",
+    ),
+    Refusal(
+        "the policy where the cluster does not serve it",
+        {"admission": {"mode": "policy"}},
+        "template",
+        "admission.mode=policy needs MutatingAdmissionPolicy (admissionregistration.k8s.io/v1, Kubernetes 1.36+)",
+    ),
+    Refusal(
+        "the webhook's replacing of the built-in seconds without the webhook",
+        {"admission": {"mode": "policy"}, **webhook({"replace-builtin-defaults": True})},
+        "template",
+        "webhook.flags.replace-builtin-defaults is the webhook's alone",
+        ("--api-versions", "admissionregistration.k8s.io/v1/MutatingAdmissionPolicy"),
+    ),
+    Refusal(
         "a NetworkPolicy without the apiserver's address",
         {"networkPolicy": {"enabled": True}},
         "template",
@@ -134,7 +154,7 @@ REFUSALS = [
 @pytest.mark.parametrize("refusal", REFUSALS, ids=[r.name for r in REFUSALS])
 def test_a_bad_value_is_refused_with_a_message_naming_it(helm: Path, tmp_path: Path, refusal: Refusal):
     values = values_file(tmp_path, refusal.values)
-    rendered = template(helm, "-f", str(values))
+    rendered = template(helm, "-f", str(values), *refusal.args)
     assert rendered.returncode != 0, f"helm template accepted {refusal.values}"
     assert refusal.message in rendered.stderr
     if refusal.by == "schema":

@@ -146,6 +146,38 @@ def test_each_option_renders_what_its_manifests_install(helm: Path, option: Opti
     assert unexplained(by_identity(expected), as_in_manifests(by_identity(render(helm, *sets)))) == []
 
 
+POLICY_SERVED = ("--api-versions", "admissionregistration.k8s.io/v1/MutatingAdmissionPolicy")
+
+
+@pytest.mark.parametrize(
+    "sets",
+    [("--set", "admission.mode=policy", *POLICY_SERVED), ("--set", "admission.mode=auto", *POLICY_SERVED)],
+    ids=["policy", "auto where the cluster serves the policy"],
+)
+def test_the_policy_mode_renders_manifests_admission_policy(helm: Path, sets: tuple[str, ...]):
+    expected = by_identity(kustomize(MANIFESTS / "admission-policy"))
+    assert unexplained(expected, as_in_manifests(by_identity(render(helm, *sets)))) == []
+
+
+def test_auto_where_the_cluster_lacks_the_policy_renders_the_webhook(helm: Path):
+    expected = by_identity(kustomize(MANIFESTS))
+    assert unexplained(expected, as_in_manifests(by_identity(render(helm, "--set", "admission.mode=auto")))) == []
+
+
+def test_the_policy_takes_the_seconds_of_the_webhooks_flags(helm: Path):
+    docs = render(
+        helm,
+        *("--set", "admission.mode=policy", *POLICY_SERVED),
+        *("--set", "webhook.flags.default-unreachable-toleration-seconds=45"),
+        *("--set", "controller.flags.default-unreachable-toleration-seconds=45"),
+    )
+    (parameter,) = [d for d in docs if d["kind"] == "ConfigMap" and d["metadata"]["name"] == "taintkeeper-defaults"]
+    assert parameter["data"] == {
+        "default-not-ready-toleration-seconds": "300",
+        "default-unreachable-toleration-seconds": "45",
+    }
+
+
 def test_without_the_operator_roles_the_chart_renders_the_rest_of_the_main_kustomization(helm: Path):
     roles = by_identity(documents(MANIFESTS / "base" / "operator-rbac.yaml"))
     assert roles, "manifests/base/operator-rbac.yaml has no roles"

@@ -65,3 +65,16 @@ A name no program has stops the render (the schema refuses it first, unless it i
 {{- define "taintkeeper.certsJob" -}}
 taintkeeper-certs-sync-{{ .Release.Revision }}
 {{- end }}
+
+{{/* Who adds the default tolerations: "webhook" or "policy" (admission.mode; auto: the policy where the
+cluster serves MutatingAdmissionPolicy v1, 1.36+). The policy where it is not served stops the render. */}}
+{{- define "taintkeeper.admission" -}}
+{{- $served := .Capabilities.APIVersions.Has "admissionregistration.k8s.io/v1/MutatingAdmissionPolicy" -}}
+{{- if eq .Values.admission.mode "auto" -}}
+{{- ternary "policy" "webhook" $served -}}
+{{- else if and (eq .Values.admission.mode "policy") (not $served) -}}
+{{- fail (printf "admission.mode=policy needs MutatingAdmissionPolicy (admissionregistration.k8s.io/v1, Kubernetes 1.36+), which the cluster (Kubernetes %s, as Helm sees it) does not serve: use admission.mode=webhook or auto (helm template: --api-versions admissionregistration.k8s.io/v1/MutatingAdmissionPolicy)" .Capabilities.KubeVersion.Version) -}}
+{{- else -}}
+{{- .Values.admission.mode -}}
+{{- end -}}
+{{- end }}

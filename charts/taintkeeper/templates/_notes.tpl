@@ -7,6 +7,21 @@
 {{- $unreachable := ternary (get $flags "default-unreachable-toleration-seconds") 300 (hasKey $flags "default-unreachable-toleration-seconds") -}}
 taintkeeper {{ .Chart.AppVersion }} ({{ include "taintkeeper.image" . }}) is installed in the namespace {{ $ns }}.
 
+{{- if eq (include "taintkeeper.admission" .) "policy" }}
+1. Wait until it is up:
+
+     kubectl -n {{ $ns }} rollout status deployment/taintkeeper-controller
+
+2. Check the policy: kube-apiserver itself gives pods the default tolerations (MutatingAdmissionPolicy
+   taintkeeper-default-tolerations; {{ include "taintkeeper.flagValue" $notReady }} s not-ready, {{ include "taintkeeper.flagValue" $unreachable }} s unreachable, from the ConfigMap
+   {{ $ns }}/taintkeeper-defaults, unless a pod's namespace asks for others):
+
+     kubectl run taintkeeper-check --image=busybox --restart=Never --dry-run=server -o jsonpath='{.spec.tolerations}'
+
+   Without them, the policy could not read its parameter and admits pods anyway (failurePolicy Ignore);
+   the controller backfills them. docs/operating.md, "Admission: the webhook or the policy".
+
+{{ else }}
 1. Wait until it is up:
 
      kubectl -n {{ $ns }} rollout status deployment/taintkeeper-webhook deployment/taintkeeper-controller
@@ -29,6 +44,7 @@ taintkeeper {{ .Chart.AppVersion }} ({{ include "taintkeeper.image" . }}) is ins
    Without them, the apiserver cannot reach the webhook and admits pods anyway (failurePolicy Ignore);
    the controller backfills them. docs/operating.md, "Troubleshooting".
 
+{{- end }}
 3. See what the controller sees: zones, tainted nodes, pending evictions and the leader
    (`pip install .` in taintkeeper's repository puts the kubectl plugin on the PATH; the leader's last
    monitor pass is read through the pod proxy, which needs pods/proxy in {{ $ns }}):
