@@ -23,7 +23,7 @@ from __future__ import annotations
 
 from collections.abc import Iterable, Mapping, Sequence
 from dataclasses import dataclass
-from typing import Any, Generic, TypeVar
+from typing import Any
 
 from controller.describe import taint_text, toleration_text
 from controller.nodelifecycle.decision import MonitorSettings
@@ -32,7 +32,9 @@ from controller.tainteviction.decision import evicting_taints
 from controller.tainteviction.verdict import EvictionRule, pod_verdict
 from controller.zones import ZoneState, compute_zone_state, eviction_rate, zone_label
 from kube.timestamps import parse_time
+from kubectl_taintkeeper.admission_mode import AdmissionStatus
 from kubectl_taintkeeper.budgets import Budgets, budget_note
+from kubectl_taintkeeper.reading import Reading
 from shared.taints import (
     CONDITION_TAINT_KEYS,
     MANAGED_NO_EXECUTE_KEYS,
@@ -43,19 +45,9 @@ from shared.taints import (
 )
 
 Json = Mapping[str, Any]
-T = TypeVar("T")
 
 LAST_MONITOR_PASS_METRIC = "taintkeeper_last_monitor_pass_timestamp_seconds"
 TIME_ADDED = "timeAdded"
-
-
-@dataclass(frozen=True)
-class Reading(Generic[T]):
-    """An optional read: its value, or `error` (one line) saying why it could not be made.
-    Neither: the thing does not exist (a Lease never created)."""
-
-    value: T | None = None
-    error: str | None = None
 
 
 @dataclass(frozen=True)
@@ -126,6 +118,7 @@ class ClusterStatus:
     nodes: tuple[TaintedNode, ...]
     pending: tuple[PendingEviction, ...]  # soonest first
     leader: LeaderStatus
+    admission: AdmissionStatus | None = None  # None: not read (a status made without the API's admission objects)
 
 
 def _rate_and_reason(state: ZoneState, size: int, brake: bool, settings: MonitorSettings) -> tuple[float, str]:
@@ -355,6 +348,7 @@ def cluster_status(
     now: float,
     budgets: Budgets | None = None,
     rule: EvictionRule | None = None,
+    admission: AdmissionStatus | None = None,
 ) -> ClusterStatus:
     """Everything `taintkeeper status` prints, from the API's JSON (nodes, pods) and what the leader said."""
     views = [node_view(dict(node)) for node in nodes]
@@ -367,4 +361,5 @@ def cluster_status(
         nodes=tainted_nodes(views, now),
         pending=pending_evictions(views, pods, now, budgets, rule),
         leader=leader_status(lease_name, lease, last_pass, now),
+        admission=admission,
     )

@@ -30,12 +30,20 @@ from kube.client import CONNECT_TIMEOUT, LIST_REQUEST_TIMEOUT, ClientConfigError
 from kube.errors import is_not_found
 from kube.identity import STATUS
 from kube.request import request_json, send
+from kubectl_taintkeeper.admission_mode import (
+    POLICY_BINDING,
+    POLICY_PARAMETER,
+    WEBHOOK_CONFIGURATION,
+    AdmissionStatus,
+    admission_status,
+    parameter_ref,
+)
 from kubectl_taintkeeper.budget_reads import read_budgets
 from kubectl_taintkeeper.budgets import Budgets
 from kubectl_taintkeeper.forbidden import VIEWER, explained, namespace_viewer
+from kubectl_taintkeeper.reading import Reading
 from kubectl_taintkeeper.status import (
     ClusterStatus,
-    Reading,
     any_no_execute_taint,
     cluster_status,
     last_monitor_pass,
@@ -216,13 +224,23 @@ class ApiReads:
         return bytes(response.data).decode("utf-8", "replace")
 
 
-def _read_lease(reads: ClusterReads, request: StatusRequest) -> Reading[Mapping[str, Any]]:
+ADMISSION = "/apis/admissionregistration.k8s.io/v1"
+
+
+def _read_object(reads: ClusterReads, path: str, role: str) -> Reading[Mapping[str, Any]]:
+    """One object, absent (also where its API is not served), or why it could not be read."""
     try:
-        return Reading(reads.get_json(lease_path(request.lease_namespace, request.lease_name), []))
+        return Reading(reads.get_json(path, []))
     except Exception as error:
         if is_not_found(error):
             return Reading()
-        return Reading(error=explained(error, namespace_viewer(request.lease_namespace)))
+        return Reading(error=explained(error, role))
+
+
+def _read_lease(reads: ClusterReads, request: StatusRequest) -> Reading[Mapping[str, Any]]:
+    return _read_object(
+        reads, lease_path(request.lease_namespace, request.lease_name), namespace_viewer(request.lease_namespace)
+    )
 
 
 def _read_last_pass(reads: ClusterReads, request: StatusRequest, lease: Reading[Mapping[str, Any]]) -> Reading[float]:
@@ -235,6 +253,18 @@ def _read_last_pass(reads: ClusterReads, request: StatusRequest, lease: Reading[
     except Exception as error:
         why = explained(error, namespace_viewer(request.lease_namespace))
         return Reading(error=f"cannot reach the leader's /metrics through the apiserver's pod proxy: {why}")
+
+
+def _read_admission(reads: ClusterReads, request: StatusRequest) -> AdmissionStatus:
+    """The webhook's configuration, the policy's binding, and the policy's parameter: where the binding
+    names it, else where the installations put it (so the same requests are made on every cluster)."""
+    webhook = _read_object(reads, f"{ADMISSION}/mutatingwebhookconfigurations/{WEBHOOK_CONFIGURATION}", VIEWER)
+    binding = _read_object(reads, f"{ADMISSION}/mutatingadmissionpolicybindings/{POLICY_BINDING}", VIEWER)
+    named = parameter_ref(binding.value) if binding.value is not None else None
+    namespace, name = named or (request.lease_namespace, POLICY_PARAMETER)
+    path = f"/api/v1/namespaces/{quote(namespace)}/configmaps/{quote(name)}"
+    parameter = _read_object(reads, path, namespace_viewer(namespace))
+    return admission_status(webhook, binding, parameter)
 
 
 def read_status(reads: ClusterReads, request: StatusRequest, now: Callable[[], float] = time.time) -> ClusterStatus:
@@ -257,6 +287,7 @@ def read_status(reads: ClusterReads, request: StatusRequest, now: Callable[[], f
         now(),
         budgets,
         request.rule,
+        _read_admission(reads, request),
     )
 
 

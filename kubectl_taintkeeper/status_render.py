@@ -2,8 +2,8 @@
 
 The JSON's names are a contract for scripts and alerts: the top-level `zones`, `brake`, `nodes`,
 `leader`, `pendingEvictions`, and each pending eviction's `namespace`, `pod`, `node`, `taint`,
-`deadline` (RFC 3339), `secondsLeft` (and, added since, `waitingFor`). Add fields if needed; never
-rename or drop these.
+`deadline` (RFC 3339), `secondsLeft` (and, added since, `waitingFor`, and the top-level `admission`
+with its `mode`). Add fields if needed; never rename or drop these.
 """
 
 from __future__ import annotations
@@ -13,6 +13,7 @@ from typing import Any
 from controller.describe import describe_duration
 from controller.zones import ZoneState
 from kube.timestamps import format_time
+from kubectl_taintkeeper.admission_mode import AdmissionStatus
 from kubectl_taintkeeper.status import ClusterStatus, LeaderStatus, PendingEviction, TaintAge, TaintedNode, ZoneStatus
 
 # ANSI SGR codes (the text between ESC[ and m).
@@ -190,6 +191,28 @@ def _leader_lines(leader: LeaderStatus, colour: bool) -> list[str]:
     return [first, second]
 
 
+def _admission_lines(admission: AdmissionStatus, colour: bool) -> list[str]:
+    heading = _heading("ADMISSION", colour) + "  "
+    if admission.mode == "webhook":
+        said = f"webhook (MutatingWebhookConfiguration {admission.webhook_configuration})"
+    elif admission.mode in ("policy", "both"):
+        seconds = (
+            f", {admission.not_ready_seconds}s not-ready, {admission.unreachable_seconds}s unreachable"
+            if admission.not_ready_seconds is not None
+            else ""
+        )
+        said = (
+            f"{'webhook and ' if admission.mode == 'both' else ''}policy (MutatingAdmissionPolicyBinding "
+            f"{admission.policy_binding}, parameter {admission.parameter}{seconds})"
+        )
+    else:
+        said = admission.mode
+    lines = [heading + said]
+    if admission.problem:
+        lines.append("  " + paint(admission.problem, RED if admission.mode == "none" else YELLOW, colour))
+    return lines
+
+
 def render_text(status: ClusterStatus, colour: bool = False) -> str:
     """The report; `colour` adds ANSI escapes (for a terminal only)."""
     lines = [_heading(f"taintkeeper status at {format_time(status.now)}", colour), ""]
@@ -198,6 +221,8 @@ def render_text(status: ClusterStatus, colour: bool = False) -> str:
     lines += [*_node_lines(status.nodes, colour), ""]
     lines += [*_pending_lines(status.pending, colour), ""]
     lines += _leader_lines(status.leader, colour)
+    if status.admission is not None:
+        lines += ["", *_admission_lines(status.admission, colour)]
     return "\n".join(lines)
 
 
@@ -268,6 +293,18 @@ def _pending_json(pending: PendingEviction) -> dict[str, Any]:
     }
 
 
+def _admission_json(admission: AdmissionStatus) -> dict[str, Any]:
+    return {
+        "mode": admission.mode,
+        "webhookConfiguration": admission.webhook_configuration,
+        "policyBinding": admission.policy_binding,
+        "parameter": admission.parameter,
+        "notReadySeconds": admission.not_ready_seconds,
+        "unreachableSeconds": admission.unreachable_seconds,
+        "problem": admission.problem,
+    }
+
+
 def status_json(status: ClusterStatus) -> dict[str, Any]:
     """The machine-readable form (`-o json`); see the module docstring for what is a contract."""
     return {
@@ -276,4 +313,5 @@ def status_json(status: ClusterStatus) -> dict[str, Any]:
         "nodes": [_node_json(n) for n in status.nodes],
         "leader": _leader_json(status.leader),
         "pendingEvictions": [_pending_json(p) for p in status.pending],
+        "admission": None if status.admission is None else _admission_json(status.admission),
     }

@@ -74,6 +74,9 @@ REQUESTS: dict[str, frozenset[Request]] = {
             ("list", "poddisruptionbudgets"),
             ("get", "leases"),
             ("get", "pods/proxy"),
+            ("get", "mutatingwebhookconfigurations"),
+            ("get", "mutatingadmissionpolicybindings"),
+            ("get", "configmaps"),
         }
     ),
     "explain": frozenset(
@@ -241,6 +244,27 @@ class World:
             "spec": {"nodeName": self.dead, "containers": [{"name": "c", "image": "busybox"}]},
         }
         raw(self.core.create_namespaced_pod, namespace, body=pod)
+
+    def admission_answers(self) -> dict[Request, int]:
+        """What status's reads of the admission objects are answered (authorized): 200 where the object
+        exists, else 404 (no installation here; a server without the policy's API answers 404 too)."""
+        admission = "/apis/admissionregistration.k8s.io/v1"
+        paths = {
+            ("get", "mutatingwebhookconfigurations"): f"{admission}/mutatingwebhookconfigurations/taintkeeper",
+            ("get", "mutatingadmissionpolicybindings"): (
+                f"{admission}/mutatingadmissionpolicybindings/taintkeeper-default-tolerations"
+            ),
+            ("get", "configmaps"): f"/api/v1/namespaces/{NAMESPACE}/configmaps/taintkeeper-defaults",
+        }
+        answers = {}
+        for request, path in paths.items():
+            try:
+                request_json(self.api, "GET", path, timeout=REQUEST_TIMEOUT)
+                answers[request] = 200
+            except client.ApiException as error:
+                assert error.status == 404, error
+                answers[request] = 404
+        return answers
 
     def node(self, name: str, taint: dict[str, Any]) -> None:
         """A node whose kubelet stopped 10 minutes ago (long enough for fence's --min-down), with `taint`."""
@@ -449,8 +473,9 @@ def test_each_command_succeeds_as_a_user_bound_to_its_role(world: World, case: A
     user = world.user(case.grant)
     run = world.run(user, case.command)
     assert (run.code, run.err) == (0, ""), run.err
+    answers = dict(case.answers) | (world.admission_answers() if case.command == "status" else {})
     assert run.requests == {request: {200} for request in REQUESTS[case.command]} | {
-        request: {code} for request, code in case.answers
+        request: {code} for request, code in answers.items()
     }
     if case.command == "status":
         [leader] = [line for line in run.out.splitlines() if line.startswith("LEADER")]
@@ -514,7 +539,7 @@ REFUSALS = {
         f"LEADER  unknown: cannot read the Lease {NAMESPACE}/{LEASE}: 403 Forbidden: leases.coordination.k8s.io "
         f'"{LEASE}" is forbidden: User "{{user}}" cannot get resource "leases" in API group "coordination.k8s.io" '
         f'in the namespace "{NAMESPACE}" (bind the Role taintkeeper-viewer in {NAMESPACE})',
-        frozenset({("get", "leases")}),
+        frozenset({("get", "leases"), ("get", "configmaps")}),
     ),
     "status without pods/proxy: the report says the leader's /metrics are forbidden, and goes on": Refusal(
         replace(VIEWER, less=(("Role", "taintkeeper-viewer"), ("", "pods/proxy", "get"))),
@@ -606,7 +631,13 @@ def each_permission() -> list[Any]:
 def test_the_roles_grant_what_the_commands_request_and_nothing_more() -> None:
     """REQUESTS, which the cases above check against the apiserver, against the manifest's rules."""
     roles = role_documents()
-    group = {"poddisruptionbudgets": "policy", "leases": "coordination.k8s.io", "volumeattachments": "storage.k8s.io"}
+    group = {
+        "poddisruptionbudgets": "policy",
+        "leases": "coordination.k8s.io",
+        "volumeattachments": "storage.k8s.io",
+        "mutatingwebhookconfigurations": "admissionregistration.k8s.io",
+        "mutatingadmissionpolicybindings": "admissionregistration.k8s.io",
+    }
     for key, (grant, commands) in HOLDERS.items():
         requested = {
             (group.get(resource, ""), resource, verb)

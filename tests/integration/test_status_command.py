@@ -222,6 +222,12 @@ def world(
 NODES = ("/api/v1/nodes", EVERY_VERSION)
 LEASE = ("/apis/coordination.k8s.io/v1/namespaces/{lease_ns}/leases/{lease}", ())
 METRICS = (f"/api/v1/namespaces/{{lease_ns}}/pods/{{leader}}:{METRICS_PORT}/proxy/metrics", ())
+# Who adds the default tolerations: the webhook's configuration, the policy's binding and its parameter.
+ADMISSION = (
+    ("/apis/admissionregistration.k8s.io/v1/mutatingwebhookconfigurations/taintkeeper", ()),
+    ("/apis/admissionregistration.k8s.io/v1/mutatingadmissionpolicybindings/taintkeeper-default-tolerations", ()),
+    ("/api/v1/namespaces/{lease_ns}/configmaps/taintkeeper-defaults", ()),
+)
 # With pods to report: what their evictions may wait for (the namespaces' annotations, every budget).
 BUDGETS = (
     ("/api/v1/namespaces", EVERY_VERSION),
@@ -248,16 +254,19 @@ REQUESTS = {
             *BUDGETS,
             LEASE,
             METRICS,
+            *ADMISSION,
         ),
     ),
     "no filters: the pods of every namespace": RequestsCase(
-        (), (NODES, ("/api/v1/pods", EVERY_VERSION), *BUDGETS, LEASE, METRICS)
+        (), (NODES, ("/api/v1/pods", EVERY_VERSION), *BUDGETS, LEASE, METRICS, *ADMISSION)
     ),
     "no NoExecute taint on any node: no eviction is pending, the pods are not listed": RequestsCase(
-        ("-n", "{ns}"), (NODES, LEASE, METRICS), no_execute=False
+        ("-n", "{ns}"), (NODES, LEASE, METRICS, *ADMISSION), no_execute=False
     ),
     "no Lease: no leader, so no /metrics request": RequestsCase(
-        ("-n", "{ns}"), (NODES, ("/api/v1/namespaces/{ns}/pods", EVERY_VERSION), *BUDGETS, LEASE), lease=False
+        ("-n", "{ns}"),
+        (NODES, ("/api/v1/namespaces/{ns}/pods", EVERY_VERSION), *BUDGETS, LEASE, *ADMISSION),
+        lease=False,
     ),
 }
 
@@ -309,7 +318,7 @@ def test_the_json_report(world: World) -> None:
     before = time.time()
     document = world.status("-n", world.namespace, "-o", "json").document()
     after = time.time()
-    assert list(document) == ["zones", "brake", "nodes", "leader", "pendingEvictions"]
+    assert list(document) == ["zones", "brake", "nodes", "leader", "pendingEvictions", "admission"]
 
     zone = next(z for z in document["zones"] if z["zone"] == world.zone)
     assert zone == {

@@ -10,9 +10,9 @@ import pytest
 
 from controller.nodelifecycle.decision import MonitorSettings
 from controller.zones import ZoneState
+from kubectl_taintkeeper.reading import Reading
 from kubectl_taintkeeper.status import (
     ClusterStatus,
-    Reading,
     any_no_execute_taint,
     cluster_status,
     last_monitor_pass,

@@ -10,7 +10,8 @@ import pytest
 
 from controller.nodelifecycle.decision import MonitorSettings
 from kubectl_taintkeeper.budgets import Budgets
-from kubectl_taintkeeper.status import ClusterStatus, Reading, cluster_status
+from kubectl_taintkeeper.reading import Reading
+from kubectl_taintkeeper.status import ClusterStatus, cluster_status
 from kubectl_taintkeeper.status_render import render_text, status_json
 from shared.taints import NO_SCHEDULE, UNSCHEDULABLE
 from tests.support.api_json import lease_json, node_json, pod_json
@@ -66,7 +67,7 @@ def build(
 
 def test_the_json_has_exactly_the_contracts_names() -> None:
     document = json.loads(json.dumps(status_json(build())))
-    assert list(document) == ["zones", "brake", "nodes", "leader", "pendingEvictions"]
+    assert list(document) == ["zones", "brake", "nodes", "leader", "pendingEvictions", "admission"]
     assert document["brake"] is False
     assert document["pendingEvictions"] == [
         {
