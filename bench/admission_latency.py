@@ -11,10 +11,15 @@ configurations, in alternated rounds:
     c  taintkeeper's webhook, deployed behind its Service (the built-in plugin off)
     d  a minimal webhook that echoes the uid with a constant patch (bench/echo_webhook.py), deployed the
        same way: its image, gunicorn's gevent workers, TLS, a Service, 2 replicas
+    e  taintkeeper's admission policy (manifests/admission-policy/policy.yaml, 1.36+): kube-apiserver
+       applies it in process; a copy whose namespaceSelector picks this benchmark's namespace (the
+       webhook skips it), its CEL and parameter as shipped
 
 d - a is kube-apiserver's own cost of calling a webhook; c - d is taintkeeper's share (goal: at most
-0.3 ms at p50 and p99, at each rate). Also: the webhook pods' CPU per admitted pod and their memory
-(working set), from their cgroups on this host (bench/pod_cgroup.py).
+0.3 ms at p50 and p99, at each rate); e - b is the policy against the built-in plugin (goal: at most
+0.1 ms at p50). Also: the webhook pods' CPU per admitted pod and their memory (working set), from their
+cgroups on this host (bench/pod_cgroup.py), and kube-apiserver's CPU per admitted pod in each
+configuration (from /proc: the process is on this host).
 
     .venv/bin/python bench/admission_latency.py [--rates 20,100] [--seconds 60] [--rounds 3]
         [--dir DIR] [--keep]
@@ -30,6 +35,7 @@ import argparse
 import base64
 import copy
 import functools
+import os
 import statistics
 import subprocess
 import sys
@@ -42,6 +48,7 @@ from typing import Any
 ROOT = Path(__file__).resolve().parents[1]
 sys.path.insert(0, str(ROOT))
 
+import yaml  # noqa: E402
 from kubernetes import config  # noqa: E402
 from kubernetes.client import ApiClient, ApiException  # noqa: E402
 
@@ -58,18 +65,23 @@ SYSTEM = "taintkeeper-system"
 WEBHOOK = "taintkeeper-webhook"
 ECHO = "taintkeeper-bench-echo"
 ECHO_LABEL = "taintkeeper.io/bench-echo"
+POLICY_LABEL = "taintkeeper.io/bench-policy"
+BENCH_POLICY = "taintkeeper-bench-policy"
+POLICY_FILE = ROOT / "manifests" / "admission-policy" / "policy.yaml"
 SKIP_LABEL = "taintkeeper.io/skip"
 NAMESPACES = {  # configuration -> (namespace, its labels)
     "a": ("bench-admission-floor", {SKIP_LABEL: "true"}),
     "b": ("bench-admission-floor", {SKIP_LABEL: "true"}),
     "c": ("bench-admission-taintkeeper", {}),
     "d": ("bench-admission-echo", {SKIP_LABEL: "true", ECHO_LABEL: "true"}),
+    "e": ("bench-admission-policy", {SKIP_LABEL: "true", POLICY_LABEL: "true"}),
 }
 CONFIGURATIONS = {
     "a": "no mutation (floor)",
     "b": "built-in DefaultTolerationSeconds",
     "c": "taintkeeper webhook (Service)",
     "d": "echo webhook (Service)",
+    "e": "taintkeeper admission policy (in process)",
 }
 DEFAULT_KEYS = ("node.kubernetes.io/not-ready", "node.kubernetes.io/unreachable")
 TIMEOUT = (5, 60)
@@ -201,6 +213,22 @@ def echo_objects(
     return [secret, config_map, deployment, service, configuration]
 
 
+def policy_objects() -> list[dict[str, Any]]:
+    """The shipped policy, binding and parameter, renamed, the policy selecting only POLICY_LABEL's namespace
+    (the shipped one excludes namespaces labelled skip, which keeps the webhook out of this one)."""
+    shipped = {doc["kind"]: doc for doc in yaml.safe_load_all(POLICY_FILE.read_text()) if doc}
+    policy = copy.deepcopy(shipped["MutatingAdmissionPolicy"])
+    policy["metadata"] = {"name": BENCH_POLICY}
+    policy["spec"]["matchConstraints"]["namespaceSelector"] = {"matchLabels": {POLICY_LABEL: "true"}}
+    parameter = copy.deepcopy(shipped["ConfigMap"])
+    parameter["metadata"] = {"name": BENCH_POLICY, "namespace": SYSTEM}
+    binding = copy.deepcopy(shipped["MutatingAdmissionPolicyBinding"])
+    binding["metadata"] = {"name": BENCH_POLICY}
+    binding["spec"]["policyName"] = BENCH_POLICY
+    binding["spec"]["paramRef"] = {**binding["spec"]["paramRef"], "name": BENCH_POLICY, "namespace": SYSTEM}
+    return [parameter, policy, binding]
+
+
 def _path(obj: dict[str, Any], name: str | None = None) -> str:
     group_version, kind = obj["apiVersion"], obj["kind"]
     base = f"/api/{group_version}" if "/" not in group_version else f"/apis/{group_version}"
@@ -210,6 +238,8 @@ def _path(obj: dict[str, Any], name: str | None = None) -> str:
         "Deployment": "deployments",
         "Service": "services",
         "MutatingWebhookConfiguration": "mutatingwebhookconfigurations",
+        "MutatingAdmissionPolicy": "mutatingadmissionpolicies",
+        "MutatingAdmissionPolicyBinding": "mutatingadmissionpolicybindings",
         "Namespace": "namespaces",
     }[kind]
     namespace = obj["metadata"].get("namespace")
@@ -256,6 +286,12 @@ def available(api: ApiClient, name: str) -> bool:
     )
 
 
+def policy_served(api: ApiClient) -> bool:
+    """Whether kube-apiserver serves MutatingAdmissionPolicy v1 (1.36+): configuration e needs it."""
+    group = request_json(api, "GET", "/apis/admissionregistration.k8s.io/v1", timeout=TIMEOUT)
+    return any(resource.get("name") == "mutatingadmissionpolicies" for resource in group.get("resources") or [])
+
+
 def install(api: ApiClient, directory: Path) -> None:
     for namespace, labels in {name: labels for name, labels in NAMESPACES.values()}.items():
         apply(api, {"apiVersion": "v1", "kind": "Namespace", "metadata": {"name": namespace, "labels": labels}})
@@ -279,6 +315,9 @@ def install(api: ApiClient, directory: Path) -> None:
     ca_bundle, tls = echo_tls(directory)
     for obj in echo_objects(live["deployment"], live["service"], live["configuration"], ca_bundle, tls):
         apply(api, obj)
+    if policy_served(api):
+        for obj in policy_objects():
+            apply(api, obj)
     for name in (WEBHOOK, ECHO):
         wait_for(
             functools.partial(available, api, name), 300, f"deployment {SYSTEM}/{name} Available", ignore=ApiException
@@ -289,6 +328,9 @@ def uninstall(api: ApiClient) -> None:
     """Remove the echo webhook and the benchmark's namespaces (taintkeeper's own objects stay)."""
     paths = [
         f"/apis/admissionregistration.k8s.io/v1/mutatingwebhookconfigurations/{ECHO}",
+        f"/apis/admissionregistration.k8s.io/v1/mutatingadmissionpolicybindings/{BENCH_POLICY}",
+        f"/apis/admissionregistration.k8s.io/v1/mutatingadmissionpolicies/{BENCH_POLICY}",
+        f"/api/v1/namespaces/{SYSTEM}/configmaps/{BENCH_POLICY}",
         f"/apis/apps/v1/namespaces/{SYSTEM}/deployments/{ECHO}",
         f"/api/v1/namespaces/{SYSTEM}/services/{ECHO}",
         f"/api/v1/namespaces/{SYSTEM}/secrets/{ECHO}",
@@ -341,18 +383,38 @@ class Measured:
     cpu: dict[str, float] = field(default_factory=dict)  # webhook -> CPU seconds over its configuration's runs
     admitted: dict[str, int] = field(default_factory=dict)  # webhook -> pods created while measured
     memory: dict[str, list[float]] = field(default_factory=dict)  # webhook -> working set MiB of each pod
+    apiserver_cpu: dict[str, float] = field(default_factory=dict)  # configuration -> kube-apiserver CPU seconds
+    created: dict[str, int] = field(default_factory=dict)  # configuration -> pods created while measured
+
+
+def process_cpu_seconds(pid: int) -> float:
+    """User + system CPU of a process on this host (/proc/PID/stat fields 14 and 15)."""
+    fields = Path(f"/proc/{pid}/stat").read_text().rsplit(")", 1)[1].split()
+    return (int(fields[11]) + int(fields[12])) / os.sysconf("SC_CLK_TCK")
 
 
 def run_one(
-    api: ApiClient, endpoint: Endpoint, measured: Measured, rate: float, name: str, seconds: float, webhook: str | None
+    cluster: LocalCluster,
+    api: ApiClient,
+    endpoint: Endpoint,
+    measured: Measured,
+    rate: float,
+    name: str,
+    seconds: float,
+    webhook: str | None,
 ) -> None:
     namespace = NAMESPACES[name][0]
     cgroups = [pod_cgroup(uid) for uid in webhook_pods(api, webhook)] if webhook else []
     create_at_rate(
         endpoint, namespace, lambda index: pod_body(1_000_000 + index), rate=rate, seconds=1.0, mutated=has_defaults
     )  # warm-up, unmeasured
+    apiserver = int((cluster.directory / "apiserver.pid").read_text())
     before = sum(cgroup.cpu_seconds() for cgroup in cgroups)
+    apiserver_before = process_cpu_seconds(apiserver)
     outcome = create_at_rate(endpoint, namespace, pod_body, rate=rate, seconds=seconds, mutated=has_defaults)
+    measured.apiserver_cpu[name] = measured.apiserver_cpu.get(name, 0.0) + process_cpu_seconds(apiserver)
+    measured.apiserver_cpu[name] -= apiserver_before
+    measured.created[name] = measured.created.get(name, 0) + len(outcome.latencies)
     if webhook:
         measured.cpu[webhook] = measured.cpu.get(webhook, 0.0) + sum(c.cpu_seconds() for c in cgroups) - before
         measured.admitted[webhook] = measured.admitted.get(webhook, 0) + len(outcome.latencies)
@@ -367,7 +429,10 @@ def run_one(
     )
 
 
-def measure(cluster: LocalCluster, rates: Sequence[float], seconds: float, rounds: int) -> Measured:
+def measure(
+    cluster: LocalCluster, rates: Sequence[float], seconds: float, rounds: int, policy: bool = True
+) -> Measured:
+    """Every configuration at every rate; e (the policy) only with `policy` (a server that serves it)."""
     measured = Measured()
 
     def api_factory() -> ApiClient:
@@ -375,21 +440,22 @@ def measure(cluster: LocalCluster, rates: Sequence[float], seconds: float, round
 
     endpoint = Endpoint.from_kubeconfig(str(cluster.kubeconfig))
     webhook_of = {"c": WEBHOOK, "d": ECHO}
+    rotation = ["a", "c", "d", "e"] if policy else ["a", "c", "d"]
     share = seconds / rounds
     for rate in rates:
         for index in range(rounds):
-            order = ["a", "c", "d"][index % 3 :] + ["a", "c", "d"][: index % 3]
+            order = rotation[index % len(rotation) :] + rotation[: index % len(rotation)]
             api = api_factory()
             try:
                 for name in order:
-                    run_one(api, endpoint, measured, rate, name, share, webhook_of.get(name))
+                    run_one(cluster, api, endpoint, measured, rate, name, share, webhook_of.get(name))
             finally:
                 api.close()
             cluster.stop_apiserver()
             cluster.start_apiserver(default_toleration_seconds=True)
             api = api_factory()
             try:
-                run_one(api, endpoint, measured, rate, "b", share, None)
+                run_one(cluster, api, endpoint, measured, rate, "b", share, None)
             finally:
                 api.close()
                 cluster.stop_apiserver()
@@ -402,6 +468,7 @@ def measure(cluster: LocalCluster, rates: Sequence[float], seconds: float, round
 
 def render(measured: Measured, rates: Sequence[float], seconds: float, rounds: int, kubernetes: str = "") -> str:
     ms = 1e3
+    names = sorted({name for _, name in measured.outcomes})
     version = f" {kubernetes}" if kubernetes else ""
     lines = [
         f"Pod creations through kube-apiserver{version}, {seconds:g} s per configuration and rate in {rounds} "
@@ -411,7 +478,7 @@ def render(measured: Measured, rates: Sequence[float], seconds: float, rounds: i
         "|---:|---|---:|---:|---:|---:|---:|---:|",
     ]
     for rate in rates:
-        for name in "abcd":
+        for name in names:
             outcome = measured.outcomes[(rate, name)]
             lines.append(
                 f"| {rate:g}/s | {name}. {CONFIGURATIONS[name]} | {len(outcome.latencies)} | "
@@ -435,6 +502,22 @@ def render(measured: Measured, rates: Sequence[float], seconds: float, rounds: i
             f"{(c.p50 - d.p50) * ms:+.2f} / {(c.p99 - d.p99) * ms:+.2f} ms | <= 0.3 ms: "
             f"{'met' if met else 'not met'} | {rounds_share * ms:+.2f} ms |"
         )
+    lines += [
+        "",
+        "| rate | the policy over the built-in plugin (e - b) p50 / p99 | goal (p50) | policy over floor (e - a) |",
+        "|---:|---|---|---|",
+    ]
+    for rate in rates if "e" in names else []:
+        a, b, e = (measured.outcomes[(rate, name)] for name in "abe")
+        met = (e.p50 - b.p50) * ms <= 0.1
+        lines.append(
+            f"| {rate:g}/s | {(e.p50 - b.p50) * ms:+.2f} / {(e.p99 - b.p99) * ms:+.2f} ms | <= 0.1 ms: "
+            f"{'met' if met else 'not met'} | {(e.p50 - a.p50) * ms:+.2f} / {(e.p99 - a.p99) * ms:+.2f} ms |"
+        )
+    lines += ["", "| configuration | kube-apiserver CPU per admitted pod |", "|---|---:|"]
+    for name in names:
+        per_pod = measured.apiserver_cpu.get(name, 0.0) / max(measured.created.get(name, 0), 1)
+        lines.append(f"| {name}. {CONFIGURATIONS[name]} | {per_pod * 1e3:.2f} ms |")
     lines += ["", "| webhook pods | CPU per admitted pod | working set per pod |", "|---|---:|---:|"]
     for webhook in (WEBHOOK, ECHO):
         per_pod = measured.cpu.get(webhook, 0.0) / max(measured.admitted.get(webhook, 0), 1)
@@ -451,7 +534,7 @@ def render(measured: Measured, rates: Sequence[float], seconds: float, rounds: i
 
 
 def check_mutations(measured: Measured) -> list[str]:
-    """Each configuration did what it says: a left pods alone, b, c and d gave every pod the defaults."""
+    """Each configuration did what it says: a left pods alone, b, c, d and e gave every pod the defaults."""
     problems = []
     for (rate, name), outcome in sorted(measured.outcomes.items()):
         expected = 0 if name == "a" else len(outcome.latencies)
@@ -512,7 +595,12 @@ def main(argv: Sequence[str] | None = None) -> int:
             install(api, cluster.directory)
         finally:
             api.close()
-        measured = measure(cluster, args.rates, args.seconds, args.rounds)
+        api = config.new_client_from_config(config_file=str(cluster.kubeconfig))
+        try:
+            policy = policy_served(api)
+        finally:
+            api.close()
+        measured = measure(cluster, args.rates, args.seconds, args.rounds, policy)
         server_version = cluster_kubernetes(cluster.directory) or ""
     except (ClusterError, ApiException, subprocess.CalledProcessError, TimeoutError) as error:
         print(f"admission_latency: {str(error).splitlines()[0] if str(error) else error!r}", file=sys.stderr)

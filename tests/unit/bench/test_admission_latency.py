@@ -95,10 +95,11 @@ def outcome(p50_ms: float, spread_ms: float, count: int = 100, mutated: bool = T
     return Outcome(latencies=latencies, mutated=count if mutated else 0)
 
 
-def measured(share_ms: float) -> Measured:
+def measured(share_ms: float, policy_over_plugin_ms: float = 0.0) -> Measured:
     result = Measured()
     for rate in (20.0,):
-        for name, p50 in (("a", 6.0), ("b", 6.1), ("c", 8.0 + share_ms), ("d", 8.0)):
+        configurations = (("a", 6.0), ("b", 6.1), ("c", 8.0 + share_ms), ("d", 8.0), ("e", 6.1 + policy_over_plugin_ms))
+        for name, p50 in configurations:
             result.outcomes[(rate, name)] = outcome(p50, 1.0, mutated=name != "a")
             result.round_p50[(rate, name)] = [p50 / 1e3]
     return result
@@ -140,3 +141,13 @@ def test_bad_arguments_exit_2_with_one_line(argv: list[str], message: str, capsy
         admission_latency.parse_args(argv)
     assert exit_info.value.code == 2
     assert message in capsys.readouterr().err
+
+
+@pytest.mark.parametrize(
+    ("policy_over_plugin_ms", "verdict"),
+    [(0.05, "<= 0.1 ms: met"), (0.3, "<= 0.1 ms: not met")],
+)
+def test_the_policy_over_the_builtin_plugin_is_judged_against_the_goal(policy_over_plugin_ms: float, verdict: str):
+    table = render(measured(0.1, policy_over_plugin_ms), [20.0], 60.0, 3)
+    [row] = [line for line in table.splitlines() if line.startswith("| 20/s | ") and "0.1 ms" in line]
+    assert row.startswith(f"| 20/s | {policy_over_plugin_ms:+.2f} / ") and verdict in row
