@@ -1,11 +1,13 @@
 """A chaos soak on the complete local cluster, judged by kube-apiserver's audit log.
 
     .venv/bin/python bench/chaos.py [--duration 60m] [--seed N] [--faults-per-minute 6]
-        [--controller taintkeeper|builtin] [--dir DIR] [--keep] [--timeline FILE.svg]   (make chaos)
+        [--controller taintkeeper|builtin] [--admission webhook|policy] [--dir DIR] [--keep]
+        [--timeline FILE.svg]   (make chaos)
 
 1. brings up the complete local cluster with 3 real nodes and the audit log on
    (`hack/local-cluster.sh up DIR --nodes 3 --audit`) and deploys taintkeeper from its image and
-   manifests (2 controller replicas, 2 webhook replicas); `--controller builtin` runs the oracle
+   manifests (2 controller replicas, 2 webhook replicas; `--admission policy`: its admission policy instead
+   of the webhook, manifests/admission-policy, Kubernetes 1.36+); `--controller builtin` runs the oracle
    instead (`--builtin-node-lifecycle`: kube-controller-manager's own node lifecycle controller and
    taint manager, the apiserver's DefaultTolerationSeconds) and deploys nothing;
 2. runs the workload (bench/soak/workload.py: a churn of pods of every kind, a Deployment, a
@@ -57,6 +59,7 @@ NODES = 3
 # from a taint put on in the run's last seconds, with a hand-over and an apiserver restart in between.
 MAX_WAIT = 900.0
 SYSTEM_NAMESPACE = "taintkeeper-system"
+POLICY_OVERLAY = Path(__file__).resolve().parents[1] / "manifests" / "admission-policy"
 log = logging.getLogger("chaos")
 
 
@@ -101,6 +104,12 @@ def parse_args(argv: list[str] | None) -> argparse.Namespace:
         help="the mean rate of fault draws (one that conflicts with a running fault is skipped)",
     )
     parser.add_argument("--controller", choices=("taintkeeper", "builtin"), default="taintkeeper")
+    parser.add_argument(
+        "--admission",
+        choices=("webhook", "policy"),
+        default="webhook",
+        help="what gives taintkeeper's pods their tolerations: the webhook, or its admission policy (1.36+)",
+    )
     parser.add_argument("--dir", type=Path, default=DEFAULT_DIR, help="the cluster's directory")
     parser.add_argument("--population", type=int, default=48, help="bare pods kept alive by the workload")
     parser.add_argument(
@@ -175,7 +184,7 @@ def _soak_supervised(
                 "beside the built-in controllers; use another --dir for --controller builtin"
             )
         if not builtin:
-            cluster.deploy()
+            cluster.deploy(POLICY_OVERLAY if args.admission == "policy" else None)
         runs = cluster.directory / "chaos"
         runs.mkdir(exist_ok=True)
         fault_log = runs / f"faults-{seed}.jsonl"
@@ -188,6 +197,7 @@ def _soak_supervised(
             fault_log,
             random.Random(rng.random()),
             builtin=builtin,
+            webhook=not builtin and args.admission == "webhook",
             without=frozenset(args.without),
         )
         supervisor.held = injector.held
@@ -228,7 +238,9 @@ def _soak_supervised(
     finally:
         api_client.close()
     judged = _judge_when_every_deadline_passed(
-        cluster.directory / "logs" / "audit.log", fault_log, soak_config(builtin=builtin, since=started)
+        cluster.directory / "logs" / "audit.log",
+        fault_log,
+        soak_config(builtin=builtin, policy=args.admission == "policy", since=started),
     )
     report = judged.report
     table = f"{report.render()}\n{supervisor.summary()}"

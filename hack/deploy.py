@@ -10,8 +10,9 @@
    applies every object with server-side apply, so a second run changes
    only what changed. Each pod template carries the image's digest, so a rebuilt image rolls the
    Deployments out;
-4. waits for the certificate Job to issue the Secret and the caBundle, then for both Deployments
-   to be Available, and prints what it did.
+4. waits for what the overlay installs to work: the certificate Job's Secret and the caBundle (the
+   webhook's installations), a dry-run pod given its tolerations (the admission policy's,
+   `--overlay manifests/admission-policy`), every Deployment Available; and prints what it did.
 
 Idempotent. Exits 1 with one line on stderr when DIR has no cluster, fewer than 2 nodes, or the
 image cannot be built.
@@ -36,6 +37,7 @@ from hack import image
 from hack.wait import WaitTimeout
 from hack.wait import wait_for as _wait_for
 from kube.discovery import dynamic_client
+from kube.request import request_json
 
 ROOT = Path(__file__).resolve().parents[1]
 LOCAL_CLUSTER = ROOT / "hack" / "local-cluster.sh"
@@ -43,7 +45,7 @@ MAIN_KUSTOMIZATION = ROOT / "manifests"
 # The kustomization for a cluster older than the main one's API level (policy/v1, batch/v1 CronJob: 1.21).
 OLDER_KUSTOMIZATIONS = {"1.20": ROOT / "manifests" / "kube-1.20"}
 NAMESPACE = "taintkeeper-system"
-DEPLOYMENTS = ("taintkeeper-webhook", "taintkeeper-controller")
+ADMISSION_POLICY = "taintkeeper-default-tolerations"
 CERTS_JOB = "taintkeeper-certs-sync"
 TLS_SECRET = "taintkeeper-webhook-tls"
 WEBHOOK_CONFIGURATION = "taintkeeper"
@@ -210,6 +212,15 @@ def _ca_bundle(admission: client.AdmissionregistrationV1Api) -> bool:
     return all(webhook.client_config.ca_bundle for webhook in configuration.webhooks or ())
 
 
+def _policy_applies(api_client: client.ApiClient) -> bool:
+    """A pod created now (a dry run, in `default`) carries tolerations: the apiserver applies the policy."""
+    pod = {"metadata": {"name": "taintkeeper-deploy-check"}, "spec": {"containers": [{"name": "c", "image": "x"}]}}
+    created = request_json(
+        api_client, "POST", "/api/v1/namespaces/default/pods", query=[("dryRun", "All")], body=pod, timeout=(5, 30)
+    )
+    return bool((created.get("spec") or {}).get("tolerations"))
+
+
 def _available(apps: client.AppsV1Api, name: str) -> bool:
     deployment = apps.read_namespaced_deployment_status(name, NAMESPACE)
     status, spec, metadata = deployment.status, deployment.spec, deployment.metadata
@@ -241,16 +252,22 @@ def deploy(directory: Path, overlay: Path, timeout: float) -> None:
         shown = overlay.relative_to(ROOT) if overlay.is_relative_to(ROOT) else overlay
         log(f"applied {len(applied)} objects from {shown}")
         batch, apps = client.BatchV1Api(api_client), client.AppsV1Api(api_client)
-        wait_for(lambda: _job_done(batch), timeout, f"the certificate Job {NAMESPACE}/{CERTS_JOB}")
-        core = client.CoreV1Api(api_client)
-        wait_for(lambda: core.read_namespaced_secret(TLS_SECRET, NAMESPACE), 60, f"the Secret {TLS_SECRET}")
-        wait_for(
-            lambda: _ca_bundle(client.AdmissionregistrationV1Api(api_client)),
-            60,
-            f"the caBundle of MutatingWebhookConfiguration {WEBHOOK_CONFIGURATION}",
-        )
-        log(f"the certificate Job issued Secret {NAMESPACE}/{TLS_SECRET} and the caBundle")
-        for name in DEPLOYMENTS:
+        rendered = {(obj["kind"], obj["metadata"]["name"]) for obj in objects}
+        if ("Job", CERTS_JOB) in rendered:  # the self-managed certificates
+            wait_for(lambda: _job_done(batch), timeout, f"the certificate Job {NAMESPACE}/{CERTS_JOB}")
+            core = client.CoreV1Api(api_client)
+            wait_for(lambda: core.read_namespaced_secret(TLS_SECRET, NAMESPACE), 60, f"the Secret {TLS_SECRET}")
+        if ("MutatingWebhookConfiguration", WEBHOOK_CONFIGURATION) in rendered:
+            wait_for(
+                lambda: _ca_bundle(client.AdmissionregistrationV1Api(api_client)),
+                60,
+                f"the caBundle of MutatingWebhookConfiguration {WEBHOOK_CONFIGURATION}",
+            )
+            log(f"Secret {NAMESPACE}/{TLS_SECRET} and the caBundle are in place")
+        if ("MutatingAdmissionPolicy", ADMISSION_POLICY) in rendered:
+            wait_for(lambda: _policy_applies(api_client), 60, f"kube-apiserver to apply {ADMISSION_POLICY}")
+            log(f"MutatingAdmissionPolicy {ADMISSION_POLICY} gives a pod its tolerations")
+        for name in [obj["metadata"]["name"] for obj in objects if obj["kind"] == "Deployment"]:
             wait_for(functools.partial(_available, apps, name), timeout, f"deployment {NAMESPACE}/{name} Available")
             log(f"deployment {NAMESPACE}/{name} Available")
     finally:

@@ -61,8 +61,9 @@ class LocalCluster:
             timeout=1800,
         )
 
-    def deploy(self) -> None:
-        self.script("deploy", str(self.directory), timeout=1800)
+    def deploy(self, overlay: Path | None = None) -> None:
+        """taintkeeper from its image and the main kustomization, or the `overlay` given."""
+        self.script("deploy", str(self.directory), *(("--overlay", str(overlay)) if overlay else ()), timeout=1800)
 
     def down(self) -> None:
         self.script("down", str(self.directory), timeout=300)

@@ -69,7 +69,10 @@ class SoakConfig:
     budgeted_namespaces: frozenset[str] = frozenset(DEFAULT_BUDGETED_NAMESPACES)
     budget_timeouts: Mapping[str, float | None] = field(default_factory=lambda: dict(DEFAULT_BUDGET_TIMEOUTS))
     lease: tuple[str, str] | None = TAINTKEEPER_LEASE  # None: one replica without election (I4 n/a)
-    webhook: tuple[str, str] | None = TAINTKEEPER_WEBHOOK  # (namespace, pod-name prefix); None: built-in plugin
+    webhook: tuple[str, str] | None = TAINTKEEPER_WEBHOOK  # (namespace, pod-name prefix); None: in the apiserver
+    # With no webhook, what adds the tolerations in kube-apiserver: the built-in plugin, or taintkeeper's
+    # admission policy (manifests/admission-policy). Either is in process: no fault excuses a bare pod.
+    in_process_admission: str = "built-in DefaultTolerationSeconds"
     controller_pods: tuple[str, str] = TAINTKEEPER_CONTROLLER_PODS  # (namespace, pod-name prefix) for I7, I10
     # I10: the controller's replicas are those pods (False: one process, kube-controller-manager's).
     replicas_are_pods: bool = True
@@ -126,10 +129,14 @@ def replica_of_holder(holder_identity: str) -> str:
 def soak_config(
     *,
     builtin: bool = False,
+    policy: bool = False,
     since: float | None = None,
     until: float | None = None,
     workload_namespaces: tuple[str, ...] = DEFAULT_WORKLOAD_NAMESPACES,
 ) -> SoakConfig:
-    """The configuration bench/chaos.py judges a run with: taintkeeper's, or the oracle's."""
+    """The configuration bench/chaos.py judges a run with: taintkeeper's (`policy`: installed with its
+    admission policy instead of the webhook), or the oracle's."""
     config = builtin_config(workload_namespaces) if builtin else taintkeeper_config(workload_namespaces)
+    if policy:
+        config = replace(config, webhook=None, in_process_admission="taintkeeper's MutatingAdmissionPolicy")
     return replace(config, since=since, until=until)

@@ -63,7 +63,7 @@ CATALOGUE: dict[str, int] = {
     "etcd-pause": 1,  # its hold drawn apart: a seed drawn without it (--without) replays as before
     "runtime-then-kubelet": 2,  # the same: drawn without it, a seed replays as before
 }
-WEBHOOK_FAULTS = {"webhook-delete"}  # nothing to fault without taintkeeper's webhook (the oracle)
+WEBHOOK_FAULTS = {"webhook-delete"}  # nothing to fault without taintkeeper's webhook (the oracle, the policy)
 
 
 Outcome = tuple[str, float, dict[str, Any]]  # what a fault hit, when it started, its details
@@ -82,6 +82,7 @@ class Injector:
     fault_log: Any  # a path: bench.soak.faults.append_fault writes to it
     rng: random.Random
     builtin: bool = False
+    webhook: bool = True  # taintkeeper's webhook is deployed (not: the built-ins, or its admission policy)
     without: frozenset[str] = frozenset()  # kinds left out of the draw
     injected: int = 0
     not_started: int = 0
@@ -104,7 +105,7 @@ class Injector:
         return {
             kind: weight
             for kind, weight in CATALOGUE.items()
-            if not (self.builtin and kind in WEBHOOK_FAULTS) and kind not in self.without
+            if not ((self.builtin or not self.webhook) and kind in WEBHOOK_FAULTS) and kind not in self.without
         }
 
     def run(self, stop: threading.Event, faults_per_minute: float) -> None:

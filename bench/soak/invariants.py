@@ -779,7 +779,7 @@ def admission(ctx: Context) -> list[Violation]:
                     "I6",
                     record.received,
                     pod.label,
-                    "created without the default tolerations (built-in DefaultTolerationSeconds)",
+                    f"created without the default tolerations ({ctx.config.in_process_admission})",
                 )
             )
             continue

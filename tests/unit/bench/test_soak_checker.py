@@ -647,6 +647,14 @@ def builtin_plugin_missed_a_pod() -> World:
     return w
 
 
+def policy_mode_pod_admitted_bare_and_backfilled() -> World:
+    """taintkeeper installed with its admission policy: kube-apiserver adds the tolerations in process, so
+    a bare pod is a failure even when no webhook pod ran and the backfill caught it in 3 s."""
+    w = webhook_deleted(backfill_at=23.0)
+    w.config = replace(w.config, webhook=None, in_process_admission="taintkeeper's MutatingAdmissionPolicy")
+    return w
+
+
 POD_GC = Actor(
     "system:serviceaccount:kube-system:pod-garbage-collector",
     "kube-controller-manager/v1.37.2 (linux/amd64) kubernetes/f0e1d2c/system:serviceaccount:"
@@ -1058,6 +1066,11 @@ SCENARIOS: list[tuple[str, Callable[[], World], dict[str, int]]] = [
     ),
     ("a pod labelled taintkeeper.io/skip needs no defaults", opted_out_pod_without_defaults, {}),
     ("I6: with the built-in plugin every pod must carry the defaults", builtin_plugin_missed_a_pod, {"I6": 1}),
+    (
+        "I6: with the admission policy every pod must carry the defaults, backfilled or not",
+        policy_mode_pod_admitted_bare_and_backfilled,
+        {"I6": 1},
+    ),
     (
         "the built-ins' taint manager deleting a pod again (each taint change) is upstream's design: no I3",
         lambda: builtins_delete((55.2, NODE_CONTROLLER, False), (56.0, NODE_CONTROLLER, False)),
@@ -1602,3 +1615,10 @@ def test_a_deadline_the_log_ended_too_soon_to_judge_is_reported_and_fails_the_ru
     assert not report.passed
     text = render(report)
     assert "(1 deadlines unjudged): FAIL" in text and "unjudged 2023-11-14T22:19:10.000000Z pod" in text
+
+
+def test_the_policy_mode_names_the_policy_in_its_violation_and_is_what_chaos_judges_with():
+    [violation] = policy_mode_pod_admitted_bare_and_backfilled().report().violations
+    assert "taintkeeper's MutatingAdmissionPolicy" in violation.explanation
+    config = soak_config(policy=True)
+    assert config.webhook is None and config.in_process_admission == "taintkeeper's MutatingAdmissionPolicy"
