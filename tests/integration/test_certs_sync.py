@@ -12,6 +12,7 @@ import uuid
 from pathlib import Path
 from typing import Any
 
+import pytest
 from cryptography import x509
 from kubernetes import client
 
@@ -92,6 +93,7 @@ def test_sync_creates_the_secret_publishes_the_ca_and_renews_in_place(local_clus
         admission.delete_mutating_webhook_configuration(name)
 
 
+@pytest.mark.version_independent("no apiserver: the arguments are refused before any request")
 def test_sync_refuses_bad_arguments_with_one_line():
     result = subprocess.run(
         [sys.executable, "-m", "certs", "sync", "--service", "Bad_Name"],
@@ -115,6 +117,7 @@ def served_serial(port: int, ca_file: Path) -> int:
         return x509.load_der_x509_certificate(served).serial_number
 
 
+@pytest.mark.version_independent("no apiserver: gunicorn and the certificate files only")
 def test_gunicorn_serves_a_renewed_certificate_to_new_connections_without_a_restart(tmp_path: Path):
     certs = tmp_path / "certs"
     make_certs(certs)

@@ -7,6 +7,7 @@ from __future__ import annotations
 
 import time
 
+import pytest
 from kubernetes import client
 
 from kube.timestamps import format_time
@@ -14,6 +15,10 @@ from tests.integration.kube import api_time, raw, wait_for
 from tests.integration.simulated import NR, UR, Cluster, unreachable
 
 ZONE_LABEL = "topology.kubernetes.io/zone"
+CONTROLLER_LOGIC = pytest.mark.version_independent(
+    "the controller's own decisions (zones, the brake, taint swaps, matching tolerations); what it reads and writes "
+    "on simulated nodes (heartbeats, first-heard dating, taints, events) test_node_lifecycle keeps on 1.20"
+)
 
 
 def relabel_zone(cluster: Cluster, name: str, zone: str) -> None:
@@ -32,6 +37,7 @@ def registered(cluster: Cluster, *names: str) -> None:
     wait_for(all_registered, 15, f"RegisteredNode for {', '.join(names)}")
 
 
+@CONTROLLER_LOGIC
 def test_a_node_moved_to_a_new_zone_is_tainted_when_it_dies(cluster: Cluster):
     """A cloud controller manager labels a known node with a zone no node had."""
     mover, *_ = cluster.sim.add_nodes(3, zones=["a"])
@@ -43,6 +49,7 @@ def test_a_node_moved_to_a_new_zone_is_tainted_when_it_dies(cluster: Cluster):
     assert "Traceback" not in controller.log_text()
 
 
+@CONTROLLER_LOGIC
 def test_after_every_node_died_and_was_replaced_a_new_dead_node_is_tainted(cluster: Cluster):
     """The all-zones brake must not outlive the nodes it was entered for."""
     old = cluster.sim.add_nodes(2, zones=["a"])
@@ -57,6 +64,7 @@ def test_after_every_node_died_and_was_replaced_a_new_dead_node_is_tainted(clust
     assert all(cluster.taint(n, UR, "NoExecute") is None for n in new[1:])
 
 
+@CONTROLLER_LOGIC
 def test_a_not_ready_to_unreachable_swap_keeps_the_pods_eviction_time(cluster: Cluster):
     """A node that goes from Ready=False to silent does not restart its pods' clocks."""
     sick, *_ = cluster.sim.add_nodes(3, zones=["a"])
@@ -77,6 +85,7 @@ def test_a_not_ready_to_unreachable_swap_keeps_the_pods_eviction_time(cluster: C
     assert deleted - api_time(not_ready["timeAdded"]) <= 12 + 2  # timeAdded has whole seconds
 
 
+@CONTROLLER_LOGIC
 def test_the_first_matching_toleration_decides_how_long_a_taint_is_tolerated(cluster: Cluster):
     """Upstream GetMatchingTolerations takes the first toleration matching each taint."""
     dead, *_ = cluster.sim.add_nodes(3, zones=["a"])

@@ -628,6 +628,7 @@ def each_permission() -> list[Any]:
     ]
 
 
+@pytest.mark.version_independent("no apiserver: the manifest's rules against the table of requests")
 def test_the_roles_grant_what_the_commands_request_and_nothing_more() -> None:
     """REQUESTS, which the cases above check against the apiserver, against the manifest's rules."""
     roles = role_documents()

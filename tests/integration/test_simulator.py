@@ -29,6 +29,11 @@ STRATEGIC = "application/strategic-merge-patch+json"
 SECONDS_TIME = re.compile(r"^\d{4}-\d\d-\d\dT\d\d:\d\d:\d\dZ$")
 MICRO_TIME = re.compile(r"^\d{4}-\d\d-\d\dT\d\d:\d\d:\d\d\.\d{6}Z$")
 
+pytestmark = pytest.mark.version_independent(
+    "the subject is the simulator, a test tool: it registers Nodes, renews node Leases (coordination.k8s.io/v1) and "
+    "lists and watches pods the same way on every version, and every 1.20 test on simulated nodes runs it there"
+)
+
 
 @pytest.fixture
 def core(local_cluster: LocalCluster) -> client.CoreV1Api:

@@ -441,6 +441,10 @@ def test_watch_in_json_prints_one_document_per_line(world: World, monkeypatch: p
 # --- the deadline shown is the deletion -------------------------------------------------------------
 
 
+@pytest.mark.version_independent(
+    "the deadline shown against the controller's own timing; the command's reads are the tests above's, "
+    "and the controller's on simulated nodes test_node_lifecycle's, all kept on 1.20"
+)
 def test_a_pod_is_deleted_at_the_deadline_the_command_shows(
     cluster: Cluster, capsys: pytest.CaptureFixture[str], monkeypatch: pytest.MonkeyPatch
 ) -> None:

@@ -25,6 +25,11 @@ ESCAPE = "\x1b["
 
 EXITED = re.compile(r"\[exited (\d+)\]")
 
+pytestmark = pytest.mark.version_independent(
+    "the subject is the terminal (a frame redrawn in place, colour, Ctrl-C); each frame makes the one-shot "
+    "command's reads, which test_status_command's request and report tests keep on 1.20"
+)
+
 
 class Pane:
     """One detached tmux session running one command, kept after the command exits. bash runs it and
