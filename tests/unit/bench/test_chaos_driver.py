@@ -61,7 +61,7 @@ class RecordingInjector(Injector):
 
 
 def draws(
-    seed: int, builtin: bool = False, count: int = 60, without: frozenset[str] = frozenset()
+    seed: int, builtin: bool = False, count: int = 60, without: frozenset[str] = frozenset(), webhook: bool = True
 ) -> list[tuple[str, str, float]]:
     injector = RecordingInjector(
         FakeCluster(),  # type: ignore[arg-type]
@@ -69,6 +69,7 @@ def draws(
         Path("/dev/null"),
         random.Random(seed),
         builtin=builtin,
+        webhook=webhook,
         without=without,
     )
     stop = threading.Event()
@@ -91,6 +92,23 @@ def test_every_kind_of_fault_is_drawn():
 
 def test_the_oracle_gets_no_webhook_faults():
     assert not {kind for kind, _, _ in draws(1, builtin=True, count=300)} & WEBHOOK_FAULTS
+
+
+def test_the_policy_mode_gets_no_webhook_faults_and_every_other_kind():
+    drawn = {kind for kind, _, _ in draws(1, webhook=False, count=300)}
+    assert drawn == set(CATALOGUE) - WEBHOOK_FAULTS
+
+
+@pytest.mark.parametrize(("argv", "admission"), [([], "webhook"), (["--admission", "policy"], "policy")])
+def test_the_admission_mode_is_chosen_by_a_flag(argv: list[str], admission: str):
+    assert chaos.parse_args(argv).admission == admission
+
+
+def test_an_unknown_admission_mode_exits_2_with_one_line(capsys: pytest.CaptureFixture[str]):
+    with pytest.raises(SystemExit) as exited:
+        chaos.parse_args(["--admission", "both"])
+    assert exited.value.code == 2
+    assert "--admission: invalid choice: 'both'" in capsys.readouterr().err
 
 
 LATER_KINDS = [("etcd-pause",), ("runtime-then-kubelet",), ("etcd-pause", "runtime-then-kubelet")]
