@@ -309,3 +309,36 @@ def test_helm_uninstall_removes_the_webhook_first_and_leaves_nothing_behind(
             ),
         },
     )
+
+
+def test_helm_install_with_admission_mode_auto_on_1_37_runs_the_policy_and_uninstalls_clean(
+    release_cluster: ReleaseCluster,
+):
+    """admission.mode=auto: Helm asks the cluster what it serves; 1.37 serves MutatingAdmissionPolicy, so
+    kube-apiserver gives the pods their tolerations and no webhook is installed. After the webhook
+    release's uninstall above, on the same cluster."""
+    release = release_cluster
+    e2e = release.e2e
+    helm(
+        release,
+        *("install", RELEASE, str(CHART), "-f", str(release.values), "--set", "admission.mode=auto"),
+        *("--wait", "--timeout", "10m"),
+    )
+    try:
+        wait_for(lambda: dry_run_mutated(release), 60, "a dry-run pod given its tolerations by the policy")
+        admission = client.AdmissionregistrationV1Api(e2e.api_client)
+        policies = [p["metadata"]["name"] for p in e2e.raw(admission.list_mutating_admission_policy)["items"]]
+        assert policies == ["taintkeeper-default-tolerations"], policies
+        assert e2e.raw(admission.list_mutating_webhook_configuration)["items"] == []
+        pods = e2e.raw(e2e.core.list_namespaced_pod, SYSTEM_NAMESPACE)["items"]
+        assert not [p for p in pods if p["metadata"]["name"].startswith("taintkeeper-webhook")]
+        wait_for(
+            lambda: e2e.raw(client.CoordinationV1Api(e2e.api_client).read_namespaced_lease, *reversed(judge.LEASE))[
+                "spec"
+            ].get("holderIdentity"),
+            60,
+            "a controller holding the Lease",
+        )
+    finally:
+        helm(release, "uninstall", RELEASE, "--wait", "--timeout", "5m")
+    wait_for(lambda: leftovers(release) == [], 300, "nothing of the release left", interval=1)
