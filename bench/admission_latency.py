@@ -14,12 +14,15 @@ configurations, in alternated rounds:
     e  taintkeeper's admission policy (manifests/admission-policy/policy.yaml, 1.36+): kube-apiserver
        applies it in process; a copy whose namespaceSelector picks this benchmark's namespace (the
        webhook skips it), its CEL and parameter as shipped
+    f  a constant-patch admission policy: the same two tolerations as a fixed JSONPatch, no variables,
+       no parameter (the echo of policies: what any MutatingAdmissionPolicy costs)
 
 d - a is kube-apiserver's own cost of calling a webhook; c - d is taintkeeper's share (goal: at most
 0.3 ms at p50 and p99, at each rate); e - b is the policy against the built-in plugin (goal: at most
-0.1 ms at p50). Also: the webhook pods' CPU per admitted pod and their memory (working set), from their
-cgroups on this host (bench/pod_cgroup.py), and kube-apiserver's CPU per admitted pod in each
-configuration (from /proc: the process is on this host).
+0.1 ms at p50); f - a is what any mutating policy costs, e - f taintkeeper's CEL. Also: the webhook
+pods' CPU per admitted pod and their memory (working set), from their cgroups on this host
+(bench/pod_cgroup.py), and kube-apiserver's CPU per admitted pod in each configuration (from /proc:
+the process is on this host).
 
     .venv/bin/python bench/admission_latency.py [--rates 20,100] [--seconds 60] [--rounds 3]
         [--dir DIR] [--keep]
@@ -67,6 +70,8 @@ ECHO = "taintkeeper-bench-echo"
 ECHO_LABEL = "taintkeeper.io/bench-echo"
 POLICY_LABEL = "taintkeeper.io/bench-policy"
 BENCH_POLICY = "taintkeeper-bench-policy"
+CONSTANT_POLICY_LABEL = "taintkeeper.io/bench-constant-policy"
+CONSTANT_POLICY = "taintkeeper-bench-constant-policy"
 POLICY_FILE = ROOT / "manifests" / "admission-policy" / "policy.yaml"
 SKIP_LABEL = "taintkeeper.io/skip"
 NAMESPACES = {  # configuration -> (namespace, its labels)
@@ -75,6 +80,7 @@ NAMESPACES = {  # configuration -> (namespace, its labels)
     "c": ("bench-admission-taintkeeper", {}),
     "d": ("bench-admission-echo", {SKIP_LABEL: "true", ECHO_LABEL: "true"}),
     "e": ("bench-admission-policy", {SKIP_LABEL: "true", POLICY_LABEL: "true"}),
+    "f": ("bench-admission-constant-policy", {SKIP_LABEL: "true", CONSTANT_POLICY_LABEL: "true"}),
 }
 CONFIGURATIONS = {
     "a": "no mutation (floor)",
@@ -82,6 +88,7 @@ CONFIGURATIONS = {
     "c": "taintkeeper webhook (Service)",
     "d": "echo webhook (Service)",
     "e": "taintkeeper admission policy (in process)",
+    "f": "constant-patch admission policy (in process)",
 }
 DEFAULT_KEYS = ("node.kubernetes.io/not-ready", "node.kubernetes.io/unreachable")
 TIMEOUT = (5, 60)
@@ -226,7 +233,39 @@ def policy_objects() -> list[dict[str, Any]]:
     binding["metadata"] = {"name": BENCH_POLICY}
     binding["spec"]["policyName"] = BENCH_POLICY
     binding["spec"]["paramRef"] = {**binding["spec"]["paramRef"], "name": BENCH_POLICY, "namespace": SYSTEM}
-    return [parameter, policy, binding]
+    constant = {
+        "apiVersion": policy["apiVersion"],
+        "kind": "MutatingAdmissionPolicy",
+        "metadata": {"name": CONSTANT_POLICY},
+        "spec": {
+            "matchConstraints": {
+                **policy["spec"]["matchConstraints"],
+                "namespaceSelector": {"matchLabels": {CONSTANT_POLICY_LABEL: "true"}},
+            },
+            "failurePolicy": "Ignore",
+            "reinvocationPolicy": "IfNeeded",
+            "mutations": [{"patchType": "JSONPatch", "jsonPatch": {"expression": CONSTANT_PATCH}}],
+        },
+    }
+    constant_binding = {
+        "apiVersion": binding["apiVersion"],
+        "kind": "MutatingAdmissionPolicyBinding",
+        "metadata": {"name": CONSTANT_POLICY},
+        "spec": {"policyName": CONSTANT_POLICY},
+    }
+    return [parameter, policy, binding, constant, constant_binding]
+
+
+# The tolerations taintkeeper's policy gives a pod without any, as one fixed patch.
+CONSTANT_PATCH = (
+    '[JSONPatch{op: "add", path: "/spec/tolerations", value: []}, '
+    + ", ".join(
+        f'JSONPatch{{op: "add", path: "/spec/tolerations/-", value: Object.spec.tolerations{{key: "{key}", '
+        'operator: "Exists", effect: "NoExecute", tolerationSeconds: 300}}'
+        for key in DEFAULT_KEYS
+    )
+    + "]"
+)
 
 
 def _path(obj: dict[str, Any], name: str | None = None) -> str:
@@ -328,8 +367,11 @@ def uninstall(api: ApiClient) -> None:
     """Remove the echo webhook and the benchmark's namespaces (taintkeeper's own objects stay)."""
     paths = [
         f"/apis/admissionregistration.k8s.io/v1/mutatingwebhookconfigurations/{ECHO}",
-        f"/apis/admissionregistration.k8s.io/v1/mutatingadmissionpolicybindings/{BENCH_POLICY}",
-        f"/apis/admissionregistration.k8s.io/v1/mutatingadmissionpolicies/{BENCH_POLICY}",
+        *(
+            f"/apis/admissionregistration.k8s.io/v1/{kind}/{name}"
+            for name in (BENCH_POLICY, CONSTANT_POLICY)
+            for kind in ("mutatingadmissionpolicybindings", "mutatingadmissionpolicies")
+        ),
         f"/api/v1/namespaces/{SYSTEM}/configmaps/{BENCH_POLICY}",
         f"/apis/apps/v1/namespaces/{SYSTEM}/deployments/{ECHO}",
         f"/api/v1/namespaces/{SYSTEM}/services/{ECHO}",
@@ -432,7 +474,7 @@ def run_one(
 def measure(
     cluster: LocalCluster, rates: Sequence[float], seconds: float, rounds: int, policy: bool = True
 ) -> Measured:
-    """Every configuration at every rate; e (the policy) only with `policy` (a server that serves it)."""
+    """Every configuration at every rate; e and f (policies) only with `policy` (a server that serves them)."""
     measured = Measured()
 
     def api_factory() -> ApiClient:
@@ -440,7 +482,7 @@ def measure(
 
     endpoint = Endpoint.from_kubeconfig(str(cluster.kubeconfig))
     webhook_of = {"c": WEBHOOK, "d": ECHO}
-    rotation = ["a", "c", "d", "e"] if policy else ["a", "c", "d"]
+    rotation = ["a", "c", "d", "e", "f"] if policy else ["a", "c", "d"]
     share = seconds / rounds
     for rate in rates:
         for index in range(rounds):
@@ -514,6 +556,18 @@ def render(measured: Measured, rates: Sequence[float], seconds: float, rounds: i
             f"| {rate:g}/s | {(e.p50 - b.p50) * ms:+.2f} / {(e.p99 - b.p99) * ms:+.2f} ms | <= 0.1 ms: "
             f"{'met' if met else 'not met'} | {(e.p50 - a.p50) * ms:+.2f} / {(e.p99 - a.p99) * ms:+.2f} ms |"
         )
+    if "f" in names:
+        lines += [
+            "",
+            "| rate | any mutating policy (f - a) p50 / p99 | taintkeeper's CEL (e - f) p50 / p99 |",
+            "|---:|---|---|",
+        ]
+        for rate in rates:
+            a, e, f = (measured.outcomes[(rate, name)] for name in "aef")
+            lines.append(
+                f"| {rate:g}/s | {(f.p50 - a.p50) * ms:+.2f} / {(f.p99 - a.p99) * ms:+.2f} ms | "
+                f"{(e.p50 - f.p50) * ms:+.2f} / {(e.p99 - f.p99) * ms:+.2f} ms |"
+            )
     lines += ["", "| configuration | kube-apiserver CPU per admitted pod |", "|---|---:|"]
     for name in names:
         per_pod = measured.apiserver_cpu.get(name, 0.0) / max(measured.created.get(name, 0), 1)
@@ -534,7 +588,7 @@ def render(measured: Measured, rates: Sequence[float], seconds: float, rounds: i
 
 
 def check_mutations(measured: Measured) -> list[str]:
-    """Each configuration did what it says: a left pods alone, b, c, d and e gave every pod the defaults."""
+    """Each configuration did what it says: a left pods alone, the others gave every pod the defaults."""
     problems = []
     for (rate, name), outcome in sorted(measured.outcomes.items()):
         expected = 0 if name == "a" else len(outcome.latencies)

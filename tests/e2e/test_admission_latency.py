@@ -1,7 +1,7 @@
 """bench/admission_latency.py in short, on the deployed cluster: each of its configurations does what it
 says through kube-apiserver (no mutation; the built-in plugin after a restart with it on; taintkeeper's
-webhook and the echo webhook behind their Services; taintkeeper's admission policy, where the server
-serves it), so its latency table compares what it claims to."""
+webhook and the echo webhook behind their Services; taintkeeper's admission policy and a constant-patch
+one, where the server serves them), so its latency table compares what it claims to."""
 
 from __future__ import annotations
 
@@ -33,7 +33,7 @@ def test_each_admission_configuration_mutates_as_it_says_and_is_timed(e2e: E2ECl
     finally:
         uninstall(e2e.api_client)
     assert check_mutations(measured) == []
-    for name in "abcde" if policy else "abcd":
+    for name in "abcdef" if policy else "abcd":
         outcome = measured.outcomes[(20.0, name)]
         assert (len(outcome.latencies), outcome.failures) == (40, {}), name
     assert {(name, len(memory)) for name, memory in measured.memory.items()} == {(WEBHOOK, 2), (ECHO, 2)}
@@ -43,3 +43,4 @@ def test_each_admission_configuration_mutates_as_it_says_and_is_timed(e2e: E2ECl
     assert all(measured.apiserver_cpu[name] > 0 for name in measured.created)
     if policy:
         assert "| 20/s | e. taintkeeper admission policy (in process) | 40 |" in table
+        assert "| 20/s | f. constant-patch admission policy (in process) | 40 |" in table

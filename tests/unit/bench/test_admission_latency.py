@@ -98,7 +98,14 @@ def outcome(p50_ms: float, spread_ms: float, count: int = 100, mutated: bool = T
 def measured(share_ms: float, policy_over_plugin_ms: float = 0.0) -> Measured:
     result = Measured()
     for rate in (20.0,):
-        configurations = (("a", 6.0), ("b", 6.1), ("c", 8.0 + share_ms), ("d", 8.0), ("e", 6.1 + policy_over_plugin_ms))
+        configurations = (
+            ("a", 6.0),
+            ("b", 6.1),
+            ("c", 8.0 + share_ms),
+            ("d", 8.0),
+            ("e", 6.1 + policy_over_plugin_ms),
+            ("f", 6.05),
+        )
         for name, p50 in configurations:
             result.outcomes[(rate, name)] = outcome(p50, 1.0, mutated=name != "a")
             result.round_p50[(rate, name)] = [p50 / 1e3]
@@ -151,3 +158,20 @@ def test_the_policy_over_the_builtin_plugin_is_judged_against_the_goal(policy_ov
     table = render(measured(0.1, policy_over_plugin_ms), [20.0], 60.0, 3)
     [row] = [line for line in table.splitlines() if line.startswith("| 20/s | ") and "0.1 ms" in line]
     assert row.startswith(f"| 20/s | {policy_over_plugin_ms:+.2f} / ") and verdict in row
+
+
+def test_the_policy_cost_is_split_into_any_policys_and_taintkeepers_cel():
+    table = render(measured(0.1, 0.3), [20.0], 60.0, 3)
+    [row] = [line for line in table.splitlines() if line.startswith("| 20/s | +0.05 / ")]
+    assert row.endswith("| +0.35 / +0.35 ms |")  # e - f: 6.40 - 6.05
+
+
+def test_the_constant_policy_gives_what_taintkeepers_gives_a_bare_pod():
+    from bench.admission_latency import policy_objects
+
+    constant = next(
+        o for o in policy_objects() if o["kind"] == "MutatingAdmissionPolicy" and "constant" in o["metadata"]["name"]
+    )
+    expression = constant["spec"]["mutations"][0]["jsonPatch"]["expression"]
+    assert expression.count("Object.spec.tolerations{") == 2 and "tolerationSeconds: 300" in expression
+    assert "paramKind" not in constant["spec"] and "variables" not in constant["spec"]
