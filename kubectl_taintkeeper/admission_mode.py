@@ -39,14 +39,19 @@ def parameter_ref(binding: Json) -> tuple[str, str] | None:
 
 
 def _seconds(parameter: Json) -> tuple[int, int] | str:
-    """The parameter's two seconds, or why the policy cannot read them."""
+    """The parameter's two seconds, or why the policy cannot read them: plain digits only (the policy's
+    int() takes no whitespace, so its guard refuses any), by the rule every seconds value follows."""
     data = parameter.get("data") or {}
     try:
-        return toleration_seconds(str(data.get(NOT_READY_KEY, ""))), toleration_seconds(
-            str(data.get(UNREACHABLE_KEY, ""))
-        )
+        seconds = []
+        for key in (NOT_READY_KEY, UNREACHABLE_KEY):
+            text = str(data.get(key, ""))
+            if text != text.strip():
+                raise ValueError(f"must be plain digits, got {text!r}")
+            seconds.append(toleration_seconds(text))
     except ValueError as error:
         return f"its parameter is malformed ({NOT_READY_KEY} and {UNREACHABLE_KEY} each {error})"
+    return seconds[0], seconds[1]
 
 
 def admission_status(

@@ -30,6 +30,17 @@ ROWS = [
         "malformed",
     ),
     (
+        "a parameter with spaces is malformed: the policy's int() takes none",
+        ABSENT,
+        BINDING,
+        Reading(
+            {"data": {"default-not-ready-toleration-seconds": " 30", "default-unreachable-toleration-seconds": "45"}}
+        ),
+        "policy",
+        None,
+        "plain digits",
+    ),
+    (
         "a binding without a parameter reference gives nothing",
         ABSENT,
         Reading({"spec": {}}),
