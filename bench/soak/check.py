@@ -1,7 +1,7 @@
 """Check a finished soak run: its audit log and fault log in, the report out.
 
     python -m bench.soak.check --audit DIR/logs/audit.log --faults FAULTS.jsonl \\
-        [--builtin] [--workload-namespace NS ...] [--since EPOCH] [--until EPOCH]
+        [--builtin | --admission policy] [--workload-namespace NS ...] [--since EPOCH] [--until EPOCH]
 
 Exit 0 when no invariant was violated, 1 when any was, 2 on input that cannot be read.
 bench/chaos.py calls `judge_run` with `soak_config(...)` (the report, and what the picture is drawn from).
@@ -86,6 +86,13 @@ def parse_args(argv: Sequence[str] | None) -> argparse.Namespace:
         help="judge kube-controller-manager's node controller and DefaultTolerationSeconds instead",
     )
     parser.add_argument(
+        "--admission",
+        choices=("webhook", "policy"),
+        default="webhook",
+        help="what added the default tolerations in the run: taintkeeper's webhook (default), or its admission "
+        "policy (bench/chaos.py --admission policy)",
+    )
+    parser.add_argument(
         "--workload-namespace",
         action="append",
         dest="namespaces",
@@ -94,13 +101,17 @@ def parse_args(argv: Sequence[str] | None) -> argparse.Namespace:
     )
     parser.add_argument("--since", type=float, default=None, metavar="EPOCH", help="count violations from then on")
     parser.add_argument("--until", type=float, default=None, metavar="EPOCH", help="count violations until then")
-    return parser.parse_args(argv)
+    args = parser.parse_args(argv)
+    if args.builtin and args.admission == "policy":
+        parser.error("--admission policy judges taintkeeper's policy; the built-ins have their own plugin")
+    return args
 
 
 def main(argv: Sequence[str] | None = None) -> int:
     args = parse_args(argv)
     config = soak_config(
         builtin=args.builtin,
+        policy=args.admission == "policy",
         since=args.since,
         until=args.until,
         workload_namespaces=tuple(args.namespaces or DEFAULT_WORKLOAD_NAMESPACES),

@@ -53,6 +53,9 @@ class Slack:
     # I7: a container the soak itself killed (or paused into a liveness kill) may wait in the kubelet's
     # restart back-off, which grows to 5 minutes: CrashLoopBackOff that soon after is no crash loop.
     restart_backoff: float = 300.0
+    # I10: a controller replica tolerates its node's failure this long before it is evicted and replaced
+    # (manifests/base/controller.yaml's tolerationSeconds; a unit test keeps the two in step).
+    replica_toleration: float = 300.0
     # I10: a replica that can lead takes the Lease within the lease duration and a retry period; this
     # much more for its start and clocks (bench/soak/leadership.py).
     handover: float = 5.0

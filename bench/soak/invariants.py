@@ -847,13 +847,16 @@ def nothing_lost(ctx: Context) -> tuple[list[Violation], int | None]:
 
 
 def some_replica_leads(ctx: Context) -> list[Violation]:
-    """While the apiserver answers and a replica can lead (Ready, unpaused), some replica holds the Lease within the
-    hand-over bound; each stretch that went past it is one violation, with the faults around it."""
+    """While the apiserver answers and a replica can lead (Ready, unpaused), or none can by no fault's doing
+    (scaled to 0, or past what a fault excuses), some replica holds the Lease within the hand-over bound; each
+    stretch that went past it is one violation, with the faults around it."""
     found: list[Violation] = []
     for stretch in ctx.leadership.stretches:
         if not stretch.beyond_bound:
             continue
         past = sum(end - start for start, end in stretch.beyond_bound)
+        absent = sum(end - start for start, end in stretch.unexplained_absence)
+        absence = f", {absent:.1f}s of the stretch with no replica there to lead" if absent else ""
         until = "the log's end" if stretch.still_open else clock(stretch.end)
         around = tuple(
             fault.id for fault in ctx.faults if fault.intersects(stretch.start - ctx.slack.lease_duration, stretch.end)
@@ -864,8 +867,8 @@ def some_replica_leads(ctx: Context) -> list[Violation]:
                 stretch.beyond_bound[0][0],
                 "the controller Lease",
                 f"no replica led from {clock(stretch.start)} to {until} ({stretch.seconds:.1f}s); "
-                f"{past:.1f}s of it while a replica ran and the apiserver answered, past the "
-                f"{ctx.leadership.bound:g}s a hand-over takes",
+                f"{past:.1f}s of it no fault's doing past the {ctx.leadership.bound:g}s a hand-over takes"
+                f"{absence}",
                 around,
             )
         )

@@ -6,11 +6,14 @@ next Lease write. Within it:
 - the apiserver down (a store fault): nobody can lead;
 - no controller replica able (Ready, its caches synced, or holding the Lease; and no fault taking it):
   nobody can lead either; excused only when a fault took the replicas able shortly before (a leader
-  kill or pause, a fault on a replica's node, a store fault), not when they were simply not there (a
-  Deployment scaled to 0);
-- otherwise a replica can lead and the apiserver answers: some replica must hold the Lease within the
-  hand-over bound (lease duration + retry period + 5 s) of that becoming true. Seconds past the bound
-  are I10 violations, and deadlines falling in them are judged as if a leader had been there.
+  kill or pause, a fault on a replica's node, a store fault), and only until what must follow that fault
+  has had its time (`Leadership.excuse_ends`); never when they were simply not there (a Deployment
+  scaled to 0, its pods deleted);
+- otherwise a replica can lead and the apiserver answers.
+In the seconds no fault accounts for (a replica able but not leading, or none there by no fault's
+doing), some replica must hold the Lease within the hand-over bound (lease duration + retry period +
+5 s). Seconds past the bound are I10 violations, and deadlines falling in them, or in an absence no
+fault explains, are judged as if a leader had been there.
 """
 
 from __future__ import annotations
@@ -75,9 +78,9 @@ class Stretch:
     still_open: bool  # no Lease write ended it before the log did
     apiserver_down: float  # seconds with a store fault
     no_replica: float  # seconds with no replica able to lead: Ready or holding the Lease, unpaused, answered
-    within_bound: float  # seconds with a replica and the apiserver, within the hand-over bound
-    beyond_bound: list[Interval]  # with a replica and the apiserver, past the bound: I10
-    unexplained_absence: list[Interval]  # no replica running, and no fault took them
+    within_bound: float  # seconds no fault accounts for, within the hand-over bound
+    beyond_bound: list[Interval]  # no fault accounts for them, past the bound: I10
+    unexplained_absence: list[Interval]  # no replica able, and no fault took them (or past its excuse)
 
     @property
     def seconds(self) -> float:
@@ -221,22 +224,28 @@ class Leadership:
         whole = [(lost, end)]
         down = clip(self._down, lost, end)
         absent = subtract(subtract(whole, self._can_lead), down)
-        unexplained = [interval for interval in absent if not self._replicas_taken(interval)]
-        eligible = subtract(whole, [*down, *absent])
+        unexplained = [
+            (max(start, excused_until), stop)
+            for start, stop in absent
+            if (excused_until := self._taken_until((start, stop))) < stop
+        ]
+        # The controller's own time: a replica able and not leading, or none there by no fault's doing.
+        accountable = union([*subtract(whole, [*down, *absent]), *unexplained])
         within, beyond = [], []
-        for start, stop in eligible:
+        for start, stop in accountable:
             allowed = min(stop, start + self.bound)
             within.append((start, allowed))
             if stop > allowed:
                 beyond.append((allowed, stop))
         return Stretch(lost, end, still_open, length(down), length(absent), length(within), beyond, unexplained)
 
-    def _replicas_taken(self, interval: Interval) -> bool:
-        """A fault took the replicas that ran shortly before: a leader fault on one (its container may
-        wait out the kubelet's restart back-off), a fault on its node, or a store fault (the apiserver not
-        yet answering it). A replica whose pod someone
-        deleted (a Deployment scaled down) was withdrawn, not taken."""
+    def _taken_until(self, interval: Interval) -> float:
+        """Until when the faults that took the replicas running shortly before excuse their absence: a
+        leader fault on one (its container may wait out the kubelet's restart back-off), a fault on its
+        node, or a store fault (the apiserver not yet answering it), each until `excuse_ends`. -inf when
+        none did: a replica whose pod someone deleted (a Deployment scaled down) was withdrawn, not taken."""
         start, end = interval
+        excused_until = -math.inf
         for pod in self._recent_replicas(start):
             for fault in self._faults:
                 if (
@@ -252,8 +261,20 @@ class Leadership:
                     )
                     or (fault.kind in STORE_KINDS and fault.intersects(start - REPLICA_FAULT_LEAD, end))
                 ):
-                    return True
-        return False
+                    excused_until = max(excused_until, self.excuse_ends(fault))
+        return excused_until
+
+    def excuse_ends(self, fault: Fault) -> float:
+        """When a fault stops excusing an absence of replicas: its end, plus the kubelet's longest restart
+        back-off (`Slack.restart_backoff`) for a container it killed, paused or cut off to come back. A
+        fault on a node that outlasts a replica's toleration of the node's failure (`Slack.replica_toleration`)
+        excuses at most until the replica's eviction (`Slack.node_grace` after the fault, plus the toleration)
+        and the same back-off for its replacement to start on another node."""
+        slack = self._config.slack
+        end = fault.until
+        if fault.kind in NODE_FAULTS:
+            end = min(end, fault.start + slack.node_grace + slack.replica_toleration)
+        return end + slack.restart_backoff
 
     def _recent_replicas(self, moment: float) -> list[PodHistory]:
         """The replicas able to lead within REPLICA_FAULT_LEAD before `moment`, and not withdrawn."""

@@ -187,8 +187,8 @@ def leaderless_line(stretches: Sequence[Stretch]) -> str:
     return (
         f"no leader {len(stretches):,} times, {part(total)} in all, longest {part(longest.seconds)}{still_open}: "
         f"apiserver down {part(sum(stretch.apiserver_down for stretch in stretches))}, no replica able to lead "
-        f"{part(absent)} ({part(unexplained)} of it no fault's doing), a replica taking over "
-        f"{part(sum(stretch.within_bound for stretch in stretches))}, past the hand-over bound {part(beyond)}"
+        f"{part(absent)} ({part(unexplained)} of it no fault's doing); no fault's doing within the hand-over bound "
+        f"{part(sum(stretch.within_bound for stretch in stretches))}, past it {part(beyond)}"
     )
 
 

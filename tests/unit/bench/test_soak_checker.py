@@ -277,6 +277,37 @@ def scaled_to_zero_while_a_node_dies(leader_kill: bool = False) -> World:
     return w
 
 
+def scaled_to_zero_long() -> World:
+    """A leads until 20 s; both replicas deleted at 20.2 s (a Deployment scaled to 0); the log runs to 240 s."""
+    w = base(workload=False, leader=False)
+    w.script.lead(REPLICA_A, 0.0, 20.0)
+    for name in (REPLICA_A, REPLICA_B):
+        w.script.delete_pod(20.2, name, DRIVER, namespace=SYSTEM)
+    for node in ("n1", "n2", "n3"):
+        w.script.heartbeats(node, END, 240.0)
+    return w
+
+
+def replicas_gone_after(
+    kind: str, target: str, ends: float | None, log_end: float, *, dead_node: bool = False
+) -> World:
+    """A leads until 20 s, when a `kind` fault on `target` begins (ending at `ends`), and nothing brings a
+    replica back: A is not reported again and B is not Ready from 10 s (no fault's doing). The log runs to
+    `log_end`; `dead_node`: n1's kubelet is killed at 10 s too, so a taint falls due while nobody leads."""
+    w = base(workload=False, leader=False, down=("n1",) if dead_node else ())
+    w.script.lead(REPLICA_A, 0.0, 20.0)
+    w.script.pod_status(10.0, REPLICA_B, namespace=SYSTEM, ready=False)
+    w.fault(kind, target, 20.0, ends)
+    if kind in ("etcd-pause", "apiserver-stop", "etcd-restart") and ends is not None:
+        w.script.silence(20.0, ends)
+    if dead_node:
+        w.fault("kubelet-kill", "n1", 10.0, None)
+    for node in ("n1", "n2", "n3"):
+        if not (dead_node and node == "n1"):
+            w.script.heartbeats(node, END, log_end)
+    return w
+
+
 def leader_stops_after_the_first_fault() -> World:
     """A stops renewing at 30 s, as n1's kubelet is killed; B runs all along and never takes the Lease."""
     w = base(down=("n1",), leader=False)
@@ -803,14 +834,47 @@ SCENARIOS: list[tuple[str, Callable[[], World], dict[str, int]]] = [
         {"I10": 1},
     ),
     (
-        "I2: with the controller scaled to 0 a dead node's taint is late: absent replicas are no fault's doing",
+        "I2 and I10: with the controller scaled to 0 a dead node's taint is late, and the absence itself fails: "
+        "absent replicas are no fault's doing",
         scaled_to_zero_while_a_node_dies,
-        {"I2": 1},
+        {"I2": 1, "I10": 1},
     ),
     (
-        "I2: a leader kill just before the scale to 0 excuses only the hand-over bound",
+        "I2 and I10: a leader kill just before the scale to 0 excuses only the hand-over bound",
         lambda: scaled_to_zero_while_a_node_dies(leader_kill=True),
-        {"I2": 1},
+        {"I2": 1, "I10": 1},
+    ),
+    ("I10: the controller scaled to 0 with nothing due fails on the absence alone", scaled_to_zero_long, {"I10": 1}),
+    (
+        "a leader killed and never back, its stand-by not Ready: the kill excuses the absence for the restart back-off",
+        lambda: replicas_gone_after("leader-kill", REPLICA_A, 20.1, 300.0),
+        {},
+    ),
+    (
+        "I10: and no longer: past the kill plus the 300 s back-off, the absence is the controller's",
+        lambda: replicas_gone_after("leader-kill", REPLICA_A, 20.1, 400.0),
+        {"I10": 1},
+    ),
+    (
+        "I2 and I10: a dead node's taint owed during that absence is judged once the excuse ends, not left unjudged",
+        lambda: replicas_gone_after("leader-kill", REPLICA_A, 20.1, 400.0, dead_node=True),
+        {"I2": 1, "I10": 1},
+    ),
+    (
+        "the replicas' node powered off for good: excused while they wait for their eviction and replacement "
+        "(the node's own taint not yet judgeable)",
+        lambda: replicas_gone_after("power-off", "n3", None, 650.0),
+        {},
+    ),
+    (
+        "I2 and I10: but not past the eviction (50 s grace, 300 s toleration) and a 300 s start elsewhere",
+        lambda: replicas_gone_after("power-off", "n3", None, 700.0),
+        {"I2": 1, "I10": 1},
+    ),
+    (
+        "I10: a store fault excuses the replicas it cut off only for the back-off after it",
+        lambda: replicas_gone_after("etcd-pause", "etcd", 30.0, 400.0),
+        {"I10": 1},
     ),
     (
         "I10 and I2: a controller that stops leading at the first fault, its stand-by running, fails both",
@@ -1224,6 +1288,17 @@ def test_the_checker_knows_each_budgeted_namespaces_budget_timeout():
     )
 
 
+def test_the_checker_gives_a_replica_on_a_failed_node_the_toleration_the_controller_pods_have():
+    (controller_pods,) = (
+        doc for path, _, doc in documents() if path == "base/controller.yaml" and doc.get("kind") == "Deployment"
+    )
+    seconds = {
+        toleration["key"]: toleration["tolerationSeconds"]
+        for toleration in controller_pods["spec"]["template"]["spec"]["tolerations"]
+    }
+    assert seconds == dict.fromkeys((NOT_READY, UNREACHABLE), taintkeeper_config().slack.replica_toleration)
+
+
 def test_one_actor_is_not_applicable_without_a_lease():
     report = builtin_plugin_missed_a_pod().report()
     assert not report.one_actor_checked
@@ -1505,6 +1580,22 @@ def test_the_command_exits_by_its_verdict(tmp_path: Path, capsys: pytest.Capture
     assert summary in capsys.readouterr().out
 
 
+def test_the_command_judges_a_policy_mode_run_as_chaos_did(tmp_path: Path, capsys: pytest.CaptureFixture[str]):
+    """A bare pod the backfill caught is excused while the webhook's pods were gone, never in the policy mode."""
+    argv = write_run(tmp_path, webhook_deleted(backfill_at=23.0))
+    assert main(argv) == 0
+    assert main([*argv, "--admission", "policy"]) == 1
+    assert "taintkeeper's MutatingAdmissionPolicy" in capsys.readouterr().out
+
+
+def test_the_command_refuses_the_policy_for_the_builtins(tmp_path: Path, capsys: pytest.CaptureFixture[str]):
+    argv = write_run(tmp_path, node_dies_and_its_pod_goes_on_time())
+    with pytest.raises(SystemExit) as exit_info:
+        main([*argv, "--builtin", "--admission", "policy"])
+    assert exit_info.value.code == 2
+    assert "--admission policy judges taintkeeper's policy" in capsys.readouterr().err
+
+
 BAD_INPUT = [
     ("no audit log", lambda path: (path / "logs" / "audit.log").unlink(), "no audit log at"),
     ("no fault log", lambda path: (path / "faults.jsonl").unlink(), "no fault log at"),
@@ -1568,17 +1659,6 @@ def leader_restarted_without_a_fault() -> World:
     w.script.pod_status(21.0, REPLICA_A, namespace=SYSTEM, ready=False, restarts=1)
     w.script.pod_status(35.0, REPLICA_A, namespace=SYSTEM, restarts=1)
     w.script.lead(REPLICA_A, 36.0, END)
-    return w
-
-
-def scaled_to_zero_long() -> World:
-    """A leads until 20 s; both replicas deleted at 20.2 s (a Deployment scaled to 0); the log runs to 240 s."""
-    w = base(workload=False, leader=False)
-    w.script.lead(REPLICA_A, 0.0, 20.0)
-    for name in (REPLICA_A, REPLICA_B):
-        w.script.delete_pod(20.2, name, DRIVER, namespace=SYSTEM)
-    for node in ("n1", "n2", "n3"):
-        w.script.heartbeats(node, END, 240.0)
     return w
 
 
