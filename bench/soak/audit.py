@@ -17,7 +17,8 @@ from typing import Any
 
 JsonObject = dict[str, Any]
 
-WRITE_VERBS = frozenset({"create", "update", "patch", "delete"})
+# deletecollection answers with the objects it removed (`items`): each is a deletion (bench/soak/timeline.py).
+WRITE_VERBS = frozenset({"create", "update", "patch", "delete", "deletecollection"})
 FAILED_OPEN = "failed-open.mutation.webhook.admission.k8s.io/"
 # The stages that carry a response: Panic is a request that failed inside the apiserver.
 _KEPT_STAGES = frozenset({"ResponseComplete", "Panic"})
@@ -37,6 +38,7 @@ SLIM_FIELDS: dict[str, frozenset[str]] = {
             "involvedObject",
             "regarding",
             "reason",
+            "items",
         }
     ),
     "metadata": frozenset(
@@ -111,11 +113,14 @@ def _object(value: Any) -> JsonObject | None:
 
 
 def slim(value: Any) -> JsonObject | None:
-    """An object with only the fields in SLIM_FIELDS; None for anything that is not an object."""
+    """An object with only the fields in SLIM_FIELDS (a list's items each so); None for anything that is not
+    an object."""
     obj = _object(value)
     if obj is None:
         return None
     kept = {key: item for key, item in obj.items() if key in SLIM_FIELDS[""]}
+    if isinstance(kept.get("items"), list):
+        kept["items"] = [slimmed for item in kept["items"] if (slimmed := slim(item)) is not None]
     for section, fields in SLIM_FIELDS.items():
         inner = kept.get(section) if section else None
         if isinstance(inner, dict):

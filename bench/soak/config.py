@@ -15,6 +15,21 @@ BUILTIN_POD_GC_USER = "system:serviceaccount:kube-system:pod-garbage-collector"
 # pods of a node whose kubelet reported it not Ready, leaving a Ready node's stale failure taint alone):
 # judged beside, not counted, when the built-ins are.
 TAINTKEEPER_ONLY = frozenset({"I8", "I9", "I11", "I12"})
+# The soak's own client: its workload's churn and the faults it injects (hack/lib/control-plane.sh's ADMIN_TOKEN_USER).
+SOAK_DRIVER_USER = "taintkeeper-admin"
+# kube-controller-manager's controllers that remove pods for reasons of their own (a scale-down, an owner
+# gone, a pod of a deleted node or a terminating one on a fenced node), not a node's failure.
+POD_REMOVING_CONTROLLERS = frozenset(
+    f"system:serviceaccount:kube-system:{name}"
+    for name in (
+        "replicaset-controller",
+        "statefulset-controller",
+        "generic-garbage-collector",
+        "pod-garbage-collector",
+    )
+)
+KUBELET_PREFIX = "system:node:"
+SCHEDULER_USER = "system:kube-scheduler"
 TAINTKEEPER_LEASE = ("taintkeeper-system", "taintkeeper-controller")
 TAINTKEEPER_WEBHOOK = ("taintkeeper-system", "taintkeeper-webhook-")
 TAINTKEEPER_CONTROLLER_PODS = ("taintkeeper-system", "taintkeeper-controller-")
@@ -82,12 +97,38 @@ class SoakConfig:
     slack: Slack = Slack()
     # The built-ins: judged by what upstream promises (TAINTKEEPER_ONLY beside; I3 only across actors).
     upstream: bool = False
+    # Who else may write what the controller writes (I4 reports anyone not named): the soak's driver.
+    driver_users: frozenset[str] = frozenset({SOAK_DRIVER_USER})
     # The soak's window: violations outside it (the cluster's setup, the check itself) do not count.
     since: float | None = None
     until: float | None = None
 
     def is_controller(self, username: str) -> bool:
         return username in self.controller_users
+
+    def may_remove_pods(self, username: str) -> bool:
+        """The controller, the soak's driver, a kubelet (its pods' last deletion) and the control plane's
+        pod-removing controllers: anyone else removing a pod is a second actor (I4; I3 beside the controller)."""
+        return (
+            self.is_controller(username)
+            or username in self.driver_users
+            or username.startswith(KUBELET_PREFIX)
+            or username in POD_REMOVING_CONTROLLERS
+        )
+
+    def may_write_pod_status(self, username: str) -> bool:
+        """The controller (its NotReady marks), kubelets, the scheduler, and the pod-removing controllers (a
+        DisruptionTarget condition on a pod they remove)."""
+        return (
+            self.is_controller(username)
+            or username.startswith(KUBELET_PREFIX)
+            or username == SCHEDULER_USER
+            or username in POD_REMOVING_CONTROLLERS
+        )
+
+    def may_taint_nodes(self, username: str) -> bool:
+        """The controller, and the soak's driver (its manual taints)."""
+        return self.is_controller(username) or username in self.driver_users
 
     @property
     def not_applicable(self) -> frozenset[str]:

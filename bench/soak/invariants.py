@@ -580,8 +580,38 @@ def _node_races(ctx: Context, history: NodeHistory) -> list[Violation]:
     return found
 
 
+def deleted_by_two_actors(ctx: Context) -> list[Violation]:
+    """A pod the controller removed that a second actor, one the run does not expect, removed too (before or
+    after): two deciders for one pod."""
+    found: list[Violation] = []
+    for pod in ctx.timeline.pods.values():
+        deciders = [
+            removal
+            for removal in pod.removals
+            if removal.succeeded
+            and (removal.write.by_controller or not ctx.config.may_remove_pods(removal.write.username))
+        ]
+        if not any(removal.write.by_controller for removal in deciders):
+            continue
+        first = deciders[0]
+        for again in deciders[1:]:
+            if again.write.username != first.write.username and not (
+                again.write.by_controller and first.write.by_controller
+            ):
+                found.append(
+                    ctx.violation(
+                        "I3",
+                        again.write.received,
+                        pod.label,
+                        f"removed again by {again.write.username} {again.write.received - first.write.received:.1f}s "
+                        f"after {first.write.username} removed it",
+                    )
+                )
+    return found
+
+
 def never_twice(ctx: Context) -> list[Violation]:
-    found = deleted_twice(ctx)
+    found = [*deleted_twice(ctx), *deleted_by_two_actors(ctx)]
     for history in ctx.timeline.nodes.values():
         found += _node_races(ctx, history)
     return found
@@ -645,6 +675,38 @@ def one_actor(ctx: Context) -> list[Violation]:
                     f"its last lease renewal (renew deadline {ctx.slack.renew_deadline:g}s)",
                 )
             )
+    return found
+
+
+def unexpected_actors(ctx: Context) -> list[Violation]:
+    """What the controller does, done by an identity the run does not expect (`SoakConfig.may_remove_pods`,
+    `may_write_pod_status`, `may_taint_nodes`): a pod removed, a pod's status written, a node's taints
+    changed. Each is reported: another controller acting beside this one, or a replica acting as someone else."""
+    config = ctx.config
+    found: list[Violation] = []
+    for pod in ctx.timeline.pods.values():
+        for removal in pod.removals:
+            if removal.succeeded and not config.may_remove_pods(removal.write.username):
+                how = "evicted" if removal.eviction else "deleted"
+                found.append(
+                    ctx.violation(
+                        "I4",
+                        removal.write.received,
+                        pod.label,
+                        f"{how} by {removal.write.username}, not the controller",
+                    )
+                )
+        for state in pod.states:
+            if state.write.subresource == "status" and not config.may_write_pod_status(state.write.username):
+                found.append(ctx.violation("I4", state.time, pod.label, f"status written by {state.write.username}"))
+    for history in ctx.timeline.nodes.values():
+        for before, after in history.pairs():
+            if after.taint_ids != before.taint_ids and not config.may_taint_nodes(after.write.username):
+                found.append(
+                    ctx.violation(
+                        "I4", after.write.received, f"node {history.name}", f"taints changed by {after.write.username}"
+                    )
+                )
     return found
 
 
@@ -1069,6 +1131,7 @@ def check_all(ctx: Context) -> Findings:
         *late,
         *never_twice(ctx),
         *one_actor(ctx),
+        *unexpected_actors(ctx),
         *healthy_stays_healthy(ctx),
         *admission(ctx),
         *lost,

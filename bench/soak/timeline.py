@@ -439,6 +439,16 @@ def _pod_object(obj: JsonObject | None) -> JsonObject | None:
     return None
 
 
+def _pod_objects(record: AuditRecord) -> list[JsonObject]:
+    """The pods a response shows: the one a write answers with, or each a deletecollection removed."""
+    response = record.response_object or {}
+    if record.verb == "deletecollection":
+        items = response.get("items")
+        return [pod for item in items if (pod := _pod_object(item))] if isinstance(items, list) else []
+    pod = _pod_object(response)
+    return [pod] if pod else []
+
+
 def _grace(record: AuditRecord) -> int | None:
     """A removal's gracePeriodSeconds, from its DeleteOptions (an Eviction carries them inside)."""
     request = record.request_object or {}
@@ -460,16 +470,14 @@ class _PodIndex:
         self.pods: dict[str, PodHistory] = {}
         names: dict[tuple[str, str], list[tuple[float, str]]] = defaultdict(list)
         for record in records:
-            obj = _pod_object(record.response_object) if record.resource == "pods" else None
-            if obj is None:
-                continue
-            metadata = obj["metadata"]
-            uid = str(metadata["uid"])
-            if uid not in self.pods:
-                namespace = str(metadata.get("namespace") or record.namespace)
-                name = str(metadata.get("name") or record.name)
-                self.pods[uid] = PodHistory(uid, namespace, name)
-                names[(namespace, name)].append((record.completed, uid))
+            for obj in _pod_objects(record) if record.resource == "pods" else ():
+                metadata = obj["metadata"]
+                uid = str(metadata["uid"])
+                if uid not in self.pods:
+                    namespace = str(metadata.get("namespace") or record.namespace)
+                    name = str(metadata.get("name") or record.name)
+                    self.pods[uid] = PodHistory(uid, namespace, name)
+                    names[(namespace, name)].append((record.completed, uid))
         self._names = {key: sorted(value) for key, value in names.items()}
 
     def uid_at(self, namespace: str, name: str, moment: float) -> str:
@@ -482,6 +490,12 @@ class _PodIndex:
 
 def _add_pod_record(index: _PodIndex, record: AuditRecord, config: SoakConfig) -> None:
     write = _write(record, config)
+    if record.verb == "deletecollection":  # a deletion of each pod it removed, with the collection's options
+        for removed in _pod_objects(record) if record.succeeded else ():
+            pod = index.pods[str(removed["metadata"]["uid"])]
+            pod.removals.append(Removal(write, record.code, False, _grace(record) == 0))
+            pod.states.append(pod_state(removed, write))
+        return
     obj = _pod_object(record.response_object)
     if record.subresource == "binding":
         request = record.request_object or {}

@@ -68,7 +68,7 @@ def kubelet(node: str) -> Actor:
 
 
 SCHEDULER = Actor("system:kube-scheduler", "kube-scheduler/v1.20.2 (linux/amd64) kubernetes/faecb19/scheduler")
-DRIVER = Actor("admin", "OpenAPI-Generator/35.0.0/python", ("system:masters", "system:authenticated"))
+DRIVER = Actor("taintkeeper-admin", "OpenAPI-Generator/35.0.0/python", ("system:masters", "system:authenticated"))
 ENDPOINTSLICE_CONTROLLER = Actor(
     "system:serviceaccount:kube-system:endpointslice-controller",
     "kube-controller-manager/v1.20.2 (linux/amd64) kubernetes/faecb19/system:"
@@ -454,8 +454,9 @@ class AuditScript:
         ready: bool = True,
         waiting: str | None = None,
         restarts: int = 0,
+        actor: Actor | None = None,
     ) -> None:
-        """The kubelet's status of the pod: Running and Ready, or a container waiting."""
+        """The kubelet's status of the pod (or `actor`'s): Running and Ready, or a container waiting."""
 
         def step() -> list[Json]:
             pod = self.pods[(namespace, name)]
@@ -475,7 +476,7 @@ class AuditScript:
             return [
                 event(
                     verb="patch",
-                    actor=kubelet(pod["spec"].get("nodeName", "")),
+                    actor=actor or kubelet(pod["spec"].get("nodeName", "")),
                     resource="pods",
                     subresource="status",
                     namespace=namespace,
@@ -622,6 +623,34 @@ class AuditScript:
                     )
                 ]
             return [event(**common, code=200, response=self._version(pod))]
+
+        self.at(seconds, step)
+
+    def delete_collection(
+        self, seconds: float, names: Sequence[str], actor: Actor, *, namespace: str = NAMESPACE
+    ) -> None:
+        """One DELETE of the namespace's pods (a deletecollection), removing `names`: the apiserver answers
+        with the list of the pods it removed, each marked for deletion."""
+
+        def step() -> list[Json]:
+            removed = []
+            for name in names:
+                pod = self.pods[(namespace, name)]
+                pod["metadata"].setdefault("deletionTimestamp", whole_stamp(seconds + 1))
+                removed.append(self._version(pod))
+            return [
+                event(
+                    verb="deletecollection",
+                    actor=actor,
+                    resource="pods",
+                    namespace=namespace,
+                    name="",
+                    received=seconds,
+                    code=200,
+                    request={"kind": "DeleteOptions", "apiVersion": "v1"},
+                    response={"kind": "PodList", "apiVersion": "v1", "metadata": {}, "items": removed},
+                )
+            ]
 
         self.at(seconds, step)
 

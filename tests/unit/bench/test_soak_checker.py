@@ -41,6 +41,7 @@ from tests.unit.bench.soak_audit_builders import (
     OUT_OF_SERVICE,
     REPLICA_A,
     REPLICA_B,
+    SCHEDULER,
     SYSTEM,
     T0,
     UNREACHABLE,
@@ -305,6 +306,41 @@ def replicas_gone_after(
     for node in ("n1", "n2", "n3"):
         if not (dead_node and node == "n1"):
             w.script.heartbeats(node, END, log_end)
+    return w
+
+
+# A replica of the controller running under another ServiceAccount (its user agent names the replica).
+ANOTHER_ACCOUNT = Actor(
+    "system:serviceaccount:taintkeeper-system:default", f"taintkeeper-controller/0.1.0 (linux/amd64) ({REPLICA_B})"
+)
+
+
+def pod_removed_by_collection(at: float) -> World:
+    """The leader removes n1's due pod with one deletecollection at `at`, not a DELETE of the pod."""
+    w = failed_node(None)
+    w.script.delete_collection(at, ["tol5-1"], A)
+    return w
+
+
+def second_actor_deletes_the_pod(by: Actor, at: float = 56.0) -> World:
+    """The leader deletes n1's due pod on time; `by` deletes it again at `at`."""
+    w = failed_node(55.2)
+    w.script.delete_pod(at, "tol5-1", by)
+    return w
+
+
+def node_tainted_by(by: Actor) -> World:
+    """The leader handles n1's failure on time, and `by` adds its own taint to n2, whose kubelet is well."""
+    w = failed_node(55.2)
+    w.script.add_taint(60.0, "n2", NOT_READY, by)
+    w.script.remove_taint(61.0, "n2", NOT_READY, by)
+    return w
+
+
+def pod_status_written_by(by: Actor) -> World:
+    """The leader handles n1's failure on time, and `by` writes the status of its pod tolerating forever."""
+    w = failed_node(55.2)
+    w.script.pod_status(56.0, "forever-2", ready=False, actor=by)
     return w
 
 
@@ -876,6 +912,32 @@ SCENARIOS: list[tuple[str, Callable[[], World], dict[str, int]]] = [
         lambda: replicas_gone_after("etcd-pause", "etcd", 30.0, 400.0),
         {"I10": 1},
     ),
+    ("a pod removed on time by a deletecollection is a deletion", lambda: pod_removed_by_collection(55.2), {}),
+    ("I1: and one 3 s early is early", lambda: pod_removed_by_collection(52.0), {"I1": 1}),
+    (
+        "I3: a second actor deleting the pod the controller deleted",
+        lambda: second_actor_deletes_the_pod(NODE_CONTROLLER),
+        {"I3": 1, "I4": 1},
+    ),
+    (
+        "the soak's driver deleting a pod the controller deleted is its churn",
+        lambda: second_actor_deletes_the_pod(DRIVER),
+        {},
+    ),
+    ("the pod's kubelet deleting it last is its termination", lambda: second_actor_deletes_the_pod(kubelet("n1")), {}),
+    (
+        "I4: a replica deleting a due pod on time as another ServiceAccount",
+        lambda: failed_node(55.2, by=ANOTHER_ACCOUNT),
+        {"I4": 1},
+    ),
+    (
+        "I4: the built-in node controller tainting a node beside taintkeeper",
+        lambda: node_tainted_by(NODE_CONTROLLER),
+        {"I4": 2},
+    ),
+    ("the soak's driver tainting a node is its fault", lambda: node_tainted_by(DRIVER), {}),
+    ("I4: a pod's status written by another ServiceAccount", lambda: pod_status_written_by(ANOTHER_ACCOUNT), {"I4": 1}),
+    ("the scheduler writing a pod's status is its own", lambda: pod_status_written_by(SCHEDULER), {}),
     (
         "I10 and I2: a controller that stops leading at the first fault, its stand-by running, fails both",
         leader_stops_after_the_first_fault,
