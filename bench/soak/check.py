@@ -16,7 +16,13 @@ from dataclasses import dataclass, replace
 from pathlib import Path
 
 from bench.soak.audit import AuditRecord, read_files, rotated_files
-from bench.soak.config import DEFAULT_WORKLOAD_NAMESPACES, SoakConfig, soak_config
+from bench.soak.config import (
+    DEFAULT_WORKLOAD_NAMESPACES,
+    POLICY_REGISTRATION,
+    WEBHOOK_REGISTRATION,
+    SoakConfig,
+    soak_config,
+)
 from bench.soak.faults import Fault, read_faults
 from bench.soak.invariants import Context, Findings, check_all
 from bench.soak.report import SoakReport, summarize
@@ -26,9 +32,12 @@ from bench.soak.timeline import Timeline, build_timeline
 __all__ = ["CheckInputError", "Judged", "check_run", "judge_run", "main", "soak_config"]
 
 
+ADMISSION_REGISTRATION = (*WEBHOOK_REGISTRATION, *POLICY_REGISTRATION)
 # The only resources an invariant reads (the histories in bench/soak/timeline.py; events, read straight off
 # the records by I4); requests to any other are skipped as the log is read.
-CHECKED_RESOURCES = frozenset({"pods", "nodes", "leases", "endpointslices", "events"})
+CHECKED_RESOURCES = frozenset(
+    {"pods", "nodes", "leases", "endpointslices", "events", *(resource for resource, _ in ADMISSION_REGISTRATION)}
+)
 
 
 class CheckInputError(Exception):

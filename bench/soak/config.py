@@ -28,6 +28,15 @@ POD_REMOVING_CONTROLLERS = frozenset(
         "pod-garbage-collector",
     )
 )
+# What registers taintkeeper's admission with kube-apiserver (manifests/base/mutatingwebhookconfiguration.yaml,
+# manifests/admission-policy/policy.yaml; a unit test keeps these in step): (resource, name).
+WEBHOOK_REGISTRATION = (("mutatingwebhookconfigurations", "taintkeeper"),)
+POLICY_REGISTRATION = (
+    ("mutatingadmissionpolicies", "taintkeeper-default-tolerations"),
+    ("mutatingadmissionpolicybindings", "taintkeeper-default-tolerations"),
+)
+# taintkeeper's own ServiceAccounts (its certificates' rotation writes the webhook's caBundle).
+TAINTKEEPER_ACCOUNTS = "system:serviceaccount:taintkeeper-system:"
 KUBELET_PREFIX = "system:node:"
 SCHEDULER_USER = "system:kube-scheduler"
 TAINTKEEPER_LEASE = ("taintkeeper-system", "taintkeeper-controller")
@@ -68,9 +77,9 @@ class Slack:
     # I7: a container the soak itself killed (or paused into a liveness kill) may wait in the kubelet's
     # restart back-off, which grows to 5 minutes: CrashLoopBackOff that soon after is no crash loop.
     restart_backoff: float = 300.0
-    # I10: a controller replica tolerates its node's failure this long before it is evicted and replaced
-    # (manifests/base/controller.yaml's tolerationSeconds; a unit test keeps the two in step).
-    replica_toleration: float = 300.0
+    # I6, I10: taintkeeper's pods (the controller's and the webhook's) tolerate their node's failure this long
+    # before they are evicted and replaced (tolerationSeconds in manifests/base/; a unit test keeps them in step).
+    pod_toleration: float = 300.0
     # I10: a replica that can lead takes the Lease within the lease duration and a retry period; this
     # much more for its start and clocks (bench/soak/leadership.py).
     handover: float = 5.0
@@ -78,6 +87,9 @@ class Slack:
     budget_retry: float = 5.0
     # I6: kube-proxy routes to a webhook pod this long after its EndpointSlice was written.
     webhook_ready: float = 2.0
+    # I6: with no fault to account for it, the webhook may fail open (or have no pod to call) this long
+    # before a pod admitted without the defaults is a violation, backfilled or not: a readiness blip.
+    webhook_outage: float = 30.0
 
 
 @dataclass(frozen=True)
@@ -91,6 +103,8 @@ class SoakConfig:
     # With no webhook, what adds the tolerations in kube-apiserver: the built-in plugin, or taintkeeper's
     # admission policy (manifests/admission-policy). Either is in process: no fault excuses a bare pod.
     in_process_admission: str = "built-in DefaultTolerationSeconds"
+    # I6: the objects that register the admission: changed or deleted by anyone but taintkeeper, a violation.
+    admission_registration: tuple[tuple[str, str], ...] = WEBHOOK_REGISTRATION
     controller_pods: tuple[str, str] = TAINTKEEPER_CONTROLLER_PODS  # (namespace, pod-name prefix) for I7, I10
     # I10: the controller's replicas are those pods (False: one process, kube-controller-manager's).
     replicas_are_pods: bool = True
@@ -153,6 +167,7 @@ def builtin_config(workload_namespaces: tuple[str, ...] = DEFAULT_WORKLOAD_NAMES
         workload_namespaces=frozenset(workload_namespaces),
         lease=None,
         webhook=None,
+        admission_registration=(),
         controller_pods=("kube-system", "kube-controller-manager-"),
         replicas_are_pods=False,
     )
@@ -182,5 +197,10 @@ def soak_config(
     admission policy instead of the webhook), or the oracle's."""
     config = builtin_config(workload_namespaces) if builtin else taintkeeper_config(workload_namespaces)
     if policy:
-        config = replace(config, webhook=None, in_process_admission="taintkeeper's MutatingAdmissionPolicy")
+        config = replace(
+            config,
+            webhook=None,
+            in_process_admission="taintkeeper's MutatingAdmissionPolicy",
+            admission_registration=POLICY_REGISTRATION,
+        )
     return replace(config, since=since, until=until)

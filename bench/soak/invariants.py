@@ -17,10 +17,18 @@ from dataclasses import dataclass, field
 from datetime import UTC, datetime
 
 from bench.soak.audit import AuditRecord
-from bench.soak.config import SoakConfig, replica_of_agent, replica_of_holder
+from bench.soak.config import TAINTKEEPER_ACCOUNTS, SoakConfig, replica_of_agent, replica_of_holder
 from bench.soak.faults import Fault, active_at
 from bench.soak.leadership import Leadership, Stretch
-from bench.soak.recovery import LEADER_KINDS, Outage, outages, resume_time
+from bench.soak.recovery import (
+    LEADER_KINDS,
+    NODE_FAULTS,
+    STORE_KINDS,
+    Outage,
+    outages,
+    pods_back_by,
+    resume_time,
+)
 from bench.soak.timeline import HeldTaint, NodeHistory, NodeState, PodHistory, TaintEpisode, Timeline, taint_id
 from bench.soak.tolerations import (
     LIFECYCLE_KEYS,
@@ -34,6 +42,7 @@ from bench.soak.tolerations import (
 )
 
 INVARIANTS = ("I1", "I2", "I3", "I4", "I5", "I6", "I7", "I8", "I9", "I10", "I11", "I12")
+WEBHOOK_KINDS = frozenset({"webhook-delete"})
 KUBELET_KINDS = frozenset({"kubelet-kill", "kubelet-pause", "power-off", "runtime-then-kubelet"})
 NODE_HEARTBEAT_WINDOW = 40.0  # seconds: a kubelet renews its node Lease every 10 s
 ATTRIBUTION_LEAD = 60.0  # seconds before a taint's start in which a fault may have caused it
@@ -810,13 +819,60 @@ def _backfilled_by(ctx: Context, pod: PodHistory, limit: float) -> bool:
     return termination is not None and termination[0] <= limit
 
 
-def admission(ctx: Context) -> list[Violation]:
+def _webhook_taken(ctx: Context, moment: float) -> bool:
+    """A fault accounts for the webhook not answering at `moment`: a webhook pod deleted, a store fault, or a
+    fault on the node of a webhook pod bound there, each until `pods_back_by`."""
+    if ctx.config.webhook is None:
+        return False
+    namespace, prefix = ctx.config.webhook
+    pods = ctx.timeline.pods_named(namespace, prefix)
+    for fault in ctx.faults:
+        if not fault.start <= moment <= pods_back_by(fault, ctx.slack):
+            continue
+        if fault.kind in WEBHOOK_KINDS or fault.kind in STORE_KINDS:
+            return True
+        if fault.kind in NODE_FAULTS and any(
+            pod.node == fault.target and (pod.bound_at or math.inf) <= fault.until for pod in pods
+        ):
+            return True
+    return False
+
+
+def _outage_young(ctx: Context, record: AuditRecord, failing_since: float | None) -> bool:
+    """The webhook's outage at this creation began within `Slack.webhook_outage`: the calls have failed open
+    only since then (1.37 says so on each), or a webhook pod could be called then (sampled each second)."""
+    outage = ctx.slack.webhook_outage
+    if record.failed_open and failing_since is not None:
+        return record.received - failing_since <= outage
+    return any(_ready_webhook_pods(ctx, record.received - back) for back in range(1, math.ceil(outage) + 1))
+
+
+def admission_registration_kept(ctx: Context) -> list[Violation]:
+    """The objects registering the admission, changed or deleted by anyone but taintkeeper itself (its
+    certificate rotation writes the webhook's caBundle): creating them is the install (answered 201)."""
     found: list[Violation] = []
+    registered = set(ctx.config.admission_registration)
+    for record in ctx.timeline.records:
+        if (record.resource, record.name) not in registered or record.verb not in ("update", "patch", "delete"):
+            continue
+        if record.succeeded and record.code != 201 and not record.username.startswith(TAINTKEEPER_ACCOUNTS):
+            how = "deleted" if record.verb == "delete" else "changed"
+            found.append(
+                ctx.violation("I6", record.received, f"{record.resource}/{record.name}", f"{how} by {record.username}")
+            )
+    return found
+
+
+def admission(ctx: Context) -> list[Violation]:
+    found = admission_registration_kept(ctx)
+    failing_since: float | None = None  # the first of an unbroken run of creations the webhook failed open on
     for record in ctx.timeline.records:
         if (record.resource, record.subresource, record.verb) != ("pods", "", "create"):
             continue
         if record.namespace not in ctx.config.workload_namespaces:
             continue
+        if record.code == 201:
+            failing_since = (failing_since or record.received) if record.failed_open else None
         subject = f"pod {record.namespace}/{record.name or '(generated)'}"
         if record.code >= 400 and WEBHOOK_FAILURE.search(record.message):
             found.append(
@@ -856,6 +912,18 @@ def admission(ctx: Context) -> list[Violation]:
                     record.received,
                     pod.label,
                     f"admitted without the default tolerations while webhook pod {ready[0]} was Ready",
+                )
+            )
+            continue
+        if not (_webhook_taken(ctx, record.received) or _outage_young(ctx, record, failing_since)):
+            how = "the webhook failed open" if record.failed_open else "no webhook pod could be called"
+            found.append(
+                ctx.violation(
+                    "I6",
+                    record.received,
+                    pod.label,
+                    f"admitted without the default tolerations: {how} for over {ctx.slack.webhook_outage:g}s "
+                    "and no fault accounts for it",
                 )
             )
             continue

@@ -7,7 +7,7 @@ next Lease write. Within it:
 - no controller replica able (Ready, its caches synced, or holding the Lease; and no fault taking it):
   nobody can lead either; excused only when a fault took the replicas able shortly before (a leader
   kill or pause, a fault on a replica's node, a store fault), and only until what must follow that fault
-  has had its time (`Leadership.excuse_ends`); never when they were simply not there (a Deployment
+  has had its time (`recovery.pods_back_by`); never when they were simply not there (a Deployment
   scaled to 0, its pods deleted);
 - otherwise a replica can lead and the apiserver answers.
 In the seconds no fault accounts for (a replica able but not leading, or none there by no fault's
@@ -25,11 +25,10 @@ from dataclasses import dataclass
 
 from bench.soak.config import SoakConfig, replica_of_agent, replica_of_holder
 from bench.soak.faults import Fault
-from bench.soak.recovery import LEADER_KINDS, STORE_KINDS, Outage, leaderless
+from bench.soak.recovery import LEADER_KINDS, NODE_FAULTS, STORE_KINDS, Outage, leaderless, pods_back_by
 from bench.soak.timeline import PodHistory, Timeline
 
 Interval = tuple[float, float]
-NODE_FAULTS = frozenset({"kubelet-kill", "kubelet-pause", "power-off", "manual-taint", "runtime-then-kubelet"})
 # How long before replicas went missing a fault on their node may have caused it: the node's grace,
 # its taint's allowance and a pod's shutdown.
 REPLICA_FAULT_LEAD = 120.0
@@ -242,7 +241,7 @@ class Leadership:
     def _taken_until(self, interval: Interval) -> float:
         """Until when the faults that took the replicas running shortly before excuse their absence: a
         leader fault on one (its container may wait out the kubelet's restart back-off), a fault on its
-        node, or a store fault (the apiserver not yet answering it), each until `excuse_ends`. -inf when
+        node, or a store fault (the apiserver not yet answering it), each until `pods_back_by`. -inf when
         none did: a replica whose pod someone deleted (a Deployment scaled down) was withdrawn, not taken."""
         start, end = interval
         excused_until = -math.inf
@@ -261,20 +260,8 @@ class Leadership:
                     )
                     or (fault.kind in STORE_KINDS and fault.intersects(start - REPLICA_FAULT_LEAD, end))
                 ):
-                    excused_until = max(excused_until, self.excuse_ends(fault))
+                    excused_until = max(excused_until, pods_back_by(fault, self._config.slack))
         return excused_until
-
-    def excuse_ends(self, fault: Fault) -> float:
-        """When a fault stops excusing an absence of replicas: its end, plus the kubelet's longest restart
-        back-off (`Slack.restart_backoff`) for a container it killed, paused or cut off to come back. A
-        fault on a node that outlasts a replica's toleration of the node's failure (`Slack.replica_toleration`)
-        excuses at most until the replica's eviction (`Slack.node_grace` after the fault, plus the toleration)
-        and the same back-off for its replacement to start on another node."""
-        slack = self._config.slack
-        end = fault.until
-        if fault.kind in NODE_FAULTS:
-            end = min(end, fault.start + slack.node_grace + slack.replica_toleration)
-        return end + slack.restart_backoff
 
     def _recent_replicas(self, moment: float) -> list[PodHistory]:
         """The replicas able to lead within REPLICA_FAULT_LEAD before `moment`, and not withdrawn."""

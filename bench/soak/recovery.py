@@ -11,11 +11,13 @@ import math
 from collections.abc import Mapping, Sequence
 from dataclasses import dataclass
 
+from bench.soak.config import Slack
 from bench.soak.faults import Fault
 from bench.soak.timeline import LeaseWrite
 
 STORE_KINDS = frozenset({"apiserver-stop", "etcd-restart", "etcd-pause"})  # recover once writes are prompt again
 LEADER_KINDS = frozenset({"leader-kill", "leader-pause"})  # recover when the Lease is written again
+NODE_FAULTS = frozenset({"kubelet-kill", "kubelet-pause", "power-off", "manual-taint", "runtime-then-kubelet"})
 # A Lease write received this soon after the fault began may be the dying leader's own renewal.
 _LEASE_SETTLE = 0.5
 # After a store fault ends the apiserver can take seconds more to answer writes of one resource (seed
@@ -116,3 +118,16 @@ def resume_time(moment: float, windows: Sequence[Outage], slack: float) -> float
             if window.start <= resume + slack and window.end > resume:
                 resume, changed = window.end, True
     return resume
+
+
+def pods_back_by(fault: Fault, slack: Slack) -> float:
+    """Until when a fault accounts for taintkeeper's pods (the controller's replicas, the webhook's) being
+    gone: its end, plus the kubelet's longest restart back-off (`Slack.restart_backoff`) for a container
+    it killed, paused or cut off to come back. A fault on a node that outlasts the pods' toleration of
+    the node's failure (`Slack.pod_toleration`) accounts for them at most until their eviction
+    (`Slack.node_grace` after the fault, plus the toleration) and the same back-off for their
+    replacements to start on another node."""
+    end = fault.until
+    if fault.kind in NODE_FAULTS:
+        end = min(end, fault.start + slack.node_grace + slack.pod_toleration)
+    return end + slack.restart_backoff

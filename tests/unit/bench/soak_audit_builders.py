@@ -626,6 +626,23 @@ class AuditScript:
 
         self.at(seconds, step)
 
+    def register(self, seconds: float, resource: str, name: str, verb: str, actor: Actor, *, code: int = 200) -> None:
+        """A write of a cluster-scoped admissionregistration object (recorded at Metadata level: no bodies)."""
+        self.at(
+            seconds,
+            lambda: [
+                event(
+                    verb=verb,
+                    actor=actor,
+                    resource=resource,
+                    api_group="admissionregistration.k8s.io",
+                    name=name,
+                    received=seconds,
+                    code=code,
+                )
+            ],
+        )
+
     def delete_collection(
         self, seconds: float, names: Sequence[str], actor: Actor, *, namespace: str = NAMESPACE
     ) -> None:

@@ -20,6 +20,8 @@ from bench.soak.audit import parse_lines, parse_timestamp, read_files, rotated_f
 from bench.soak.check import Judged, judge_run, main
 from bench.soak.config import (
     DEFAULT_WORKLOAD_NAMESPACES,
+    POLICY_REGISTRATION,
+    WEBHOOK_REGISTRATION,
     SoakConfig,
     builtin_config,
     replica_of_agent,
@@ -695,6 +697,40 @@ def webhook_deleted(*, backfill_at: float | None) -> World:
     return w
 
 
+def webhook_stopped(*, bare_at: float) -> World:
+    """The webhook's only pod deleted at 15 s by no fault (its Deployment scaled to 0, say); a pod admitted
+    without the defaults at `bare_at`, backfilled 3 s later."""
+    w = base()
+    w.script.delete_pod(15.0, WEBHOOK_POD, DRIVER, namespace=SYSTEM)
+    w.script.create_pod(bare_at, "default-9", None)
+    w.script.patch_tolerations(bare_at + 3.0, "default-9", DEFAULTS, A)
+    return w
+
+
+def webhook_failing_open(*times: float) -> World:
+    """Each pod's webhook call failed open (no fault), its pod backfilled 3 s later."""
+    w = base()
+    for number, at in enumerate(times):
+        w.script.create_pod(at, f"default-{number}", None, failed_open="default-tolerations.taintkeeper.io")
+        w.script.patch_tolerations(at + 3.0, f"default-{number}", DEFAULTS, A)
+    return w
+
+
+WEBHOOK_ACCOUNT = Actor(
+    "system:serviceaccount:taintkeeper-system:taintkeeper-webhook", "taintkeeper-webhook/0.1.0 (taintkeeper-webhook-1)"
+)
+
+
+def registration_written(
+    resource: str, name: str, verb: str, actor: Actor, *, code: int = 200, policy: bool = False
+) -> World:
+    w = base()
+    if policy:
+        w.config = soak_config(policy=True)
+    w.script.register(30.0, resource, name, verb, actor, code=code)
+    return w
+
+
 def pod_creation_refused_by_the_webhook() -> World:
     w = base()
     w.script.create_pod(20.0, "default-9", None, code=500, message=WEBHOOK_DOWN)
@@ -1186,6 +1222,49 @@ SCENARIOS: list[tuple[str, Callable[[], World], dict[str, int]]] = [
         {"I6": 1},
     ),
     (
+        "I6: the webhook stopped by no fault: a pod admitted bare 45 s later is a violation, backfilled or not",
+        lambda: webhook_stopped(bare_at=60.0),
+        {"I6": 1},
+    ),
+    (
+        "a bare pod 15 s after the webhook stopped, backfilled: within the outage allowed",
+        lambda: webhook_stopped(bare_at=30.0),
+        {},
+    ),
+    (
+        "I6: the webhook failing open with no fault for over 30 s, every pod backfilled",
+        lambda: webhook_failing_open(20.0, 40.0, 60.0),
+        {"I6": 1},
+    ),
+    ("the webhook failing open for 20 s, its pods backfilled", lambda: webhook_failing_open(20.0, 40.0), {}),
+    (
+        "I6: the webhook configuration deleted by no fault",
+        lambda: registration_written("mutatingwebhookconfigurations", "taintkeeper", "delete", DRIVER),
+        {"I6": 1},
+    ),
+    (
+        "I6: the webhook configuration changed by someone else (its failure policy, say)",
+        lambda: registration_written("mutatingwebhookconfigurations", "taintkeeper", "patch", DRIVER),
+        {"I6": 1},
+    ),
+    (
+        "taintkeeper's certificate rotation writing the webhook configuration's caBundle is its own",
+        lambda: registration_written("mutatingwebhookconfigurations", "taintkeeper", "patch", WEBHOOK_ACCOUNT),
+        {},
+    ),
+    (
+        "installing the webhook configuration (a server-side apply answered 201) is no change",
+        lambda: registration_written("mutatingwebhookconfigurations", "taintkeeper", "patch", DRIVER, code=201),
+        {},
+    ),
+    (
+        "I6: the admission policy's binding deleted in the policy mode",
+        lambda: registration_written(
+            "mutatingadmissionpolicybindings", "taintkeeper-default-tolerations", "delete", DRIVER, policy=True
+        ),
+        {"I6": 1},
+    ),
+    (
         "I6: a pod creation refused because the webhook could not be called",
         pod_creation_refused_by_the_webhook,
         {"I6": 1},
@@ -1350,15 +1429,34 @@ def test_the_checker_knows_each_budgeted_namespaces_budget_timeout():
     )
 
 
-def test_the_checker_gives_a_replica_on_a_failed_node_the_toleration_the_controller_pods_have():
-    (controller_pods,) = (
-        doc for path, _, doc in documents() if path == "base/controller.yaml" and doc.get("kind") == "Deployment"
-    )
-    seconds = {
-        toleration["key"]: toleration["tolerationSeconds"]
-        for toleration in controller_pods["spec"]["template"]["spec"]["tolerations"]
+def test_the_checker_gives_taintkeepers_pods_on_a_failed_node_the_toleration_they_have():
+    tolerations = {
+        doc["metadata"]["name"]: {
+            toleration["key"]: toleration["tolerationSeconds"]
+            for toleration in doc["spec"]["template"]["spec"]["tolerations"]
+        }
+        for path, _, doc in documents()
+        if path.startswith("base/") and doc.get("kind") == "Deployment"
     }
-    assert seconds == dict.fromkeys((NOT_READY, UNREACHABLE), taintkeeper_config().slack.replica_toleration)
+    seconds = dict.fromkeys((NOT_READY, UNREACHABLE), taintkeeper_config().slack.pod_toleration)
+    assert tolerations == {"taintkeeper-controller": seconds, "taintkeeper-webhook": seconds}
+
+
+def test_the_checker_watches_the_objects_the_manifests_register_admission_with():
+    resources = {
+        "MutatingWebhookConfiguration": "mutatingwebhookconfigurations",
+        "MutatingAdmissionPolicy": "mutatingadmissionpolicies",
+        "MutatingAdmissionPolicyBinding": "mutatingadmissionpolicybindings",
+    }
+    registered = {
+        (resources[doc["kind"]], doc["metadata"]["name"])
+        for path, _, doc in documents()
+        if path.startswith(("base/", "admission-policy/")) and doc.get("kind") in resources
+    }
+    assert registered == {*WEBHOOK_REGISTRATION, *POLICY_REGISTRATION}
+    assert taintkeeper_config().admission_registration == WEBHOOK_REGISTRATION
+    assert soak_config(policy=True).admission_registration == POLICY_REGISTRATION
+    assert builtin_config().admission_registration == ()
 
 
 def test_one_actor_is_not_applicable_without_a_lease():
