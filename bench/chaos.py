@@ -28,6 +28,7 @@ Without `--keep` the cluster is taken down at the end.
 from __future__ import annotations
 
 import argparse
+import json
 import logging
 import random
 import re
@@ -246,6 +247,8 @@ def _soak_supervised(
     table = f"{report.render()}\n{supervisor.summary()}"
     print(table, flush=True)
     (runs / f"report-{seed}.txt").write_text(table + "\n")
+    # What a later judgement (`python -m bench.soak.check --since`, a recording) needs to judge the same window.
+    (runs / f"window-{seed}.json").write_text(json.dumps({"since": started}) + "\n")
     if args.timeline is not None:
         from bench.soak.picture import incident_of
         from hack.timeline_svg import draw

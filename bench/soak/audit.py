@@ -21,7 +21,7 @@ JsonObject = dict[str, Any]
 WRITE_VERBS = frozenset({"create", "update", "patch", "delete", "deletecollection"})
 FAILED_OPEN = "failed-open.mutation.webhook.admission.k8s.io/"
 # The stages that carry a response: Panic is a request that failed inside the apiserver.
-_KEPT_STAGES = frozenset({"ResponseComplete", "Panic"})
+KEPT_STAGES = frozenset({"ResponseComplete", "Panic"})
 # Object section -> the fields kept ("" is the object itself). Status objects carry a string `status`.
 SLIM_FIELDS: dict[str, frozenset[str]] = {
     "": frozenset(
@@ -137,7 +137,7 @@ def record_from_event(event: JsonObject, resources: frozenset[str] | None = None
     """One Event -> a record; None for stages without a response (RequestReceived, ResponseStarted)
     and, when `resources` is given, for requests to any other resource."""
     stage = event.get("stage")
-    if stage not in _KEPT_STAGES:
+    if stage not in KEPT_STAGES:
         return None
     ref = _object(event.get("objectRef")) or {}
     if resources is not None and ref.get("resource") not in resources:

@@ -203,6 +203,11 @@ class Leadership:
         self._restart_backoff = slack.restart_backoff
         self._replicas = replica_intervals(timeline, faults, config)
         self._can_lead = union(interval for intervals in self._replicas.values() for interval in intervals)
+        self._withdrawals = sorted(
+            moment
+            for pod in self._timeline.pods_named(*config.controller_pods)
+            if config.replicas_are_pods and (moment := self._withdrawn_at(pod)) is not None
+        )
         self._down = union((f.start, f.until) for f in faults if f.kind in STORE_KINDS)
         self.stretches: list[Stretch] = []
         if config.lease is None:
@@ -242,8 +247,13 @@ class Leadership:
         """Until when the faults that took the replicas running shortly before excuse their absence: a
         leader fault on one (its container may wait out the kubelet's restart back-off), a fault on its
         node, or a store fault (the apiserver not yet answering it), each until `pods_back_by`. -inf when
-        none did: a replica whose pod someone deleted (a Deployment scaled down) was withdrawn, not taken."""
+        none did: a replica whose pod someone deleted (a Deployment scaled down) was withdrawn, not taken, and
+        from its withdrawal on no fault accounts for the absence (replicas the faults took before were
+        replaced by those)."""
         start, end = interval
+        withdrawn = [moment for moment in self._withdrawals if start - REPLICA_FAULT_LEAD <= moment <= end]
+        if withdrawn:
+            return min(withdrawn)
         excused_until = -math.inf
         for pod in self._recent_replicas(start):
             for fault in self._faults:
@@ -276,11 +286,14 @@ class Leadership:
         ]
 
     def _withdrawn(self, pod: PodHistory) -> bool:
-        """Its pod deleted by someone other than the controller (its own eviction) or its kubelet."""
+        return self._withdrawn_at(pod) is not None
+
+    def _withdrawn_at(self, pod: PodHistory) -> float | None:
+        """When its pod was deleted by someone other than the controller (its own eviction) or its kubelet."""
         removal = next((removal for removal in pod.removals if removal.succeeded), None)
-        return removal is not None and not (
-            removal.write.by_controller or removal.write.username == f"system:node:{pod.node}"
-        )
+        if removal is None or removal.write.by_controller or removal.write.username == f"system:node:{pod.node}":
+            return None
+        return removal.write.received
 
     def excused(self) -> list[Outage]:
         """The parts of the stretches a deadline's allowance counts through (fault_id -1)."""
