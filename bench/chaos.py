@@ -2,7 +2,8 @@
 
     .venv/bin/python bench/chaos.py [--duration 60m] [--seed N] [--faults-per-minute 6]
         [--controller taintkeeper|builtin] [--admission webhook|policy] [--dir DIR] [--keep]
-        [--timeline FILE.svg]   (make chaos)
+        [--timeline FILE.svg] [--sabotage controller-scaled-to-0|webhook-stopped [--sabotage-after 60s]]
+        (make chaos)
 
 1. brings up the complete local cluster with 3 real nodes and the audit log on
    (`hack/local-cluster.sh up DIR --nodes 3 --audit`) and deploys taintkeeper from its image and
@@ -16,10 +17,12 @@
    taintkeeper's pods' logs are copied to DIR/chaos/pod-logs/ as they grow (they outlive their pods);
 3. after `--duration`, ends the faults, lets the cluster settle, and hands the audit log and the fault
    log, and nothing else, to the checker (bench/soak/): one row per fault kind, a summary line, each
-   violation. While a deadline that began in the run has an allowance past the log's end, it waits for
-   it (at most MAX_WAIT) and judges again: the run ends when every deadline has passed, and one still
-   unjudged fails it. Exits 1 when any invariant was violated or a deadline went unjudged, 2 on a bad
-   flag or a cluster that cannot start.
+   violation. While a deadline that began in the run has an allowance past the log's end and nothing
+   failed yet, it waits for it (at most MAX_WAIT) and judges again: the run ends when every deadline has
+   passed or a violation is found, and a deadline still unjudged fails it. Exits 1 when any invariant
+   was violated or a deadline went unjudged, 2 on a bad flag or a cluster that cannot start.
+   `--sabotage` scales taintkeeper's controller or webhook to 0 partway through (bench/soak/sabotage.py):
+   a run the judge must fail.
 
 `--seed` replays a run's draws (which faults, where, how long; the cluster's own timing still varies).
 Without `--keep` the cluster is taken down at the end.
@@ -50,6 +53,7 @@ from bench.soak.cluster import ClusterError, LocalCluster
 from bench.soak.config import SoakConfig
 from bench.soak.injector import CATALOGUE, Injector
 from bench.soak.pod_logs import keep_pod_logs
+from bench.soak.sabotage import SABOTAGES, sabotage_after
 from bench.soak.supervisor import Supervisor
 from bench.soak.workload import Workload
 from kube.request import request_json
@@ -135,13 +139,33 @@ def parse_args(argv: list[str] | None) -> argparse.Namespace:
         metavar="FILE.svg",
         help="also draw the run: nodes, taints, each judged eviction, the faults (installs matplotlib)",
     )
-    return parser.parse_args(argv)
+    parser.add_argument(
+        "--sabotage",
+        choices=sorted(SABOTAGES),
+        default=None,
+        help="scale taintkeeper's controller or webhook to 0 partway through, by no fault: the judge must "
+        "fail the run (bench/soak/sabotage.py)",
+    )
+    parser.add_argument(
+        "--sabotage-after",
+        type=duration,
+        default=duration("60s"),
+        metavar="DURATION",
+        help="when the sabotage comes, from the start of the faults (default 60s)",
+    )
+    args = parser.parse_args(argv)
+    if args.sabotage and args.controller == "builtin":
+        parser.error("--sabotage acts on taintkeeper; --controller builtin deploys none")
+    if args.sabotage == "webhook-stopped" and args.admission == "policy":
+        parser.error("--sabotage webhook-stopped needs the webhook; --admission policy deploys none")
+    return args
 
 
 @dataclass(frozen=True)
 class RunResult:
     exit_code: int
     table: str
+    verdict_after: float  # seconds from the start of the faults to the verdict
 
 
 def run(args: argparse.Namespace) -> RunResult:
@@ -154,14 +178,14 @@ def run(args: argparse.Namespace) -> RunResult:
         flush=True,
     )
     try:
-        table, passed = _soak(args, cluster, seed, builtin)
+        table, passed, verdict_after = _soak(args, cluster, seed, builtin)
     finally:  # also on an error or Ctrl-C: one cluster with nodes per host, so never leave it behind
         if not args.keep:
             cluster.down()
-    return RunResult(0 if passed else 1, table)
+    return RunResult(0 if passed else 1, table, verdict_after)
 
 
-def _soak(args: argparse.Namespace, cluster: LocalCluster, seed: int, builtin: bool) -> tuple[str, bool]:
+def _soak(args: argparse.Namespace, cluster: LocalCluster, seed: int, builtin: bool) -> tuple[str, bool, float]:
     cluster.up(NODES, builtin=builtin)
     supervisor = Supervisor(cluster)
     stop_supervising = threading.Event()
@@ -176,7 +200,7 @@ def _soak(args: argparse.Namespace, cluster: LocalCluster, seed: int, builtin: b
 
 def _soak_supervised(
     args: argparse.Namespace, cluster: LocalCluster, seed: int, builtin: bool, supervisor: Supervisor
-) -> tuple[str, bool]:
+) -> tuple[str, bool, float]:
     api_client = config.new_client_from_config(config_file=str(cluster.kubeconfig))
     try:
         if builtin and _namespace_exists(api_client, SYSTEM_NAMESPACE):
@@ -219,6 +243,13 @@ def _soak_supervised(
         workload_thread.start()
         faults_thread.start()
         logs_thread.start()
+        if args.sabotage:
+            threading.Thread(
+                target=sabotage_after,
+                args=(api_client, args.sabotage, args.sabotage_after, stop_faults),
+                name="sabotage",
+                daemon=True,
+            ).start()
         try:
             stop_faults.wait(args.duration)
         finally:
@@ -244,6 +275,7 @@ def _soak_supervised(
         soak_config(builtin=builtin, policy=args.admission == "policy", since=started),
     )
     report = judged.report
+    verdict_after = time.time() - started
     table = f"{report.render()}\n{supervisor.summary()}"
     print(table, flush=True)
     (runs / f"report-{seed}.txt").write_text(table + "\n")
@@ -254,15 +286,17 @@ def _soak_supervised(
         from hack.timeline_svg import draw
 
         print(f"chaos: timeline picture {draw(incident_of(judged), args.timeline.resolve())}", flush=True)
-    return table, report.passed
+    return table, report.passed, verdict_after
 
 
 def _judge_when_every_deadline_passed(audit_log: Path, fault_log: Path, config: SoakConfig) -> Judged:
-    """The run ends when every deadline that began in it has passed: judged, and while some deadline's
-    allowance still runs past the log's end, waited for (at most MAX_WAIT) and judged again."""
+    """The run ends when every deadline that began in it has passed, or when it already failed: judged, and
+    while some deadline's allowance still runs past the log's end and nothing failed yet, waited for (at most
+    MAX_WAIT) and judged again."""
     judged = judge_run(audit_log, fault_log, config)
     waited = 0.0
-    while judged.report.unjudged and waited < MAX_WAIT:
+    # Waiting can only judge what is still open: a run already failed ends at once.
+    while judged.report.unjudged and not judged.report.violations and waited < MAX_WAIT:
         pause = min(max(u.limit for u in judged.report.unjudged) - time.time() + 2.0, MAX_WAIT - waited)
         if pause <= 0:  # allowances over, but no record after them yet: a heartbeat comes within 10 s
             pause = 10.0

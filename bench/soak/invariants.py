@@ -823,19 +823,22 @@ def _backfilled_by(ctx: Context, pod: PodHistory, limit: float) -> bool:
 
 
 def _webhook_taken(ctx: Context, moment: float) -> bool:
-    """A fault accounts for the webhook not answering at `moment`: a webhook pod deleted, a store fault, or a
-    fault on the node of a webhook pod bound there, each until `pods_back_by`."""
+    """A fault accounts for the webhook not answering at `moment`: a fault on the node of a webhook pod bound
+    there (until `pods_back_by`: its container restarted, or the pod evicted and replaced); a webhook pod
+    deleted, or a store fault, until its end plus `Slack.webhook_outage` (a new pod starts at once; a
+    running one is only cut off)."""
     if ctx.config.webhook is None:
         return False
     namespace, prefix = ctx.config.webhook
     pods = ctx.timeline.pods_named(namespace, prefix)
     for fault in ctx.faults:
-        if not fault.start <= moment <= pods_back_by(fault, ctx.slack):
-            continue
         if fault.kind in WEBHOOK_KINDS or fault.kind in STORE_KINDS:
-            return True
-        if fault.kind in NODE_FAULTS and any(
-            pod.node == fault.target and (pod.bound_at or math.inf) <= fault.until for pod in pods
+            if fault.start <= moment <= fault.until + ctx.slack.webhook_outage:
+                return True
+        elif (
+            fault.kind in NODE_FAULTS
+            and fault.start <= moment <= pods_back_by(fault, ctx.slack)
+            and any(pod.node == fault.target and (pod.bound_at or math.inf) <= fault.until for pod in pods)
         ):
             return True
     return False

@@ -166,3 +166,57 @@ def test_the_builtins_leader_kill_holds_kube_controller_manager_from_the_supervi
     assert held_during == [frozenset({"kube-controller-manager"})]
     assert injector.held() == frozenset()
     assert cluster.started == 1
+
+
+SABOTAGE_REFUSALS = [
+    (["--sabotage", "controller-scaled-to-0", "--controller", "builtin"], "--controller builtin deploys none"),
+    (["--sabotage", "webhook-stopped", "--admission", "policy"], "--admission policy deploys none"),
+    (["--sabotage", "everything"], "--sabotage: invalid choice: 'everything'"),
+]
+
+
+@pytest.mark.parametrize(("argv", "message"), SABOTAGE_REFUSALS, ids=[" ".join(a) for a, _ in SABOTAGE_REFUSALS])
+def test_a_sabotage_with_nothing_to_sabotage_exits_2_with_one_line(
+    capsys: pytest.CaptureFixture[str], argv: list[str], message: str
+):
+    with pytest.raises(SystemExit) as exited:
+        chaos.parse_args(argv)
+    assert exited.value.code == 2
+    assert message in capsys.readouterr().err
+
+
+def test_a_sabotage_comes_a_minute_in_unless_told():
+    args = chaos.parse_args(["--sabotage", "controller-scaled-to-0"])
+    assert (args.sabotage, args.sabotage_after) == ("controller-scaled-to-0", 60.0)
+    assert chaos.parse_args(["--sabotage", "webhook-stopped", "--sabotage-after", "2m"]).sabotage_after == 120.0
+
+
+class _Report:
+    def __init__(self, violations: list[str], unjudged: list[Any]) -> None:
+        self.violations, self.unjudged = violations, unjudged
+
+
+class _Judged:
+    def __init__(self, report: _Report) -> None:
+        self.report = report
+
+
+class _Unjudged:
+    limit = 1e12  # far in the future: waiting for it would take the longest wait
+
+
+def test_a_run_that_already_failed_stops_waiting_for_its_open_deadlines(monkeypatch: pytest.MonkeyPatch):
+    judgements = [_Judged(_Report(["I10"], [_Unjudged()]))]
+    monkeypatch.setattr(chaos, "judge_run", lambda *_: judgements[0])
+    monkeypatch.setattr(chaos.time, "sleep", lambda _: pytest.fail("waited though the run had failed"))
+    judged: object = chaos._judge_when_every_deadline_passed(Path("a"), Path("f"), chaos.soak_config())
+    assert judged is judgements[0]
+
+
+def test_a_run_still_passing_waits_for_its_open_deadlines_then_judges_again(monkeypatch: pytest.MonkeyPatch):
+    judgements = iter([_Judged(_Report([], [_Unjudged()])), _Judged(_Report([], []))])
+    slept: list[float] = []
+    monkeypatch.setattr(chaos, "judge_run", lambda *_: next(judgements))
+    monkeypatch.setattr(chaos.time, "sleep", slept.append)
+    chaos._judge_when_every_deadline_passed(Path("a"), Path("f"), chaos.soak_config())
+    assert slept == [chaos.MAX_WAIT]

@@ -687,11 +687,13 @@ def pod_admitted_bare_while_the_webhook_pods_node_was_powered_off(*, back: float
     return w
 
 
-def webhook_deleted(*, backfill_at: float | None) -> World:
+def webhook_deleted(*, backfill_at: float | None, bare_at: float = 20.0) -> World:
+    """The soak deletes the only webhook pod at 15 s (a fault; no replacement comes); a pod is admitted
+    without the defaults at `bare_at`."""
     w = base()
     w.fault("webhook-delete", WEBHOOK_POD, 15.0, 15.0)
     w.script.delete_pod(15.0, WEBHOOK_POD, DRIVER, namespace=SYSTEM)
-    w.script.create_pod(20.0, "default-9", None)
+    w.script.create_pod(bare_at, "default-9", None)
     if backfill_at is not None:
         w.script.patch_tolerations(backfill_at, "default-9", DEFAULTS, A)
     return w
@@ -1215,6 +1217,11 @@ SCENARIOS: list[tuple[str, Callable[[], World], dict[str, int]]] = [
         "a pod admitted without the defaults while no webhook pod was Ready and backfilled in 3 s is fine",
         lambda: webhook_deleted(backfill_at=23.0),
         {},
+    ),
+    (
+        "I6: a webhook pod's deletion excuses its absence only 30 s: a bare pod 45 s later, backfilled, fails",
+        lambda: webhook_deleted(backfill_at=63.0, bare_at=60.0),
+        {"I6": 1},
     ),
     (
         "I6: a pod admitted without the defaults and not backfilled within the slack",
