@@ -1,7 +1,7 @@
 """The short chaos soaks of `make test` and CI: bench/chaos.py with a fixed seed, for 5 minutes with the
 webhook (the main kustomization), and for 2 minutes with the admission policy instead
 (`--admission policy`, manifests/admission-policy: kube-apiserver adds the tolerations; no webhook); and
-two 2-minute soaks sabotaged partway through (`--sabotage`: the controller, or the webhook, scaled to 0 by
+two 90-second soaks sabotaged 20 s in (`--sabotage`: the controller, or the webhook, scaled to 0 by
 no fault), which the judge must fail with the invariant named, within the soak's length plus 2 minutes.
 
 Taintkeeper is deployed from its image into the complete local cluster with the audit log on,
@@ -63,7 +63,7 @@ def test_a_short_soak_violates_no_invariant(
     assert result.exit_code == 0, f"the soak found violations:\n{result.table}"
 
 
-SABOTAGE_DURATION = 120.0
+SABOTAGE_DURATION = 90.0
 # The webhook's absence is excused while a fault accounts for it (a node fault on a webhook pod's node for
 # minutes, a webhook pod deleted): the sabotage's soak draws none of those, so its absence is the sabotage's.
 WEBHOOK_EXCUSING_FAULTS = (
@@ -88,7 +88,7 @@ def test_a_sabotaged_short_soak_fails_with_its_invariant_named(
             "--sabotage",
             sabotage,
             "--sabotage-after",
-            "30s",
+            "20s",
             "--duration",
             f"{SABOTAGE_DURATION:g}s",
             "--seed",
