@@ -11,13 +11,13 @@ import bisect
 import itertools
 import math
 import re
-from collections import defaultdict
+from collections import Counter, defaultdict
 from collections.abc import Sequence
 from dataclasses import dataclass, field
 from datetime import UTC, datetime
 
 from bench.soak.audit import AuditRecord
-from bench.soak.config import TAINTKEEPER_ACCOUNTS, SoakConfig, replica_of_agent, replica_of_holder
+from bench.soak.config import KUBELET_PREFIX, TAINTKEEPER_ACCOUNTS, SoakConfig, replica_of_agent, replica_of_holder
 from bench.soak.faults import Fault, active_at
 from bench.soak.leadership import Leadership, Stretch
 from bench.soak.recovery import (
@@ -100,6 +100,8 @@ class Findings:
     leaderless: list[Stretch] = field(default_factory=list)  # no replica led (bench/soak/leadership.py)
     unjudged: list[Unjudged] = field(default_factory=list)
     beside: list[Violation] = field(default_factory=list)  # of the invariants not applicable to the run
+    # What was done -> who did it -> how often ("pods removed", "node taints changed"), every identity seen.
+    actors: dict[str, dict[str, int]] = field(default_factory=dict)
 
 
 class Context:
@@ -722,6 +724,29 @@ def unexpected_actors(ctx: Context) -> list[Violation]:
     return found
 
 
+def _identity(username: str) -> str:
+    return "kubelets" if username.startswith(KUBELET_PREFIX) else username
+
+
+def actors_seen(ctx: Context) -> dict[str, dict[str, int]]:
+    """Who removed pods and who changed nodes' taints in the window, every identity, with the counts."""
+    removed: Counter[str] = Counter(
+        _identity(removal.write.username)
+        for pod in ctx.timeline.pods.values()
+        for removal in pod.removals
+        if removal.succeeded and ctx.in_window(removal.write.received)
+    )
+    tainted: Counter[str] = Counter(
+        _identity(after.write.username)
+        for history in ctx.timeline.nodes.values()
+        for before, after in history.pairs()
+        if after.write.subresource != "status"
+        and after.taint_ids != before.taint_ids
+        and ctx.in_window(after.write.received)
+    )
+    return {"pods removed": dict(removed.most_common()), "node taints changed": dict(tainted.most_common())}
+
+
 # --- I5 healthy stays healthy -----------------------------------------------------------------
 
 
@@ -1225,4 +1250,5 @@ def check_all(ctx: Context) -> Findings:
         [stretch for stretch in ctx.leadership.stretches if ctx.in_window(stretch.start)],
         sorted((u for u in ctx.unjudged if ctx.in_window(u.began)), key=lambda u: u.limit),
         beside,
+        actors_seen(ctx),
     )

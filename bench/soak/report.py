@@ -2,7 +2,7 @@
 
 from __future__ import annotations
 
-from collections.abc import Sequence
+from collections.abc import Mapping, Sequence
 from dataclasses import dataclass, field
 from datetime import UTC, datetime
 
@@ -37,6 +37,7 @@ class SoakReport:
     unjudged: tuple[Unjudged, ...] = ()  # deadlines the log ended too soon to judge
     not_applicable: frozenset[str] = frozenset()  # shown n/a in the table
     beside: tuple[Violation, ...] = ()  # violations of those, reported beside the verdict
+    actors: Mapping[str, Mapping[str, int]] = field(default_factory=dict)  # what was done -> who -> how often
 
     @property
     def passed(self) -> bool:
@@ -92,6 +93,7 @@ def summarize(findings: Findings, faults: Sequence[Fault], config: SoakConfig, r
         unjudged=tuple(findings.unjudged),
         not_applicable=config.not_applicable,
         beside=tuple(findings.beside),
+        actors=findings.actors,
     )
 
 
@@ -192,6 +194,15 @@ def leaderless_line(stretches: Sequence[Stretch]) -> str:
     )
 
 
+def actors_line(actors: Mapping[str, Mapping[str, int]]) -> str:
+    """Every identity that did what the controller does, with the counts: the judge attributes to each."""
+    parts = [
+        f"{done} by " + (", ".join(f"{who} {count:,}" for who, count in by.items()) or "nobody")
+        for done, by in actors.items()
+    ]
+    return "who acted: " + "; ".join(parts)
+
+
 def render(report: SoakReport) -> str:
     restarts = "-" if report.max_controller_restarts is None else f"{report.max_controller_restarts:,}"
     notes = (
@@ -202,6 +213,7 @@ def render(report: SoakReport) -> str:
         notes,
         *([leaderless_line(report.leaderless)] if report.one_actor_checked else []),
         *([beside_line(report)] if report.not_applicable - {"I4", "I10"} else []),
+        *([actors_line(report.actors)] if report.actors else []),
     ]
     return (
         "\n".join(

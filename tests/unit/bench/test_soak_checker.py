@@ -1869,3 +1869,17 @@ def test_the_policy_mode_names_the_policy_in_its_violation_and_is_what_chaos_jud
     assert "taintkeeper's MutatingAdmissionPolicy" in violation.explanation
     config = soak_config(policy=True)
     assert config.webhook is None and config.in_process_admission == "taintkeeper's MutatingAdmissionPolicy"
+
+
+def test_the_report_names_everyone_who_removed_pods_or_changed_taints():
+    w = second_actor_deletes_the_pod(NODE_CONTROLLER)
+    w.script.delete_pod(58.0, "tol5-1", kubelet("n1"), final=True)
+    report = w.report()
+    assert report.actors == {
+        "pods removed": {A.username: 1, NODE_CONTROLLER.username: 1, "kubelets": 1},
+        "node taints changed": {A.username: 1},
+    }
+    assert (
+        f"who acted: pods removed by {A.username} 1, {NODE_CONTROLLER.username} 1, kubelets 1; "
+        f"node taints changed by {A.username} 1"
+    ) in render(report)
