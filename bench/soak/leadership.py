@@ -64,6 +64,11 @@ def clip(intervals: Iterable[Interval], start: float, end: float) -> list[Interv
     return [(max(a, start), min(b, end)) for a, b in intervals if min(b, end) > max(a, start)]
 
 
+def _began(intervals: Sequence[Interval], moment: float) -> float:
+    """The start of the interval holding `moment` (`moment` itself when none does)."""
+    return next((start for start, end in intervals if start <= moment <= end), moment)
+
+
 def length(intervals: Iterable[Interval]) -> float:
     return sum(end - start for start, end in intervals)
 
@@ -227,11 +232,14 @@ class Leadership:
         end = self._timeline.end if still_open else end
         whole = [(lost, end)]
         down = clip(self._down, lost, end)
-        absent = subtract(subtract(whole, self._can_lead), down)
+        # No replica able, the apiserver down or not: a store fault inside an absence does not begin a new one,
+        # so each part of it is judged by the replicas that ran shortly before the whole began.
+        missing = subtract(whole, self._can_lead)
+        absent = subtract(missing, down)
         unexplained = [
             (max(start, excused_until), stop)
             for start, stop in absent
-            if (excused_until := self._taken_until((start, stop))) < stop
+            if (excused_until := self._taken_until((_began(missing, start), stop))) < stop
         ]
         # The controller's own time: a replica able and not leading, or none there by no fault's doing.
         accountable = union([*subtract(whole, [*down, *absent]), *unexplained])

@@ -291,6 +291,31 @@ def scaled_to_zero_long() -> World:
     return w
 
 
+def replicas_node_powered_off_across_a_store_fault() -> World:
+    """Seed 4860 (policy mode, 60 min): both replicas run on n3, powered off from 20 s to 200 s; etcd restarts
+    from 150 s to 155 s, inside that absence; n3's kubelet reports A Ready again at 205 s and A leads from
+    210 s. The part of the absence after the store fault is still the power-off's doing."""
+    w = base(workload=False, leader=False, down=("n3",))
+    w.script.lead(REPLICA_A, 0.0, 20.0)
+    w.fault("power-off", "n3", 20.0, 200.0)
+    w.fault("etcd-restart", "etcd", 150.0, 155.0)
+    w.script.silence(150.0, 155.0)
+    w.script.heartbeats("n3", 200.0, 240.0)
+    w.script.pod_status(205.0, REPLICA_A, namespace=SYSTEM, restarts=1)
+    w.script.lead(REPLICA_A, 210.0, 240.0)
+    for node in ("n1", "n2"):
+        w.script.heartbeats(node, END, 240.0)
+    return w
+
+
+def scaled_to_zero_across_a_store_fault() -> World:
+    """Both replicas deleted at 20.2 s (scaled to 0); etcd restarts from 100 s to 105 s; the log runs to 240 s."""
+    w = scaled_to_zero_long()
+    w.fault("etcd-restart", "etcd", 100.0, 105.0)
+    w.script.silence(100.0, 105.0)
+    return w
+
+
 def replicas_gone_after(
     kind: str, target: str, ends: float | None, log_end: float, *, dead_node: bool = False
 ) -> World:
@@ -919,6 +944,17 @@ SCENARIOS: list[tuple[str, Callable[[], World], dict[str, int]]] = [
         {"I2": 1, "I10": 1},
     ),
     ("I10: the controller scaled to 0 with nothing due fails on the absence alone", scaled_to_zero_long, {"I10": 1}),
+    (
+        "the replicas' node powered off across a store fault: the absence after the store fault is still the "
+        "power-off's",
+        replicas_node_powered_off_across_a_store_fault,
+        {},
+    ),
+    (
+        "I10: scaled to 0 across a store fault: the store fault does not excuse what follows it",
+        scaled_to_zero_across_a_store_fault,
+        {"I10": 1},
+    ),
     (
         "a leader killed and never back, its stand-by not Ready: the kill excuses the absence for the restart back-off",
         lambda: replicas_gone_after("leader-kill", REPLICA_A, 20.1, 300.0),
