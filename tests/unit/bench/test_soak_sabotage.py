@@ -32,7 +32,7 @@ from bench.soak.tolerations import LIFECYCLE_KEYS
 Event = dict[str, Any]
 RECORDINGS = Path(__file__).parent / "recordings"
 # Each recording: its directory, and whether the run had the admission policy instead of the webhook.
-RUNS = {"policy": "soak-policy-26"}
+RUNS = {"webhook": "soak-webhook-26", "policy": "soak-policy-26"}
 SABOTAGE_AFTER = 120.0  # seconds after the run's start
 SYSTEM = "taintkeeper-system"
 WORKLOAD = "chaos-workload"
