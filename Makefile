@@ -4,7 +4,7 @@ VENV ?= .venv
 PY := $(VENV)/bin/python
 STAMP := $(VENV)/.installed
 
-.PHONY: setup demo demo-real demo-deployed test check unit realnodes lint bench bench-admission chaos report image clean
+.PHONY: setup demo demo-real demo-deployed test check unit realnodes lint bench bench-admission chaos report chart-readme image clean
 
 $(STAMP): pyproject.toml
 	$(PYTHON) -m venv $(VENV)
@@ -86,6 +86,11 @@ chaos: setup
 # it has run after a result file changed.
 report: setup
 	$(PY) -m bench.report
+
+# charts/taintkeeper/README.md, made from the chart's Chart.yaml, values.yaml (defaults, comments) and
+# values.schema.json (hack/chart_readme.py); tests/chart/test_readme.py fails until it has run after they changed.
+chart-readme: setup
+	$(PY) -m hack.chart_readme
 
 # taintkeeper's container image, built offline (Debian packages + PyPI, no Docker, no registry) from
 # manifests/Containerfile: prints the OCI archive's path (`ctr -n k8s.io images import PATH`).

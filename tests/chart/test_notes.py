@@ -42,7 +42,7 @@ class Notes(NamedTuple):
 
 NOTES = [
     Notes(
-        "by default: wait for the certificate Job, check the webhook, run status, switch off the built-ins",
+        "by default: wait for the certificate Job, check the webhook, status and dashboard, switch off the built-ins",
         (),
         (
             "rollout status deployment/taintkeeper-webhook deployment/taintkeeper-controller",
@@ -51,6 +51,9 @@ NOTES = [
             "(300 s not-ready, 300 s unreachable",
             "kubectl taintkeeper status",
             "kubectl taintkeeper explain node NODE",
+            "`pip install .` in taintkeeper's repository puts the kubectl plugin on the PATH",
+            "--set grafanaDashboard.enabled=true",
+            "manifests/monitoring/grafana/taintkeeper.json",
             "--clusterrole=taintkeeper-viewer --user=USER",
             "kubectl -n taintkeeper-system create rolebinding taintkeeper-viewer:USER --role=taintkeeper-viewer",
             "Switch off what taintkeeper replaces",
@@ -62,6 +65,15 @@ NOTES = [
         ("operatorRoles.create=false",),
         ("kubectl taintkeeper status",),
         ("taintkeeper-viewer", "taintkeeper-fencer"),
+    ),
+    Notes(
+        "with the dashboard: where Grafana shows it",
+        ("grafanaDashboard.enabled=true",),
+        (
+            "the ConfigMap taintkeeper-system/taintkeeper-grafana-dashboard",
+            'the dashboard "taintkeeper" (GRAFANA_URL/d/taintkeeper)',
+        ),
+        ("--set grafanaDashboard.enabled=true",),
     ),
     Notes(
         "with cert-manager: wait for the Certificate",

@@ -1,8 +1,9 @@
 """The docs cannot drift from the code.
 
-- Every relative link in the docs (README.md, docs/*.md, bench/README.md, bench/REPORT.md) leads to
-  a file or directory of the repository, and every `#anchor` into a markdown file to one of its
-  headings, named by GitHub's rules (an anchor GitHub would not find is a dead link there too).
+- Every relative link in the docs (README.md, docs/*.md, bench/README.md, bench/REPORT.md,
+  charts/taintkeeper/README.md) leads to a file or directory of the repository, and every `#anchor`
+  into a markdown file to one of its headings, named by GitHub's rules (an anchor GitHub would not find
+  is a dead link there too).
 - Every command-line flag the product's commands define is in docs/operating.md. The flags are read
   from the argparse parsers themselves (subcommands included), never from the source text; a parser
   built inside a function is caught as it is about to parse.
@@ -42,6 +43,7 @@ def docs() -> list[Path]:
         *sorted((ROOT / "docs").glob("*.md")),
         ROOT / "bench" / "README.md",
         ROOT / "bench" / "REPORT.md",
+        ROOT / "charts" / "taintkeeper" / "README.md",
     ]
 
 

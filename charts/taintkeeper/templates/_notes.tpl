@@ -51,6 +51,16 @@ taintkeeper {{ .Chart.AppVersion }} ({{ include "taintkeeper.image" . }}) is ins
 
      kubectl taintkeeper status
      kubectl taintkeeper explain node NODE
+{{- if .Values.grafanaDashboard.enabled }}
+
+   Over time: the dashboard "taintkeeper" (GRAFANA_URL/d/taintkeeper), which the Grafana sidecar
+   loads from the ConfigMap {{ $ns }}/taintkeeper-grafana-dashboard when it searches {{ $ns }}.
+{{- else }}
+
+   Over time: the Grafana dashboard manifests/monitoring/grafana/taintkeeper.json: import it, or
+   --set grafanaDashboard.enabled=true for a ConfigMap the Grafana sidecar loads (docs/operating.md,
+   "Dashboard").
+{{- end }}
 {{- if .Values.operatorRoles.create }}
 
    For people who are not cluster-admin: bind the ClusterRole taintkeeper-viewer and the Role
