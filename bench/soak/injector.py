@@ -27,7 +27,7 @@ from kubernetes import client
 from kubernetes.client.rest import ApiException
 
 from bench.soak.cluster import LocalCluster
-from bench.soak.faults import Fault, append_fault
+from bench.soak.faults import WEBHOOK_FAULTS, Fault, append_fault
 from bench.soak.workload import CHAOS_TAINT, OUT_OF_SERVICE
 from kube.request import request_json
 from kube.timestamps import format_time
@@ -63,7 +63,6 @@ CATALOGUE: dict[str, int] = {
     "etcd-pause": 1,  # its hold drawn apart: a seed drawn without it (--without) replays as before
     "runtime-then-kubelet": 2,  # the same: drawn without it, a seed replays as before
 }
-WEBHOOK_FAULTS = {"webhook-delete"}  # nothing to fault without taintkeeper's webhook (the oracle, the policy)
 
 
 Outcome = tuple[str, float, dict[str, Any]]  # what a fault hit, when it started, its details

@@ -12,13 +12,13 @@ import itertools
 import math
 import re
 from collections import Counter, defaultdict
-from collections.abc import Sequence
+from collections.abc import Iterator, Sequence
 from dataclasses import dataclass, field
 from datetime import UTC, datetime
 
 from bench.soak.audit import AuditRecord
 from bench.soak.config import KUBELET_PREFIX, TAINTKEEPER_ACCOUNTS, SoakConfig, replica_of_agent, replica_of_holder
-from bench.soak.faults import Fault, active_at
+from bench.soak.faults import WEBHOOK_FAULTS, Fault, active_at
 from bench.soak.leadership import Leadership, Stretch
 from bench.soak.recovery import (
     LEADER_KINDS,
@@ -42,7 +42,6 @@ from bench.soak.tolerations import (
 )
 
 INVARIANTS = ("I1", "I2", "I3", "I4", "I5", "I6", "I7", "I8", "I9", "I10", "I11", "I12")
-WEBHOOK_KINDS = frozenset({"webhook-delete"})
 KUBELET_KINDS = frozenset({"kubelet-kill", "kubelet-pause", "power-off", "runtime-then-kubelet"})
 NODE_HEARTBEAT_WINDOW = 40.0  # seconds: a kubelet renews its node Lease every 10 s
 ATTRIBUTION_LEAD = 60.0  # seconds before a taint's start in which a fault may have caused it
@@ -689,6 +688,15 @@ def one_actor(ctx: Context) -> list[Violation]:
     return found
 
 
+def _taint_changes(ctx: Context) -> Iterator[tuple[NodeHistory, NodeState]]:
+    """Each node state whose write changed the node's taints. A status write cannot change taints: a difference
+    it shows is a write the log lost, attributed to no one."""
+    for history in ctx.timeline.nodes.values():
+        for before, after in history.pairs():
+            if after.write.subresource != "status" and after.taint_ids != before.taint_ids:
+                yield history, after
+
+
 def unexpected_actors(ctx: Context) -> list[Violation]:
     """What the controller does, done by an identity the run does not expect (`SoakConfig.may_remove_pods`,
     `may_write_pod_status`, `may_taint_nodes`): a pod removed, a pod's status written, a node's taints
@@ -710,17 +718,13 @@ def unexpected_actors(ctx: Context) -> list[Violation]:
         for state in pod.states:
             if state.write.subresource == "status" and not config.may_write_pod_status(state.write.username):
                 found.append(ctx.violation("I4", state.time, pod.label, f"status written by {state.write.username}"))
-    for history in ctx.timeline.nodes.values():
-        for before, after in history.pairs():
-            # A status write cannot change taints: a difference it shows is a write the log lost, no one's.
-            if after.write.subresource == "status":
-                continue
-            if after.taint_ids != before.taint_ids and not config.may_taint_nodes(after.write.username):
-                found.append(
-                    ctx.violation(
-                        "I4", after.write.received, f"node {history.name}", f"taints changed by {after.write.username}"
-                    )
+    for history, after in _taint_changes(ctx):
+        if not config.may_taint_nodes(after.write.username):
+            found.append(
+                ctx.violation(
+                    "I4", after.write.received, f"node {history.name}", f"taints changed by {after.write.username}"
                 )
+            )
     return found
 
 
@@ -737,12 +741,7 @@ def actors_seen(ctx: Context) -> dict[str, dict[str, int]]:
         if removal.succeeded and ctx.in_window(removal.write.received)
     )
     tainted: Counter[str] = Counter(
-        _identity(after.write.username)
-        for history in ctx.timeline.nodes.values()
-        for before, after in history.pairs()
-        if after.write.subresource != "status"
-        and after.taint_ids != before.taint_ids
-        and ctx.in_window(after.write.received)
+        _identity(after.write.username) for _, after in _taint_changes(ctx) if ctx.in_window(after.write.received)
     )
     return {"pods removed": dict(removed.most_common()), "node taints changed": dict(tainted.most_common())}
 
@@ -857,7 +856,7 @@ def _webhook_taken(ctx: Context, moment: float) -> bool:
     namespace, prefix = ctx.config.webhook
     pods = ctx.timeline.pods_named(namespace, prefix)
     for fault in ctx.faults:
-        if fault.kind in WEBHOOK_KINDS or fault.kind in STORE_KINDS:
+        if fault.kind in WEBHOOK_FAULTS or fault.kind in STORE_KINDS:
             if fault.start <= moment <= fault.until + ctx.slack.webhook_outage:
                 return True
         elif (

@@ -12,7 +12,8 @@ import pytest
 
 from bench import chaos
 from bench.soak import injector as injector_module
-from bench.soak.injector import CATALOGUE, RENEW_DEADLINE, WEBHOOK_FAULTS, Injector
+from bench.soak.faults import WEBHOOK_FAULTS
+from bench.soak.injector import CATALOGUE, RENEW_DEADLINE, Injector
 
 
 @pytest.mark.parametrize(("text", "seconds"), [("300", 300), ("300s", 300), ("5m", 300), ("1.5m", 90), ("1h", 3600)])
