@@ -12,10 +12,11 @@ from datetime import UTC, datetime, timedelta
 from pathlib import Path
 from typing import NoReturn
 
-from certs import issue, store
-from certs.issue import CertError
+from certs import store
 from certs.store import StoreError
+from plumbing import certificates as issue
 from plumbing.arguments import OneLineErrorParser
+from plumbing.certificates import CertError
 
 USAGE_ERROR = 2
 RUNTIME_ERROR = 1

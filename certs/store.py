@@ -23,8 +23,8 @@ from cryptography.exceptions import UnsupportedAlgorithm
 from cryptography.hazmat.primitives import serialization
 from cryptography.hazmat.primitives.asymmetric.types import PrivateKeyTypes
 
-from certs import issue
-from certs.issue import CertError, IPAddress, SigningKey
+from plumbing import certificates as issue
+from plumbing.certificates import CertError, IPAddress, SigningKey
 
 CA_CERT = "ca.crt"
 CA_KEY = "ca.key"

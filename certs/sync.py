@@ -30,10 +30,11 @@ from cryptography import x509
 from kubernetes import client
 from kubernetes.client.rest import ApiException
 
-from certs import issue, store
+from certs import store
 from kube.client import JSON_PATCH, REQUEST_TIMEOUT, release
 from kube.errors import describe_error, is_conflict, is_not_found
 from kube.request import response_json
+from plumbing import certificates as issue
 from plumbing.arguments import OneLineErrorParser
 
 log = logging.getLogger("taintkeeper.certs")

@@ -1,51 +1,35 @@
-"""`/healthz`, `/readyz` and `/metrics` over plain HTTP for probes and Prometheus.
+"""What the controller's port answers: `/healthz` and `/livez`, `/readyz`, `/metrics`.
 
 Ready means the informer caches have synced (a stand-by replica is ready too: it can take over).
-Healthy means no loop is stuck (`live()`), so the kubelet restarts a process that stopped working.
+Healthy (live) means no loop is stuck (`live()`), so the kubelet restarts a process that stopped
+working. Who may ask is the server's business (controller/serving.py).
 """
 
 from __future__ import annotations
 
-import threading
 from collections.abc import Callable
-from http.server import BaseHTTPRequestHandler, ThreadingHTTPServer
 
 from prometheus_client import CONTENT_TYPE_LATEST, REGISTRY, generate_latest
 
+TEXT = "text/plain; charset=utf-8"
+Answer = tuple[int, bytes, str]  # status, body, content type
 
-def serve_health(
-    address: str,
-    port: int,
+
+def health_endpoints(
     ready: Callable[[], tuple[bool, str]],
     live: Callable[[], tuple[bool, str]] = lambda: (True, "ok"),
-) -> ThreadingHTTPServer:
-    """Start the server on a daemon thread; `ready()` and `live()` return (ok?, a one-line reason)."""
+) -> Callable[[str], Answer]:
+    """The answer to a GET of a path; `ready()` and `live()` return (ok?, a one-line reason)."""
 
-    class Handler(BaseHTTPRequestHandler):
-        def do_GET(self) -> None:
-            path = self.path.split("?", 1)[0]
-            if path == "/healthz":
-                is_live, reason = live()
-                self._reply(200 if is_live else 500, reason.encode(), "text/plain")
-            elif path == "/readyz":
-                is_ready, reason = ready()
-                self._reply(200 if is_ready else 503, reason.encode(), "text/plain")
-            elif path == "/metrics":
-                self._reply(200, generate_latest(REGISTRY), CONTENT_TYPE_LATEST)
-            else:
-                self._reply(404, b"not found", "text/plain")
+    def answer(path: str) -> Answer:
+        if path in ("/healthz", "/livez"):
+            is_live, reason = live()
+            return 200 if is_live else 500, reason.encode(), TEXT
+        if path == "/readyz":
+            is_ready, reason = ready()
+            return 200 if is_ready else 503, reason.encode(), TEXT
+        if path == "/metrics":
+            return 200, generate_latest(REGISTRY), CONTENT_TYPE_LATEST
+        return 404, b"not found", TEXT
 
-        def _reply(self, status: int, body: bytes, content_type: str) -> None:
-            self.send_response(status)
-            self.send_header("Content-Type", content_type)
-            self.send_header("Content-Length", str(len(body)))
-            self.end_headers()
-            self.wfile.write(body)
-
-        def log_message(self, format: str, *args: object) -> None:  # probes every few seconds: stay quiet
-            pass
-
-    server = ThreadingHTTPServer((address, port), Handler)
-    server.daemon_threads = True
-    threading.Thread(target=server.serve_forever, name="health", daemon=True).start()
-    return server
+    return answer

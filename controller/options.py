@@ -16,6 +16,7 @@ from controller.backfill.decision import DEFAULT_EXCLUDED_NAMESPACES, DEFAULT_RA
 from controller.nodelifecycle.decision import MonitorSettings
 from controller.tainteviction.disruption_budget import BudgetSettings, check_taint_keys
 from controller.tainteviction.verdict import EvictionRule
+from kube.delegated_auth import ALWAYS_ALLOW_PATHS, AuthSettings
 from kube.leader import LeaderElectionConfig
 from plumbing.durations import parse_duration
 from plumbing.log_formats import LOG_FORMATS
@@ -61,6 +62,17 @@ def parse_feature_gates(text: str) -> dict[str, bool]:
 
 
 @dataclass(frozen=True)
+class SecureServing:
+    """kube-controller-manager's secure serving: TLS on --secure-port, callers authenticated and
+    authorized by the apiserver (kube/delegated_auth.py); without certificate files, a self-signed one."""
+
+    port: int = 10257
+    cert_file: str = ""
+    key_file: str = ""
+    auth: AuthSettings = field(default_factory=AuthSettings)
+
+
+@dataclass(frozen=True)
 class ControllerOptions:
     kubeconfig: str | None
     leader_elect: bool
@@ -80,6 +92,7 @@ class ControllerOptions:
     backfill: BackfillSettings = field(default_factory=BackfillSettings)
     budgets: BudgetSettings = field(default_factory=BudgetSettings)
     auto_fence_after: float | None = None  # --auto-fence-after; None: off
+    secure_serving: SecureServing = field(default_factory=SecureServing)
     feature_gates: dict[str, bool] = field(default_factory=lambda: dict(FEATURE_GATES))  # --feature-gates
 
     @property
@@ -146,8 +159,50 @@ def build_parser() -> argparse.ArgumentParser:
         metavar="BOOL",
         help="decide, log and record events, but delete nothing",
     )
-    add("--bind-address", default="0.0.0.0", help="address for /healthz, /readyz and /metrics")
-    add("--port", default="10258", help="port for /healthz, /readyz and /metrics; 0 turns them off")
+    add("--bind-address", default="0.0.0.0", help="address for --secure-port (and --port)")
+    add(
+        "--secure-port",
+        default="10257",
+        help="HTTPS port for /healthz, /readyz, /livez and /metrics, callers checked by the apiserver; 0 turns it off",
+    )
+    add(
+        "--port",
+        default="0",
+        help="plain-HTTP port for the same paths, to anyone who reaches it (for a developer's machine); 0 (the "
+        "default) turns it off",
+    )
+    add(
+        "--tls-cert-file",
+        default="",
+        metavar="FILE",
+        help="--secure-port's certificate (PEM); a renewed file "
+        "is served to new connections; none: a self-signed certificate made at start",
+    )
+    add("--tls-private-key-file", default="", metavar="FILE", help="the key of --tls-cert-file (PEM)")
+    add(
+        "--authentication-token-webhook-cache-ttl",
+        default="10s",
+        metavar="DURATION",
+        help="how long a TokenReview's answer is kept (accepted or not)",
+    )
+    add(
+        "--authorization-webhook-cache-authorized-ttl",
+        default="10s",
+        metavar="DURATION",
+        help="how long an allowing SubjectAccessReview's answer is kept",
+    )
+    add(
+        "--authorization-webhook-cache-unauthorized-ttl",
+        default="10s",
+        metavar="DURATION",
+        help="how long a refusing SubjectAccessReview's answer is kept",
+    )
+    add(
+        "--authorization-always-allow-paths",
+        default=",".join(ALWAYS_ALLOW_PATHS),
+        metavar="PATH,...",
+        help="paths answered without a token (a trailing * matches a prefix)",
+    )
     add("--taint-eviction-workers", default="8", metavar="N", help="concurrent pod deletions (default 8)")
     add(
         "--respect-disruption-budgets-for-taints",
@@ -285,6 +340,44 @@ def _whole(text: str) -> int:
     return int(text)
 
 
+def _port(flag: str, text: str) -> int:
+    port = _checked(flag, _whole, text)
+    if port > 65535:
+        raise OptionsError(f"{flag}: {port} is not a port number")
+    return port
+
+
+def _secure_serving(args: argparse.Namespace) -> SecureServing:
+    if bool(args.tls_cert_file) != bool(args.tls_private_key_file):
+        raise OptionsError("--tls-cert-file and --tls-private-key-file go together: give both or neither")
+    ttls = {}
+    for flag in (
+        "--authentication-token-webhook-cache-ttl",
+        "--authorization-webhook-cache-authorized-ttl",
+        "--authorization-webhook-cache-unauthorized-ttl",
+    ):
+        ttls[flag] = _checked(flag, parse_duration, getattr(args, flag[2:].replace("-", "_")))
+        if ttls[flag] < 0:
+            raise OptionsError(f"{flag} must not be negative")
+    paths = tuple(p.strip() for p in args.authorization_always_allow_paths.split(",") if p.strip())
+    for path in paths:
+        if not path.startswith("/"):
+            raise OptionsError(f"--authorization-always-allow-paths: {path!r} does not start with /")
+        if "*" in path[:-1]:
+            raise OptionsError(f"--authorization-always-allow-paths: {path!r}: * may only end a path")
+    return SecureServing(
+        port=_port("--secure-port", args.secure_port),
+        cert_file=args.tls_cert_file,
+        key_file=args.tls_private_key_file,
+        auth=AuthSettings(
+            token_ttl=ttls["--authentication-token-webhook-cache-ttl"],
+            authorized_ttl=ttls["--authorization-webhook-cache-authorized-ttl"],
+            unauthorized_ttl=ttls["--authorization-webhook-cache-unauthorized-ttl"],
+            always_allow_paths=paths,
+        ),
+    )
+
+
 def _rate(text: str) -> float:
     value = float(text)
     if not math.isfinite(value) or value < 0:
@@ -327,9 +420,8 @@ def parse_options(argv: list[str]) -> ControllerOptions:
             )
         except ValueError as error:
             raise OptionsError(str(error)) from None
-    port = _checked("--port", _whole, args.port)
-    if port > 65535:
-        raise OptionsError(f"--port: {port} is not a port number")
+    port = _port("--port", args.port)
+    secure_serving = _secure_serving(args)
     workers = _checked("--taint-eviction-workers", _whole, args.taint_eviction_workers)
     if workers < 1:
         raise OptionsError("--taint-eviction-workers must be at least 1")
@@ -426,6 +518,7 @@ def parse_options(argv: list[str]) -> ControllerOptions:
         dry_run=_checked("--dry-run", parse_go_bool, args.dry_run),
         bind_address=args.bind_address,
         port=port,
+        secure_serving=secure_serving,
         taint_eviction_workers=workers,
         log_format=args.log_format,
         log_level=args.log_level.upper(),

@@ -24,8 +24,9 @@ import gc
 import logging
 import signal
 import threading
-from collections.abc import Sequence
+from collections.abc import Callable, Sequence
 from dataclasses import dataclass
+from http.server import HTTPServer
 from types import FrameType
 from typing import TYPE_CHECKING, Any
 
@@ -36,7 +37,7 @@ from controller.backfill.controller import BackfillController
 from controller.backfill.decision import COMPONENT as BACKFILL_COMPONENT
 from controller.clock import RealClock
 from controller.component import Component
-from controller.health import serve_health
+from controller.health import Answer, health_endpoints
 from controller.informers import SharedInformers
 from controller.nodelifecycle.api import DryRunNodeLifecycleApi, DryRunPods, KubeNodeLifecycleApi
 from controller.nodelifecycle.monitor import NO_SCHEDULE_WORKERS, POD_WORKERS, NodeLifecycleMonitor
@@ -49,13 +50,16 @@ from controller.options import (
 from controller.outofservice.api import KubeOutOfServiceApi
 from controller.outofservice.controller import OutOfServiceController
 from controller.outofservice.decision import COMPONENT as OUT_OF_SERVICE_COMPONENT
+from controller.serving import secure_certificate, serve
 from controller.tainteviction.api import KubeEvictionActions
 from controller.tainteviction.manager import TaintEvictionManager
 from kube.client import make_api_client
+from kube.delegated_auth import DelegatedAuth
 from kube.events import EventRecorder
 from kube.fence import WriteFence
 from kube.identity import CONTROLLER
 from kube.leader import LeaderElectionConfig, LeaderElector, LeaseClient, default_identity
+from kube.reviews import ApiReviews
 
 if TYPE_CHECKING:
     from kubernetes import client
@@ -282,6 +286,22 @@ def liveness(components: Sequence[Component]) -> tuple[bool, str]:
     return (not reasons, "; ".join(reasons) or "ok")
 
 
+def serve_ports(options: ControllerOptions, api: client.ApiClient, answer: Callable[[str], Answer]) -> list[HTTPServer]:
+    """--secure-port (TLS, callers checked by the apiserver) and --port (plain, to anyone), each unless 0."""
+    servers: list[HTTPServer] = []
+    secure = options.secure_serving
+    if secure.port:
+        tls = secure_certificate(secure.cert_file, secure.key_file)
+        auth = DelegatedAuth(ApiReviews(lambda: api), secure.auth)
+        servers.append(serve(options.bind_address, secure.port, answer, tls=tls, auth=auth))
+    if options.port:
+        log.warning(
+            "--port=%d serves /metrics and the health paths over plain HTTP to anyone who reaches it", options.port
+        )
+        servers.append(serve(options.bind_address, options.port, answer))
+    return servers
+
+
 def run(options: ControllerOptions) -> int:
     stop = threading.Event()
     api = controller_api_client(options)
@@ -314,11 +334,7 @@ def run(options: ControllerOptions) -> int:
         unsynced = [i.name for i in informer_list if not i.has_synced]
         return (not unsynced, f"waiting for caches: {', '.join(unsynced)}" if unsynced else "ok")
 
-    health = (
-        serve_health(options.bind_address, options.port, readiness, lambda: liveness(components))
-        if options.port
-        else None
-    )
+    servers = serve_ports(options, api, health_endpoints(readiness, lambda: liveness(components)))
     assembly.start(stop)
     if options.dry_run:
         log.info("dry run: decisions are logged and recorded as events; no pod is deleted or patched")
@@ -357,7 +373,7 @@ def run(options: ControllerOptions) -> int:
             component.stop()
         for informer in informer_list:
             informer.stop()
-        if health is not None:
-            health.shutdown()
+        for server in servers:
+            server.shutdown()
         api.close()
         log.info("stopped")

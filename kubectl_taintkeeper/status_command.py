@@ -119,8 +119,8 @@ def add_arguments(
     parser.add_argument(
         "--metrics-port",
         type=_port,
-        default=defaults.get_default("port"),
-        help="the controller's --port, where it serves /metrics (default %(default)s)",
+        default=10258,
+        help="the controller's plain --port, where it serves /metrics (default %(default)s)",
     )
     for flags, purpose in (
         (RATE_FLAGS, "for the zones' rates (default %(default)s)"),

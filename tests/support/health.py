@@ -9,13 +9,14 @@ from urllib.error import HTTPError
 from urllib.request import urlopen
 
 from controller.component import Component
-from controller.health import serve_health
+from controller.health import health_endpoints
 from controller.runner import liveness
+from controller.serving import serve
 
 
 def healthz(components: Sequence[Component]) -> tuple[int, str]:
     """The status and body of one GET /healthz, whose liveness is the runner's over `components`."""
-    server = serve_health("127.0.0.1", 0, lambda: (True, "ok"), lambda: liveness(components))
+    server = serve("127.0.0.1", 0, health_endpoints(lambda: (True, "ok"), lambda: liveness(components)))
     try:
         with urlopen(f"http://127.0.0.1:{server.server_address[1]}/healthz", timeout=5) as response:
             return response.status, response.read().decode()

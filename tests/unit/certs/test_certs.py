@@ -22,8 +22,9 @@ from cryptography.x509.oid import ExtendedKeyUsageOID, NameOID
 from hypothesis import given
 from hypothesis import strategies as st
 
-from certs import issue, store
-from certs.issue import CertError
+from certs import store
+from plumbing import certificates as issue
+from plumbing.certificates import CertError
 
 REPO = Path(__file__).resolve().parents[3]
 # Passed explicitly everywhere; it is the real time (to the second, as X.509 stores it) only because

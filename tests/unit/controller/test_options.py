@@ -35,7 +35,11 @@ def test_the_defaults_are_kube_controller_managers():
         "taintkeeper-controller",
         "taintkeeper-system",
     )
-    assert (options.bind_address, options.port, options.taint_eviction_workers) == ("0.0.0.0", 10258, 8)
+    assert (options.bind_address, options.port, options.taint_eviction_workers) == ("0.0.0.0", 0, 8)
+    serving = options.secure_serving
+    assert (serving.port, serving.cert_file, serving.key_file) == (10257, "", "")
+    assert (serving.auth.token_ttl, serving.auth.authorized_ttl, serving.auth.unauthorized_ttl) == (10.0, 10.0, 10.0)
+    assert serving.auth.always_allow_paths == ("/healthz", "/readyz", "/livez")
     assert options.controllers == frozenset(CONTROLLER_NAMES)
     assert (options.log_format, options.log_level) == ("plain", "INFO")
     monitor = options.monitor
@@ -74,6 +78,18 @@ FLAGS = [
     (["--bind-address=127.0.0.1"], "bind_address", "127.0.0.1"),
     (["--port=0"], "port", 0),
     (["--port=65535"], "port", 65535),
+    (["--secure-port=0"], "secure_serving.port", 0),
+    (["--secure-port=8443"], "secure_serving.port", 8443),
+    (["--tls-cert-file=/c", "--tls-private-key-file=/k"], "secure_serving.cert_file", "/c"),
+    (["--tls-cert-file=/c", "--tls-private-key-file=/k"], "secure_serving.key_file", "/k"),
+    (["--authentication-token-webhook-cache-ttl=1m"], "secure_serving.auth.token_ttl", 60.0),
+    (["--authorization-webhook-cache-authorized-ttl=0s"], "secure_serving.auth.authorized_ttl", 0.0),
+    (["--authorization-webhook-cache-unauthorized-ttl=2s"], "secure_serving.auth.unauthorized_ttl", 2.0),
+    (
+        ["--authorization-always-allow-paths=/healthz, /metrics,/debug/*"],
+        "secure_serving.auth.always_allow_paths",
+        ("/healthz", "/metrics", "/debug/*"),
+    ),
     (["--taint-eviction-workers=3"], "taint_eviction_workers", 3),
     (["--controllers=nodelifecycle"], "controllers", frozenset({NODE_LIFECYCLE})),
     (
@@ -151,6 +167,13 @@ BAD = [
     (["--leader-elect-resource-name="], "must not be empty"),
     (["--port=70000"], "--port: 70000 is not a port number"),
     (["--port=-1"], "--port: invalid whole number '-1'"),
+    (["--secure-port=65536"], "--secure-port: 65536 is not a port number"),
+    (["--tls-cert-file=/c"], "--tls-cert-file and --tls-private-key-file go together"),
+    (["--tls-private-key-file=/k"], "--tls-cert-file and --tls-private-key-file go together"),
+    (["--authentication-token-webhook-cache-ttl=10"], "--authentication-token-webhook-cache-ttl: invalid duration"),
+    (["--authorization-webhook-cache-authorized-ttl=-1s"], "must not be negative"),
+    (["--authorization-always-allow-paths=healthz"], "'healthz' does not start with /"),
+    (["--authorization-always-allow-paths=/a*b"], "* may only end a path"),
     (["--taint-eviction-workers=0"], "--taint-eviction-workers must be at least 1"),
     (["--taint-eviction-workers=two"], "--taint-eviction-workers: invalid whole number 'two'"),
     (["--controllers=foo"], "--controllers: unknown controller 'foo'"),

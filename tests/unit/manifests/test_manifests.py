@@ -23,9 +23,9 @@ import pytest
 import yaml
 from kubernetes_validate.utils import SchemaNotFoundError
 
-from certs.issue import requested_sans
 from controller.options import parse_options
 from kube.identity import POD_NAME_ENV
+from plumbing.certificates import requested_sans
 from shared.defaults import (
     BUILTIN_DEFAULT_TOLERATION_SECONDS,
     MAX_TOLERATION_SECONDS,

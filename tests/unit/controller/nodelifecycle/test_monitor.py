@@ -838,11 +838,14 @@ def test_healthz_fails_while_the_monitor_is_stuck():
     from urllib.error import HTTPError
     from urllib.request import urlopen
 
-    from controller.health import serve_health
+    from controller.health import health_endpoints
+    from controller.serving import serve
 
     stuck = {"reason": None}
-    server = serve_health(
-        "127.0.0.1", 0, lambda: (True, "ok"), lambda: (stuck["reason"] is None, stuck["reason"] or "ok")
+    server = serve(
+        "127.0.0.1",
+        0,
+        health_endpoints(lambda: (True, "ok"), lambda: (stuck["reason"] is None, stuck["reason"] or "ok")),
     )
     url = f"http://127.0.0.1:{server.server_address[1]}/healthz"
     try:

@@ -1,4 +1,5 @@
-"""Make and inspect the webhook's TLS material: a private CA and a serving certificate it signs.
+"""Make and inspect TLS material: a private CA and a serving certificate it signs (the webhook's, by
+certs/; the controller's self-signed one when it is given no certificate files).
 
 Everything here is a pure function of its arguments (plus fresh key randomness): no files, no
 printing, no clock. Callers pass `now`, so renewal decisions are reproducible in tests.
