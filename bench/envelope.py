@@ -102,7 +102,7 @@ def controller_command(
         "--leader-elect=false",
     ]
     if is_taintkeeper(name):
-        return [sys.executable, "-m", "controller", "--kubeconfig", str(kubeconfig), "--port=0", *common]
+        return [sys.executable, "-m", "controller", "--kubeconfig", str(kubeconfig), "--secure-port=0", *common]
     assert kcm is not None
     if kcm_minor >= 29:  # the taint manager is a controller of its own from 1.29
         replaced = ["--controllers=node-lifecycle-controller,taint-eviction-controller"]

@@ -147,7 +147,8 @@ class WebhookServer:
 
 
 class ControllerProcess:
-    """`python -m controller` against a kubeconfig, with /readyz, /metrics and its log at hand."""
+    """`python -m controller` against a kubeconfig, with /readyz, /metrics (its plain `--port`, on loopback)
+    and its log at hand."""
 
     def __init__(self, kubeconfig: Path, log_path: Path, *args: str, port: int | None = None) -> None:
         self.port = port or free_port()
@@ -162,6 +163,8 @@ class ControllerProcess:
             "127.0.0.1",
             "--port",
             str(self.port),
+            # several run side by side on one host; `args` may name a port of their own (the last one counts)
+            "--secure-port=0",
             *args,
         ]
         self.process: subprocess.Popen[bytes] | None = None

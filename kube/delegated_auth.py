@@ -18,7 +18,7 @@ from typing import Protocol
 
 from kube.errors import describe_error
 from kube.reviews import AccessAnswer, Caller, TokenAnswer
-from plumbing.expiring_cache import ExpiringCache
+from kube.expiring_cache import ExpiringCache
 
 logger = logging.getLogger("taintkeeper.delegated_auth")
 

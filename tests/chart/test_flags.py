@@ -26,7 +26,11 @@ WIRED = {
         "leader-elect-resource-name",
         "leader-elect-resource-namespace",
         "bind-address",
-        "port",
+        "port",  # plain HTTP to anyone: not offered
+        "secure-port",
+        # no volume to read them from: the chart's controller serves its self-signed certificate
+        "tls-cert-file",
+        "tls-private-key-file",
     },
     "webhook": {"kubeconfig", "bind", "cert-file", "key-file"},
 }
@@ -58,6 +62,10 @@ EVERY_FLAG: dict[str, dict[str, Any]] = {
         "feature-gates": "TaintTolerationComparisonOperators=true",
         "leader-elect-lease-duration": "20s",
         "leader-elect-renew-deadline": "12s",
+        "authentication-token-webhook-cache-ttl": "30s",
+        "authorization-webhook-cache-authorized-ttl": "1m",
+        "authorization-webhook-cache-unauthorized-ttl": "5s",
+        "authorization-always-allow-paths": "/healthz,/readyz,/livez,/metrics",
         "leader-elect-retry-period": "3s",
     },
     "webhook": {

@@ -1,6 +1,7 @@
 """A Prometheus server (Debian's package, installed with the test tools) on the host, scraping the
 deployed controller and webhook pods by their pod IPs (the local cluster routes the pod network to
-the host), and its query API."""
+the host) over TLS with a ServiceAccount's token, as a Prometheus in the cluster bound to the ClusterRole
+taintkeeper-metrics-reader scrapes them, and its query API."""
 
 from __future__ import annotations
 
@@ -21,22 +22,24 @@ SCRAPE_INTERVAL = "2s"
 
 
 class Prometheus:
-    def __init__(self, directory: Path, controllers: list[str], webhooks: list[str]) -> None:
-        """controllers, webhooks: host:port of each pod's metrics endpoint (http, https)."""
+    def __init__(self, directory: Path, controllers: list[str], webhooks: list[str], token_file: Path) -> None:
+        """controllers, webhooks: host:port of each pod's metrics endpoint (https both)."""
         self.directory = directory
         self.port = free_port()
         self.targets = len(controllers) + len(webhooks)
         config = {
             "global": {"scrape_interval": SCRAPE_INTERVAL, "evaluation_interval": SCRAPE_INTERVAL},
             "scrape_configs": [
-                {"job_name": "taintkeeper-controller", "static_configs": [{"targets": controllers}]},
-                # the webhook serves /metrics on its TLS port, with a certificate for the Service's name
                 {
-                    "job_name": "taintkeeper-webhook",
+                    "job_name": job,
                     "scheme": "https",
+                    # the controller's certificate is self-signed, the webhook's names its Service: neither
+                    # names a pod IP (kube-prometheus scrapes kube-controller-manager the same way)
                     "tls_config": {"insecure_skip_verify": True},
-                    "static_configs": [{"targets": webhooks}],
-                },
+                    "authorization": {"type": "Bearer", "credentials_file": str(token_file)},
+                    "static_configs": [{"targets": targets}],
+                }
+                for job, targets in (("taintkeeper-controller", controllers), ("taintkeeper-webhook", webhooks))
             ],
         }
         (directory / "prometheus.yml").write_text(yaml.safe_dump(config))

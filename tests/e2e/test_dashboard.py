@@ -17,6 +17,7 @@ from tests.e2e.cluster import SYSTEM_NAMESPACE, UNREACHABLE, E2ECluster, tolerat
 from tests.e2e.conftest import PROVIDER
 from tests.e2e.prometheus import PROMETHEUS, Prometheus
 from tests.support.dashboard import Query, queries
+from tests.support.metrics_callers import delete_reader_binding, service_account_token
 
 pytestmark = [pytest.mark.e2e, pytest.mark.usefixtures("webhook_ready")]
 
@@ -116,7 +117,7 @@ def metrics_endpoints(e2e: E2ECluster, component: str, port: int) -> list[str]:
 
 
 @pytest.fixture
-def prometheus(e2e: E2ECluster, tmp_path: Path, test_tools: None) -> Iterator[Prometheus]:
+def prometheus(e2e: E2ECluster, namespace: str, tmp_path: Path, test_tools: None) -> Iterator[Prometheus]:
     if PROVIDER != "local":
         pytest.skip("Prometheus runs on the host and reaches pods by their IPs: the local cluster only")
     if not PROMETHEUS.is_file():
@@ -128,9 +129,11 @@ def prometheus(e2e: E2ECluster, tmp_path: Path, test_tools: None) -> Iterator[Pr
         found = metrics_endpoints(e2e, component, port)
         return found if len(found) == 2 else None
 
-    controllers = wait_for(lambda: both_replicas("controller", 10258), 120, "both controller replicas Running")
+    controllers = wait_for(lambda: both_replicas("controller", 10257), 120, "both controller replicas Running")
     webhooks = wait_for(lambda: both_replicas("webhook", 8443), 120, "both webhook replicas Running")
-    server = Prometheus(tmp_path, controllers, webhooks).start()
+    token_file = tmp_path / "token"
+    token_file.write_text(service_account_token(e2e.api_client, namespace, "prometheus", reader=True))
+    server = Prometheus(tmp_path, controllers, webhooks, token_file).start()
     try:
         wait_for(server.targets_up, 60, f"Prometheus scraping {controllers + webhooks}", interval=1)
         wait_for(
@@ -142,6 +145,7 @@ def prometheus(e2e: E2ECluster, tmp_path: Path, test_tools: None) -> Iterator[Pr
         yield server
     finally:
         server.stop()
+        delete_reader_binding(e2e.api_client, namespace, "prometheus")
 
 
 class Recorder:

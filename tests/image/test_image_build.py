@@ -118,7 +118,7 @@ def test_config_is_the_containerfiles(built: image_archive.BuiltImage) -> None:
     assert config["Cmd"] == ["python", "-m", "webhook"]
     assert env["PATH"].startswith("/opt/taintkeeper/bin:")
     assert env["PYTHONDONTWRITEBYTECODE"] == env["PYTHONUNBUFFERED"] == "1"
-    assert set(config["ExposedPorts"]) == {"8443/tcp", "10258/tcp"}
+    assert set(config["ExposedPorts"]) == {"8443/tcp", "10257/tcp"}
     assert (built.config["architecture"], built.config["os"]) == ("amd64", "linux")
     assert built.reference == "docker.io/library/taintkeeper:dev"
     assert built.archive.stat().st_size < 80e6

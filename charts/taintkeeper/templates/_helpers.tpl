@@ -20,6 +20,8 @@ mark-pods-not-ready-on-transition-only taint-eviction-workers respect-disruption
 disruption-budget-timeout backfill-default-tolerations backfill-excluded-namespaces backfill-rate
 default-not-ready-toleration-seconds default-unreachable-toleration-seconds auto-fence-after controllers
 dry-run feature-gates leader-elect-lease-duration leader-elect-renew-deadline leader-elect-retry-period
+authentication-token-webhook-cache-ttl authorization-webhook-cache-authorized-ttl
+authorization-webhook-cache-unauthorized-ttl authorization-always-allow-paths
 {{- end }}
 
 {{- define "taintkeeper.webhookFlagNames" -}}

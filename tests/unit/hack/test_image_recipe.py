@@ -74,7 +74,7 @@ def test_config_values_the_manifests_rely_on() -> None:
     assert config["WorkingDir"] == "/tmp"
     assert config["Cmd"] == ["python", "-m", "webhook"]
     assert "Entrypoint" not in config
-    assert config["ExposedPorts"] == {"8443/tcp": {}, "10258/tcp": {}}
+    assert config["ExposedPorts"] == {"8443/tcp": {}, "10257/tcp": {}}
     assert recipe.venv == "/opt/taintkeeper"
     assert env["PATH"].split(":")[0] == "/opt/taintkeeper/bin"
     assert env["PYTHONDONTWRITEBYTECODE"] == "1"  # the root filesystem is read-only
@@ -168,7 +168,7 @@ def test_what_the_builder_cannot_mirror_stops_it(tmp_path: Path, old: str, new: 
 
 def test_the_recipe_follows_the_containerfile(tmp_path: Path) -> None:
     path = variant(
-        tmp_path, "EXPOSE 8443 10258", 'EXPOSE 9443 10258/udp\nENV A=1\nENV A=2 \\\n    B="${A} x"\nLABEL k=v'
+        tmp_path, "EXPOSE 8443 10257", 'EXPOSE 9443 10258/udp\nENV A=1\nENV A=2 \\\n    B="${A} x"\nLABEL k=v'
     )
     recipe = image_recipe.recipe_from_containerfile(path)
     config = image_recipe.image_config(recipe)

@@ -296,10 +296,11 @@ def test_controller_deployment():
         NAMESPACE,
         "taintkeeper-controller",
     )
-    assert options.port == 10258
-    assert container["ports"] == [{"name": "http-metrics", "containerPort": 10258, "protocol": "TCP"}]
+    assert (options.port, options.secure_serving.port) == (0, 10257)  # no plain HTTP
+    assert container["ports"] == [{"name": "https", "containerPort": 10257, "protocol": "TCP"}]
     for probe, path in (("readinessProbe", "/readyz"), ("livenessProbe", "/healthz")):
-        assert container[probe]["httpGet"] == {"path": path, "port": "http-metrics"}
+        assert container[probe]["httpGet"] == {"path": path, "port": "https", "scheme": "HTTPS"}
+        assert path in options.secure_serving.auth.always_allow_paths  # the kubelet sends no token
     lease_role = find("Role", "taintkeeper-controller-leader-election", NAMESPACE)
     named = [r for r in lease_role["rules"] if r.get("resourceNames")]
     assert named == [
@@ -329,6 +330,9 @@ def test_rbac_has_no_wildcards_and_names_the_single_objects_it_writes():
     assert roles
     for role in roles:
         for rule in role["rules"]:
+            if "nonResourceURLs" in rule:  # a path, not objects: the scrapers' /metrics
+                assert rule == {"nonResourceURLs": ["/metrics"], "verbs": ["get"]}, role["metadata"]["name"]
+                continue
             for field in ("apiGroups", "resources", "verbs"):
                 assert "*" not in rule[field], f"{role['metadata']['name']}: wildcard in {field}"
             if "secrets" in rule["resources"]:
@@ -369,7 +373,10 @@ def test_the_operator_roles_read_but_for_the_fencers_node_patch_and_are_neither_
     }
     assert granted(viewer) < granted(fencer)
     assert not any(
-        "pods/proxy" in rule["resources"] for _, _, d in DOCUMENTS if d["kind"] == "ClusterRole" for rule in d["rules"]
+        "pods/proxy" in rule.get("resources", ())
+        for _, _, d in DOCUMENTS
+        if d["kind"] == "ClusterRole"
+        for rule in d["rules"]
     ), "pods/proxy only ever in a Role: in a ClusterRole it could be bound for every pod of the cluster"
     for role in (viewer, fencer, namespaced):
         assert not [label for label in role["metadata"]["labels"] if "aggregate-to" in label]
@@ -391,7 +398,10 @@ def test_every_binding_binds_a_role_that_exists_to_a_service_account_that_exists
         if binding["kind"] not in ("ClusterRoleBinding", "RoleBinding"):
             continue
         ref = binding["roleRef"]
-        find(ref["kind"], ref["name"], binding["metadata"].get("namespace") if ref["kind"] == "Role" else None)
+        if ref["name"] == "system:auth-delegator":  # built in: tokenreviews and subjectaccessreviews create
+            assert binding["metadata"]["name"].endswith("-auth-delegator")
+        else:
+            find(ref["kind"], ref["name"], binding["metadata"].get("namespace") if ref["kind"] == "Role" else None)
         for subject in binding["subjects"]:
             assert subject["kind"] == "ServiceAccount"
             assert (subject["namespace"], subject["name"]) in accounts
