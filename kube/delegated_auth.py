@@ -17,8 +17,8 @@ from dataclasses import dataclass
 from typing import Protocol
 
 from kube.errors import describe_error
-from kube.reviews import AccessAnswer, Caller, TokenAnswer
 from kube.expiring_cache import ExpiringCache
+from kube.reviews import AccessAnswer, Caller, TokenAnswer
 
 logger = logging.getLogger("taintkeeper.delegated_auth")
 

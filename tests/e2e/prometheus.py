@@ -1,7 +1,7 @@
 """A Prometheus server (Debian's package, installed with the test tools) on the host, scraping the
 deployed controller and webhook pods by their pod IPs (the local cluster routes the pod network to
-the host) over TLS with a ServiceAccount's token, as a Prometheus in the cluster bound to the ClusterRole
-taintkeeper-metrics-reader scrapes them, and its query API."""
+the host) with the shipped scrape jobs (manifests/monitoring/prometheus/taintkeeper-scrape.yaml: over TLS
+with a ServiceAccount's token bound to the ClusterRole taintkeeper-metrics-reader), and its query API."""
 
 from __future__ import annotations
 
@@ -21,26 +21,33 @@ PROMETHEUS = Path("/usr/bin/prometheus")
 SCRAPE_INTERVAL = "2s"
 
 
+SHIPPED_JOBS = (
+    Path(__file__).resolve().parents[2] / "manifests" / "monitoring" / "prometheus" / "taintkeeper-scrape.yaml"
+)
+
+
+def scrape_jobs(token_file: Path, targets: dict[str, list[str]]) -> list[dict[str, Any]]:
+    """The shipped scrape jobs with a token of the host's in place of the pod's own, and the replicas' pod IPs
+    as static targets in place of their discovery: Debian's Prometheus is built without Kubernetes discovery
+    (the relabelling that picks the replicas is checked in tests/unit/manifests/test_scrape_jobs.py)."""
+    jobs = yaml.safe_load(SHIPPED_JOBS.read_text())
+    for job in jobs:
+        job["authorization"]["credentials_file"] = str(token_file)
+        del job["kubernetes_sd_configs"], job["relabel_configs"]
+        job["static_configs"] = [{"targets": targets[job["job_name"]]}]
+    return list(jobs)
+
+
 class Prometheus:
     def __init__(self, directory: Path, controllers: list[str], webhooks: list[str], token_file: Path) -> None:
-        """controllers, webhooks: host:port of each pod's metrics endpoint (https both)."""
+        """controllers, webhooks: host:port of each replica's metrics endpoint."""
         self.directory = directory
         self.port = free_port()
         self.targets = len(controllers) + len(webhooks)
+        targets = {"taintkeeper-controller": controllers, "taintkeeper-webhook": webhooks}
         config = {
             "global": {"scrape_interval": SCRAPE_INTERVAL, "evaluation_interval": SCRAPE_INTERVAL},
-            "scrape_configs": [
-                {
-                    "job_name": job,
-                    "scheme": "https",
-                    # the controller's certificate is self-signed, the webhook's names its Service: neither
-                    # names a pod IP (kube-prometheus scrapes kube-controller-manager the same way)
-                    "tls_config": {"insecure_skip_verify": True},
-                    "authorization": {"type": "Bearer", "credentials_file": str(token_file)},
-                    "static_configs": [{"targets": targets}],
-                }
-                for job, targets in (("taintkeeper-controller", controllers), ("taintkeeper-webhook", webhooks))
-            ],
+            "scrape_configs": scrape_jobs(token_file, targets),
         }
         (directory / "prometheus.yml").write_text(yaml.safe_dump(config))
         self.log = directory / "prometheus.log"
