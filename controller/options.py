@@ -16,8 +16,8 @@ from controller.backfill.decision import DEFAULT_EXCLUDED_NAMESPACES, DEFAULT_RA
 from controller.nodelifecycle.decision import MonitorSettings
 from controller.tainteviction.disruption_budget import BudgetSettings, check_taint_keys
 from controller.tainteviction.verdict import EvictionRule
-from kube.delegated_auth import ALWAYS_ALLOW_PATHS, AuthSettings
 from kube.leader import LeaderElectionConfig
+from plumbing.auth_settings import AUTH_FLAGS, AuthSettings, parse_auth_settings
 from plumbing.durations import parse_duration
 from plumbing.log_formats import LOG_FORMATS
 from shared.defaults import DEFAULT_TOLERATION_SECONDS, DefaultSeconds, toleration_seconds
@@ -179,30 +179,8 @@ def build_parser() -> argparse.ArgumentParser:
         "is served to new connections; none: a self-signed certificate made at start",
     )
     add("--tls-private-key-file", default="", metavar="FILE", help="the key of --tls-cert-file (PEM)")
-    add(
-        "--authentication-token-webhook-cache-ttl",
-        default="10s",
-        metavar="DURATION",
-        help="how long a TokenReview's answer is kept (accepted or not)",
-    )
-    add(
-        "--authorization-webhook-cache-authorized-ttl",
-        default="10s",
-        metavar="DURATION",
-        help="how long an allowing SubjectAccessReview's answer is kept",
-    )
-    add(
-        "--authorization-webhook-cache-unauthorized-ttl",
-        default="10s",
-        metavar="DURATION",
-        help="how long a refusing SubjectAccessReview's answer is kept",
-    )
-    add(
-        "--authorization-always-allow-paths",
-        default=",".join(ALWAYS_ALLOW_PATHS),
-        metavar="PATH,...",
-        help="paths answered without a token (a trailing * matches a prefix)",
-    )
+    for auth_flag in AUTH_FLAGS:
+        add(auth_flag.flag, default=auth_flag.default, metavar=auth_flag.metavar, help=auth_flag.help)
     add("--taint-eviction-workers", default="8", metavar="N", help="concurrent pod deletions (default 8)")
     add(
         "--respect-disruption-budgets-for-taints",
@@ -350,31 +328,20 @@ def _port(flag: str, text: str) -> int:
 def _secure_serving(args: argparse.Namespace) -> SecureServing:
     if bool(args.tls_cert_file) != bool(args.tls_private_key_file):
         raise OptionsError("--tls-cert-file and --tls-private-key-file go together: give both or neither")
-    ttls = {}
-    for flag in (
-        "--authentication-token-webhook-cache-ttl",
-        "--authorization-webhook-cache-authorized-ttl",
-        "--authorization-webhook-cache-unauthorized-ttl",
-    ):
-        ttls[flag] = _checked(flag, parse_duration, getattr(args, flag[2:].replace("-", "_")))
-        if ttls[flag] < 0:
-            raise OptionsError(f"{flag} must not be negative")
-    paths = tuple(p.strip() for p in args.authorization_always_allow_paths.split(",") if p.strip())
-    for path in paths:
-        if not path.startswith("/"):
-            raise OptionsError(f"--authorization-always-allow-paths: {path!r} does not start with /")
-        if "*" in path[:-1]:
-            raise OptionsError(f"--authorization-always-allow-paths: {path!r}: * may only end a path")
+    try:
+        auth = parse_auth_settings(
+            token_ttl=args.authentication_token_webhook_cache_ttl,
+            authorized_ttl=args.authorization_webhook_cache_authorized_ttl,
+            unauthorized_ttl=args.authorization_webhook_cache_unauthorized_ttl,
+            always_allow_paths=args.authorization_always_allow_paths,
+        )
+    except ValueError as error:
+        raise OptionsError(str(error)) from None
     return SecureServing(
         port=_port("--secure-port", args.secure_port),
         cert_file=args.tls_cert_file,
         key_file=args.tls_private_key_file,
-        auth=AuthSettings(
-            token_ttl=ttls["--authentication-token-webhook-cache-ttl"],
-            authorized_ttl=ttls["--authorization-webhook-cache-authorized-ttl"],
-            unauthorized_ttl=ttls["--authorization-webhook-cache-unauthorized-ttl"],
-            always_allow_paths=paths,
-        ),
+        auth=auth,
     )
 
 

@@ -1,6 +1,7 @@
 """Who may read a server's endpoints, decided as kube-controller-manager decides it for its own port:
 the bearer token checked by a TokenReview, the path by a SubjectAccessReview for that caller, both
 answers kept for a few seconds; the probes' paths (`--authorization-always-allow-paths`) open to all.
+The settings and their flags are plumbing/auth_settings.py's.
 
 The verdict is an HTTP status and a one-line message, or None to go ahead. The reviews come from
 `reviews` (kube/reviews.py `ApiReviews` in the servers; anything with the same two methods in tests).
@@ -14,19 +15,17 @@ import threading
 import time
 from collections.abc import Callable, Sequence
 from dataclasses import dataclass
-from typing import Protocol
+from typing import TYPE_CHECKING, Protocol
 
 from kube.errors import describe_error
 from kube.expiring_cache import ExpiringCache
 from kube.reviews import AccessAnswer, Caller, TokenAnswer
 
+if TYPE_CHECKING:  # kube/ and plumbing/ import each other nothing at run time
+    from plumbing.auth_settings import AuthSettings
+
 logger = logging.getLogger("taintkeeper.delegated_auth")
 
-# kube-controller-manager's defaults (k8s.io/apiserver pkg/server/options/authentication.go, authorization.go)
-ALWAYS_ALLOW_PATHS = ("/healthz", "/readyz", "/livez")
-TOKEN_CACHE_TTL = 10.0
-AUTHORIZED_CACHE_TTL = 10.0
-UNAUTHORIZED_CACHE_TTL = 10.0
 CACHE_CAPACITY = 1024  # distinct tokens (and callers x paths) remembered; the oldest go first
 
 
@@ -34,14 +33,6 @@ class Reviews(Protocol):
     def review_token(self, token: str) -> TokenAnswer: ...
 
     def review_access(self, caller: Caller, path: str, verb: str) -> AccessAnswer: ...
-
-
-@dataclass(frozen=True)
-class AuthSettings:
-    token_ttl: float = TOKEN_CACHE_TTL
-    authorized_ttl: float = AUTHORIZED_CACHE_TTL
-    unauthorized_ttl: float = UNAUTHORIZED_CACHE_TTL
-    always_allow_paths: tuple[str, ...] = ALWAYS_ALLOW_PATHS
 
 
 @dataclass(frozen=True)
@@ -71,7 +62,7 @@ class DelegatedAuth:
     def __init__(
         self,
         reviews: Reviews,
-        settings: AuthSettings = AuthSettings(),
+        settings: AuthSettings,
         *,
         monotonic: Callable[[], float] = time.monotonic,
         capacity: int = CACHE_CAPACITY,

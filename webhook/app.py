@@ -8,6 +8,8 @@ lines and metrics, bookkeeping.py): done at once, until `post_worker_init` start
 Per review, the request is read through the request object itself rather than Flask's proxy of it
 (`_current_request`). The JSON answer, the metrics and the log lines are made the ways the settings'
 `fast_paths` switch chooses (webhook/fast_paths.py): the same answers either way.
+
+/metrics is answered to callers the apiserver checks (metrics_access.py); /mutate and the probes to all.
 """
 
 from __future__ import annotations
@@ -23,6 +25,7 @@ from webhook.admission import PATCHED, REPLACED, MalformedReview, Verdict, revie
 from webhook.bookkeeping import Bookkeeping
 from webhook.fast_paths import FastPaths
 from webhook.flaskapp import WebhookFlask
+from webhook.metrics_access import MetricsAccess
 from webhook.namespaces import NamespaceCache
 from webhook.settings import WebhookSettings
 
@@ -88,9 +91,14 @@ def bookkeeping_of(app: object) -> Bookkeeping | None:
     return extensions.get(BOOKKEEPING_EXTENSION) if isinstance(extensions, dict) else None
 
 
-def create_app(settings: WebhookSettings | None = None, namespace_cache: NamespaceCache | None = None) -> Flask:
+def create_app(
+    settings: WebhookSettings | None = None,
+    namespace_cache: NamespaceCache | None = None,
+    metrics_access: MetricsAccess | None = None,
+) -> Flask:
     settings = settings or WebhookSettings.from_env()
     cache = namespace_cache or NamespaceCache.from_settings(settings)
+    access = metrics_access or MetricsAccess.from_settings(settings)
     app = WebhookFlask("taintkeeper-webhook")
     app.extensions[NAMESPACE_CACHE_EXTENSION] = cache
     fast_paths = FastPaths(settings.fast_paths)
@@ -178,6 +186,7 @@ def create_app(settings: WebhookSettings | None = None, namespace_cache: Namespa
         return json_response(codec.dumps(verdict.response), 200)
 
     @app.get("/healthz")
+    @app.get("/livez")
     def healthz() -> Response:
         return Response("ok", mimetype="text/plain")
 
@@ -192,6 +201,10 @@ def create_app(settings: WebhookSettings | None = None, namespace_cache: Namespa
 
     @app.get("/metrics")
     def metrics_endpoint() -> Response:
+        current = _current_request()
+        refusal = access.check(current.path, current.method, current.headers.get("Authorization"))
+        if refusal is not None:
+            return Response(refusal.message, status=refusal.status, mimetype="text/plain")
         bookkeeping.drain()  # this worker's counts exact; the other workers' at most a batch interval behind
         payload, content_type = metrics.exposition()
         return Response(payload, content_type=content_type)

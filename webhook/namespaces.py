@@ -102,12 +102,18 @@ def namespace_view(namespace: dict[str, Any], cluster: DefaultSeconds) -> Resolv
 
 
 def client_source(settings: WebhookSettings) -> tuple[Callable[[], Any] | None, str]:
-    """(a factory of the ApiClient the cache uses, what it is) or (None, why there is no cache).
+    """(a factory of the ApiClient the cache uses, what it is) or (None, why there is no cache)."""
+    if not settings.namespace_cache:
+        return None, f"{NAMESPACE_CACHE.flag}=false"
+    return api_client_source(settings)
+
+
+def api_client_source(settings: WebhookSettings) -> tuple[Callable[[], Any] | None, str]:
+    """(a factory of the webhook's ApiClient, what it is) or (None, why there is none): --kubeconfig, else
+    the in-cluster config. The namespace cache and the check of /metrics callers each make one from it.
 
     Reads files only (the kubeconfig is loaded when the factory runs, in the worker); never connects.
     """
-    if not settings.namespace_cache:
-        return None, f"{NAMESPACE_CACHE.flag}=false"
     if settings.kubeconfig:
         return (
             functools.partial(make_api_client, settings.kubeconfig, component=WEBHOOK),

@@ -9,8 +9,16 @@ from __future__ import annotations
 
 import os
 from collections.abc import Mapping
-from dataclasses import dataclass
+from dataclasses import dataclass, field
 
+from plumbing.auth_settings import (
+    ALWAYS_ALLOW_PATHS_FLAG,
+    AUTHORIZED_TTL_FLAG,
+    TOKEN_TTL_FLAG,
+    UNAUTHORIZED_TTL_FLAG,
+    AuthSettings,
+    parse_auth_settings,
+)
 from plumbing.log_formats import LOG_FORMATS
 from shared.defaults import (
     BUILTIN_DEFAULT_TOLERATION_SECONDS,
@@ -99,7 +107,8 @@ KUBECONFIG = Setting(
     "--kubeconfig",
     "TAINTKEEPER_KUBECONFIG",
     "",
-    "kubeconfig for the namespace cache; empty: the in-cluster config if running in a pod, else no cache",
+    "kubeconfig for the namespace cache and the apiserver's check of /metrics callers; empty: the in-cluster "
+    "config if running in a pod, else neither (no cache; /metrics only if always allowed)",
 )
 NAMESPACE_CACHE = Setting(
     "--namespace-cache",
@@ -130,6 +139,32 @@ FAST_PATHS = Setting(
     "gevent, serve with the webhook's worker (webhook/worker.py: --request-timeout, certificates re-read), which "
     "relies on gunicorn's internals and stops the start if they have changed. false: gunicorn's own gevent worker",
 )
+# /metrics is answered to callers the apiserver authenticates and authorizes (webhook/metrics_access.py),
+# with kube-controller-manager's flags; /mutate (the apiserver's calls) and the probes are answered to all.
+TOKEN_CACHE_TTL = Setting(
+    TOKEN_TTL_FLAG.flag,
+    "TAINTKEEPER_AUTHENTICATION_TOKEN_WEBHOOK_CACHE_TTL",
+    TOKEN_TTL_FLAG.default,
+    TOKEN_TTL_FLAG.help,
+)
+AUTHORIZED_CACHE_TTL = Setting(
+    AUTHORIZED_TTL_FLAG.flag,
+    "TAINTKEEPER_AUTHORIZATION_WEBHOOK_CACHE_AUTHORIZED_TTL",
+    AUTHORIZED_TTL_FLAG.default,
+    AUTHORIZED_TTL_FLAG.help,
+)
+UNAUTHORIZED_CACHE_TTL = Setting(
+    UNAUTHORIZED_TTL_FLAG.flag,
+    "TAINTKEEPER_AUTHORIZATION_WEBHOOK_CACHE_UNAUTHORIZED_TTL",
+    UNAUTHORIZED_TTL_FLAG.default,
+    UNAUTHORIZED_TTL_FLAG.help,
+)
+ALWAYS_ALLOW_PATHS = Setting(
+    ALWAYS_ALLOW_PATHS_FLAG.flag,
+    "TAINTKEEPER_AUTHORIZATION_ALWAYS_ALLOW_PATHS",
+    ALWAYS_ALLOW_PATHS_FLAG.default,
+    ALWAYS_ALLOW_PATHS_FLAG.help + "; /metrics is the only path checked: /mutate and the probes are answered to all",
+)
 
 APP_SETTINGS = (
     NOT_READY_SECONDS,
@@ -142,6 +177,10 @@ APP_SETTINGS = (
     REPLACE_BUILTIN_DEFAULTS,
     BUILTIN_DEFAULT_SECONDS,
     FAST_PATHS,
+    TOKEN_CACHE_TTL,
+    AUTHORIZED_CACHE_TTL,
+    UNAUTHORIZED_CACHE_TTL,
+    ALWAYS_ALLOW_PATHS,
 )
 # Booleans may be given bare (`--replace-builtin-defaults` means true), as kube-apiserver's flags can.
 BOOLEAN_SETTINGS = (NAMESPACE_CACHE, REPLACE_BUILTIN_DEFAULTS, FAST_PATHS)
@@ -205,21 +244,36 @@ def lookup(setting: Setting, env: Mapping[str, str]) -> str:
     return env.get(setting.env, setting.default)
 
 
+def parse_auth(env: Mapping[str, str]) -> AuthSettings:
+    """The check of /metrics callers, by the rules the controller's same flags follow (plumbing/auth_settings.py)."""
+    try:
+        return parse_auth_settings(
+            token_ttl=lookup(TOKEN_CACHE_TTL, env),
+            authorized_ttl=lookup(AUTHORIZED_CACHE_TTL, env),
+            unauthorized_ttl=lookup(UNAUTHORIZED_CACHE_TTL, env),
+            always_allow_paths=lookup(ALWAYS_ALLOW_PATHS, env),
+        )
+    except ValueError as error:
+        raise SettingsError(str(error)) from None
+
+
 @dataclass(frozen=True)
 class WebhookSettings:
-    """What the admission handler needs; serving settings live with gunicorn."""
+    """What the app needs (the admission handler, the check of /metrics callers); serving settings live with
+    gunicorn."""
 
     not_ready_seconds: int = DEFAULT_TOLERATION_SECONDS
     unreachable_seconds: int = DEFAULT_TOLERATION_SECONDS
     max_request_bytes: int = DEFAULT_MAX_REQUEST_BYTES
     log_format: str = "plain"
     log_level: str = "INFO"
-    kubeconfig: str = ""  # empty: the in-cluster config when running in a pod, else no namespace cache
+    kubeconfig: str = ""  # empty: the in-cluster config when running in a pod, else no cluster client
     # Off by default here, so an app built in a test never talks to a cluster; from_env defaults to on.
     namespace_cache: bool = False
     replace_builtin_defaults: bool = False
     builtin_default_seconds: int = BUILTIN_DEFAULT_TOLERATION_SECONDS
     fast_paths: bool = True  # webhook/fast_paths.py, and the worker (gunicorn_conf.py); the same answers either way
+    auth: AuthSettings = field(default_factory=AuthSettings)  # who may read /metrics
 
     @property
     def cluster_seconds(self) -> DefaultSeconds:
@@ -244,6 +298,7 @@ class WebhookSettings:
             replace_builtin_defaults=parse_bool(REPLACE_BUILTIN_DEFAULTS, lookup(REPLACE_BUILTIN_DEFAULTS, env)),
             builtin_default_seconds=parse_int(BUILTIN_DEFAULT_SECONDS, lookup(BUILTIN_DEFAULT_SECONDS, env), 0),
             fast_paths=parse_bool(FAST_PATHS, lookup(FAST_PATHS, env)),
+            auth=parse_auth(env),
         )
 
 
@@ -253,7 +308,7 @@ def check_kubeconfig(settings: WebhookSettings) -> None:
     Imports only the Kubernetes client: `python -m webhook` must not import prometheus_client
     before the gunicorn config has set PROMETHEUS_MULTIPROC_DIR.
     """
-    if not (settings.namespace_cache and settings.kubeconfig):
+    if not settings.kubeconfig:  # used with or without the namespace cache: /metrics callers are checked through it
         return
     from kube.client import ClientConfigError, make_api_client
     from kube.identity import WEBHOOK

@@ -84,6 +84,10 @@ EVERY_FLAG: dict[str, dict[str, Any]] = {
         "max-connections": 250,
         "max-request-bytes": 7340033,
         "fast-paths": False,
+        "authentication-token-webhook-cache-ttl": "1m",
+        "authorization-webhook-cache-authorized-ttl": "20s",
+        "authorization-webhook-cache-unauthorized-ttl": "5s",
+        "authorization-always-allow-paths": "/healthz,/readyz,/livez,/metrics",
     },
 }
 
@@ -129,6 +133,7 @@ def test_every_flag_set_at_once_reaches_the_programs(every_flag_set: list[dict[s
     assert settings.max_request_bytes == 7340033
     assert (serving.worker_class, serving.threads) == ("gthread", 4)
     assert settings.fast_paths is False
+    assert (settings.auth.token_ttl, settings.auth.always_allow_paths[-1]) == (60.0, "/metrics")
 
 
 def test_whole_numbers_are_passed_as_integers_and_booleans_as_true_or_false(every_flag_set: list[dict[str, Any]]):

@@ -134,6 +134,9 @@ def serve(local_cluster: LocalCluster, directory: Path, kubeconfig: Path, select
             str(NOT_READY_SECONDS),
             "--default-unreachable-toleration-seconds",
             str(UNREACHABLE_SECONDS),
+            # these tests read the counts, not who may (test_webhook_metrics_access.py): /metrics open to all
+            "--authorization-always-allow-paths",
+            "/healthz,/readyz,/livez,/metrics",
         ),
     )
     admission = client.AdmissionregistrationV1Api(local_cluster.api_client)

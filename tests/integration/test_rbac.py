@@ -291,6 +291,25 @@ def calls(api: client.ApiClient) -> dict[str, Callable[[], Any]]:
         "patch the taintkeeper webhook configuration": lambda: admission.patch_mutating_webhook_configuration(
             "taintkeeper", [], dry_run="All"
         ),
+        # the webhook's check of /metrics callers (system:auth-delegator)
+        "review a token": lambda: request_json(
+            api,
+            "POST",
+            "/apis/authentication.k8s.io/v1/tokenreviews",
+            body={"apiVersion": "authentication.k8s.io/v1", "kind": "TokenReview", "spec": {"token": "not-a-token"}},
+            timeout=REQUEST_TIMEOUT,
+        ),
+        "review a caller's access": lambda: request_json(
+            api,
+            "POST",
+            "/apis/authorization.k8s.io/v1/subjectaccessreviews",
+            body={
+                "apiVersion": "authorization.k8s.io/v1",
+                "kind": "SubjectAccessReview",
+                "spec": {"user": "someone", "nonResourceAttributes": {"path": "/metrics", "verb": "get"}},
+            },
+            timeout=REQUEST_TIMEOUT,
+        ),
         # nobody's calls
         "delete a node": lambda: core.delete_node(missing),
         "replace a node": lambda: core.replace_node(
@@ -350,7 +369,7 @@ CONTROLLER_NEEDS = (
     "get the leader lease",
     "create a lease in taintkeeper-system",
 )
-WEBHOOK_NEEDS = ("list namespaces", "get a namespace")
+WEBHOOK_NEEDS = ("list namespaces", "get a namespace", "review a token", "review a caller's access")
 CERTS_NEEDS = (
     "get the webhook secret",
     "create a secret in taintkeeper-system",

@@ -27,7 +27,9 @@ authorization-webhook-cache-unauthorized-ttl authorization-always-allow-paths
 {{- define "taintkeeper.webhookFlagNames" -}}
 workers log-format log-level default-not-ready-toleration-seconds default-unreachable-toleration-seconds
 replace-builtin-defaults builtin-default-seconds namespace-cache worker-class threads request-timeout
-keepalive-timeout max-connections max-request-bytes fast-paths
+keepalive-timeout max-connections max-request-bytes fast-paths authentication-token-webhook-cache-ttl
+authorization-webhook-cache-authorized-ttl authorization-webhook-cache-unauthorized-ttl
+authorization-always-allow-paths
 {{- end }}
 
 {{/* One flag's value as its program reads it. Numbers from values files arrive as floats: whole ones are

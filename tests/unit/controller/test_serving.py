@@ -23,6 +23,7 @@ from controller import serving
 from controller.health import health_endpoints
 from controller.serving import CertificateFiles, self_signed_files
 from kube.delegated_auth import DelegatedAuth
+from plumbing.auth_settings import AuthSettings
 from tests.unit.kube.test_delegated_auth import Reviews
 
 
@@ -33,7 +34,7 @@ def certificate(tmp_path: Path) -> CertificateFiles:
 
 def start(certificate: CertificateFiles) -> serving.ThreadingHTTPServer:
     answer = health_endpoints(lambda: (True, "ok"), lambda: (True, "ok"))
-    return serving.serve("127.0.0.1", 0, answer, tls=certificate, auth=DelegatedAuth(Reviews()))
+    return serving.serve("127.0.0.1", 0, answer, tls=certificate, auth=DelegatedAuth(Reviews(), AuthSettings()))
 
 
 @pytest.fixture

@@ -10,8 +10,9 @@ from dataclasses import dataclass, field
 
 import pytest
 
-from kube.delegated_auth import AuthSettings, DelegatedAuth, always_allowed, bearer_token
+from kube.delegated_auth import DelegatedAuth, always_allowed, bearer_token
 from kube.reviews import AccessAnswer, Caller, TokenAnswer, token_answer
+from plumbing.auth_settings import AuthSettings
 
 READER = Caller("system:serviceaccount:monitoring:prometheus", "uid-1", ("system:serviceaccounts",))
 STRANGER = Caller("system:serviceaccount:default:default", "uid-2", ("system:serviceaccounts",))

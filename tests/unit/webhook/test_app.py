@@ -11,6 +11,7 @@ import pytest
 from flask import Response
 from werkzeug.test import EnvironBuilder
 
+from plumbing.auth_settings import ALWAYS_ALLOW_PATHS, AuthSettings
 from plumbing.log_formats import JsonFormatter
 from shared.defaults import DefaultSeconds
 from webhook import codec
@@ -39,11 +40,13 @@ def pod_review(uid="uid-1", tolerations=None):
 
 
 CAP = 300_000
+# These tests read the counts, not who may read them (test_metrics_access.py): /metrics is open to all here.
+METRICS_OPEN = AuthSettings(always_allow_paths=(*ALWAYS_ALLOW_PATHS, "/metrics"))
 
 
 @pytest.fixture
 def client(fast_paths):
-    return create_app(WebhookSettings(max_request_bytes=CAP, fast_paths=fast_paths)).test_client()
+    return create_app(WebhookSettings(max_request_bytes=CAP, fast_paths=fast_paths, auth=METRICS_OPEN)).test_client()
 
 
 def test_a_pod_review_is_answered_with_a_patch(client):
@@ -114,7 +117,9 @@ def test_readiness_is_refused_while_the_namespace_cache_has_not_listed():
 
 
 def metric_value(client, name, labels=""):
-    for line in client.get("/metrics").data.decode().splitlines():
+    response = client.get("/metrics")
+    assert response.status_code == 200, response.data
+    for line in response.data.decode().splitlines():
         if line.startswith(f"{name}{labels} ") or (not labels and line.startswith(f"{name} ")):
             return float(line.split()[-1])
     return 0.0
@@ -186,7 +191,10 @@ class SyncedCache(NamespaceCache):
 def app_with(cache, fast_paths=True):
     return create_app(
         WebhookSettings(
-            not_ready_seconds=CLUSTER.not_ready, unreachable_seconds=CLUSTER.unreachable, fast_paths=fast_paths
+            not_ready_seconds=CLUSTER.not_ready,
+            unreachable_seconds=CLUSTER.unreachable,
+            fast_paths=fast_paths,
+            auth=METRICS_OPEN,
         ),
         namespace_cache=cache,
     ).test_client()

@@ -22,7 +22,7 @@ from webhook.bookkeeping import Bookkeeping
 from webhook.fast_paths import FastPaths
 from webhook.settings import WebhookSettings
 
-from .test_app import metric_value, pod_review
+from .test_app import METRICS_OPEN, metric_value, pod_review
 
 wait_for = functools.partial(_wait_for, interval=0.01)
 
@@ -91,7 +91,7 @@ def test_a_line_logged_later_keeps_the_time_level_and_fields_of_its_review(caplo
 
 def test_a_started_app_logs_after_the_answer_and_its_metrics_are_exact_when_scraped(caplog, fast_paths):
     caplog.set_level(logging.INFO, logger="taintkeeper.webhook")
-    app = create_app(WebhookSettings(fast_paths=fast_paths))
+    app = create_app(WebhookSettings(fast_paths=fast_paths, auth=METRICS_OPEN))
     bookkeeping = bookkeeping_of(app)
     bookkeeping.interval = 3600  # nothing is drained by the thread in this test
     bookkeeping.start()

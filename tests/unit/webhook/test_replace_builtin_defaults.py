@@ -16,6 +16,8 @@ from webhook.admission import PATCHED, REPLACED, SKIPPED, UNCHANGED, NamespaceDe
 from webhook.app import create_app
 from webhook.settings import WebhookSettings
 
+from .test_app import METRICS_OPEN
+
 NR = "node.kubernetes.io/not-ready"
 UR = "node.kubernetes.io/unreachable"
 CLUSTER_NR, CLUSTER_UR = 60, 30
@@ -307,7 +309,9 @@ def test_only_builtin_seconds_change_and_nothing_moves(tolerations):
 
 
 def metric_value(client, name, labels):
-    for line in client.get("/metrics").data.decode().splitlines():
+    response = client.get("/metrics")
+    assert response.status_code == 200, response.data
+    for line in response.data.decode().splitlines():
         if line.startswith(f"{name}{labels} "):
             return float(line.split()[-1])
     return 0.0
@@ -316,7 +320,11 @@ def metric_value(client, name, labels):
 def replacing_client(**settings):
     return create_app(
         WebhookSettings(
-            not_ready_seconds=CLUSTER_NR, unreachable_seconds=CLUSTER_UR, replace_builtin_defaults=True, **settings
+            not_ready_seconds=CLUSTER_NR,
+            unreachable_seconds=CLUSTER_UR,
+            replace_builtin_defaults=True,
+            auth=METRICS_OPEN,
+            **settings,
         )
     ).test_client()
 

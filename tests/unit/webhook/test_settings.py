@@ -88,6 +88,57 @@ def test_the_builtin_seconds_flag_sets_its_environment_variable():
     assert webhook_args(["--builtin-default-seconds", "120"]) == {"TAINTKEEPER_BUILTIN_DEFAULT_SECONDS": "120"}
 
 
+def test_the_metrics_callers_check_has_kube_controller_managers_defaults():
+    auth = WebhookSettings.from_env({}).auth
+    assert (auth.token_ttl, auth.authorized_ttl, auth.unauthorized_ttl) == (10.0, 10.0, 10.0)
+    assert auth.always_allow_paths == ("/healthz", "/readyz", "/livez")
+
+
+AUTH_VALUES = [
+    ("a token cache TTL", {"TAINTKEEPER_AUTHENTICATION_TOKEN_WEBHOOK_CACHE_TTL": "1m"}, "token_ttl", 60.0),
+    (
+        "an authorized cache TTL",
+        {"TAINTKEEPER_AUTHORIZATION_WEBHOOK_CACHE_AUTHORIZED_TTL": "0s"},
+        "authorized_ttl",
+        0.0,
+    ),
+    (
+        "an unauthorized cache TTL",
+        {"TAINTKEEPER_AUTHORIZATION_WEBHOOK_CACHE_UNAUTHORIZED_TTL": "1.5s"},
+        "unauthorized_ttl",
+        1.5,
+    ),
+    (
+        "paths always allowed, spaces aside",
+        {"TAINTKEEPER_AUTHORIZATION_ALWAYS_ALLOW_PATHS": "/healthz, /metrics,/debug/*"},
+        "always_allow_paths",
+        ("/healthz", "/metrics", "/debug/*"),
+    ),
+    ("no path always allowed", {"TAINTKEEPER_AUTHORIZATION_ALWAYS_ALLOW_PATHS": ""}, "always_allow_paths", ()),
+]
+
+
+@pytest.mark.parametrize(("env", "field", "value"), [c[1:] for c in AUTH_VALUES], ids=[c[0] for c in AUTH_VALUES])
+def test_the_metrics_callers_check_is_set_from_the_environment(env, field, value):
+    assert getattr(WebhookSettings.from_env(env).auth, field) == value
+
+
+def test_the_metrics_callers_check_flags_are_the_controllers_and_set_their_environment_variables():
+    assert webhook_args(
+        [
+            "--authentication-token-webhook-cache-ttl=5s",
+            "--authorization-webhook-cache-authorized-ttl=6s",
+            "--authorization-webhook-cache-unauthorized-ttl=7s",
+            "--authorization-always-allow-paths=/metrics",
+        ]
+    ) == {
+        "TAINTKEEPER_AUTHENTICATION_TOKEN_WEBHOOK_CACHE_TTL": "5s",
+        "TAINTKEEPER_AUTHORIZATION_WEBHOOK_CACHE_AUTHORIZED_TTL": "6s",
+        "TAINTKEEPER_AUTHORIZATION_WEBHOOK_CACHE_UNAUTHORIZED_TTL": "7s",
+        "TAINTKEEPER_AUTHORIZATION_ALWAYS_ALLOW_PATHS": "/metrics",
+    }
+
+
 def test_serving_defaults_are_gevent_with_bounded_clients():
     serving = ServingSettings.from_env({})
     assert (
@@ -211,6 +262,31 @@ BAD_ENV = [
         {"TAINTKEEPER_BUILTIN_DEFAULT_SECONDS": "300.0"},
         "--builtin-default-seconds must be a whole number",
     ),
+    (
+        "a token cache TTL without a unit",
+        {"TAINTKEEPER_AUTHENTICATION_TOKEN_WEBHOOK_CACHE_TTL": "10"},
+        "--authentication-token-webhook-cache-ttl: invalid duration '10'",
+    ),
+    (
+        "a negative authorized cache TTL",
+        {"TAINTKEEPER_AUTHORIZATION_WEBHOOK_CACHE_AUTHORIZED_TTL": "-1s"},
+        "--authorization-webhook-cache-authorized-ttl must not be negative",
+    ),
+    (
+        "an unauthorized cache TTL that is a word",
+        {"TAINTKEEPER_AUTHORIZATION_WEBHOOK_CACHE_UNAUTHORIZED_TTL": "soon"},
+        "--authorization-webhook-cache-unauthorized-ttl: invalid duration 'soon'",
+    ),
+    (
+        "an always-allowed path without its leading slash",
+        {"TAINTKEEPER_AUTHORIZATION_ALWAYS_ALLOW_PATHS": "/healthz,metrics"},
+        "--authorization-always-allow-paths: 'metrics' does not start with /",
+    ),
+    (
+        "an always-allowed path with a star inside",
+        {"TAINTKEEPER_AUTHORIZATION_ALWAYS_ALLOW_PATHS": "/me*rics"},
+        r"--authorization-always-allow-paths: '/me\*rics': \* may only end a path",
+    ),
 ]
 
 
@@ -280,6 +356,16 @@ BAD_FLAGS = [
     ("a zero request timeout", ["--request-timeout", "0"], "--request-timeout must be >= 1"),
     ("a fractional keep-alive timeout", ["--keepalive-timeout", "7.5"], "--keepalive-timeout must be a whole number"),
     ("a negative connection limit", ["--max-connections=-5"], "--max-connections must be >= 1"),
+    (
+        "a negative token cache TTL",
+        ["--authentication-token-webhook-cache-ttl=-5s"],
+        "--authentication-token-webhook-cache-ttl must not be negative",
+    ),
+    (
+        "an always-allowed path without its leading slash",
+        ["--authorization-always-allow-paths", "metrics"],
+        "--authorization-always-allow-paths: 'metrics' does not start with /",
+    ),
 ]
 
 
@@ -319,6 +405,21 @@ def test_a_kubeconfig_that_does_not_load_ends_the_start_with_one_line_and_exit_2
     lines = result.stderr.strip().splitlines()
     assert len(lines) == 1, result.stderr
     assert lines[0].startswith("webhook: error: --kubeconfig: invalid kubeconfig")
+
+
+def test_validating_the_start_loads_no_api_client_before_gevent_patches():
+    """`python -m webhook` reads every setting, the /metrics callers' check among them, before it patches:
+    urllib3 (the Kubernetes client's) imported then would bind the unpatched ssl.SSLContext."""
+    code = (
+        "import sys\n"
+        "import webhook.__main__\n"
+        "from webhook.settings import ServingSettings, WebhookSettings\n"
+        "WebhookSettings.from_env({'TAINTKEEPER_AUTHORIZATION_ALWAYS_ALLOW_PATHS': '/metrics'})\n"
+        "ServingSettings.from_env({})\n"
+        "assert 'urllib3' not in sys.modules, 'imported before patching'\n"
+    )
+    result = subprocess.run([sys.executable, "-c", code], cwd=ROOT, capture_output=True, text=True, timeout=60)
+    assert result.returncode == 0, result.stderr
 
 
 def test_validating_the_start_imports_no_prometheus_client(tmp_path):
