@@ -40,6 +40,7 @@ from controller.component import Component
 from controller.health import Answer, health_endpoints
 from controller.informers import SharedInformers
 from controller.nodelifecycle.api import DryRunNodeLifecycleApi, DryRunPods, KubeNodeLifecycleApi
+from controller.nodelifecycle.lease_annotation import last_pass_annotations
 from controller.nodelifecycle.monitor import NO_SCHEDULE_WORKERS, POD_WORKERS, NodeLifecycleMonitor
 from controller.options import (
     NODE_LIFECYCLE,
@@ -221,6 +222,14 @@ def leader_election_config(options: ControllerOptions) -> LeaderElectionConfig:
     )
 
 
+def lease_annotations(components: Sequence[Component]) -> Callable[[], dict[str, str | None]]:
+    """What the leader publishes on its Lease at each renewal: the node lifecycle monitor's last pass
+    (controller/nodelifecycle/lease_annotation.py), while this replica leads and the monitor has completed
+    a pass. Otherwise the annotation is removed: a new holder does not carry on its predecessor's."""
+    monitor = next((c for c in components if isinstance(c, NodeLifecycleMonitor)), None)
+    return lambda: last_pass_annotations(None if monitor is None else monitor.last_pass)
+
+
 def write_fence(options: ControllerOptions) -> WriteFence:
     """Open while the last lease renewal is younger than --leader-elect-renew-deadline; without
     leader election, always open. Each refused write is counted by what it was."""
@@ -362,7 +371,12 @@ def run(options: ControllerOptions) -> int:
         else:
             config = leader_election_config(options)
             elector = LeaderElector(
-                config, LeaseClient(api, retry_period=config.retry_period), activate, deactivate, fence=fence
+                config,
+                LeaseClient(api, retry_period=config.retry_period),
+                activate,
+                deactivate,
+                fence=fence,
+                annotations=lease_annotations(components),
             )
             elector.run(stop)  # returns once `stop` is set, after releasing the lease if held
         return 0

@@ -14,6 +14,8 @@ it compares naive local times. Here:
   one retry period instead of waiting out the lease.
 * It keeps the write fence (kube/fence.py) up to date: open from each successful acquire or
   renewal for `renew_deadline`, closed when it steps down or releases.
+* Each acquire or renewal can publish the holder's state in the Lease's annotations (`annotations`),
+  riding on the write it makes anyway: whoever may read the Lease sees it, with no request of its own.
 """
 
 from __future__ import annotations
@@ -26,7 +28,7 @@ import socket
 import threading
 import time
 import uuid
-from collections.abc import Callable
+from collections.abc import Callable, Mapping
 from dataclasses import dataclass
 from datetime import UTC, datetime
 from typing import Any, Protocol
@@ -56,6 +58,15 @@ def default_identity() -> str:
 def micro_time(moment: datetime) -> str:
     """A MicroTime as the API requires it: always six fractional digits, UTC, `Z`."""
     return format_micro_time(moment.timestamp())
+
+
+def merged_annotations(metadata: Json, changes: Mapping[str, str | None]) -> Json:
+    """`metadata` with `changes` merged into its annotations as a JSON merge patch would: None removes
+    the key. Without annotations before or after, metadata has no `annotations` field."""
+    annotations = {**(metadata.get("annotations") or {}), **changes}
+    kept = {key: value for key, value in annotations.items() if value is not None}
+    rest = {key: value for key, value in metadata.items() if key != "annotations"}
+    return {**rest, "annotations": kept} if kept else rest
 
 
 @dataclass(frozen=True)
@@ -178,6 +189,11 @@ class LeaderElector:
 
     `fence`: the write fence the API edges ask (made here if not given); it must use the same
     monotonic clock and close at `config.renew_deadline`.
+
+    `annotations`: called before each acquire or renewal write; what it returns is merged into the
+    Lease's annotations (None removes a key, so a new holder can withdraw what the previous one
+    published). It runs on the elector's thread and must return quickly and not raise. release()
+    leaves the annotations as they are.
     """
 
     def __init__(
@@ -191,6 +207,7 @@ class LeaderElector:
         wall_clock: Callable[[], datetime] = lambda: datetime.now(UTC),
         jitter: Callable[[], float] = random.random,
         fence: WriteFence | None = None,
+        annotations: Callable[[], Mapping[str, str | None]] = lambda: {},
     ) -> None:
         if fence is not None and fence.renew_deadline != config.renew_deadline:
             raise ValueError(
@@ -205,6 +222,7 @@ class LeaderElector:
         self._monotonic = monotonic
         self._wall_clock = wall_clock
         self._jitter = jitter
+        self._annotations = annotations
         self._lock = threading.Lock()  # guards what other threads read: _leading, _observed_holder
         self._leading = False
         self._observed_holder = ""
@@ -295,10 +313,12 @@ class LeaderElector:
             logger.warning("could not read lease %s: %s", self._name, describe_error(error))
             return False
         if lease is None:
-            body = {
+            body: Json = {
                 "apiVersion": "coordination.k8s.io/v1",
                 "kind": "Lease",
-                "metadata": {"name": config.lease_name, "namespace": config.lease_namespace},
+                "metadata": merged_annotations(
+                    {"name": config.lease_name, "namespace": config.lease_namespace}, self._annotations()
+                ),
                 "spec": {
                     "holderIdentity": config.identity,
                     "leaseDurationSeconds": config.lease_duration_seconds,
@@ -317,6 +337,7 @@ class LeaderElector:
         if deadline is not None and self._monotonic() >= deadline:
             return False
         body = copy.deepcopy(lease)
+        body["metadata"] = merged_annotations(body.get("metadata") or {}, self._annotations())
         body["spec"] = {
             **spec,
             "holderIdentity": config.identity,

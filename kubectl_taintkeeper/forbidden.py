@@ -10,7 +10,7 @@ FENCER = "the ClusterRole taintkeeper-fencer"  # fence, unfence
 
 
 def namespace_viewer(namespace: str) -> str:
-    """The Role with the leader's Lease and pods/proxy, in the controller's namespace."""
+    """The Role with the leader's Lease and the admission policy's parameter, in the controller's namespace."""
     return f"the Role taintkeeper-viewer in {namespace}"
 
 

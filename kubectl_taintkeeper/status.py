@@ -27,6 +27,7 @@ from typing import Any
 
 from controller.describe import taint_text, toleration_text
 from controller.nodelifecycle.decision import MonitorSettings
+from controller.nodelifecycle.lease_annotation import LAST_MONITOR_PASS_ANNOTATION
 from controller.objects import NodeView, node_view, pod_view
 from controller.tainteviction.decision import evicting_taints
 from controller.tainteviction.verdict import EvictionRule, pod_verdict
@@ -46,7 +47,6 @@ from shared.taints import (
 
 Json = Mapping[str, Any]
 
-LAST_MONITOR_PASS_METRIC = "taintkeeper_last_monitor_pass_timestamp_seconds"
 TIME_ADDED = "timeAdded"
 
 
@@ -290,22 +290,23 @@ def leader_pod(holder: str) -> str:
     return holder.rpartition("_")[0] or holder
 
 
-def last_monitor_pass(metrics_text: str) -> Reading[float]:
-    """The leader's last monitor pass from its /metrics (Prometheus text), or why it is not there."""
-    for line in metrics_text.splitlines():
-        fields = line.split()
-        if len(fields) >= 2 and fields[0] == LAST_MONITOR_PASS_METRIC:
-            try:
-                return Reading(float(fields[1]))
-            except ValueError:
-                return Reading(error=f"{LAST_MONITOR_PASS_METRIC} is not a number: {fields[1]!r}")
-    return Reading(error=f"its /metrics has no {LAST_MONITOR_PASS_METRIC}")
+def last_monitor_pass(lease: Json) -> Reading[float]:
+    """The leader's last monitor pass, as it publishes it on its Lease, or why it is not there."""
+    value = ((lease.get("metadata") or {}).get("annotations") or {}).get(LAST_MONITOR_PASS_ANNOTATION)
+    if value is None:
+        return Reading(
+            error=f"the Lease has no {LAST_MONITOR_PASS_ANNOTATION} annotation (the leader has not completed a "
+            "monitor pass yet, runs without the nodelifecycle controller, or is older than this command)"
+        )
+    when = parse_time(str(value))
+    if when is None:
+        return Reading(error=f"the Lease's {LAST_MONITOR_PASS_ANNOTATION} is not a time: {value!r}")
+    return Reading(when)
 
 
 def leader_status(lease_name: str, lease: Reading[Json], last_pass: Reading[float], now: float) -> LeaderStatus:
-    """Who holds the controller's Lease and when its monitor last completed a pass.
-
-    `last_pass` is only read for a holder (the caller asks the holder's pod)."""
+    """Who holds the controller's Lease and when its monitor last completed a pass (`last_pass`, read
+    from the Lease: `last_monitor_pass`)."""
     spec = (lease.value or {}).get("spec") or {}
     holder = str(spec.get("holderIdentity") or "") or None
     renewed = parse_time(spec.get("renewTime"))
@@ -318,8 +319,6 @@ def leader_status(lease_name: str, lease: Reading[Json], last_pass: Reading[floa
         why_not = "no leader" if lease.error is None else "the Lease could not be read"
     elif last_pass.value is None:
         why_not = last_pass.error or "no answer"
-    elif last_pass.value <= 0:  # the gauge's value before the first pass
-        why_not = "the leader has not completed a monitor pass (just started, or not running the node lifecycle)"
     else:
         when = last_pass.value
     return LeaderStatus(

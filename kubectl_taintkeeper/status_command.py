@@ -3,10 +3,10 @@ read live from the API. kubectl_taintkeeper/status.py computes it, kubectl_taint
 this module parses the flags and does the reads.
 
 Reads: the nodes (LIST), the pods (LIST, filtered by --namespace and --selector; not made when no
-node has a NoExecute taint, as then no eviction is pending), the leader Lease (GET) and the
-leader's /metrics through the apiserver's pod proxy (plain HTTP: controller/health.py). The nodes
-and pods are needed: an error reading them is one line and exit 1. The Lease and the metrics are
-not: why they could not be read is part of the report.
+node has a NoExecute taint, as then no eviction is pending), the leader Lease (GET: its holder, and
+the last monitor pass the leader publishes in its annotations, controller/nodelifecycle/lease_annotation.py)
+and the admission objects (GET). The nodes and pods are needed: an error reading them is one line and
+exit 1. The rest are not: why they could not be read is part of the report.
 """
 
 from __future__ import annotations
@@ -26,10 +26,10 @@ from controller.options import OptionsError, parse_options
 from controller.options import build_parser as controller_flags
 from controller.tainteviction.disruption_budget import BudgetSettings
 from controller.tainteviction.verdict import EvictionRule
-from kube.client import CONNECT_TIMEOUT, LIST_REQUEST_TIMEOUT, ClientConfigError, make_api_client
+from kube.client import LIST_REQUEST_TIMEOUT, ClientConfigError, make_api_client
 from kube.errors import is_not_found
 from kube.identity import STATUS
-from kube.request import request_json, send
+from kube.request import request_json
 from kubectl_taintkeeper.admission_mode import (
     POLICY_BINDING,
     POLICY_PARAMETER,
@@ -47,7 +47,6 @@ from kubectl_taintkeeper.status import (
     any_no_execute_taint,
     cluster_status,
     last_monitor_pass,
-    leader_pod,
 )
 from kubectl_taintkeeper.status_render import render_text, status_json
 from plumbing.arguments import OneLineErrorParser
@@ -71,6 +70,7 @@ BUDGET_FLAGS = ("respect_disruption_budgets_for_taints", "disruption_budget_time
 RULE_FLAGS = ("controllers", "feature_gates")  # whether the out-of-service handling runs; Lt/Gt tolerations
 # ANSI: cursor home, erase to the end of the line, erase below, clear the screen.
 HOME, ERASE_LINE, ERASE_BELOW, CLEAR = "\x1b[H", "\x1b[K", "\x1b[J", "\x1b[2J"
+METRICS_PORT_IGNORED = "--metrics-port is deprecated and ignored: the last monitor pass is read from the leader's Lease"
 
 
 @dataclass(frozen=True)
@@ -82,7 +82,6 @@ class StatusRequest:
     watch: bool
     lease_namespace: str
     lease_name: str
-    metrics_port: int
     settings: MonitorSettings  # the rate flags; the rest keep the controller's defaults
     budgets: BudgetSettings = field(default_factory=BudgetSettings)  # the controller's disruption-budget flags
     rule: EvictionRule = field(default_factory=EvictionRule)  # the controller's --controllers, --feature-gates
@@ -109,7 +108,7 @@ def add_arguments(
     parser.add_argument(
         "--lease-namespace",
         default=defaults.get_default("leader_elect_resource_namespace"),
-        help="namespace of the controller's Lease and pods (default %(default)s)",
+        help="namespace of the controller's Lease (default %(default)s)",
     )
     parser.add_argument(
         "--lease-name",
@@ -118,9 +117,8 @@ def add_arguments(
     )
     parser.add_argument(
         "--metrics-port",
-        type=_port,
-        default=10258,
-        help="the controller's plain --port, where it serves /metrics (default %(default)s)",
+        metavar="PORT",
+        help="deprecated and ignored (the last monitor pass is read from the leader's Lease)",
     )
     for flags, purpose in (
         (RATE_FLAGS, "for the zones' rates (default %(default)s)"),
@@ -137,12 +135,6 @@ def add_arguments(
             )
 
 
-def _port(text: str) -> int:
-    if not text.isdigit() or not 0 < int(text) <= 65535:
-        raise argparse.ArgumentTypeError(f"not a port number: {text!r}")
-    return int(text)
-
-
 def build_parser() -> argparse.ArgumentParser:
     parser = OneLineErrorParser(prog=PROG, allow_abbrev=False, description=DESCRIPTION)
     add_arguments(parser)
@@ -153,7 +145,10 @@ def request_from(
     args: argparse.Namespace, parser: argparse.ArgumentParser, kubeconfig: str | None = None
 ) -> StatusRequest:
     """The request parsed flags ask for; bad rate flags end with one line and exit 2, checked by the
-    controller's own rules. `kubeconfig` stands in when --kubeconfig is absent."""
+    controller's own rules. `kubeconfig` stands in when --kubeconfig is absent. --metrics-port is
+    accepted, so scripts that pass it go on working, and said on stderr to be ignored."""
+    if args.metrics_port is not None:
+        print(f"status: warning: {METRICS_PORT_IGNORED}", file=sys.stderr)
     flags = [f"--{flag.replace('_', '-')}={getattr(args, flag)}" for flag in (*RATE_FLAGS, *BUDGET_FLAGS, *RULE_FLAGS)]
     try:
         options = parse_options(flags)
@@ -167,7 +162,6 @@ def request_from(
         watch=args.watch,
         lease_namespace=args.lease_namespace,
         lease_name=args.lease_name,
-        metrics_port=args.metrics_port,
         settings=options.monitor,
         budgets=options.budgets,
         rule=options.eviction_rule,
@@ -195,21 +189,14 @@ def lease_path(namespace: str, name: str) -> str:
     return f"/apis/coordination.k8s.io/v1/namespaces/{quote(namespace, safe='')}/leases/{quote(name, safe='')}"
 
 
-def metrics_path(namespace: str, pod: str, port: int) -> str:
-    """The pod's /metrics through the apiserver's pod proxy (`POD:PORT` means plain HTTP)."""
-    return f"/api/v1/namespaces/{quote(namespace, safe='')}/pods/{quote(pod, safe='')}:{port}/proxy/metrics"
-
-
 class ClusterReads(Protocol):
     """The GETs the command makes; `ApiReads` is the real one. Each raises on failure."""
 
     def get_json(self, path: str, query: list[tuple[str, str]]) -> Json: ...
 
-    def get_text(self, path: str) -> str: ...
-
 
 class ApiReads:
-    """GETs through the ApiClient: a LIST may take a minute, the optional reads a few seconds."""
+    """GETs through the ApiClient, each allowed a LIST's time."""
 
     def __init__(self, api: Any) -> None:
         self._api = api
@@ -217,11 +204,6 @@ class ApiReads:
     def get_json(self, path: str, query: list[tuple[str, str]]) -> Json:
         answer: Json = request_json(self._api, "GET", path, query=query, timeout=LIST_REQUEST_TIMEOUT)
         return answer
-
-    def get_text(self, path: str) -> str:
-        response = send(self._api, "GET", path, timeout=(CONNECT_TIMEOUT, 5))
-        response.read()
-        return bytes(response.data).decode("utf-8", "replace")
 
 
 ADMISSION = "/apis/admissionregistration.k8s.io/v1"
@@ -243,16 +225,11 @@ def _read_lease(reads: ClusterReads, request: StatusRequest) -> Reading[Mapping[
     )
 
 
-def _read_last_pass(reads: ClusterReads, request: StatusRequest, lease: Reading[Mapping[str, Any]]) -> Reading[float]:
-    holder = ((lease.value or {}).get("spec") or {}).get("holderIdentity")
-    if not holder:
+def _last_pass(lease: Reading[Mapping[str, Any]]) -> Reading[float]:
+    """The last monitor pass the Lease's holder published on it; nothing without a holder."""
+    if lease.value is None or not (lease.value.get("spec") or {}).get("holderIdentity"):
         return Reading()
-    path = metrics_path(request.lease_namespace, leader_pod(str(holder)), request.metrics_port)
-    try:
-        return last_monitor_pass(reads.get_text(path))
-    except Exception as error:
-        why = explained(error, namespace_viewer(request.lease_namespace))
-        return Reading(error=f"cannot reach the leader's /metrics through the apiserver's pod proxy: {why}")
+    return last_monitor_pass(lease.value)
 
 
 def _read_admission(reads: ClusterReads, request: StatusRequest) -> AdmissionStatus:
@@ -268,7 +245,7 @@ def _read_admission(reads: ClusterReads, request: StatusRequest) -> AdmissionSta
 
 
 def read_status(reads: ClusterReads, request: StatusRequest, now: Callable[[], float] = time.time) -> ClusterStatus:
-    """The cluster's status now; reading the nodes or pods raises, the Lease and metrics do not."""
+    """The cluster's status now; reading the nodes or pods raises, the Lease and admission objects do not."""
     nodes = reads.get_json("/api/v1/nodes", [("resourceVersion", "0")]).get("items") or []
     pods: list[Json] = []
     budgets = Budgets(request.budgets)
@@ -276,7 +253,7 @@ def read_status(reads: ClusterReads, request: StatusRequest, now: Callable[[], f
         pods = reads.get_json(*pods_query(request.namespace, request.selector)).get("items") or []
         budgets = read_budgets(reads.get_json, request.budgets)
     lease = _read_lease(reads, request)
-    last_pass = _read_last_pass(reads, request, lease)
+    last_pass = _last_pass(lease)
     return cluster_status(
         nodes,
         pods,

@@ -192,6 +192,7 @@ class NodeLifecycleMonitor:
         self._state_term: int | None = None
         self._server_clock: ClockOffset | None = None  # measured by each term's first pass
         self._next_monitor_pass = 0.0  # on the monitor's clock
+        self._last_pass: tuple[int, float] | None = None  # (term, when its last pass ended), see last_pass
         # The loop's: stamped after each step and wait, and within a pass after each node checked and each
         # node's pods marked, so a long pass through a large failure still moves.
         self.pass_heartbeat = Heartbeat(
@@ -227,6 +228,15 @@ class NodeLifecycleMonitor:
     @property
     def active(self) -> bool:
         return self._active
+
+    @property
+    def last_pass(self) -> float | None:
+        """When (the monitor's wall clock) this term's last monitor pass completed; None while not leading
+        and before the term's first pass completes. Read from other threads (the leader elector's)."""
+        last = self._last_pass
+        if last is None or not self._active or last[0] != self._term:
+            return None
+        return last[1]
 
     def activate(self) -> None:
         """A new term: its first pass resets the state (`_start_pass`), on the monitor's thread, where a pass
@@ -344,6 +354,8 @@ class NodeLifecycleMonitor:
             self._monitor_all_nodes()
         except TermEnded:
             log.info("leadership changed during a monitor pass: it stops here, writing nothing more")
+            return
+        self._last_pass = (self._pass_term, self._clock.now())
 
     def _monitor_all_nodes(self) -> None:
         pass_started = self._clock.monotonic()

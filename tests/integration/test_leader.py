@@ -18,10 +18,13 @@ from dataclasses import dataclass, field
 from pathlib import Path
 
 import pytest
-from kubernetes import client
+from kubernetes import client, watch
 from kubernetes.client.exceptions import ApiException
 
+from controller.nodelifecycle.lease_annotation import LAST_MONITOR_PASS_ANNOTATION
+from hack.servers import ControllerProcess
 from kube.leader import LeaderElectionConfig, LeaderElector, LeaseApi, LeaseClient, LeaseConflict
+from kube.timestamps import format_micro_time, parse_time
 from tests.integration.kube import LocalCluster, raw, wait_for
 
 LEASE_DURATION, RENEW_DEADLINE, RETRY_PERIOD = 3.0, 2.0, 0.5
@@ -422,3 +425,111 @@ def test_a_cut_off_leader_stops_before_the_stand_by_starts(election: Election, u
     assert watch.overlaps == []
     assert len(a.started) == 1
     assert election.lease()["spec"]["holderIdentity"] == b.identity
+
+
+# --- what the controller publishes on its Lease ---------------------------------------------------
+
+
+@dataclass(frozen=True)
+class LeaseWrite:
+    holder: str
+    acquired: float | None
+    renewed: float | None
+    last_pass: str | None  # the taintkeeper.io/last-monitor-pass annotation, as written
+
+
+def lease_writes(
+    local_cluster: LocalCluster, namespace: str, name: str, since: str, stop: threading.Event
+) -> list[LeaseWrite]:
+    """Every write of the Lease after resourceVersion `since`, in order, collected on a thread until `stop`."""
+    writes: list[LeaseWrite] = []
+    coordination = client.CoordinationV1Api(local_cluster.api_client)
+
+    def collect() -> None:
+        version = since
+        while not stop.is_set():
+            stream = watch.Watch().stream(
+                coordination.list_namespaced_lease,
+                namespace,
+                field_selector=f"metadata.name={name}",
+                resource_version=version,
+                timeout_seconds=1,
+            )
+            for event in stream:
+                lease = event["raw_object"]
+                version = lease["metadata"]["resourceVersion"]
+                spec = lease.get("spec") or {}
+                annotations = lease["metadata"].get("annotations") or {}
+                writes.append(
+                    LeaseWrite(
+                        spec.get("holderIdentity") or "",
+                        parse_time(spec.get("acquireTime")),
+                        parse_time(spec.get("renewTime")),
+                        annotations.get(LAST_MONITOR_PASS_ANNOTATION),
+                    )
+                )
+
+    threading.Thread(target=collect, name="lease-writes", daemon=True).start()
+    return writes
+
+
+@pytest.mark.version_independent(
+    "what the controller's elector writes into the Lease; its requests are LeaseClient's, which "
+    "test_lease_client_reads_creates_and_replaces_with_optimistic_concurrency keeps on 1.20"
+)
+def test_a_leading_controller_publishes_its_last_monitor_pass_on_its_lease(
+    local_cluster: LocalCluster, namespace: str, tmp_path: Path
+) -> None:
+    """A controller process takes over a Lease a previous leader released with its own last pass on it. Its
+    acquire write (made as a stand-by, before its monitor has passed) removes that; once its monitor has
+    passed, its renewals carry its own pass, made in its term."""
+    name = f"leader-{uuid.uuid4().hex[:8]}"
+    coordination = client.CoordinationV1Api(local_cluster.api_client)
+    released = format_micro_time(time.time() - 60)
+    stale = format_micro_time(time.time() - 70)
+    created = raw(
+        coordination.create_namespaced_lease,
+        namespace,
+        body={
+            "metadata": {"name": name, "annotations": {LAST_MONITOR_PASS_ANNOTATION: stale}},
+            "spec": {"holderIdentity": "", "leaseDurationSeconds": 1, "acquireTime": released, "renewTime": released},
+        },
+    )
+    stop = threading.Event()
+    writes = lease_writes(local_cluster, namespace, name, created["metadata"]["resourceVersion"], stop)
+    controller = ControllerProcess(
+        local_cluster.kubeconfig,
+        tmp_path / "controller.log",
+        "--leader-elect=true",
+        f"--leader-elect-resource-name={name}",
+        f"--leader-elect-resource-namespace={namespace}",
+        "--leader-elect-lease-duration=4s",
+        "--leader-elect-renew-deadline=3s",
+        "--leader-elect-retry-period=1s",
+        "--node-monitor-period=1s",
+        "--controllers=nodelifecycle",
+        "--backfill-default-tolerations=false",
+        "--secure-port=0",
+    )
+    try:
+        controller.start()
+        # The monitor passes once it leads and its caches have synced; the next renewal (1 s) carries it.
+        wait_for(lambda: any(w.last_pass not in (None, stale) for w in writes), 10, "a renewal with the last pass")
+        controller.terminate()
+        wait_for(lambda: writes[-1].holder == "", 5, "the release write seen")
+    finally:
+        controller.kill()
+        stop.set()
+    holder = writes[0].holder
+    assert holder.startswith(socket.gethostname() + "_"), writes[0]  # the controller's acquire write
+    assert writes[0].last_pass is None, writes[0]  # the previous leader's pass is not carried on
+    *leading, release = writes  # stopped, the controller released the Lease (leaving the annotation)
+    assert release.holder == "" and {w.holder for w in leading} == {holder}, writes
+    published = [w for w in leading if w.last_pass is not None]
+    assert published, writes
+    for write in published:
+        last_pass = parse_time(write.last_pass)
+        assert last_pass is not None and write.acquired is not None and write.renewed is not None, write
+        assert write.acquired <= last_pass <= write.renewed, write  # a pass of this term, before this write
+        assert write.last_pass == format_micro_time(last_pass)  # a MicroTime, like renewTime
+    print(f"Lease writes: {writes}")

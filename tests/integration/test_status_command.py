@@ -4,8 +4,9 @@ Nodes (taints, zone labels, a Ready condition written through the status subreso
 to them by spec.nodeName and the leader's Lease are written through the API; the command runs in
 this process and its output is read. Which requests it made is read from the apiserver's own audit
 log by the command's User-Agent, `taintkeeper-status/VERSION (POD_NAME)`, with a POD_NAME of each
-run's own. Without a kubelet or a controller nothing changes what a test wrote; the leader's pod
-has no IP, so its /metrics cannot be reached through the apiserver's pod proxy.
+run's own. Without a kubelet or a controller nothing changes what a test wrote; a test writes the
+Lease as a leader would, with or without the last monitor pass a leader publishes on it
+(controller/nodelifecycle/lease_annotation.py).
 
 Last, on simulated nodes with the controller running: the deadline the command shows for a pod is
 when the controller deletes it.
@@ -26,6 +27,8 @@ from urllib.parse import parse_qsl, urlsplit
 import pytest
 from kubernetes import client
 
+from controller.describe import describe_duration
+from controller.nodelifecycle.lease_annotation import LAST_MONITOR_PASS_ANNOTATION
 from controller.zones import LABEL_TOPOLOGY_REGION, LABEL_TOPOLOGY_ZONE
 from kube.client import MERGE_PATCH, STRATEGIC_MERGE
 from kube.timestamps import format_micro_time, format_time, parse_time
@@ -34,10 +37,10 @@ from tests.integration.kube import LocalCluster, audit_events, raw, wait_for
 from tests.integration.simulated import UR, Cluster, unreachable
 from tests.support.kubernetes_version import server_minor
 
-METRICS_PORT = 10258  # the controller's default --port, which the command's --metrics-port defaults to
-# The leader's pod has no IP (no kubelet posted one): the apiserver's pod proxy refuses to dial it.
-METRICS_UNREACHABLE = (
-    "cannot reach the leader's /metrics through the apiserver's pod proxy: 400 Bad Request: address not allowed"
+# A Lease written by a controller older than the command, or by a leader whose monitor has not passed yet.
+NO_LAST_PASS = (
+    f"the Lease has no {LAST_MONITOR_PASS_ANNOTATION} annotation (the leader has not completed a monitor pass "
+    "yet, runs without the nodelifecycle controller, or is older than this command)"
 )
 WEBHOOK_USER = "system:serviceaccount:taintkeeper-system:taintkeeper-webhook"
 EVERY_VERSION = (("resourceVersion", "0"),)  # a LIST served from the apiserver's watch cache
@@ -119,11 +122,12 @@ class World:
         }
         self.pods[name] = raw(self.core.create_namespaced_pod, namespace, body=body)
 
-    def scene(self, *, no_execute: bool = True, lease: bool = True) -> float:
+    def scene(self, *, no_execute: bool = True, lease: bool = True, last_pass: float | None = None) -> float:
         """A zone of two nodes, one dead for a minute (unreachable:NoSchedule, and unreachable:NoExecute
         if `no_execute`); on it `web` (app=web, tolerating unreachable 300 s) and `db` (app=db, no
         tolerations) in the test's namespace, and the leader's pod in the Lease's namespace; the Lease
-        held and just renewed if `lease`. Returns when the node died (the taint's timeAdded)."""
+        held and just renewed if `lease`, annotated with the leader's `last_pass` if given. Returns when
+        the node died (the taint's timeAdded)."""
         died = float(int(time.time()) - 60)
         taints = [{"key": UR, "effect": "NoSchedule"}]
         if no_execute:
@@ -135,11 +139,12 @@ class World:
         self.pod(self.lease_namespace, self.leader, self.dead, [], "taintkeeper-controller")
         if lease:
             renewed = format_micro_time(time.time())
+            published = {} if last_pass is None else {LAST_MONITOR_PASS_ANNOTATION: format_micro_time(last_pass)}
             raw(
                 self.coordination.create_namespaced_lease,
                 self.lease_namespace,
                 body={
-                    "metadata": {"name": self.lease_name},
+                    "metadata": {"name": self.lease_name, "annotations": published},
                     "spec": {
                         "holderIdentity": self.holder,
                         "leaseDurationSeconds": 15,
@@ -221,7 +226,6 @@ def world(
 
 NODES = ("/api/v1/nodes", EVERY_VERSION)
 LEASE = ("/apis/coordination.k8s.io/v1/namespaces/{lease_ns}/leases/{lease}", ())
-METRICS = (f"/api/v1/namespaces/{{lease_ns}}/pods/{{leader}}:{METRICS_PORT}/proxy/metrics", ())
 # Who adds the default tolerations: the webhook's configuration, the policy's binding and its parameter.
 ADMISSION = (
     ("/apis/admissionregistration.k8s.io/v1/mutatingwebhookconfigurations/taintkeeper", ()),
@@ -245,25 +249,23 @@ class RequestsCase:
 
 
 REQUESTS = {
-    "a NoExecute taint: the nodes, the pods (filtered in the LIST), the budgets, the Lease, "
-    "the leader's /metrics": RequestsCase(
+    "a NoExecute taint: the nodes, the pods (filtered in the LIST), the budgets, the Lease": RequestsCase(
         ("-n", "{ns}", "-l", "app=web"),
         (
             NODES,
             ("/api/v1/namespaces/{ns}/pods", (*EVERY_VERSION, ("labelSelector", "app=web"))),
             *BUDGETS,
             LEASE,
-            METRICS,
             *ADMISSION,
         ),
     ),
     "no filters: the pods of every namespace": RequestsCase(
-        (), (NODES, ("/api/v1/pods", EVERY_VERSION), *BUDGETS, LEASE, METRICS, *ADMISSION)
+        (), (NODES, ("/api/v1/pods", EVERY_VERSION), *BUDGETS, LEASE, *ADMISSION)
     ),
     "no NoExecute taint on any node: no eviction is pending, the pods are not listed": RequestsCase(
-        ("-n", "{ns}"), (NODES, LEASE, METRICS, *ADMISSION), no_execute=False
+        ("-n", "{ns}"), (NODES, LEASE, *ADMISSION), no_execute=False
     ),
-    "no Lease: no leader, so no /metrics request": RequestsCase(
+    "no Lease: no leader": RequestsCase(
         ("-n", "{ns}"),
         (NODES, ("/api/v1/namespaces/{ns}/pods", EVERY_VERSION), *BUDGETS, LEASE, *ADMISSION),
         lease=False,
@@ -355,7 +357,7 @@ def test_the_json_report(world: World) -> None:
     assert created + 300 - after - 1 <= web["secondsLeft"] <= created + 300 - before + 1
 
     leader = document["leader"]
-    assert leader.pop("lastMonitorPassError") == METRICS_UNREACHABLE
+    assert leader.pop("lastMonitorPassError") == NO_LAST_PASS
     renewed, renewed_ago = parse_time(leader.pop("renewTime")), leader.pop("renewedSecondsAgo")
     assert leader == {
         "lease": f"{world.lease_namespace}/{world.lease_name}",
@@ -371,7 +373,26 @@ def test_the_json_report(world: World) -> None:
     assert 0 <= renewed_ago <= after - renewed + 1
 
 
-def test_metrics_that_cannot_be_reached_are_one_line_of_the_report(world: World) -> None:
+def test_the_last_monitor_pass_is_read_from_the_leases_annotation(world: World) -> None:
+    passed = time.time() - 90.25
+    world.scene(last_pass=passed)
+    before = time.time()
+    run = world.status("-n", world.namespace)
+    document = world.status("-n", world.namespace, "-o", "json").document()
+    after = time.time()
+    assert (run.code, run.err) == (0, "")
+    said = [line for line in run.out.splitlines() if line.startswith("  last monitor pass")]
+    ages = range(int(before - passed), int(after - passed) + 2)
+    assert len(said) == 1 and said[0] in {f"  last monitor pass {describe_duration(age)} ago" for age in ages}, said
+    leader = document["leader"]
+    assert (leader["lastMonitorPass"], leader["lastMonitorPassError"]) == (format_time(passed), None)
+    assert int(before - passed) <= leader["lastMonitorPassSecondsAgo"] <= int(after - passed) + 1
+    # From the Lease alone: no request to the leader's pod.
+    assert [r.path for r in world.requests(run)].count(world.fill(LEASE[0])) == 1
+    assert not [r.path for r in world.requests(run) if "/pods/" in r.path]
+
+
+def test_a_lease_without_the_last_pass_is_one_line_of_the_report(world: World) -> None:
     world.scene()
     run = world.status("-n", world.namespace)
     assert (run.code, run.err) == (0, "")
@@ -381,10 +402,18 @@ def test_metrics_that_cannot_be_reached_are_one_line_of_the_report(world: World)
         f"LEADER  {world.leader} (Lease {world.lease_namespace}/{world.lease_name} held by {world.holder}, renewed "
     ), said_leader
     said = [line for line in lines if line.startswith("  last monitor pass")]
-    assert said == ["  last monitor pass: cannot tell: " + METRICS_UNREACHABLE]
-    # The apiserver's answer is the line's reason: the proxy request was made, and refused.
-    [proxy] = [r for r in world.requests(run) if r.path.endswith("/proxy/metrics")]
-    assert (proxy.verb, proxy.path, proxy.code) == ("get", world.fill(METRICS[0]), 400)
+    assert said == ["  last monitor pass: cannot tell: " + NO_LAST_PASS]
+
+
+def test_metrics_port_is_ignored_with_one_line_on_stderr(world: World) -> None:
+    world.scene(last_pass=time.time() - 5)
+    run = world.status("-n", world.namespace, "-o", "json", "--metrics-port", "10258")
+    assert run.code == 0
+    assert run.err.splitlines() == [
+        "status: warning: --metrics-port is deprecated and ignored: the last monitor pass is read from the "
+        "leader's Lease"
+    ]
+    assert json.loads(run.out)["leader"]["lastMonitorPassError"] is None
 
 
 def test_no_lease_means_no_leader(world: World) -> None:

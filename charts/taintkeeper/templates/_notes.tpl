@@ -47,7 +47,7 @@ taintkeeper {{ .Chart.AppVersion }} ({{ include "taintkeeper.image" . }}) is ins
 {{- end }}
 3. See what the controller sees: zones, tainted nodes, pending evictions and the leader
    (`pip install .` in taintkeeper's repository puts the kubectl plugin on the PATH; the leader's last
-   monitor pass is read through the pod proxy, which needs pods/proxy in {{ $ns }}):
+   monitor pass is read from its Lease in {{ $ns }}):
 
      kubectl taintkeeper status
      kubectl taintkeeper explain node NODE

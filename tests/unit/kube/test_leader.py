@@ -8,7 +8,7 @@ import copy
 import re
 import socket
 import threading
-from collections.abc import Callable
+from collections.abc import Callable, Mapping
 from dataclasses import dataclass, field
 from datetime import UTC, datetime, timedelta, timezone
 
@@ -110,6 +110,7 @@ def replica(
     jitter: float = 0.5,
     on_started: Callable[[], None] | None = None,
     on_stopped: Callable[[], None] | None = None,
+    annotations: Callable[[], Mapping[str, str | None]] = lambda: {},
 ) -> Replica:
     config = LeaderElectionConfig(NAME, NAMESPACE, identity, LEASE_DURATION, RENEW_DEADLINE, RETRY_PERIOD)
     events: list[str] = []
@@ -121,6 +122,7 @@ def replica(
         monotonic=clock.monotonic,
         wall_clock=clock.wall,
         jitter=lambda: jitter,
+        annotations=annotations,
     )
     return Replica(elector, events)
 
@@ -360,6 +362,72 @@ def test_release_leaves_a_lease_someone_else_wrote_alone(store: MemoryLeases, cl
     store.put(holderIdentity="other")
     assert me.release() is False
     assert store.spec["holderIdentity"] == "other"
+
+
+# --- the holder's annotations ---------------------------------------------------------------------------
+
+
+@dataclass(frozen=True)
+class AnnotationCase:
+    before: dict[str, str] | None  # the Lease's annotations before the write; None: no Lease yet
+    holder: str  # the Lease's holder before the write
+    published: dict[str, str | None]  # what the annotations callback returns
+    after: dict[str, str] | None  # the Lease's annotations after the write; None: no annotations field
+
+
+ANNOTATION_CASES = {
+    "a created Lease carries them": AnnotationCase(None, "", {"a/b": "1"}, {"a/b": "1"}),
+    "a renewal updates ours and keeps the others": AnnotationCase(
+        {"a/b": "1", "kept": "x"}, "me", {"a/b": "2"}, {"a/b": "2", "kept": "x"}
+    ),
+    "a new holder's None withdraws what the last one published": AnnotationCase(
+        {"a/b": "1", "kept": "x"}, "", {"a/b": None}, {"kept": "x"}
+    ),
+    "withdrawing the only one leaves no annotations field": AnnotationCase({"a/b": "1"}, "me", {"a/b": None}, None),
+    "None on a Lease without it changes nothing": AnnotationCase(None, "", {"a/b": None}, None),
+    "nothing published: the annotations are left alone": AnnotationCase({"kept": "x"}, "me", {}, {"kept": "x"}),
+}
+
+
+@pytest.mark.parametrize("case", ANNOTATION_CASES.values(), ids=ANNOTATION_CASES.keys())
+def test_each_acquire_or_renewal_merges_the_published_annotations(
+    case: AnnotationCase, store: MemoryLeases, clock: FakeClock
+) -> None:
+    if case.before is not None:
+        store.put(holderIdentity=case.holder, renewTime=micro_time(EPOCH))
+        if case.before:
+            store.leases[(NAMESPACE, NAME)]["metadata"]["annotations"] = dict(case.before)
+    me = replica(store, clock, annotations=lambda: case.published).elector
+
+    assert me.try_acquire_or_renew() is True
+
+    assert store.leases[(NAMESPACE, NAME)]["metadata"].get("annotations") == case.after
+    assert store.spec["holderIdentity"] == "me"
+
+
+def test_the_annotations_are_asked_for_each_write_and_only_then(store: MemoryLeases, clock: FakeClock) -> None:
+    """No extra request: the annotations ride on the acquire and renewal writes; a release leaves them."""
+    asked: list[int] = []
+
+    def published() -> dict[str, str]:
+        asked.append(len(asked))
+        return {"pass": str(len(asked))}
+
+    other = replica(store, clock, "other").elector
+    other.try_acquire_or_renew()
+    me = replica(store, clock, annotations=published).elector
+    assert me.try_acquire_or_renew() is False  # held by another: nothing written, nothing asked
+    assert asked == []
+    clock.advance(LEASE_DURATION + 0.1)
+    calls = len(store.calls)
+    assert me.try_acquire_or_renew() is True  # taken over
+    assert me.try_acquire_or_renew() is True  # renewed
+    assert store.calls[calls:] == ["get", "replace", "get", "replace"]
+    assert store.leases[(NAMESPACE, NAME)]["metadata"]["annotations"] == {"pass": "2"}
+    assert me.release() is True
+    assert store.spec["holderIdentity"] == ""
+    assert store.leases[(NAMESPACE, NAME)]["metadata"]["annotations"] == {"pass": "2"}
+    assert asked == [0, 1]
 
 
 def test_stop_while_campaigning_writes_nothing(store: MemoryLeases, clock: FakeClock) -> None:

@@ -285,7 +285,7 @@ class LeaderCase:
 
 
 LEADER_CASES = {
-    "a holder whose metrics answer: its pod and the age of its last monitor pass": LeaderCase(
+    "a holder that published its last monitor pass: its pod and the pass's age": LeaderCase(
         Reading(lease_json(HOLDER, NOW - 2)),
         Reading(NOW - 4.5),
         {
@@ -297,22 +297,13 @@ LEADER_CASES = {
             "last_pass_error": None,
         },
     ),
-    "a holder whose metrics cannot be reached: why": LeaderCase(
+    "a holder whose last monitor pass is unknown: why": LeaderCase(
         Reading(lease_json(HOLDER, NOW - 2)),
-        Reading(error="503 Service Unavailable"),
+        Reading(error="the Lease has no taintkeeper.io/last-monitor-pass annotation"),
         {
             "pod": "taintkeeper-controller-7d9f8-abcde",
             "last_pass_ago": None,
-            "last_pass_error": "503 Service Unavailable",
-        },
-    ),
-    "a holder that has not completed a pass (the gauge still 0)": LeaderCase(
-        Reading(lease_json(HOLDER, NOW - 2)),
-        Reading(0.0),
-        {
-            "last_pass_ago": None,
-            "last_pass_error": "the leader has not completed a monitor pass "
-            "(just started, or not running the node lifecycle)",
+            "last_pass_error": "the Lease has no taintkeeper.io/last-monitor-pass annotation",
         },
     ),
     "a released Lease: no leader": LeaderCase(
@@ -354,27 +345,32 @@ def test_the_leaders_pod_is_its_identity_before_the_uuid(holder: str, pod: str) 
     assert leader_pod(holder) == pod
 
 
-METRICS = """# HELP taintkeeper_last_monitor_pass_timestamp_seconds When the monitor last completed a pass.
-# TYPE taintkeeper_last_monitor_pass_timestamp_seconds gauge
-taintkeeper_last_monitor_pass_timestamp_seconds_other 5.0
-taintkeeper_last_monitor_pass_timestamp_seconds 1.7999999955e+09
-"""
-METRIC_CASES = {
-    "the gauge's value": (METRICS, Reading(1_799_999_995.5)),
-    "no such metric: why": (
-        "taintkeeper_leader 1.0\n",
-        Reading(error="its /metrics has no taintkeeper_last_monitor_pass_timestamp_seconds"),
-    ),
-    "not a number: why": (
-        "taintkeeper_last_monitor_pass_timestamp_seconds x\n",
-        Reading(error="taintkeeper_last_monitor_pass_timestamp_seconds is not a number: 'x'"),
+def annotated(value: str | None) -> dict[str, Any]:
+    lease = lease_json(HOLDER, NOW - 2)
+    if value is not None:
+        lease["metadata"]["annotations"] = {"other": "x", "taintkeeper.io/last-monitor-pass": value}
+    return lease
+
+
+NO_ANNOTATION = (
+    "the Lease has no taintkeeper.io/last-monitor-pass annotation (the leader has not completed a monitor pass "
+    "yet, runs without the nodelifecycle controller, or is older than this command)"
+)
+LAST_PASS_CASES = {
+    "the annotation's time, to the microsecond": (annotated("2027-01-15T08:00:00.500000Z"), Reading(1_800_000_000.5)),
+    "no annotation: why, and what that may mean": (annotated(None), Reading(error=NO_ANNOTATION)),
+    "not a time: why": (
+        annotated("soon"),
+        Reading(error="the Lease's taintkeeper.io/last-monitor-pass is not a time: 'soon'"),
     ),
 }
 
 
-@pytest.mark.parametrize(("text", "expected"), METRIC_CASES.values(), ids=METRIC_CASES.keys())
-def test_the_last_monitor_pass_is_read_from_the_leaders_metrics(text: str, expected: Reading[float]) -> None:
-    assert last_monitor_pass(text) == expected
+@pytest.mark.parametrize(("lease", "expected"), LAST_PASS_CASES.values(), ids=LAST_PASS_CASES.keys())
+def test_the_last_monitor_pass_is_read_from_the_leases_annotation(
+    lease: dict[str, Any], expected: Reading[float]
+) -> None:
+    assert last_monitor_pass(lease) == expected
 
 
 @pytest.mark.parametrize(

@@ -22,7 +22,6 @@ from kubectl_taintkeeper.status_command import (
     HOME,
     StatusRequest,
     lease_path,
-    metrics_path,
     parse_args,
     pods_query,
     run,
@@ -31,9 +30,7 @@ from kubectl_taintkeeper.status_command import (
 )
 from tests.support.builders import kubeconfig_file
 
-POD = "taintkeeper-controller-7d9f8-abcde"
 LEASE_PATH = "/apis/coordination.k8s.io/v1/namespaces/taintkeeper-system/leases/taintkeeper-controller"
-METRICS_PATH = f"/api/v1/namespaces/taintkeeper-system/pods/{POD}:10258/proxy/metrics"
 
 
 def request(**changes: Any) -> StatusRequest:
@@ -45,7 +42,6 @@ def request(**changes: Any) -> StatusRequest:
         "watch": False,
         "lease_namespace": "taintkeeper-system",
         "lease_name": "taintkeeper-controller",
-        "metrics_port": 10258,
         "settings": MonitorSettings(),
     }
     return StatusRequest(**(defaults | changes))
@@ -83,10 +79,7 @@ GOOD = {
             )
         ),
     ),
-    "another Lease and metrics port": (
-        ["--lease-namespace", "tk", "--lease-name", "l", "--metrics-port", "9000"],
-        request(lease_namespace="tk", lease_name="l", metrics_port=9000),
-    ),
+    "another Lease": (["--lease-namespace", "tk", "--lease-name", "l"], request(lease_namespace="tk", lease_name="l")),
     "--kubeconfig": (["--kubeconfig", "/k"], request(kubeconfig="/k")),
     "the controller without its out-of-service handling, with Lt/Gt tolerations": (
         ["--controllers", "*,-out-of-service", "--feature-gates", "TaintTolerationComparisonOperators=true"],
@@ -111,7 +104,6 @@ BAD = {
     ),
     "an unhealthy share of 0": (["--unhealthy-zone-threshold", "0"], "--unhealthy-zone-threshold must be in (0, 1]"),
     "an unhealthy share above 1": (["--unhealthy-zone-threshold", "1.5"], "must be in (0, 1]"),
-    "a port out of range": (["--metrics-port", "70000"], "not a port number: '70000'"),
     "an argument": (["extra"], "unrecognized arguments: extra"),
     "an unknown feature gate": (["--feature-gates", "Nope=true"], "--feature-gates: unrecognized feature gate: Nope"),
     "an unknown controller": (["--controllers", "*,-nope"], "--controllers"),
@@ -208,8 +200,24 @@ def test_the_pod_filters_go_into_the_list_query(
     assert pods_query(namespace, selector) == (path, query)
 
 
-def test_the_metrics_are_read_through_the_pod_proxy_over_plain_http() -> None:
-    assert metrics_path("taintkeeper-system", POD, 10258) == METRICS_PATH
+METRICS_PORT_WARNING = (
+    "status: warning: --metrics-port is deprecated and ignored: the last monitor pass is read from the leader's Lease"
+)
+METRICS_PORT = {
+    "absent: nothing said": ([], []),
+    "given: accepted, ignored, and said so on stderr": (["--metrics-port", "10258"], [METRICS_PORT_WARNING]),
+    "given any value: a script that passed it goes on working": (["--metrics-port=9000"], [METRICS_PORT_WARNING]),
+}
+
+
+@pytest.mark.parametrize(("argv", "err"), METRICS_PORT.values(), ids=METRICS_PORT.keys())
+def test_metrics_port_is_accepted_and_ignored(
+    argv: list[str], err: list[str], capsys: pytest.CaptureFixture[str]
+) -> None:
+    assert parse_args(argv) == request()
+    assert kubectl_plugin.parse_args(["status", *argv], {}) == request()
+    captured = capsys.readouterr()
+    assert (captured.out, captured.err.splitlines()) == ("", err * 2)
 
 
 def test_the_lease_is_read_by_its_path() -> None:
@@ -218,7 +226,7 @@ def test_the_lease_is_read_by_its_path() -> None:
 
 # --- what cannot reach a cluster -----------------------------------------------------------------------
 # The reads themselves, the report they make and the requests they are (the pods LIST and its query,
-# the metrics request or its absence, an API error, --watch -o json) are tested against the real
+# the Lease and its annotation, an API error, --watch -o json) are tested against the real
 # apiserver: tests/integration/test_status_command.py.
 
 

@@ -224,16 +224,9 @@ TEXT_CASES = {
             "  last monitor pass 3s ago"
         ],
     ),
-    "a leader whose metrics cannot be reached: one line saying why": (
-        build(
-            last_pass=Reading(
-                error="cannot reach the leader's /metrics through the apiserver's pod proxy: 503 Service Unavailable"
-            )
-        ),
-        [
-            "  last monitor pass: cannot tell: cannot reach the leader's /metrics through the apiserver's pod proxy: "
-            "503 Service Unavailable"
-        ],
+    "a leader whose last monitor pass is unknown: one line saying why": (
+        build(last_pass=Reading(error="the Lease has no taintkeeper.io/last-monitor-pass annotation")),
+        ["  last monitor pass: cannot tell: the Lease has no taintkeeper.io/last-monitor-pass annotation"],
     ),
     "a Lease without a holder: no leader": (
         build(lease=Reading(lease_json(None, NOW - 5, duration=1)), last_pass=Reading()),

@@ -1236,6 +1236,27 @@ def test_the_apiservers_clock_is_measured_once_a_term_by_its_first_pass(world):
     assert [write for write in world.writes if write[0] == "measure clock"] == [("measure clock", "")] * 2
 
 
+def test_the_last_pass_is_when_this_terms_last_monitor_pass_completed(world):
+    """What the leader publishes on its Lease (controller/nodelifecycle/lease_annotation.py)."""
+    world.add_node("n1")
+    assert world.monitor.last_pass is None  # leading, no pass yet
+    world.monitor.monitor_pass()
+    first = world.clock.now()
+    world.clock.advance(3)
+    world.monitor.tainting_pass()
+    assert world.monitor.last_pass == first  # a tainting pass is no monitor pass
+    world.monitor.monitor_pass()
+    assert world.monitor.last_pass == first + 3
+    world.monitor.deactivate()
+    assert world.monitor.last_pass is None  # a stand-by has none
+    world.monitor.monitor_pass()  # not leading: no pass is made
+    world.monitor.activate()
+    assert world.monitor.last_pass is None  # the last term's pass is not this term's
+    world.clock.advance(1)
+    world.monitor.monitor_pass()
+    assert world.monitor.last_pass == first + 4
+
+
 def test_an_apiserver_clock_that_cannot_be_measured_leaves_nodes_judged_from_the_first_look(world, caplog):
     def failing():
         raise RuntimeError("connection refused")
