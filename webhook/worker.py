@@ -14,6 +14,9 @@ keeps nothing else waiting, and each is bounded:
 - `--max-connections` (TAINTKEEPER_MAX_CONNECTIONS, gunicorn's worker_connections, 500): a worker
   with this many connections open stops accepting until one closes, so connections held open cannot
   take a worker's memory past the Deployment's limit (bench/REPORT.md, "Webhook serving setup").
+  A connection accepted into the last free slot closes the oldest one still short of its TLS
+  handshake, so connections that never start one cannot fill the worker: the apiserver's and the
+  kubelet's probes, which finish theirs at once, keep being accepted while they arrive.
 
 The TLS context is built for every accepted connection (as gunicorn's other workers do, and
 gunicorn's own gevent worker does not), so a renewed certificate file is served to new connections
@@ -111,6 +114,9 @@ class WebhookWorker(GeventWorker):
         self.request_timeout = float(serving.request_timeout)
         self.keepalive_timeout = float(serving.keepalive_timeout)
         self.stopping_since: float | None = None
+        # greenlets of connections accepted but not yet through their TLS handshake, oldest first
+        self._unshaken: dict[gevent.Greenlet, None] = {}
+        self._pools: dict[int, Pool] = {}
 
     def patch(self) -> None:
         """gunicorn's patching in the worker, which adds forking, signals and subprocesses to what the master
@@ -133,7 +139,9 @@ class WebhookWorker(GeventWorker):
         servers = []
         for listener in self.sockets:
             listener.setblocking(1)
-            server = StreamServer(listener, handle=partial(self.handle, listener), spawn=Pool(self.worker_connections))
+            pool = Pool(self.worker_connections)
+            self._pools[id(listener)] = pool
+            server = StreamServer(listener, handle=partial(self.handle, listener), spawn=pool)
             server.start()
             servers.append(server)
 
@@ -158,12 +166,16 @@ class WebhookWorker(GeventWorker):
         client.setblocking(True)
         req = None
         deadline: Timeout | None = None
+        current = gevent.getcurrent()
         try:
             deadline = Timeout.start_new(self.request_timeout)  # the TLS handshake and the first request
             if self.cfg.is_ssl:
+                self._make_room(self._pools.get(id(listener)))
+                self._unshaken[current] = None
                 tls_client: ssl.SSLSocket = gunicorn_sock.ssl_wrap_socket(client, self.cfg)  # a fresh context:
                 client = tls_client  # renewed certificates are served at once; the wrapped socket is what to close
                 tls_client.do_handshake()
+                self._unshaken.pop(current, None)
             parser = self.fast_paths.request_parser(self.cfg, client, addr)
             listener_name = listener.getsockname()
             while True:
@@ -194,9 +206,20 @@ class WebhookWorker(GeventWorker):
         except Exception as error:
             self._answer_error(req, client, addr, error)
         finally:
+            self._unshaken.pop(current, None)
             if deadline is not None:
                 deadline.close()
             util.close(client)
+
+    def _make_room(self, pool: Pool | None) -> None:
+        """In the last free slot: close the oldest connection still short of its TLS handshake."""
+        if pool is None or pool.free_count() > 0:
+            return
+        for oldest in self._unshaken:
+            del self._unshaken[oldest]
+            oldest.kill(block=False)  # GreenletExit in its handshake: its `finally` closes the socket
+            self.log.debug("closed the oldest connection without a TLS handshake to make room")
+            return
 
     def handle_request(self, listener_name: Any, req: Any, sock: socket.socket, addr: Any) -> bool:
         """gunicorn's, writing each response in one go (`_Coalesced`)."""

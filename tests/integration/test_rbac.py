@@ -368,6 +368,8 @@ CONTROLLER_NEEDS = (
     "get a node lease",
     "get the leader lease",
     "create a lease in taintkeeper-system",
+    "review a token",
+    "review a caller's access",
 )
 WEBHOOK_NEEDS = ("list namespaces", "get a namespace", "review a token", "review a caller's access")
 CERTS_NEEDS = (

@@ -1,10 +1,11 @@
-"""The controller's secure port (controller/serving.py, kube/delegated_auth.py) against the real apiserver's
-TokenReview and SubjectAccessReview, and hostile callers (tests/support/hostile.py).
+"""Every port the product opens, against the real apiserver's TokenReview and SubjectAccessReview and
+hostile callers (tests/support/hostile.py): the controller's --secure-port (controller/serving.py) and the
+webhook's TLS port (gunicorn with the webhook's worker; /metrics checked by webhook/metrics_access.py).
 
-A `python -m controller` process serves --secure-port on loopback with its self-signed certificate; its
-callers are ServiceAccounts of the test's namespace with tokens from the TokenRequest API, one bound to the
-ClusterRole taintkeeper-metrics-reader as the manifest defines it. Each row says what the caller must get
-and within how long; the last test holds 1,000 idle connections open while the probe's path is asked.
+Each runs as its own process on loopback, with its admin kubeconfig for the reviews; its callers are
+ServiceAccounts of the test's namespace with tokens from the TokenRequest API, one bound to the ClusterRole
+taintkeeper-metrics-reader as the manifest defines it. Each row says what the caller must get and within
+how long; the last test holds 1,000 idle connections open while the probe's path is asked.
 """
 
 from __future__ import annotations
@@ -20,7 +21,7 @@ import yaml
 from kubernetes import client
 
 from controller.serving import CONNECTION_DEADLINE, HANDSHAKE_TIMEOUT
-from hack.servers import ControllerProcess, free_port
+from hack.servers import ControllerProcess, WebhookServer, free_port, make_certs
 from kube.request import request_json
 from tests.integration.kube import LocalCluster, wait_for
 from tests.support import hostile
@@ -31,10 +32,15 @@ ROOT = Path(__file__).resolve().parents[2]
 CONTROLLER_RBAC = ROOT / "manifests" / "base" / "controller-rbac.yaml"
 
 
+# The webhook's worker closes a connection that has not sent its request within --request-timeout (10 s)
+WEBHOOK_REQUEST_TIMEOUT = 10.0
+
+
 @dataclass
 class Served:
+    component: str
     port: int
-    process: ControllerProcess
+    pid: int
     tokens: dict[str, str]
 
 
@@ -47,8 +53,10 @@ def reader_role() -> dict:
     return role
 
 
-@pytest.fixture
-def served(local_cluster: LocalCluster, namespace: str, tmp_path: Path) -> Iterator[Served]:
+@pytest.fixture(params=["controller", "webhook"])
+def served(
+    local_cluster: LocalCluster, namespace: str, tmp_path: Path, request: pytest.FixtureRequest
+) -> Iterator[Served]:
     api = local_cluster.api_client
     rbac = "/apis/rbac.authorization.k8s.io/v1/clusterroles"
     try:
@@ -63,13 +71,21 @@ def served(local_cluster: LocalCluster, namespace: str, tmp_path: Path) -> Itera
     }
     client.CoreV1Api(api).delete_namespaced_service_account("revoked", namespace)
     port = free_port()
-    process = ControllerProcess(
-        local_cluster.kubeconfig,
-        tmp_path / "controller.log",
-        "--leader-elect=false",
-        "--controllers=nodelifecycle",
-        f"--secure-port={port}",
-    ).start()
+    server: ControllerProcess | WebhookServer
+    if request.param == "controller":
+        server = ControllerProcess(
+            local_cluster.kubeconfig,
+            tmp_path / "controller.log",
+            "--leader-elect=false",
+            "--controllers=nodelifecycle",
+            f"--secure-port={port}",
+        ).start()
+    else:
+        make_certs(tmp_path / "certs")
+        server = WebhookServer(
+            tmp_path / "certs", tmp_path / "webhook.log", port=port, kubeconfig=local_cluster.kubeconfig
+        )
+        server.start()
     try:
         # The authorizer sees the new binding through its informers, a moment later.
         wait_for(
@@ -77,9 +93,13 @@ def served(local_cluster: LocalCluster, namespace: str, tmp_path: Path) -> Itera
             30,
             "the reader allowed",
         )
-        yield Served(port, process, tokens)
+        assert server.process is not None
+        yield Served(request.param, port, server.process.pid, tokens)
     finally:
-        process.kill()
+        if isinstance(server, ControllerProcess):
+            server.kill()
+        else:
+            server.stop()
         request_json(
             api, "DELETE", f"/apis/rbac.authorization.k8s.io/v1/clusterrolebindings/{namespace}-reader", timeout=30
         )
@@ -111,7 +131,12 @@ ROWS = [
     ("a probe, /livez", lambda s: hostile.tls_request(s.port, hostile.get("/livez")), "200", 2),
     ("a probe, /readyz", lambda s: hostile.tls_request(s.port, hostile.get("/readyz")), "200", 2),
     ("plain HTTP to the TLS port", lambda s: hostile.plain_http(s.port), CLOSED, 2),
-    ("a TLS handshake that never comes", lambda s: hostile.silent_handshake(s.port), CLOSED, HANDSHAKE_TIMEOUT + 2),
+    (
+        "a TLS handshake that never comes",
+        lambda s: hostile.silent_handshake(s.port),
+        CLOSED,
+        {"controller": HANDSHAKE_TIMEOUT + 2, "webhook": WEBHOOK_REQUEST_TIMEOUT + 2},
+    ),
     (
         "101 headers",
         lambda s: hostile.tls_request(s.port, hostile.get("/healthz", extra=b"X-A: b\r\n" * 101)),
@@ -128,9 +153,11 @@ ROWS = [
         "a 1 GiB body announced, 1 MiB sent",
         lambda s: hostile.tls_request(
             s.port,
-            b"POST /metrics HTTP/1.1\r\nHost: x\r\nContent-Length: 1073741824\r\n\r\n" + b"x" * 2**20,
+            f"POST {'/metrics' if s.component == 'controller' else '/mutate'} HTTP/1.1\r\nHost: x\r\n".encode()
+            + b"Content-Type: application/json\r\nContent-Length: 1073741824\r\n\r\n"
+            + b"x" * 2**20,
         ),
-        "405",
+        {"controller": "405", "webhook": "400"},  # the controller serves no POST; /mutate's body is over its limit
         2,
     ),
     (
@@ -143,13 +170,15 @@ ROWS = [
 
 
 @pytest.mark.parametrize(("send", "answer", "within"), [r[1:] for r in ROWS], ids=[r[0] for r in ROWS])
-def test_each_caller_gets_its_answer_in_time(served: Served, send, answer: str, within: float) -> None:
+def test_each_caller_gets_its_answer_in_time(served: Served, send, answer, within) -> None:
+    expected = answer[served.component] if isinstance(answer, dict) else answer
+    limit = within[served.component] if isinstance(within, dict) else within
     outcome: Outcome = send(served)
-    assert (outcome.answer, outcome.seconds < within) == (answer, True), outcome
+    assert (outcome.answer, outcome.seconds < limit) == (expected, True), outcome
 
 
 def test_a_thousand_idle_connections_leave_the_probes_answered_and_memory_bounded(served: Served) -> None:
-    pid = served.process.process.pid  # type: ignore[union-attr]
+    pid = served.pid
     before = hostile.rss_kib(pid)
     idle = hostile.idle_connections(served.port, 1000)
     try:
@@ -179,7 +208,7 @@ def test_a_thousand_idle_connections_leave_the_probes_answered_and_memory_bounde
         all_closed_in = time.monotonic() - started
     after = hostile.rss_kib(pid)
     print(
-        f"\n1,000 idle connections: probes {[p.answer for p in probes]} in at most "
+        f"\n{served.component}: 1,000 idle connections: probes {[p.answer for p in probes]} in at most "
         f"{max(p.seconds for p in probes):.2f}s; the reader's /metrics {reader.answer} in {reader.seconds:.2f}s; "
         f"RSS {before} KiB before, {during} during, {after} after; all closed by the server within "
         f"{all_closed_in:.1f}s"
@@ -187,5 +216,6 @@ def test_a_thousand_idle_connections_leave_the_probes_answered_and_memory_bounde
     assert [p.answer for p in probes] == ["200"] * 5 and max(p.seconds for p in probes) < 2
     assert reader.answer == "200"
     assert all(event.is_set() for event in closed_by_server)
-    assert all_closed_in < HANDSHAKE_TIMEOUT + 5
+    deadline = HANDSHAKE_TIMEOUT if served.component == "controller" else WEBHOOK_REQUEST_TIMEOUT
+    assert all_closed_in < deadline + 5
     assert during - before < 64 * 1024, "1,000 idle connections cost at most 64 MiB"

@@ -35,11 +35,23 @@ def _status(reply: bytes) -> str:
 
 
 def _read_all(sock: socket.socket) -> bytes:
-    chunks = []
+    """What the server sends until it closes, or until one whole HTTP answer has come (its headers and as
+    many body bytes as its Content-Length says): the time taken is the time to the answer, not to a close."""
+    received = b""
     with contextlib.suppress(OSError):  # reset, timed out, TLS torn down: what came is what counts
         while chunk := sock.recv(65536):
-            chunks.append(chunk)
-    return b"".join(chunks)
+            received += chunk
+            if _whole_answer(received):
+                break
+    return received
+
+
+def _whole_answer(received: bytes) -> bool:
+    head, separator, body = received.partition(b"\r\n\r\n")
+    if not separator or not head.startswith(b"HTTP/"):
+        return False
+    length = re.search(rb"(?im)^content-length:\s*(\d+)", head)
+    return length is not None and len(body) >= int(length.group(1))
 
 
 def tls_request(port: int, raw: bytes, *, host: str = "127.0.0.1", timeout: float = 30) -> Outcome:
@@ -60,7 +72,7 @@ def tls_request(port: int, raw: bytes, *, host: str = "127.0.0.1", timeout: floa
 
 def get(path: str, token: str | None = None, extra: bytes = b"") -> bytes:
     header = f"Authorization: Bearer {token}\r\n".encode() if token else b""
-    return f"GET {path} HTTP/1.1\r\nHost: localhost\r\n".encode() + header + extra + b"\r\n"
+    return f"GET {path} HTTP/1.1\r\nHost: localhost\r\nConnection: close\r\n".encode() + header + extra + b"\r\n"
 
 
 def plain_http(port: int, *, host: str = "127.0.0.1", timeout: float = 30) -> Outcome:
@@ -91,9 +103,20 @@ def idle_connections(port: int, count: int, *, host: str = "127.0.0.1") -> list[
     return opened
 
 
+def process_tree(pid: int) -> list[int]:
+    """The process and its descendants (gunicorn's master and its workers)."""
+    found = [pid]
+    for task in Path(f"/proc/{pid}/task").iterdir():
+        for child in (task / "children").read_text().split():
+            found += process_tree(int(child))
+    return found
+
+
 def rss_kib(pid: int) -> int:
-    """The process's resident memory, from /proc."""
-    for line in Path(f"/proc/{pid}/status").read_text().splitlines():
-        if line.startswith("VmRSS:"):
-            return int(line.split()[1])
-    raise ValueError(f"no VmRSS for {pid}")
+    """The resident memory of the process and its descendants, from /proc."""
+    total = 0
+    for each in process_tree(pid):
+        for line in Path(f"/proc/{each}/status").read_text().splitlines():
+            if line.startswith("VmRSS:"):
+                total += int(line.split()[1])
+    return total
