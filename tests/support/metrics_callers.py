@@ -7,8 +7,10 @@ import contextlib
 import ssl
 import urllib.error
 import urllib.request
+from pathlib import Path
 from typing import Any
 
+import yaml
 from kubernetes import client
 
 from kube.request import request_json
@@ -17,7 +19,8 @@ READER_ROLE = "taintkeeper-metrics-reader"
 
 
 def service_account_token(api_client: Any, namespace: str, name: str, *, reader: bool) -> str:
-    """A ServiceAccount `name` in `namespace` (bound to taintkeeper-metrics-reader if `reader`) and a token for it."""
+    """A ServiceAccount `name` in `namespace` (bound to taintkeeper-metrics-reader if `reader`) and a token for it.
+    Its other bindings are the caller's (`bind`)."""
     core = client.CoreV1Api(api_client)
     core.create_namespaced_service_account(
         namespace, client.V1ServiceAccount.model_validate({"metadata": {"name": name}})
@@ -43,6 +46,23 @@ def service_account_token(api_client: Any, namespace: str, name: str, *, reader:
     return str(answer["status"]["token"])
 
 
+def bind(api_client: Any, namespace: str, account: str, kind: str, role: str, where: str | None = None) -> str:
+    """Bind the ServiceAccount to a ClusterRole (cluster-wide) or a Role in `where`; returns the binding's path."""
+    name = f"{namespace}-{account}-{role}"
+    binding = {
+        "metadata": {"name": name},
+        "roleRef": {"apiGroup": "rbac.authorization.k8s.io", "kind": kind, "name": role},
+        "subjects": [{"kind": "ServiceAccount", "name": account, "namespace": namespace}],
+    }
+    collection = (
+        "/apis/rbac.authorization.k8s.io/v1/clusterrolebindings"
+        if kind == "ClusterRole"
+        else f"/apis/rbac.authorization.k8s.io/v1/namespaces/{where}/rolebindings"
+    )
+    request_json(api_client, "POST", collection, body=binding, timeout=30)
+    return f"{collection}/{name}"
+
+
 def delete_reader_binding(api_client: Any, namespace: str, name: str) -> None:
     with contextlib.suppress(Exception):
         request_json(
@@ -65,3 +85,22 @@ def get_status(endpoint: str, path: str, token: str | None) -> int:
             return int(response.status)
     except urllib.error.HTTPError as error:
         return int(error.code)
+
+
+def token_kubeconfig(admin_kubeconfig: Path, token: str, path: Path) -> Path:
+    """A kubeconfig at `path` for the admin's cluster with `token` as its only credential."""
+    admin = yaml.safe_load(admin_kubeconfig.read_text())
+    cluster = admin["clusters"][0]
+    path.write_text(
+        yaml.safe_dump(
+            {
+                "apiVersion": "v1",
+                "kind": "Config",
+                "clusters": [cluster],
+                "users": [{"name": "caller", "user": {"token": token}}],
+                "contexts": [{"name": "caller", "context": {"cluster": cluster["name"], "user": "caller"}}],
+                "current-context": "caller",
+            }
+        )
+    )
+    return path
