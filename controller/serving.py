@@ -9,7 +9,7 @@ doing (a caller trickling its headers a byte at a time); at most MAX_CONNECTIONS
 only, no body read. Header limits are http.server's: 100 headers of at most 64 KiB each (431).
 The certificate files are read again when they change, so a renewed certificate is served to new
 connections without a restart; without files, a self-signed certificate is made at start, as
-kube-controller-manager makes one.
+kube-controller-manager makes one, and made again 30 days before it ends.
 """
 
 from __future__ import annotations
@@ -28,6 +28,7 @@ from http.server import BaseHTTPRequestHandler, ThreadingHTTPServer
 from pathlib import Path
 from typing import Any
 
+from cryptography import x509
 from cryptography.hazmat.primitives import serialization
 
 from controller.health import TEXT, Answer
@@ -41,6 +42,7 @@ REQUEST_TIMEOUT = 10.0
 CONNECTION_DEADLINE = 15.0
 MAX_CONNECTIONS = 2048
 SELF_SIGNED_VALIDITY = timedelta(days=365)
+RENEW_BEFORE = timedelta(days=30)
 
 
 class CertificateFiles:
@@ -223,10 +225,29 @@ def serve(
     return server
 
 
-def secure_certificate(cert_file: str, key_file: str) -> CertificateFiles:
-    """The given files, or a self-signed certificate made now in a private temporary directory."""
-    if not cert_file:
-        directory = Path(tempfile.mkdtemp(prefix="taintkeeper-serving-"))
-        cert_file, key_file = self_signed_files(directory, datetime.now(UTC))
+class SelfSigned(CertificateFiles):
+    """A self-signed certificate in a private temporary directory, made again RENEW_BEFORE its end (the
+    next connection after that gets the new one)."""
+
+    def __init__(self, clock: Callable[[], datetime] = lambda: datetime.now(UTC)) -> None:
+        self._clock = clock
+        self._directory = Path(tempfile.mkdtemp(prefix="taintkeeper-serving-"))
+        cert_file, key_file = self_signed_files(self._directory, clock())
         log.info("no --tls-cert-file: serving a self-signed certificate (%s)", cert_file)
-    return CertificateFiles(cert_file, key_file)
+        super().__init__(cert_file, key_file)
+
+    def _load(self) -> ssl.SSLContext:
+        self.not_after = x509.load_pem_x509_certificate(Path(self.cert_file).read_bytes()).not_valid_after_utc
+        return super()._load()
+
+    def context(self) -> ssl.SSLContext:
+        if self._clock() >= self.not_after - RENEW_BEFORE:
+            with self._lock:
+                self_signed_files(self._directory, self._clock())
+            log.info("self-signed serving certificate renewed")
+        return super().context()
+
+
+def secure_certificate(cert_file: str, key_file: str) -> CertificateFiles:
+    """The given files, or a self-signed certificate made now and renewed before it ends."""
+    return CertificateFiles(cert_file, key_file) if cert_file else SelfSigned()

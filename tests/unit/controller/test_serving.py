@@ -13,7 +13,7 @@ import socket
 import ssl
 import time
 from collections.abc import Iterator
-from datetime import UTC, datetime
+from datetime import UTC, datetime, timedelta
 from pathlib import Path
 
 import pytest
@@ -209,3 +209,15 @@ def test_the_self_signed_certificate_names_the_host_and_loopback(tmp_path):
     assert socket.gethostname().lower() in names.get_values_for_type(x509.DNSName)
     assert {str(ip) for ip in names.get_values_for_type(x509.IPAddress)} == {"127.0.0.1", "::1"}
     assert oct(Path(tmp_path / "tls.key").stat().st_mode & 0o777) == "0o600"
+
+
+def test_the_self_signed_certificate_is_renewed_before_it_ends():
+    now = [datetime.now(UTC)]
+    certificate = serving.SelfSigned(clock=lambda: now[0])
+    first = certificate.not_after
+    certificate.context()
+    assert certificate.not_after == first  # a year to go: kept
+    now[0] = first - serving.RENEW_BEFORE + timedelta(seconds=1)
+    certificate.context()
+    assert certificate.not_after > first  # renewed: the next connection gets the new one
+    assert certificate.not_after - now[0] > serving.SELF_SIGNED_VALIDITY - timedelta(days=1)
