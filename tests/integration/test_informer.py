@@ -523,6 +523,13 @@ def test_410_relists_and_reports_exact_differences(
     core = client.CoreV1Api(local_cluster.api_client)
     for name in ("gone", "changed", "same"):
         create_pod(core, namespace, name, node="n1")
+    # The informer's first LIST is served from the watch cache (resourceVersion 0), which may not hold a pod
+    # created a moment ago on a loaded machine: wait until it does, so the first list is known.
+    wait_for(
+        lambda: len(raw(core.list_namespaced_pod, namespace, resource_version="0")["items"]) == 3,
+        10,
+        "the watch cache holding the three pods",
+    )
     gate = BlindThenExpired(functools.partial(core.list_namespaced_pod, namespace))
     changes = Changes()
     try:

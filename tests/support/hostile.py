@@ -107,8 +107,9 @@ def process_tree(pid: int) -> list[int]:
     """The process and its descendants (gunicorn's master and its workers)."""
     found = [pid]
     for task in Path(f"/proc/{pid}/task").iterdir():
-        for child in (task / "children").read_text().split():
-            found += process_tree(int(child))
+        with contextlib.suppress(FileNotFoundError):  # a thread that ended since the listing
+            for child in (task / "children").read_text().split():
+                found += process_tree(int(child))
     return found
 
 
@@ -116,7 +117,8 @@ def rss_kib(pid: int) -> int:
     """The resident memory of the process and its descendants, from /proc."""
     total = 0
     for each in process_tree(pid):
-        for line in Path(f"/proc/{each}/status").read_text().splitlines():
-            if line.startswith("VmRSS:"):
-                total += int(line.split()[1])
+        with contextlib.suppress(FileNotFoundError):  # a child that ended since the listing
+            for line in Path(f"/proc/{each}/status").read_text().splitlines():
+                if line.startswith("VmRSS:"):
+                    total += int(line.split()[1])
     return total
