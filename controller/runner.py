@@ -94,6 +94,7 @@ def node_lifecycle(
             options.monitor,
             clock=clock,
             pods_synced=lambda: pods.has_synced,
+            term=lambda: fence.term,
         )
     # Taint writes start from the informer's cached node: one PATCH per node, not a GET and a PATCH.
     return NodeLifecycleMonitor(
@@ -105,6 +106,7 @@ def node_lifecycle(
         options.monitor,
         clock=clock,
         pods_synced=lambda: pods.has_synced,
+        term=lambda: fence.term,
     )
 
 
@@ -127,6 +129,7 @@ def taint_eviction(
         budgets=options.budgets,
         comparison_operators=options.eviction_rule.comparison_operators,
         defer_to_out_of_service=options.eviction_rule.defer_to_out_of_service,
+        term=lambda: fence.term,
     )
 
 
@@ -144,6 +147,7 @@ def toleration_backfill(
         recorder,
         options.backfill,
         dry_run=options.dry_run,
+        term=lambda: fence.term,
     )
 
 
@@ -165,6 +169,7 @@ def out_of_service(
         auto_fence_after=options.auto_fence_after,
         leases=leases,
         dry_run=options.dry_run,
+        term=lambda: fence.term,
     )
 
 
@@ -242,7 +247,9 @@ def write_fence(options: ControllerOptions) -> WriteFence:
 
 def controller_api_client(options: ControllerOptions) -> client.ApiClient:
     """The one ApiClient of the controller (the leader elector copies it), named in its User-Agent."""
-    return make_api_client(options.kubeconfig, component=CONTROLLER, connections=api_connections(options))
+    return make_api_client(
+        options.kubeconfig, component=CONTROLLER, connections=api_connections(options), stamp_terms=True
+    )
 
 
 @dataclass(frozen=True)

@@ -32,6 +32,7 @@ from typing import TypeAlias, assert_never
 from controller.clock import Clock
 from controller.sync_result import After, Done, Retry, SyncResult
 from controller.workqueue import ShutDown, WorkQueue
+from kube.acting_term import acting_for
 from kube.client import WORKER_REQUEST_TIMEOUT
 
 IDLE_WAIT = 1.0  # seconds a worker waits for a key before it stamps its heartbeat and looks at `stop`
@@ -41,6 +42,12 @@ HEARTBEAT_SLACK = 10.0
 
 
 Sync: TypeAlias = Callable[[str], SyncResult]
+# The leadership term a unit of work starting now acts for (the write fence's `term`); None: no term.
+TermSource: TypeAlias = Callable[[], "str | None"]
+
+
+def no_term() -> str | None:
+    return None
 
 
 def heartbeat_bound(requests: int, waiting: float = 0.0) -> float:
@@ -104,17 +111,20 @@ def process_next(
     log: logging.Logger,
     timeout: float | None,
     on_crash: Callable[[], None] | None = None,
+    term: TermSource = no_term,
 ) -> bool:
     """Take the next key (waiting at most `timeout`), sync it and act on the result; False if no key came.
 
     Raises ShutDown once the queue is shut down and drained. `what` names the work in the lines written
     to the component's `log`; `on_crash` is called when a sync raises (a component's failure metric).
+    The sync is a unit of work of the leadership term current when it starts (`term`; kube/acting_term.py).
     """
     key = queue.get(timeout)
     if key is None:
         return False
     try:
-        result = sync(key)
+        with acting_for(term()):
+            result = sync(key)
     except Exception:
         log.exception("%s of %s failed unexpectedly", what, key)
         if on_crash is not None:
@@ -150,13 +160,14 @@ def run_worker(
     log: logging.Logger,
     heartbeat: Heartbeat,
     on_crash: Callable[[], None] | None = None,
+    term: TermSource = no_term,
 ) -> None:
     """The worker loop of every component: `process_next` until `stop` is set or the queue is shut down,
     stamping `heartbeat` after each sync and each idle wait."""
     heartbeat.beat()
     while not stop.is_set():
         try:
-            process_next(queue, sync, what=what, log=log, timeout=IDLE_WAIT, on_crash=on_crash)
+            process_next(queue, sync, what=what, log=log, timeout=IDLE_WAIT, on_crash=on_crash, term=term)
         except ShutDown:
             break
         heartbeat.beat()
@@ -174,13 +185,14 @@ def start_workers(
     log: logging.Logger,
     heartbeat: Heartbeat,
     on_crash: Callable[[], None] | None = None,
+    term: TermSource = no_term,
 ) -> list[threading.Thread]:
     """Start `count` daemon threads running `run_worker` on one queue, named NAME (one) or NAME-0, NAME-1..."""
     threads = [
         threading.Thread(
             target=run_worker,
             args=(queue, sync, stop),
-            kwargs={"what": what, "log": log, "heartbeat": heartbeat, "on_crash": on_crash},
+            kwargs={"what": what, "log": log, "heartbeat": heartbeat, "on_crash": on_crash, "term": term},
             name=name if count == 1 else f"{name}-{i}",
             daemon=True,
         )
@@ -226,15 +238,18 @@ def run_loop(
     heartbeat: Heartbeat,
     on_crash: Callable[[], None] | None = None,
     after_crash: float = IDLE_WAIT,
+    term: TermSource = no_term,
 ) -> None:
     """The loop of every component's periodic work: `step`, then wait the seconds it returned (at most
     IDLE_WAIT, so `stop` is seen; not at all for 0) or until `wakeup` is notified, until `stop` is set.
     `heartbeat` is stamped after each step that returns and the wait after it. A step that raises is
-    logged as `what`, `on_crash` called, and the next step comes after `after_crash`, with no stamp."""
+    logged as `what`, `on_crash` called, and the next step comes after `after_crash`, with no stamp.
+    Each step is a unit of work of the leadership term current when it starts (`term`; kube/acting_term.py)."""
     heartbeat.beat()
     while not stop.is_set():
         try:
-            delay = step()
+            with acting_for(term()):
+                delay = step()
         except Exception:
             log.exception("%s failed unexpectedly", what)
             if on_crash is not None:
@@ -259,6 +274,7 @@ def start_loop(
     heartbeat: Heartbeat,
     on_crash: Callable[[], None] | None = None,
     after_crash: float = IDLE_WAIT,
+    term: TermSource = no_term,
 ) -> threading.Thread:
     """Start a daemon thread NAME running `run_loop`."""
     thread = threading.Thread(
@@ -271,6 +287,7 @@ def start_loop(
             "heartbeat": heartbeat,
             "on_crash": on_crash,
             "after_crash": after_crash,
+            "term": term,
         },
         name=name,
         daemon=True,

@@ -15,6 +15,7 @@ from typing import Any, Literal
 
 from kubernetes import client, config
 
+from kube.acting_term import acting_term, stamped_user_agent
 from kube.errors import ChangedSinceRead, api_message, describe_error, is_conflict, is_invalid, is_not_found
 from kube.identity import user_agent
 from kube.request import response_json
@@ -98,7 +99,9 @@ class ClientConfigError(ValueError):
     """The client configuration (kubeconfig or in-cluster) could not be loaded."""
 
 
-def make_api_client(kubeconfig: str | None, *, component: str, connections: int | None = None) -> client.ApiClient:
+def make_api_client(
+    kubeconfig: str | None, *, component: str, connections: int | None = None, stamp_terms: bool = False
+) -> client.ApiClient:
     """An ApiClient from `kubeconfig` if given; else the in-cluster service account; else
     $KUBECONFIG or ~/.kube/config. Raises ClientConfigError with a one-line message.
 
@@ -107,16 +110,19 @@ def make_api_client(kubeconfig: str | None, *, component: str, connections: int 
     `connections`: how many requests the process may have in flight at once (its threads that call
     the API). urllib3 keeps only that many connections open; the client's default (5 per CPU) is
     smaller than a controller's workers plus its watches, and a request beyond it opens a TLS
-    connection that is thrown away afterwards."""
+    connection that is thrown away afterwards.
+
+    `stamp_terms`: each request names, in its User-Agent, the leadership term its unit of work acts for
+    (kube/acting_term.py), for the controller, whose writes the audit log judges by term."""
     configuration = client.Configuration()
     if connections is not None:
         configuration.connection_pool_maxsize = connections
     if kubeconfig:
         _load_kubeconfig(kubeconfig, configuration)
-        return _api_client(configuration, component)
+        return _api_client(configuration, component, stamp_terms)
     try:
         config.load_incluster_config(client_configuration=configuration)
-        return _api_client(configuration, component)
+        return _api_client(configuration, component, stamp_terms)
     except config.ConfigException as in_cluster_error:
         # Read KUBECONFIG now: the client's own default is frozen when the module is imported.
         fallback = os.environ.get("KUBECONFIG") or str(Path.home() / ".kube" / "config")
@@ -125,7 +131,7 @@ def make_api_client(kubeconfig: str | None, *, component: str, connections: int 
                 f"not running in a cluster ({describe_error(in_cluster_error)}) and no kubeconfig at {fallback}"
             ) from in_cluster_error
         _load_kubeconfig(fallback, configuration)
-        return _api_client(configuration, component)
+        return _api_client(configuration, component, stamp_terms)
 
 
 def kubeconfig_user(kubeconfig: str | None) -> str | None:
@@ -159,9 +165,21 @@ def make_in_cluster_client(*, component: str) -> client.ApiClient:
     return _api_client(configuration, component)
 
 
-def _api_client(configuration: client.Configuration, component: str) -> client.ApiClient:
+class TermStampingApiClient(client.ApiClient):
+    """An ApiClient whose requests name the term their unit of work acts for in the User-Agent. The
+    generated client lets no request override a default header, so the stamp is added after them."""
+
+    def param_serialize(self, *args: Any, **kwargs: Any) -> Any:
+        method, url, headers, body, post_params = super().param_serialize(*args, **kwargs)
+        term = acting_term()
+        if term is not None and headers:
+            headers = {**headers, "User-Agent": stamped_user_agent(headers.get("User-Agent", ""), term)}
+        return method, url, headers, body, post_params
+
+
+def _api_client(configuration: client.Configuration, component: str, stamp_terms: bool = False) -> client.ApiClient:
     configuration.retries = REQUEST_RETRIES
-    api_client = client.ApiClient(configuration)
+    api_client = (TermStampingApiClient if stamp_terms else client.ApiClient)(configuration)
     api_client.user_agent = user_agent(component)
     return api_client
 

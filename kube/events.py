@@ -10,7 +10,9 @@ An event is posted only while the write fence is open (kube/fence.py): it goes o
 was queued, and a replica that may no longer lead must not speak for the controller (a "Marking for
 deletion" queued just before the Lease was lost would announce a deletion that the new leader may
 not make). The recorder's thread asks the fence right before each POST and drops the event when it
-is closed: each drop is counted, and one warning is logged per run of drops.
+is closed: each drop is counted, and one warning is logged per run of drops. An event belongs to the
+leadership term of the unit of work that queued it (kube/acting_term.py): it is posted as that term's,
+and dropped by the fence once that term has ended, even if this replica leads again by then.
 """
 
 from __future__ import annotations
@@ -25,6 +27,7 @@ from typing import Any, Protocol
 
 from kubernetes import client
 
+from kube.acting_term import acting_for, acting_term
 from kube.client import WORKER_REQUEST_TIMEOUT, release
 from kube.errors import is_conflict, status_body, status_code
 from kube.fence import WriteFence
@@ -115,7 +118,8 @@ class EventRecorder:
         self._fence = fence
         self._on_dropped = on_dropped
         self._host = socket.gethostname()
-        self._queue: queue.Queue[tuple[str, dict[str, Any]]] = queue.Queue(max_queued)
+        # (namespace, body, the term of the unit of work that queued it)
+        self._queue: queue.Queue[tuple[str, dict[str, Any], str | None]] = queue.Queue(max_queued)
         self._fenced_drops = 0  # dropped by the fence since an event was last posted (the recorder's thread only)
 
     def pod_event(self, pod: PodRef, reason: str, message: str, event_type: str = "Normal") -> None:
@@ -129,7 +133,7 @@ class EventRecorder:
     def _enqueue(self, namespace: str, involved: dict[str, Any], reason: str, message: str, event_type: str) -> None:
         body = event_body(involved, namespace, reason, message, event_type, self.component, self._host, time.time())
         try:
-            self._queue.put_nowait((namespace, body))
+            self._queue.put_nowait((namespace, body, acting_term()))
         except queue.Full:
             self._on_dropped(QUEUE_FULL)
             log.warning("event queue full; dropped event %s: %s", reason, message)
@@ -137,13 +141,14 @@ class EventRecorder:
     def run(self, stop: threading.Event) -> None:
         while not stop.is_set() or not self._queue.empty():
             try:
-                namespace, body = self._queue.get(timeout=0.5)
+                namespace, body, term = self._queue.get(timeout=0.5)
             except queue.Empty:
                 continue
-            self._post(namespace, body)
+            with acting_for(term):
+                self._post(namespace, body)
 
     def _post(self, namespace: str, body: dict[str, Any]) -> None:
-        """Post one event if the fence is open, right before the request; else drop it."""
+        """Post one event if the fence is open (for the term that queued it), right before the request; else drop it."""
         if not self._fence.is_open():
             self._drop_fenced(body)
             return

@@ -8,6 +8,10 @@ before each event they post (kube/events.py); the elector tells it of
 every successful acquire or renewal (when the attempt started: the lease counts from a write that
 could have been seen from then on) and closes it when it steps down or releases the Lease.
 
+It also keeps the term (kube/acting_term.py): a write of a unit of work that started in a term that has
+since ended is refused, even when this replica leads again by then, since what that unit decided was
+decided on another term's view (a monitor pass that hung in a call while the Lease was lost and won back).
+
 The check reads one attribute and the monotonic clock: no lock (one writer, the elector's thread;
 a float is replaced whole). It narrows the window, it does not close it: a pause between the check
 and the request still lets that one request through.
@@ -19,6 +23,8 @@ import logging
 import threading
 import time
 from collections.abc import Callable
+
+from kube.acting_term import acting_term
 
 log = logging.getLogger("taintkeeper.fence")
 
@@ -49,6 +55,7 @@ class WriteFence:
         self._on_refused = on_refused
         self._always_open = False
         self._renewed_at: float | None = None  # None: not leading (never acquired, stepped down, released)
+        self._term: str | None = None  # the term held (kube/acting_term.py), while leading
         self._log_lock = threading.Lock()  # refusals only: the open path takes no lock
         self._last_log: float | None = None
         self._unlogged = 0  # refusals since the last warning
@@ -60,19 +67,33 @@ class WriteFence:
         fence._always_open = True
         return fence
 
-    def renewed(self, attempt_started: float) -> None:
-        """The elector acquired or renewed the Lease in an attempt that started at `attempt_started`."""
+    def renewed(self, attempt_started: float, term: str | None = None) -> None:
+        """The elector acquired or renewed the Lease, as `term`, in an attempt that started at `attempt_started`."""
+        self._term = term  # before the renewal opens the fence: an open fence always names its term
         self._renewed_at = attempt_started
         self._last_log = None  # a refusal after this one starts a new episode: it is logged at once
 
     def close(self) -> None:
         """The elector stepped down or released the Lease: refuse every write until it leads again."""
         self._renewed_at = None
+        self._term = None
+
+    @property
+    def term(self) -> str | None:
+        """The term this replica holds; None while it does not lead (or leads without a Lease). A unit of work
+        starting now acts for it (`acting_for(fence.term)`)."""
+        return self._term if self._renewed_at is not None else None
 
     def is_open(self) -> bool:
-        """True if a write may go now; a refusal is neither counted nor logged (the caller does its own)."""
-        renewed_at = self._renewed_at
-        return self._always_open or (renewed_at is not None and self._monotonic() - renewed_at < self.renew_deadline)
+        """True if a write of the current unit of work may go now: the last renewal is recent enough and the
+        unit's term, if it has one, is still held. A refusal is neither counted nor logged (the caller does its own)."""
+        if self._always_open:
+            return True
+        renewed_at, held = self._renewed_at, self._term
+        if renewed_at is None or self._monotonic() - renewed_at >= self.renew_deadline:
+            return False
+        acting = acting_term()
+        return acting is None or acting == held
 
     def permits(self, action: str, target: str) -> bool:
         """True if a write may go now; else counts and logs the refusal and returns False."""
@@ -90,6 +111,9 @@ class WriteFence:
         renewed_at = self._renewed_at
         if renewed_at is None:
             return "this replica does not hold the lease"
+        acting = acting_term()
+        if acting is not None and acting != self._term and now - renewed_at < self.renew_deadline:
+            return f"decided in the term acquired at {acting}, which has ended (this replica's term began {self._term})"
         return (
             f"its last lease renewal was {now - renewed_at:.1f}s ago, not within the renew deadline "
             f"({self.renew_deadline:g}s)"

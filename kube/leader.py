@@ -403,7 +403,13 @@ class LeaderElector:
 
     def _renewed(self, attempt_start: float) -> None:
         self._last_renewal = attempt_start
-        self.fence.renewed(attempt_start)
+        self.fence.renewed(attempt_start, term=self._held_term())
+
+    def _held_term(self) -> str | None:
+        """The term this replica holds: the acquireTime of the Lease it just wrote (kube/acting_term.py)."""
+        spec = (self._lease or {}).get("spec") or {}
+        acquired = spec.get("acquireTime")
+        return str(acquired) if acquired else None
 
     def _set_leading(self, leading: bool) -> None:
         if not leading:

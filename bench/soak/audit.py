@@ -53,7 +53,7 @@ SLIM_FIELDS: dict[str, frozenset[str]] = {
             "ownerReferences",
         }
     ),
-    "spec": frozenset({"nodeName", "tolerations", "taints", "unschedulable", "holderIdentity"}),
+    "spec": frozenset({"nodeName", "tolerations", "taints", "unschedulable", "holderIdentity", "acquireTime"}),
     "status": frozenset({"phase", "conditions", "containerStatuses"}),
     "deleteOptions": frozenset({"preconditions", "gracePeriodSeconds"}),
 }

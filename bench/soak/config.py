@@ -55,8 +55,9 @@ DEFAULT_BUDGETED_NAMESPACES = ("chaos-budgeted", "taintkeeper-system")
 # workload's, a unit test keeps the two in step.
 DEFAULT_BUDGET_TIMEOUTS: dict[str, float | None] = {"chaos-budgeted": 120.0, "taintkeeper-system": None}
 
-# `taintkeeper-controller/<version> (<POD_NAME>)`: the greedy `.*` makes the group the last parentheses.
-_CONTROLLER_AGENT = re.compile(r"^taintkeeper-controller/[^\s(]+.*\(([^()]*)\)")
+# `taintkeeper-controller/<version> (<POD_NAME>)`, or `(<POD_NAME>; term <acquireTime>)` for a write of a unit of
+# work acting for a term (kube/acting_term.py): the greedy `.*` makes the groups the last parentheses.
+_CONTROLLER_AGENT = re.compile(r"^taintkeeper-controller/[^\s(]+.*\(([^();]*)(?:; term ([^()]*))?\)")
 
 
 @dataclass(frozen=True)
@@ -177,6 +178,13 @@ def replica_of_agent(user_agent: str) -> str:
     """The pod a write came from: taintkeeper's user agent names it; any other agent is its own replica."""
     match = _CONTROLLER_AGENT.match(user_agent)
     return match.group(1) if match else user_agent
+
+
+def term_of_agent(user_agent: str) -> str | None:
+    """The Lease term (its acquireTime) a controller's write was made for, as its user agent names it; None for
+    a request of no unit of work (the elector's), another agent's, or a controller older than the stamp."""
+    match = _CONTROLLER_AGENT.match(user_agent)
+    return match.group(2) if match else None
 
 
 def replica_of_holder(holder_identity: str) -> str:

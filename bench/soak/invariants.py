@@ -16,8 +16,15 @@ from collections.abc import Iterator, Sequence
 from dataclasses import dataclass, field
 from datetime import UTC, datetime
 
-from bench.soak.audit import AuditRecord
-from bench.soak.config import KUBELET_PREFIX, TAINTKEEPER_ACCOUNTS, SoakConfig, replica_of_agent, replica_of_holder
+from bench.soak.audit import AuditRecord, parse_timestamp
+from bench.soak.config import (
+    KUBELET_PREFIX,
+    TAINTKEEPER_ACCOUNTS,
+    SoakConfig,
+    replica_of_agent,
+    replica_of_holder,
+    term_of_agent,
+)
 from bench.soak.faults import WEBHOOK_FAULTS, Fault, active_at
 from bench.soak.leadership import Leadership, Stretch
 from bench.soak.recovery import (
@@ -642,6 +649,16 @@ def _acting(record: AuditRecord) -> bool:
     return about.get("kind") == "Pod"
 
 
+def _same_term(stamped: str, acquired: str) -> bool:
+    """Whether a write's term (as its user agent names it) is the Lease's acquireTime (as the apiserver stored it)."""
+    if stamped == acquired:
+        return True
+    try:
+        return parse_timestamp(stamped) == parse_timestamp(acquired)
+    except ValueError:
+        return False
+
+
 def one_actor(ctx: Context) -> list[Violation]:
     if ctx.config.lease is None:
         return []
@@ -667,6 +684,20 @@ def one_actor(ctx: Context) -> list[Violation]:
                     f"replica {replica}",
                     f"{record.verb} {target} {record.namespace}/{record.name} while the Lease "
                     f"named {holder or 'no holder'}",
+                )
+            )
+            continue
+        # Terms, not replicas: a write made for a term (its user agent names the acquireTime) is that term's,
+        # and an old term's write after a new one began is a violation even when the same replica leads again.
+        term = term_of_agent(record.user_agent)
+        if term is not None and lease is not None and not _same_term(term, lease.acquired):
+            found.append(
+                ctx.violation(
+                    "I4",
+                    record.received,
+                    f"replica {replica}",
+                    f"{record.verb} {target} {record.namespace}/{record.name} for its term acquired at {term}, "
+                    f"after its term acquired at {lease.acquired or 'an unknown time'} began",
                 )
             )
             continue

@@ -377,6 +377,7 @@ class PodHistory:
 class LeaseWrite:
     write: Write
     holder: str  # holderIdentity; "" when released
+    acquired: str = ""  # acquireTime as written: with the holder, the term (kube/acting_term.py)
 
 
 # --- the whole run ----------------------------------------------------------------------------
@@ -538,8 +539,9 @@ def build_timeline(records: Sequence[AuditRecord], config: SoakConfig) -> Timeli
         if record.namespace == NODE_LEASE_NAMESPACE and record.username == f"system:node:{record.name}":
             heartbeats[record.name].append(record.completed)
         elif config.lease == (record.namespace, record.name) and record.response_object:
-            holder = str((record.response_object.get("spec") or {}).get("holderIdentity") or "")
-            lease_writes.append(LeaseWrite(_write(record, config), holder))
+            spec = record.response_object.get("spec") or {}
+            holder = str(spec.get("holderIdentity") or "")
+            lease_writes.append(LeaseWrite(_write(record, config), holder, str(spec.get("acquireTime") or "")))
 
     def on_endpoint_slice(record: AuditRecord) -> None:
         if record.succeeded and record.is_write:

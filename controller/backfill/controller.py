@@ -35,7 +35,7 @@ from controller.backfill.decision import (
 from controller.clock import Clock, RealClock
 from controller.objects import NamespaceView, PodView, pod_view
 from controller.token_bucket import TokenBucket
-from controller.worker import Done, Heartbeat, Retry, SyncResult, heartbeat_bound, start_workers
+from controller.worker import Done, Heartbeat, Retry, SyncResult, TermSource, heartbeat_bound, no_term, start_workers
 from controller.workqueue import WorkQueue
 from kube.errors import ChangedSinceRead
 from kube.events import EventSink
@@ -71,6 +71,7 @@ class BackfillController:
         clock: Clock | None = None,
         queue: WorkQueue | None = None,
         dry_run: bool = False,
+        term: TermSource = no_term,
     ) -> None:
         self._pods = pods
         self._namespaces = namespaces
@@ -78,6 +79,7 @@ class BackfillController:
         self._events = events
         self.settings = settings
         self._clock = clock or RealClock()
+        self._lease_term = term  # the term each unit of work acts for (kube/acting_term.py)
         self._dry_run = dry_run
         self.queue = queue or WorkQueue(self._clock)
         # Burst 1: at most `rate` pods per second, never a burst after a quiet spell.
@@ -217,6 +219,7 @@ class BackfillController:
             log=log,
             heartbeat=self.heartbeat,
             on_crash=metrics.BACKFILL_FAILURES.inc,
+            term=self._lease_term,
         )
 
     def stop(self) -> None:

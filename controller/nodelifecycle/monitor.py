@@ -73,8 +73,10 @@ from controller.worker import (
     Heartbeat,
     Retry,
     SyncResult,
+    TermSource,
     Wakeup,
     heartbeat_bound,
+    no_term,
     start_loop,
     start_workers,
 )
@@ -171,6 +173,7 @@ class NodeLifecycleMonitor:
         no_schedule_queue: WorkQueue | None = None,
         pod_queue: WorkQueue | None = None,
         pods_synced: Callable[[], bool] = lambda: True,
+        term: TermSource = no_term,
     ) -> None:
         self._nodes = nodes
         self._leases = leases
@@ -182,6 +185,7 @@ class NodeLifecycleMonitor:
         self._events = events
         self.settings = settings
         self._clock = clock or RealClock()
+        self._lease_term = term  # the term each unit of work acts for (kube/acting_term.py)
         self.no_schedule_queue = no_schedule_queue or WorkQueue(self._clock)
         self.pod_queue = pod_queue or WorkQueue(self._clock)
         self._active = False
@@ -899,6 +903,7 @@ class NodeLifecycleMonitor:
             heartbeat=self.pass_heartbeat,
             on_crash=metrics.MONITOR_PASS_FAILURES.inc,
             after_crash=TAINTING_PERIOD,
+            term=self._lease_term,
         )
         start_workers(
             "no-schedule",
@@ -909,6 +914,7 @@ class NodeLifecycleMonitor:
             what="NoSchedule tainting and labels",
             log=log,
             heartbeat=self.heartbeat,
+            term=self._lease_term,
         )
         start_workers(
             "node-pods",
@@ -919,6 +925,7 @@ class NodeLifecycleMonitor:
             what="pod NotReady marking",
             log=log,
             heartbeat=self.heartbeat,
+            term=self._lease_term,
         )
 
     def stop(self) -> None:

@@ -62,7 +62,17 @@ from controller.outofservice.decision import (
     work_for,
 )
 from controller.volume_attachments import VolumeAttachmentView
-from controller.worker import After, Done, Heartbeat, Retry, SyncResult, heartbeat_bound, start_workers
+from controller.worker import (
+    After,
+    Done,
+    Heartbeat,
+    Retry,
+    SyncResult,
+    TermSource,
+    heartbeat_bound,
+    no_term,
+    start_workers,
+)
 from controller.workqueue import WorkQueue
 from kube.events import EventSink
 from kube.fence import WriteFenced
@@ -110,6 +120,7 @@ class OutOfServiceController:
         clock: Clock | None = None,
         queue: WorkQueue | None = None,
         dry_run: bool = False,
+        term: TermSource = no_term,
     ) -> None:
         self._nodes = nodes
         self._pods = pods
@@ -119,6 +130,7 @@ class OutOfServiceController:
         self.auto_fence_after = auto_fence_after
         self._leases = leases  # the nodes' heartbeat Leases: when each kubelet was last heard (--auto-fence-after)
         self._clock = clock or RealClock()
+        self._lease_term = term  # the term each unit of work acts for (kube/acting_term.py)
         self._dry_run = dry_run
         self.queue = queue or WorkQueue(self._clock)
         self._lock = threading.Lock()
@@ -441,6 +453,7 @@ class OutOfServiceController:
             log=log,
             heartbeat=self.heartbeat,
             on_crash=metrics.FAILURES.inc,
+            term=self._lease_term,
         )
 
     def stop(self) -> None:

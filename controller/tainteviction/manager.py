@@ -39,8 +39,10 @@ from controller.worker import (
     Heartbeat,
     Retry,
     SyncResult,
+    TermSource,
     Wakeup,
     heartbeat_bound,
+    no_term,
     start_loop,
     start_workers,
 )
@@ -100,6 +102,7 @@ class TaintEvictionManager:
         budgets: BudgetSettings | None = None,
         comparison_operators: bool = False,
         defer_to_out_of_service: bool = False,
+        term: TermSource = no_term,
     ) -> None:
         self._pods = pods
         # The out-of-service handling runs in this process: the pods it force deletes are its alone
@@ -112,6 +115,7 @@ class TaintEvictionManager:
         self._actions = actions
         self._events = events
         self._clock = clock or RealClock()
+        self._lease_term = term  # the term each unit of work acts for (kube/acting_term.py)
         self._dry_run = dry_run
         self.queue = queue or WorkQueue(self._clock)
         self._lock = threading.RLock()
@@ -436,6 +440,7 @@ class TaintEvictionManager:
             what="eviction timers",
             log=log,
             heartbeat=self.timers_heartbeat,
+            term=self._lease_term,
         )
         start_workers(
             "eviction-worker",
@@ -446,6 +451,7 @@ class TaintEvictionManager:
             what="eviction",
             log=log,
             heartbeat=self.heartbeat,
+            term=self._lease_term,
         )
 
     def stop(self) -> None:

@@ -51,10 +51,12 @@ class Actor:
     groups: tuple[str, ...] = ("system:authenticated",)
 
 
-def controller(replica: str = REPLICA_A) -> Actor:
+def controller(replica: str = REPLICA_A, term: float | None = None) -> Actor:
+    """The controller's replica; with `term` (seconds after T0), writing for the term it acquired then
+    (kube/acting_term.py: the Lease's acquireTime in its user agent)."""
     return Actor(
         "system:serviceaccount:taintkeeper-system:taintkeeper-controller",
-        f"taintkeeper-controller/0.1.0 ({replica})",
+        f"taintkeeper-controller/0.1.0 ({replica}{'' if term is None else f'; term {stamp(term)}'})",
         ("system:serviceaccounts", "system:serviceaccounts:taintkeeper-system", "system:authenticated"),
     )
 
@@ -316,7 +318,7 @@ class AuditScript:
     # --- the controller's Lease ---
 
     def lead(self, replica: str, start: float, end: float, every: float = 2.0) -> None:
-        """`replica` acquires the controller Lease at `start` and renews it until `end`."""
+        """`replica` acquires the controller Lease at `start` (its acquireTime: the term) and renews it until `end`."""
         holder = f"{replica}_{uuid.uuid5(uuid.NAMESPACE_DNS, replica).hex}"
         for renewal in itertools.takewhile(lambda t: t <= end, itertools.count(start, every)):
             self._lease_write(
@@ -324,7 +326,12 @@ class AuditScript:
                 controller(replica),
                 SYSTEM,
                 "taintkeeper-controller",
-                {"holderIdentity": holder, "leaseDurationSeconds": 15, "renewTime": stamp(renewal)},
+                {
+                    "holderIdentity": holder,
+                    "leaseDurationSeconds": 15,
+                    "acquireTime": stamp(start),
+                    "renewTime": stamp(renewal),
+                },
             )
 
     def release(self, seconds: float, replica: str) -> None:

@@ -28,6 +28,7 @@ from bench.soak.config import (
     replica_of_holder,
     soak_config,
     taintkeeper_config,
+    term_of_agent,
 )
 from bench.soak.faults import Fault, FaultLogError, append_fault, overlapping, parse_faults, read_faults
 from bench.soak.report import SoakReport, render
@@ -458,6 +459,18 @@ def node_ready_again_before_a_leader_could_act(delete_at: float | None = None) -
 
 def standby_deletes_while_the_leader_holds_the_lease() -> World:
     return failed_node(55.2, by=B)
+
+
+def replica_wins_the_lease_back(*, taint_term: float, delete_term: float) -> World:
+    """A leads from 0 s, B from 21 s, A again from 41 s; A taints n1 at 50 s and deletes its pod at 55.2 s,
+    each write made for the term its user agent names (acquired at `taint_term`, `delete_term`)."""
+    w = base(down=("n1",), leader=False)
+    w.script.lead(REPLICA_A, 0.0, 20.0)
+    w.script.lead(REPLICA_B, 21.0, 40.0)
+    w.script.lead(REPLICA_A, 41.0, END)
+    n1_fails(w, by=controller(REPLICA_A, term=taint_term))
+    w.script.delete_pod(55.2, "tol5-1", controller(REPLICA_A, term=delete_term))
+    return w
 
 
 def event_about_a_pod_after_the_lease_changed_hands(by: Actor) -> World:
@@ -1177,6 +1190,21 @@ SCENARIOS: list[tuple[str, Callable[[], World], dict[str, int]]] = [
         {"I4": 1},
     ),
     (
+        "writes for the term their replica holds, won back from another, are one actor",
+        lambda: replica_wins_the_lease_back(taint_term=41.0, delete_term=41.0),
+        {},
+    ),
+    (
+        "I4: a replica writing for the term it held before another's, once it leads again (a pass that hung)",
+        lambda: replica_wins_the_lease_back(taint_term=41.0, delete_term=0.0),
+        {"I4": 1},
+    ),
+    (
+        "I4: every write of a pass of an ended term is one (the Unknown mark and the taint)",
+        lambda: replica_wins_the_lease_back(taint_term=0.0, delete_term=41.0),
+        {"I4": 2},
+    ),
+    (
         "the leader's event about the pod it is about to delete is one actor",
         lambda: event_about_a_pod_after_the_lease_changed_hands(B),
         {},
@@ -1727,7 +1755,27 @@ AGENTS = [
         "kube-controller-manager/v1.20.2 (linux/amd64) kubernetes/faecb19",
     ),
     ("taintkeeper's agent without a pod is itself", "taintkeeper-controller/0.1.0", "taintkeeper-controller/0.1.0"),
+    (
+        "a write's term follows the pod",
+        "taintkeeper-controller/0.1.0 (taintkeeper-controller-6f7b9c-k2x4q; term 2026-11-29T01:00:00.123456Z)",
+        "taintkeeper-controller-6f7b9c-k2x4q",
+    ),
 ]
+
+TERMS = [
+    (
+        "a write of a unit of work names its term",
+        "taintkeeper-controller/0.1.0 (pod-a; term 2026-11-29T01:00:00.123456Z)",
+        "2026-11-29T01:00:00.123456Z",
+    ),
+    ("the elector's, or an older controller's, names none", "taintkeeper-controller/0.1.0 (pod-a)", None),
+    ("another agent's names none", "kube-controller-manager/v1.20.2 (linux/amd64; term x)", None),
+]
+
+
+@pytest.mark.parametrize(("agent", "expected"), [a[1:] for a in TERMS], ids=[a[0] for a in TERMS])
+def test_the_term_of_a_write_comes_from_its_user_agent(agent, expected):
+    assert term_of_agent(agent) == expected
 
 
 @pytest.mark.parametrize(("agent", "expected"), [a[1:] for a in AGENTS], ids=[a[0] for a in AGENTS])

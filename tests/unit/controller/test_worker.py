@@ -24,6 +24,7 @@ from controller.worker import (
     run_worker,
 )
 from controller.workqueue import WorkQueue
+from kube.acting_term import acting_term
 from tests.support.health import wait_until
 
 log = logging.getLogger("taintkeeper.testing")
@@ -226,3 +227,48 @@ def test_a_loop_whose_steps_return_is_never_stuck_and_stops_when_told():
         loop.join(timeout=5)
     assert not loop.is_alive() and len(steps) >= 3
     assert heartbeat.stuck() is None  # a loop that returned is not expected to beat
+
+
+# --- each sync and each step acts for the term current when it started (kube/acting_term.py) ---------
+
+
+def test_a_sync_acts_for_the_term_it_started_in_however_the_term_changes_while_it_runs():
+    queue = WorkQueue(FakeClock())
+    queue.add("a")
+    held = ["T1"]
+    seen: list[str | None] = []
+
+    def sync(_key: str) -> SyncResult:
+        seen.append(acting_term())
+        held[0] = "T2"  # the Lease lost and won back while the sync hung in a call
+        seen.append(acting_term())
+        return Done()
+
+    assert process_next(queue, sync, what="testing", log=log, timeout=0, term=lambda: held[0])
+    assert seen == ["T1", "T1"]
+    assert acting_term() is None  # the worker's own thread acts for no term between syncs
+
+
+def test_a_loop_step_acts_for_the_term_current_when_it_started():
+    clock = FakeClock()
+    held: list[str | None] = [None, "T1", "T2"]
+    seen: list[str | None] = []
+    stop = threading.Event()
+
+    def step() -> float:
+        seen.append(acting_term())
+        held.pop(0)
+        if not held[1:]:
+            stop.set()
+        return 0.0
+
+    run_loop(
+        step,
+        stop,
+        wakeup=Wakeup(clock),
+        what="testing",
+        log=log,
+        heartbeat=Heartbeat(clock, 30, "testing", thread_kind="loop"),
+        term=lambda: held[0],
+    )
+    assert seen == [None, "T1"]

@@ -11,6 +11,7 @@ from typing import NamedTuple
 import pytest
 from kubernetes import client
 
+from kube.acting_term import acting_for, acting_term
 from kube.events import FENCED, QUEUE_FULL, EventRecorder, expected_rejection
 from kube.fence import WriteFence
 from tests.support.responses import http_response
@@ -72,10 +73,12 @@ class Recording:
             max_queued=max_queued,
         )
         self.posted: list[str] = []
+        self.posted_as: list[str | None] = []  # the term each was posted for (its User-Agent names it)
         self.recorder._core = self  # type: ignore[assignment]
 
     def create_namespaced_event(self, namespace: str, body: dict, **_: object) -> object:
         self.posted.append(body["involvedObject"]["name"])
+        self.posted_as.append(acting_term())
         return http_response(b"{}")
 
     def queue(self, *names: str) -> None:
@@ -123,6 +126,24 @@ def test_events_are_dropped_while_the_fence_is_closed_with_one_warning_per_run(c
             "TaintManagerEviction (Marking for deletion Pod default/f) and any that follow",
         ),
     ]
+
+
+def test_an_event_goes_out_as_its_terms_and_not_once_that_term_has_ended():
+    r = Recording()
+    r.fence.renewed(r.clock.now, term="T1")
+    with acting_for("T1"):
+        r.queue("a", "b")
+    r.post_queued()  # both posted within T1
+    with acting_for("T1"):
+        r.queue("c")  # queued in T1 ...
+    r.fence.close()
+    r.fence.renewed(r.clock.now, term="T2")  # ... the Lease lost and won back before it is posted
+    with acting_for("T2"):
+        r.queue("d")
+    r.post_queued()
+
+    assert list(zip(r.posted, r.posted_as, strict=True)) == [("a", "T1"), ("b", "T1"), ("d", "T2")]
+    assert r.dropped == [FENCED]
 
 
 def test_without_leader_election_every_event_is_posted():

@@ -15,6 +15,7 @@ from dataclasses import dataclass
 
 import pytest
 
+from kube.acting_term import acting_for
 from kube.fence import LOG_INTERVAL, WriteFence, WriteFenced
 from kube.leader import LeaderElectionConfig, LeaderElector, micro_time
 from tests.unit.kube.test_leader import NAME, NAMESPACE, RENEW_DEADLINE, RETRY_PERIOD, FakeClock, MemoryLeases, replica
@@ -38,6 +39,7 @@ class RuleCase:
     prepare: Callable[[WriteFence, FakeClock], None]
     writes: bool
     why: str = ""  # in the warning when it does not write
+    acting: str | None = None  # the term of the unit of work that asks (kube/acting_term.py)
 
 
 def renewed_ago(seconds: float) -> Callable[[WriteFence, FakeClock], None]:
@@ -53,6 +55,21 @@ def stepped_down(fence: WriteFence, clock: FakeClock) -> None:
     clock.advance(1)
     fence.close()
 
+
+def terms(*held: str, advance: float = 1.0) -> Callable[[WriteFence, FakeClock], None]:
+    """The replica acquired the Lease as each term in turn (another holder between them)."""
+
+    def prepare(fence: WriteFence, clock: FakeClock) -> None:
+        for term in held:
+            fence.renewed(clock.now, term=term)
+            clock.advance(advance)
+            if term != held[-1]:
+                fence.close()
+
+    return prepare
+
+
+T1, T2 = "2026-11-29T01:00:00.000000Z", "2026-11-29T01:00:30.000000Z"
 
 RULE_CASES = {
     "a leader that renewed 2 s ago writes": RuleCase(renewed_ago(2), writes=True),
@@ -73,6 +90,20 @@ RULE_CASES = {
     "a leader that stepped down writes nothing, however recent its renewal": RuleCase(
         stepped_down, writes=False, why="this replica does not hold the lease"
     ),
+    "a unit of work of the term held writes": RuleCase(terms(T1), writes=True, acting=T1),
+    "a unit of work of no term writes while the lease is held": RuleCase(terms(T1), writes=True),
+    "a unit of work of an ended term writes nothing, though this replica leads again": RuleCase(
+        terms(T1, T2),
+        writes=False,
+        acting=T1,
+        why=f"decided in the term acquired at {T1}, which has ended (this replica's term began {T2})",
+    ),
+    "a unit of work of the term held writes nothing past the renew deadline": RuleCase(
+        terms(T1, advance=RENEW_DEADLINE),
+        writes=False,
+        acting=T1,
+        why="its last lease renewal was 10.0s ago, not within the renew deadline (10s)",
+    ),
 }
 
 
@@ -83,18 +114,19 @@ def test_who_may_write(case: RuleCase, caplog: pytest.LogCaptureFixture) -> None
     fence = fence_on(clock, refused)
     case.prepare(fence, clock)
 
-    assert fence.is_open() is case.writes  # asked alone: neither counted nor logged (below)
-    assert fence.permits(ACTION, TARGET) is case.writes
+    with acting_for(case.acting):
+        assert fence.is_open() is case.writes  # asked alone: neither counted nor logged (below)
+        assert fence.permits(ACTION, TARGET) is case.writes
 
-    warnings = [r.getMessage() for r in caplog.records if r.levelno == logging.WARNING]
-    if case.writes:
-        assert (refused, warnings) == ([], [])
-        fence.require(ACTION, TARGET)  # does not raise
-        return
-    assert refused == [ACTION]
-    assert warnings == [f"write fence: not writing {ACTION} of {TARGET}: {case.why}"]
-    with pytest.raises(WriteFenced, match=re.escape(f"not written ({ACTION} of {TARGET}): {case.why}")):
-        fence.require(ACTION, TARGET)
+        warnings = [r.getMessage() for r in caplog.records if r.levelno == logging.WARNING]
+        if case.writes:
+            assert (refused, warnings) == ([], [])
+            fence.require(ACTION, TARGET)  # does not raise
+            return
+        assert refused == [ACTION]
+        assert warnings == [f"write fence: not writing {ACTION} of {TARGET}: {case.why}"]
+        with pytest.raises(WriteFenced, match=re.escape(f"not written ({ACTION} of {TARGET}): {case.why}")):
+            fence.require(ACTION, TARGET)
 
 
 def test_without_leader_election_every_write_goes() -> None:
@@ -139,6 +171,28 @@ def test_the_fence_opens_on_acquire_and_closes_on_step_down(clock: FakeClock, st
         clock.advance(RETRY_PERIOD)
         me.elector.tick()
     assert not fence.permits(ACTION, TARGET)
+
+
+def test_the_term_is_the_leases_acquire_time_kept_by_renewals_and_new_once_won_back(
+    clock: FakeClock, store: MemoryLeases
+) -> None:
+    me = replica(store, clock)
+    fence = me.elector.fence
+    assert fence.term is None  # campaigning
+    me.elector.tick()
+    first = store.spec["acquireTime"]
+    assert fence.term == first
+    clock.advance(RETRY_PERIOD)
+    me.elector.tick()  # a renewal: the same term
+    assert (fence.term, store.spec["acquireTime"]) == (first, first)
+    store.put(holderIdentity="intruder", renewTime=micro_time(clock.wall()))
+    clock.advance(RETRY_PERIOD)
+    me.elector.tick()  # the intruder holds it: no term
+    assert fence.term is None
+    while not me.elector.is_leader:  # the intruder stops renewing; this replica wins the Lease back
+        clock.advance(RETRY_PERIOD)
+        me.elector.tick()
+    assert fence.term == store.spec["acquireTime"] != first
 
 
 def test_a_lease_taken_by_another_closes_the_fence_at_once(clock: FakeClock, store: MemoryLeases) -> None:
