@@ -8,7 +8,8 @@ from __future__ import annotations
 
 import argparse
 import math
-from collections.abc import Callable
+import os
+from collections.abc import Callable, Mapping
 from dataclasses import dataclass, field
 from typing import TypeVar
 
@@ -94,6 +95,7 @@ class ControllerOptions:
     auto_fence_after: float | None = None  # --auto-fence-after; None: off
     secure_serving: SecureServing = field(default_factory=SecureServing)
     feature_gates: dict[str, bool] = field(default_factory=lambda: dict(FEATURE_GATES))  # --feature-gates
+    drop_term_checks: bool = False  # --unsafe-drop-term-checks: a sabotage, only where SABOTAGE_ENV allows it
 
     @property
     def eviction_rule(self) -> EvictionRule:
@@ -106,6 +108,11 @@ class ControllerOptions:
 
 class OptionsError(ValueError):
     """A flag value that cannot be used; the message names the flag."""
+
+
+# --unsafe-drop-term-checks runs only where this variable says so: the tests of the soak's judge set it.
+SABOTAGE_ENV = "TAINTKEEPER_SABOTAGE"
+DROP_TERM_CHECKS = "drop-term-checks"
 
 
 class _Parser(argparse.ArgumentParser):
@@ -159,6 +166,9 @@ def build_parser() -> argparse.ArgumentParser:
         metavar="BOOL",
         help="decide, log and record events, but delete nothing",
     )
+    # A sabotage for the soak's judge (bench/soak, I4), never for a cluster: no help line, refused unless the
+    # environment names it too (SABOTAGE_ENV).
+    add("--unsafe-drop-term-checks", nargs="?", const="true", default="false", metavar="BOOL", help=argparse.SUPPRESS)
     add("--bind-address", default="0.0.0.0", help="address for --secure-port (and --port)")
     add(
         "--secure-port",
@@ -373,9 +383,16 @@ def parse_controllers(text: str) -> frozenset[str]:
     return frozenset(result)
 
 
-def parse_options(argv: list[str]) -> ControllerOptions:
-    """Parse and validate; raises OptionsError with a one-line message."""
+def parse_options(argv: list[str], environ: Mapping[str, str] | None = None) -> ControllerOptions:
+    """Parse and validate; raises OptionsError with a one-line message. `environ` (default: the process's)
+    is read for SABOTAGE_ENV only."""
     args = build_parser().parse_args(argv)
+    drop_term_checks = _checked("--unsafe-drop-term-checks", parse_go_bool, args.unsafe_drop_term_checks)
+    if drop_term_checks and (os.environ if environ is None else environ).get(SABOTAGE_ENV) != DROP_TERM_CHECKS:
+        raise OptionsError(
+            f"--unsafe-drop-term-checks is a sabotage for testing the soak's judge, refused unless "
+            f"{SABOTAGE_ENV}={DROP_TERM_CHECKS} is set"
+        )
     lease = _checked("--leader-elect-lease-duration", parse_duration, args.leader_elect_lease_duration)
     renew = _checked("--leader-elect-renew-deadline", parse_duration, args.leader_elect_renew_deadline)
     retry = _checked("--leader-elect-retry-period", parse_duration, args.leader_elect_retry_period)
@@ -490,4 +507,5 @@ def parse_options(argv: list[str]) -> ControllerOptions:
         log_format=args.log_format,
         log_level=args.log_level.upper(),
         feature_gates=_checked("--feature-gates", parse_feature_gates, args.feature_gates),
+        drop_term_checks=drop_term_checks,
     )

@@ -49,8 +49,10 @@ class WriteFence:
         *,
         monotonic: Callable[[], float] = time.monotonic,
         on_refused: Callable[[str], object] = lambda _action: None,
+        check_terms: bool = True,
     ) -> None:
         self.renew_deadline = renew_deadline
+        self._check_terms = check_terms  # False only as the soak judge's sabotage (--unsafe-drop-term-checks)
         self._monotonic = monotonic
         self._on_refused = on_refused
         self._always_open = False
@@ -93,7 +95,7 @@ class WriteFence:
         if renewed_at is None or self._monotonic() - renewed_at >= self.renew_deadline:
             return False
         acting = acting_term()
-        return acting is None or acting == held
+        return acting is None or acting == held or not self._check_terms
 
     def permits(self, action: str, target: str) -> bool:
         """True if a write may go now; else counts and logs the refusal and returns False."""

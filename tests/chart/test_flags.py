@@ -31,6 +31,7 @@ WIRED = {
         # no volume to read them from: the chart's controller serves its self-signed certificate
         "tls-cert-file",
         "tls-private-key-file",
+        "unsafe-drop-term-checks",  # the soak judge's sabotage: never offered
     },
     "webhook": {"kubeconfig", "bind", "cert-file", "key-file"},
 }

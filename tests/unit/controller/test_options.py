@@ -12,8 +12,10 @@ from controller.__main__ import main
 from controller.backfill.decision import BackfillSettings
 from controller.options import (
     CONTROLLER_NAMES,
+    DROP_TERM_CHECKS,
     NODE_LIFECYCLE,
     OUT_OF_SERVICE,
+    SABOTAGE_ENV,
     TAINT_EVICTION,
     TOLERATION_BACKFILL,
     OptionsError,
@@ -205,6 +207,11 @@ BAD = [
     ),
     (["--log-format=xml"], "--log-format must be one of"),
     (["--log-level=TRACE"], "--log-level must be DEBUG, INFO, WARNING or ERROR"),
+    (
+        ["--unsafe-drop-term-checks"],
+        "--unsafe-drop-term-checks is a sabotage for testing the soak's judge, refused unless "
+        "TAINTKEEPER_SABOTAGE=drop-term-checks is set",
+    ),
     (["--no-such-flag"], "unrecognized arguments: --no-such-flag"),
     (["--leader-elect-lease"], "unrecognized arguments"),  # no abbreviations: kube-controller-manager has none
 ]
@@ -237,6 +244,16 @@ def test_a_bad_value_stops_the_start_with_one_line_and_exit_2(argv, message, cap
 )
 def test_go_booleans(text, value):
     assert parse_go_bool(text) is value
+
+
+def test_the_term_checks_are_dropped_only_where_the_environment_names_the_sabotage(capsys):
+    assert parse_options([]).drop_term_checks is False
+    allowed = {SABOTAGE_ENV: DROP_TERM_CHECKS}
+    assert parse_options(["--unsafe-drop-term-checks"], allowed).drop_term_checks is True
+    with pytest.raises(OptionsError):
+        parse_options(["--unsafe-drop-term-checks"], {SABOTAGE_ENV: "something-else"})
+    assert main(["--help"]) == 0
+    assert "unsafe" not in capsys.readouterr().out  # no help line: it is for no cluster
 
 
 def test_help_exits_0_and_names_every_flag(capsys):

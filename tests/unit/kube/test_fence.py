@@ -129,6 +129,15 @@ def test_who_may_write(case: RuleCase, caplog: pytest.LogCaptureFixture) -> None
             fence.require(ACTION, TARGET)
 
 
+def test_with_the_term_checks_dropped_a_unit_of_an_ended_term_writes() -> None:
+    """--unsafe-drop-term-checks, the soak judge's sabotage: what the fence then lets through."""
+    clock = FakeClock()
+    fence = WriteFence(RENEW_DEADLINE, monotonic=clock.monotonic, check_terms=False)
+    terms(T1, T2)(fence, clock)
+    with acting_for(T1):
+        assert fence.permits(ACTION, TARGET)
+
+
 def test_without_leader_election_every_write_goes() -> None:
     fence = WriteFence.without_lease()  # never renewed: there is no lease
     assert fence.permits(ACTION, TARGET)
