@@ -17,7 +17,8 @@ from bench.soak.audit import AuditRecord
 LEASE = ("taintkeeper-system", "taintkeeper-controller")
 NOT_READY = "node.kubernetes.io/not-ready"
 UNREACHABLE = "node.kubernetes.io/unreachable"
-_AGENT = re.compile(r"^(taintkeeper-[a-z-]+)/(\S+) \(([^()]*)\)")
+# `COMPONENT/VERSION (POD)`, or `(POD; term ACQUIRE_TIME)` for the controller's units of work (kube/acting_term.py)
+_AGENT = re.compile(r"^(taintkeeper-[a-z-]+)/(\S+) \(([^();]*)(?:; [^()]*)?\)")
 
 
 @dataclass(frozen=True)
