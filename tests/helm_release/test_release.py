@@ -25,6 +25,7 @@ from hack.deploy import kubectl
 from hack.wait import WaitTimeout
 from kube.timestamps import parse_time
 from tests.chart.helm import CHART
+from tests.e2e import helm_install
 from tests.e2e.cluster import SYSTEM_NAMESPACE, UNREACHABLE, default_tolerations, toleration, wait_for
 from tests.e2e.helm_install import RELEASE
 from tests.helm_release import judge
@@ -83,7 +84,12 @@ def dry_run_mutated(release: ReleaseCluster) -> bool:
 def test_helm_install_brings_taintkeeper_up_and_the_webhook_answers(release_cluster: ReleaseCluster):
     release = release_cluster
     started = time.monotonic()
-    seconds = helm(release, "install", RELEASE, str(CHART), "-f", str(release.values), "--wait", "--timeout", "10m")
+    seconds = helm(
+        release,
+        *("install", RELEASE, str(CHART), "--create-namespace", "-f", str(release.values)),
+        *("--wait", "--timeout", "10m"),
+    )
+    helm_install.label_namespace(release.e2e.kubeconfig)  # as the notes say for a namespace Helm made
     wait_for(lambda: dry_run_mutated(release), 120, "a dry-run pod mutated by the webhook", interval=0.5)
     mutating_after = time.monotonic() - started
     holder = wait_for(
@@ -256,6 +262,9 @@ def test_helm_uninstall_removes_the_webhook_first_and_leaves_nothing_behind(
         wait_for(lambda: len(load) >= 10, 60, "the load under way", interval=0.2)
         began = time.time()
         seconds = helm(release, "uninstall", RELEASE, "--wait", "--timeout", "5m")
+        # The namespace is the operator's (--create-namespace): with it go the Lease, the Secret and the events
+        # taintkeeper wrote there itself (docs/operating.md, "Upgrading").
+        e2e.core.delete_namespace(SYSTEM_NAMESPACE)
 
         def namespace_gone() -> bool:
             try:
@@ -321,8 +330,8 @@ def test_helm_install_with_admission_mode_auto_on_1_37_runs_the_policy_and_unins
     e2e = release.e2e
     helm(
         release,
-        *("install", RELEASE, str(CHART), "-f", str(release.values), "--set", "admission.mode=auto"),
-        *("--wait", "--timeout", "10m"),
+        *("install", RELEASE, str(CHART), "--create-namespace", "-f", str(release.values)),
+        *("--set", "admission.mode=auto", "--wait", "--timeout", "10m"),
     )
     try:
         wait_for(lambda: dry_run_mutated(release), 60, "a dry-run pod given its tolerations by the policy")
@@ -341,4 +350,5 @@ def test_helm_install_with_admission_mode_auto_on_1_37_runs_the_policy_and_unins
         )
     finally:
         helm(release, "uninstall", RELEASE, "--wait", "--timeout", "5m")
+        e2e.core.delete_namespace(SYSTEM_NAMESPACE)
     wait_for(lambda: leftovers(release) == [], 300, "nothing of the release left", interval=1)
