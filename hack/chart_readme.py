@@ -234,7 +234,7 @@ Everything namespaced goes into the release's namespace, and what names it follo
 its own namespace, the certificate's names, the Lease, the RBAC subjects). Helm makes that namespace without
 labels: the notes say when it lacks `pod-security.kubernetes.io/enforce: restricted`, and the `kubectl
 label` that gives it what taintkeeper's own namespace carries (`namespace.create=true` makes the namespace with
-them, for `helm template | kubectl apply`, or with `--create-namespace --take-ownership`). One release per
+them, for `helm template | kubectl apply`, or `helm install --take-ownership` into a namespace made before). One release per
 cluster: a second one is refused, naming the first (its controller is the cluster's node lifecycle
 controller, and its cluster-wide objects keep fixed names). Kubernetes {oldest_kubernetes} or later (1.20:
 `kubectl apply -k manifests/kube-1.20/`).

@@ -20,7 +20,7 @@ taintkeeper {{ .Chart.AppVersion }} ({{ include "taintkeeper.image" . }}) is ins
      kubectl label namespace {{ $ns }} pod-security.kubernetes.io/enforce=restricted \
        pod-security.kubernetes.io/enforce-version=latest taintkeeper.io/skip=true app.kubernetes.io/part-of=taintkeeper
      kubectl annotate namespace {{ $ns }} taintkeeper.io/eviction=respect-disruption-budget
-{{- end }}
+{{ end }}
 {{- end }}
 
 {{- if eq (include "taintkeeper.admission" .) "policy" }}
