@@ -228,16 +228,18 @@ two object for object):
 ```sh
 # from the repository's root; then give the namespace taintkeeper's labels, as the notes printed say
 helm install taintkeeper charts/taintkeeper -n taintkeeper-system --create-namespace
+helm test taintkeeper -n taintkeeper-system
 ```
 
 Everything namespaced goes into the release's namespace, and what names it follows it (the webhook's skip of
 its own namespace, the certificate's names, the Lease, the RBAC subjects). Helm makes that namespace without
 labels: the notes say when it lacks `pod-security.kubernetes.io/enforce: restricted`, and the `kubectl
-label` that gives it what taintkeeper's own namespace carries (`namespace.create=true` makes the namespace with
-them, for `helm template | kubectl apply`, or `helm install --take-ownership` into a namespace made before). One release per
-cluster: a second one is refused, naming the first (its controller is the cluster's node lifecycle
-controller, and its cluster-wide objects keep fixed names). Kubernetes {oldest_kubernetes} or later (1.20:
-`kubectl apply -k manifests/kube-1.20/`).
+label` that gives it what taintkeeper's own namespace carries (`namespace.create=true` makes the namespace
+with them, for `helm template | kubectl apply`, or `helm install --take-ownership` into a namespace made
+before). One release per cluster: a second one is refused, naming the first (its controller is the
+cluster's node lifecycle controller, and its cluster-wide objects keep fixed names). `helm test` checks
+that a pod created in `helmTest.podNamespace` gets the tolerations and that the controller holds its Lease.
+Kubernetes {oldest_kubernetes} or later (1.20: `kubectl apply -k manifests/kube-1.20/`).
 Then switch off what taintkeeper replaces ([Replacing the
 built-ins](../../docs/operating.md#replacing-the-built-ins)). More: [Installing with
 Helm](../../docs/operating.md#installing-with-helm), values for cert-manager, shorter grace periods and

@@ -53,8 +53,14 @@ CLUSTER_SCOPED = {
     "ValidatingAdmissionPolicy",
     "ValidatingAdmissionPolicyBinding",
 }
-# Namespaced objects that belong in another namespace than the release's: the kubelets' heartbeats.
-ELSEWHERE = {("Role", "taintkeeper-controller-node-leases"), ("RoleBinding", "taintkeeper-controller-node-leases")}
+# Namespaced objects that belong in another namespace than the release's: the kubelets' heartbeats, and
+# `helm test`'s dry-run pod (helmTest.podNamespace).
+ELSEWHERE = {
+    ("Role", "taintkeeper-controller-node-leases"),
+    ("RoleBinding", "taintkeeper-controller-node-leases"),
+    ("Role", "taintkeeper-test-pods"),
+    ("RoleBinding", "taintkeeper-test-pods"),
+}
 
 
 def in_namespace(helm: Path, *args: str) -> list[dict[str, Any]]:

@@ -1,5 +1,6 @@
 """taintkeeper as an operator's Helm release on the complete local cluster: installed, upgraded to another
-build and rolled back, each under load with a node failure's countdown running, then uninstalled.
+build and rolled back, each under load with a node failure's countdown running and each followed by `helm
+test`, then uninstalled.
 
 The tests run in this file's order, each on what the last one left (one release through its life). The
 judge is kube-apiserver's audit log (tests/helm_release/judge.py): every pod created while the release
@@ -48,6 +49,12 @@ def helm(release: ReleaseCluster, *args: str, timeout: float = 900) -> float:
     result = subprocess.run(release.helm_args(*args), capture_output=True, text=True, timeout=timeout)
     assert result.returncode == 0, f"helm {' '.join(args)} failed ({result.returncode}):\n{result.stderr[-3000:]}"
     return time.monotonic() - started
+
+
+def helm_test(release: ReleaseCluster) -> float:
+    """`helm test`: the chart's test hook (charts/taintkeeper/templates/tests/) finds a dry-run pod given the
+    default tolerations and the controller's Lease held; the seconds it took (helm's words on failure)."""
+    return helm(release, "test", RELEASE, "--logs", "--timeout", "5m", timeout=400)
 
 
 def report(release: ReleaseCluster, figures: dict[str, Any]) -> None:
@@ -100,11 +107,13 @@ def test_helm_install_brings_taintkeeper_up_and_the_webhook_answers(release_clus
         "a controller holding the Lease",
     )
     assert rolled_to(release, CURRENT_TAG), deployment_images(release)
+    test_seconds = helm_test(release)
     report(
         release,
         {
             "step": "install",
             "helm_install_wait_seconds": round(seconds, 1),
+            "helm_test_seconds": round(test_seconds, 1),
             "first_pod_mutated_after_seconds": round(mutating_after, 1),
             "lease_holder": holder,
         },
@@ -190,6 +199,7 @@ def roll_under_load(
     writes = judge.writes_around(records, began, ended, took_over, old)
     late_writes = [(r.verb, r.resource, r.name, r.user_agent) for r in writes.late]
     assert late_writes == [], f"{old} wrote after {new} took the Lease: {late_writes[:5]}"
+    test_seconds = helm_test(release)
     report(
         release,
         {
@@ -197,6 +207,7 @@ def roll_under_load(
             "from": old,
             "to": new,
             f"helm_{step}_wait_seconds": round(roll_seconds, 1),
+            "helm_test_seconds": round(test_seconds, 1),
             "pods_created": len(creations),
             "mutated_by_webhook": sum(admitted[c.name].by_webhook for c in creations),
             "backfilled": len(backfill_delays),
