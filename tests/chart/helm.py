@@ -12,6 +12,7 @@ import yaml
 
 ROOT = Path(__file__).resolve().parents[2]
 CHART = ROOT / "charts" / "taintkeeper"
+APP_VERSION = str(yaml.safe_load((CHART / "Chart.yaml").read_text())["appVersion"])  # the image's default tag
 EXAMPLES = sorted((CHART / "examples").glob("*.yaml"))
 SCHEMA = json.loads((CHART / "values.schema.json").read_text())
 SCRIPT = ROOT / "hack" / "local-cluster.sh"

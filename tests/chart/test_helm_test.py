@@ -11,7 +11,7 @@ from typing import Any, NamedTuple
 import pytest
 
 from kubectl_taintkeeper.release_check import build_parser
-from tests.chart.helm import render
+from tests.chart.helm import APP_VERSION, render
 
 POLICY_SERVED = ("--api-versions", "admissionregistration.k8s.io/v1/MutatingAdmissionPolicy")
 
@@ -94,7 +94,7 @@ def test_helm_test_checks_a_pods_tolerations_and_the_lease_with_least_privilege(
     assert spec["securityContext"]["runAsNonRoot"] is True
     assert spec["securityContext"]["seccompProfile"] == {"type": "RuntimeDefault"}
     (container,) = spec["containers"]
-    assert container["image"] == "taintkeeper:dev"
+    assert container["image"] == f"taintkeeper:{APP_VERSION}"
     assert container["securityContext"]["allowPrivilegeEscalation"] is False
     assert container["securityContext"]["capabilities"] == {"drop": ["ALL"]}
     assert container["command"][:3] == ["python", "-m", "kubectl_taintkeeper.release_check"]
@@ -106,7 +106,7 @@ def test_helm_test_checks_a_pods_tolerations_and_the_lease_with_least_privilege(
         case.pod_namespace,
     )
     assert (args.not_ready_seconds, args.unreachable_seconds) == case.seconds
-    assert args.image == "taintkeeper:dev"
+    assert args.image == f"taintkeeper:{APP_VERSION}"
 
 
 def test_helm_test_can_be_left_out(helm: Path):

@@ -13,7 +13,7 @@ from typing import NamedTuple
 
 import pytest
 
-from tests.chart.helm import CHART, render
+from tests.chart.helm import APP_VERSION, CHART, render
 
 NOTES_TEMPLATE = """apiVersion: v1
 kind: ConfigMap
@@ -71,6 +71,17 @@ NOTES = [
             "kubectl label namespace taintkeeper-system pod-security.kubernetes.io/enforce=restricted",
             "kubectl annotate namespace taintkeeper-system taintkeeper.io/eviction=respect-disruption-budget",
         ),
+    ),
+    Notes(
+        "the version and the image: the chart's appVersion is the image's tag by default",
+        (),
+        (f"taintkeeper {APP_VERSION} (taintkeeper:{APP_VERSION}) is installed",),
+        (":dev",),
+    ),
+    Notes(
+        "the version and the image: a tag given is the image's",
+        ("image.repository=registry.example.com/taintkeeper", "image.tag=1.2.3-rc.1"),
+        (f"taintkeeper {APP_VERSION} (registry.example.com/taintkeeper:1.2.3-rc.1) is installed",),
     ),
     Notes(
         "in the namespace the chart makes: nothing to label",

@@ -9,7 +9,7 @@ Lease (and with it the controller's default --backfill-excluded-namespaces), the
 {{- define "taintkeeper.namespace" -}}{{ .Release.Namespace }}{{- end }}
 
 {{- define "taintkeeper.image" -}}
-{{ .Values.image.repository }}:{{ .Values.image.tag }}
+{{ .Values.image.repository }}:{{ .Values.image.tag | default .Chart.AppVersion }}
 {{- end }}
 
 {{/* The flags each program takes from values, in the order they are passed (those manifests/ passes
