@@ -44,9 +44,11 @@ PLACEMENT: dict[str, Any] = {
 }
 
 
-def values(tag: str = "dev") -> dict[str, Any]:
+def values(tag: str | None = None) -> dict[str, Any]:
+    """The suite's values; the image's tag `tag`, or the chart's default: its appVersion, the version
+    hack/image.py tags the image it builds with (tests/unit/hack/test_release.py keeps the two equal)."""
     return {
-        "image": {"repository": "taintkeeper", "tag": tag, "pullPolicy": "IfNotPresent"},
+        "image": {"repository": "taintkeeper", **({"tag": tag} if tag else {}), "pullPolicy": "IfNotPresent"},
         "controller": {
             "flags": {"log-format": "json", "node-monitor-period": "2s", "node-monitor-grace-period": "20s"},
             **PLACEMENT,
