@@ -4,7 +4,7 @@ VENV ?= .venv
 PY := $(VENV)/bin/python
 STAMP := $(VENV)/.installed
 
-.PHONY: setup demo demo-real demo-deployed test check unit realnodes lint bench bench-admission chaos report chart-readme image clean
+.PHONY: setup demo demo-real demo-deployed test check unit realnodes lint bench bench-admission chaos report chart-readme image release clean
 
 $(STAMP): pyproject.toml
 	$(PYTHON) -m venv $(VENV)
@@ -96,6 +96,12 @@ chart-readme: setup
 # manifests/Containerfile: prints the OCI archive's path (`ctr -n k8s.io images import PATH`).
 image: setup
 	@$(PY) hack/image.py
+
+# make release VERSION=x.y.z [DRY_RUN=1]: stamps the version into pyproject.toml, Chart.yaml (version,
+# appVersion) and every kustomization's image newTag, makes the chart's README again, builds the image
+# taintkeeper:VERSION and prints its digest (hack/release.py; docs/development.md, "Cutting a release").
+release: setup
+	@$(PY) hack/release.py $(if $(DRY_RUN),--dry-run) '$(VERSION)'
 
 clean:
 	rm -rf $(VENV) .pytest_cache

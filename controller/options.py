@@ -13,7 +13,7 @@ from collections.abc import Callable, Mapping
 from dataclasses import dataclass, field
 from typing import TypeVar
 
-from controller.backfill.decision import DEFAULT_EXCLUDED_NAMESPACES, DEFAULT_RATE, BackfillSettings
+from controller.backfill.decision import DEFAULT_RATE, BackfillSettings, default_excluded_namespaces
 from controller.nodelifecycle.decision import MonitorSettings
 from controller.tainteviction.disruption_budget import BudgetSettings, check_taint_keys
 from controller.tainteviction.verdict import EvictionRule
@@ -272,9 +272,10 @@ def build_parser() -> argparse.ArgumentParser:
     )
     add(
         "--backfill-excluded-namespaces",
-        default=",".join(DEFAULT_EXCLUDED_NAMESPACES),
+        default=None,
         metavar="LIST",
-        help="comma-separated namespaces whose pods are never backfilled (default %(default)s)",
+        help="comma-separated namespaces whose pods are never backfilled (default: the Lease's namespace "
+        "(--leader-elect-resource-namespace) and kube-system, so taintkeeper-system,kube-system)",
     )
     add(
         "--backfill-rate",
@@ -458,7 +459,11 @@ def parse_options(argv: list[str], environ: Mapping[str, str] | None = None) -> 
     backfill = BackfillSettings(
         enabled=backfill_flag and TOLERATION_BACKFILL in controllers,
         rate=backfill_rate,
-        excluded_namespaces=frozenset(n.strip() for n in args.backfill_excluded_namespaces.split(",") if n.strip()),
+        excluded_namespaces=frozenset(
+            default_excluded_namespaces(args.leader_elect_resource_namespace)
+            if args.backfill_excluded_namespaces is None
+            else (n.strip() for n in args.backfill_excluded_namespaces.split(",") if n.strip())
+        ),
         cluster_seconds=DefaultSeconds(
             not_ready=_checked(
                 "--default-not-ready-toleration-seconds", toleration_seconds, args.default_not_ready_toleration_seconds

@@ -207,9 +207,9 @@ change those, not this file. -->
 
 ## What it installs
 
-With its default values, exactly what `kubectl apply -k manifests/` installs (`tests/chart/` compares the two
-object for object), into the namespace `taintkeeper-system`, which the chart creates with the labels the
-webhook's selectors and Pod Security need:
+Into the release's namespace (`helm install -n NAMESPACE`); with its default values in `taintkeeper-system`
+and `namespace.create=true`, exactly what `kubectl apply -k manifests/` installs (`tests/chart/` compares the
+two object for object):
 
 - the controller, Deployment `taintkeeper-controller`: the node lifecycle and taint eviction controllers, one
   replica acting while it holds the Lease `taintkeeper-controller`, the others on warm stand-by;
@@ -226,13 +226,20 @@ webhook's selectors and Pod Security need:
 ## Installing
 
 ```sh
-helm install taintkeeper charts/taintkeeper     # from the repository's root
+# from the repository's root; then give the namespace taintkeeper's labels, as the notes printed say
+helm install taintkeeper charts/taintkeeper -n taintkeeper-system --create-namespace
+helm test taintkeeper -n taintkeeper-system
 ```
 
-The chart installs into `taintkeeper-system` whatever `--namespace` says: that only chooses where Helm keeps
-its release record, so give a namespace that exists (without one, `default`), and not `--namespace
-taintkeeper-system --create-namespace`: Helm would create the namespace without its labels, then fail to
-create the chart's. Kubernetes {oldest_kubernetes} or later (1.20: `kubectl apply -k manifests/kube-1.20/`).
+Everything namespaced goes into the release's namespace, and what names it follows it (the webhook's skip of
+its own namespace, the certificate's names, the Lease, the RBAC subjects). Helm makes that namespace without
+labels: the notes say when it lacks `pod-security.kubernetes.io/enforce: restricted`, and the `kubectl
+label` that gives it what taintkeeper's own namespace carries (`namespace.create=true` makes the namespace
+with them, for `helm template | kubectl apply`, or `helm install --take-ownership` into a namespace made
+before). One release per cluster: a second one is refused, naming the first (its controller is the
+cluster's node lifecycle controller, and its cluster-wide objects keep fixed names). `helm test` checks
+that a pod created in `helmTest.podNamespace` gets the tolerations and that the controller holds its Lease.
+Kubernetes {oldest_kubernetes} or later (1.20: `kubectl apply -k manifests/kube-1.20/`).
 Then switch off what taintkeeper replaces ([Replacing the
 built-ins](../../docs/operating.md#replacing-the-built-ins)). More: [Installing with
 Helm](../../docs/operating.md#installing-with-helm), values for cert-manager, shorter grace periods and
@@ -246,7 +253,7 @@ nodes, pending evictions, the leader), `pip install .` in taintkeeper's reposito
 on the PATH:
 
 ```sh
-kubectl taintkeeper status
+kubectl taintkeeper status --lease-namespace taintkeeper-system   # the release's namespace
 kubectl taintkeeper explain node NODE
 ```
 
@@ -256,7 +263,7 @@ status](../../docs/operating.md#explain-and-status) says what they print.
 
 The Grafana dashboard: `--set grafanaDashboard.enabled=true` adds the ConfigMap
 `taintkeeper-grafana-dashboard`, labelled `grafana_dashboard=1`, which the Grafana sidecar loads once it
-searches `taintkeeper-system`; the dashboard is "taintkeeper" (`GRAFANA_URL/d/taintkeeper`). Without the
+searches the release's namespace; the dashboard is "taintkeeper" (`GRAFANA_URL/d/taintkeeper`). Without the
 sidecar, import `manifests/monitoring/grafana/taintkeeper.json` ([Dashboard](../../docs/operating.md#dashboard)).
 The alerts: `--set prometheusRule.enabled=true` ([Alerts](../../docs/operating.md#alerts)).
 

@@ -150,6 +150,34 @@ def pod_templates(obj: dict[str, Any]) -> list[dict[str, Any]]:
     return []
 
 
+def short_reference(reference: str) -> str:
+    """An image reference as a pod spec names it: docker.io/library/NAME:TAG is NAME:TAG."""
+    return reference.removeprefix("docker.io/library/")
+
+
+def check_images(objects: list[dict[str, Any]], reference: str) -> None:
+    """Every container running taintkeeper's image asks for the one side-loaded (`reference`, as `ctr images
+    import` names it): there is no registry to pull another tag from, so a pod asking for one would wait in
+    ErrImagePull. The manifests' tag is the version (hack/versions.py), as is hack/image.py's default."""
+    wanted = short_reference(reference)
+    name = wanted.rsplit(":", 1)[0]
+    asked = sorted(
+        {
+            short_reference(container["image"])
+            for obj in objects
+            for template in pod_templates(obj)
+            for container in template["spec"]["containers"]
+            if short_reference(container["image"]).split("@")[0].rsplit(":", 1)[0].split("/")[-1] == name
+        }
+    )
+    others = [found for found in asked if found != wanted]
+    if others:
+        raise DeployError(
+            f"the pods ask for {', '.join(others)}, the image side-loaded is {wanted} "
+            "(make release VERSION=... stamps one version everywhere)"
+        )
+
+
 def stamp_image(objects: list[dict[str, Any]], digest: str) -> None:
     for obj in objects:
         for template in pod_templates(obj):
@@ -245,6 +273,7 @@ def deploy(directory: Path, overlay: Path, timeout: float) -> None:
     imported = import_image(nodes, built.archive, built.reference, built.digest)
     log(f"imported into {', '.join(imported)}" if imported else "every node already holds this image")
     objects = render(overlay)
+    check_images(objects, built.reference)
     stamp_image(objects, built.digest)
     api_client = config.new_client_from_config(config_file=str(directory / "kubeconfig"))
     try:

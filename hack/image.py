@@ -1,6 +1,6 @@
 """Build taintkeeper's container image offline: an OCI archive from Debian's packages and PyPI.
 
-    python hack/image.py [--tag taintkeeper:dev] [--version V] [--force] [--print-config]      (`make image`)
+    python hack/image.py [--tag taintkeeper:VERSION] [--version V] [--force] [--print-config]      (`make image`)
 
 prints the path of an `oci-archive` tarball that `ctr -n k8s.io images import FILE` loads. No
 Docker engine, no registry and no base image: the root filesystem is made of Debian bookworm's
@@ -71,8 +71,9 @@ from hack.image_venv import (  # noqa: E402
     venv_skeleton,
     wheels_for,
 )
+from hack.versions import image_reference  # noqa: E402
 
-DEFAULT_TAG = "taintkeeper:dev"
+DEFAULT_TAG = image_reference()  # taintkeeper:VERSION, pyproject's version: what the manifests and the chart ask for
 
 
 def snapshot(root: Path, recipe: Recipe, dest: Path) -> Path:

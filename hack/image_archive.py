@@ -113,7 +113,7 @@ def write_oci_archive(out: Path, recipe: Recipe, layers: list[Layer], tag: str) 
 @dataclass(frozen=True)
 class BuiltImage:
     archive: Path  # the oci-archive tarball
-    reference: str  # docker.io/library/taintkeeper:dev: the name `ctr images import` gives it
+    reference: str  # docker.io/library/taintkeeper:VERSION: the name `ctr images import` gives it
     digest: str  # sha256:... of the manifest: what `ctr images ls` and the kubelet's imageID show
     config: dict  # the OCI image config (its "config" holds User, Env, Cmd, WorkingDir, ExposedPorts)
 

@@ -6,7 +6,8 @@
 # 1. creates the kind cluster "taintkeeper-e2e" from hack/kind-config.yaml (or reuses it): one
 #    control plane and two workers, kube-apiserver without DefaultTolerationSeconds and
 #    kube-controller-manager without its node lifecycle and taint eviction controllers;
-# 2. builds taintkeeper:dev from manifests/Containerfile and loads it into the cluster;
+# 2. builds taintkeeper:VERSION (the tag manifests/kustomization.yaml deploys, pyproject's version) from
+#    manifests/Containerfile and loads it into the cluster;
 # 3. applies tests/e2e/overlay/kind (manifests/ plus short grace periods for the controller) and
 #    waits for the rollouts;
 # 4. runs the end-to-end suite against it: `pytest -m e2e tests/e2e` with TAINTKEEPER_E2E_PROVIDER=kind.
@@ -23,7 +24,8 @@ set -euo pipefail
 ROOT=$(cd "$(dirname "$0")/.." && pwd)
 CLUSTER=taintkeeper-e2e            # also `name:` in hack/kind-config.yaml; the tests use its node names
 KIND_VERSION=v0.25.0               # the kind release the pinned node image was built for
-IMAGE=taintkeeper:dev              # the image manifests/kustomization.yaml deploys
+# The image manifests/kustomization.yaml deploys: its tag is the version (make release stamps it there).
+IMAGE=taintkeeper:$(sed -n 's/^ *newTag: *//p' "$ROOT/manifests/kustomization.yaml")
 NAMESPACE=taintkeeper-system
 CONFIG=$ROOT/hack/kind-config.yaml
 OVERLAY=$ROOT/tests/e2e/overlay/kind
@@ -37,9 +39,10 @@ PYTEST_ARGS=()
 
 die() { echo "kind-e2e: error: $*" >&2; exit 1; }
 log() { echo "kind-e2e: $*" >&2; }
+[ "$IMAGE" != "taintkeeper:" ] || die "manifests/kustomization.yaml sets no newTag for the image"
 
 usage() {
-  sed -n '2,20p' "$0" | sed 's/^# \{0,1\}//' >&2
+  sed -n '2,21p' "$0" | sed 's/^# \{0,1\}//' >&2
   exit 2
 }
 

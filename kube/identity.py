@@ -19,6 +19,7 @@ CERTS = "taintkeeper-certs"
 EXPLAIN = "taintkeeper-explain"  # `python -m controller explain` and `kubectl taintkeeper explain`
 STATUS = "taintkeeper-status"  # `python -m controller status` and `kubectl taintkeeper status`
 FENCE = "taintkeeper-fence"  # `python -m controller fence|unfence` and `kubectl taintkeeper fence|unfence`
+RELEASE_CHECK = "taintkeeper-release-check"  # `helm test`: python -m kubectl_taintkeeper.release_check
 
 POD_NAME_ENV = "POD_NAME"
 UNKNOWN_VERSION = "0.0.0"  # run from a source tree that was never installed

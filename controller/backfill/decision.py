@@ -19,8 +19,17 @@ EVENT_REASON = "DefaultTolerationsAdded"
 INVALID_ANNOTATION_REASON = "InvalidTolerationSecondsAnnotation"
 
 # kube-system: static pods (their mirror pods cannot be updated anyway) and system pods, which
-# carry their own tolerations from their manifests and add-on defaults; taintkeeper-system: our own.
-DEFAULT_EXCLUDED_NAMESPACES = ("taintkeeper-system", "kube-system")
+# carry their own tolerations from their manifests and add-on defaults; and taintkeeper's own namespace,
+# where its Lease is (--leader-elect-resource-namespace; taintkeeper-system unless installed elsewhere).
+SYSTEM_NAMESPACES = ("kube-system",)
+DEFAULT_EXCLUDED_NAMESPACES = ("taintkeeper-system", *SYSTEM_NAMESPACES)
+
+
+def default_excluded_namespaces(own_namespace: str) -> tuple[str, ...]:
+    """What --backfill-excluded-namespaces is when not given: taintkeeper's own namespace, and kube-system."""
+    return (own_namespace, *(n for n in SYSTEM_NAMESPACES if n != own_namespace))
+
+
 DEFAULT_RATE = 10.0
 
 # Why a pod gets no backfill (or does).

@@ -12,10 +12,12 @@ import yaml
 
 ROOT = Path(__file__).resolve().parents[2]
 CHART = ROOT / "charts" / "taintkeeper"
+APP_VERSION = str(yaml.safe_load((CHART / "Chart.yaml").read_text())["appVersion"])  # the image's default tag
 EXAMPLES = sorted((CHART / "examples").glob("*.yaml"))
 SCHEMA = json.loads((CHART / "values.schema.json").read_text())
 SCRIPT = ROOT / "hack" / "local-cluster.sh"
 RELEASE = "taintkeeper"
+NAMESPACE = "taintkeeper-system"  # the release's, as docs/operating.md installs it; a test may give another
 
 Identity = tuple[str, str | None, str]  # kind, namespace, name
 
@@ -46,8 +48,9 @@ def values_file(directory: Path, values: dict[str, Any], name: str = "values.yam
 
 
 def template(helm: Path, *args: str, chart: Path = CHART) -> subprocess.CompletedProcess[str]:
-    """`helm template` of the chart with these extra arguments (-f FILE, --set ...)."""
-    return run_helm(helm, "template", RELEASE, str(chart), *args)
+    """`helm template` of the chart in NAMESPACE with these extra arguments (-f FILE, --set ...; a later
+    --namespace wins)."""
+    return run_helm(helm, "template", RELEASE, str(chart), "--namespace", NAMESPACE, *args)
 
 
 def render(helm: Path, *args: str, chart: Path = CHART) -> list[dict[str, Any]]:

@@ -143,6 +143,18 @@ REFUSALS = [
         ("--api-versions", "admissionregistration.k8s.io/v1/MutatingAdmissionPolicy"),
     ),
     Refusal(
+        "an image tag with semver's build metadata: an image tag has no '+'",
+        {"image": {"tag": "1.2.3+build.5"}},
+        "schema",
+        "at '/image/tag'",
+    ),
+    Refusal(
+        "an image tag that is a whole reference",
+        {"image": {"tag": "taintkeeper:1.2.3"}},
+        "schema",
+        "at '/image/tag'",
+    ),
+    Refusal(
         "a NetworkPolicy without the apiserver's address",
         {"networkPolicy": {"enabled": True}},
         "template",
@@ -182,6 +194,7 @@ ACCEPTED = {
         **webhook({"default-not-ready-toleration-seconds": 0}),
     },
     "a zone threshold of exactly 1": controller({"unhealthy-zone-threshold": 1}),
+    "an image tag of a pre-release, 128 characters long": {"image": {"tag": "1.2.3-rc." + "1" * 119}},
     "a NetworkPolicy with the apiserver's address": {
         "networkPolicy": {"enabled": True, "apiserver": [{"ipBlock": {"cidr": "10.0.0.0/24"}}]}
     },

@@ -13,7 +13,7 @@ from typing import NamedTuple
 
 import pytest
 
-from tests.chart.helm import CHART, render
+from tests.chart.helm import APP_VERSION, CHART, render
 
 NOTES_TEMPLATE = """apiVersion: v1
 kind: ConfigMap
@@ -38,6 +38,7 @@ class Notes(NamedTuple):
     sets: tuple[str, ...]
     says: tuple[str, ...]
     not_said: tuple[str, ...] = ()
+    args: tuple[str, ...] = ()  # beside the values: the release's namespace
 
 
 NOTES = [
@@ -49,7 +50,7 @@ NOTES = [
             "kubectl -n taintkeeper-system logs job/taintkeeper-certs-sync-1",
             "kubectl get mutatingwebhookconfiguration taintkeeper",
             "(300 s not-ready, 300 s unreachable",
-            "kubectl taintkeeper status",
+            "kubectl taintkeeper status --lease-namespace taintkeeper-system",
             "kubectl taintkeeper explain node NODE",
             "`pip install .` in taintkeeper's repository puts the kubectl plugin on the PATH",
             "--set grafanaDashboard.enabled=true",
@@ -59,6 +60,48 @@ NOTES = [
             "Switch off what taintkeeper replaces",
         ),
         ("cert-manager", "NetworkPolicy", "--replace-builtin-defaults"),
+    ),
+    Notes(
+        # `helm template` reads no namespace, as `helm install --create-namespace` renders before making it.
+        "in a namespace without the Pod Security labels: how to label it",
+        (),
+        (
+            "The namespace taintkeeper-system does not enforce the restricted Pod Security Standard",
+            "(Helm made it, with --create-namespace,",
+            "kubectl label namespace taintkeeper-system pod-security.kubernetes.io/enforce=restricted",
+            "kubectl annotate namespace taintkeeper-system taintkeeper.io/eviction=respect-disruption-budget",
+        ),
+    ),
+    Notes(
+        "the version and the image: the chart's appVersion is the image's tag by default",
+        (),
+        (f"taintkeeper {APP_VERSION} (taintkeeper:{APP_VERSION}) is installed",),
+        (":dev",),
+    ),
+    Notes(
+        "the version and the image: a tag given is the image's",
+        ("image.repository=registry.example.com/taintkeeper", "image.tag=1.2.3-rc.1"),
+        (f"taintkeeper {APP_VERSION} (registry.example.com/taintkeeper:1.2.3-rc.1) is installed",),
+    ),
+    Notes(
+        "in the namespace the chart makes: nothing to label",
+        ("namespace.create=true",),
+        ("kubectl taintkeeper status",),
+        ("Pod Security", "kubectl label namespace"),
+    ),
+    Notes(
+        "in another namespace: every command names it",
+        (),
+        (
+            "is installed in the namespace team-a.",
+            "kubectl -n team-a rollout status",
+            "kubectl -n team-a logs job/taintkeeper-certs-sync-1",
+            "kubectl taintkeeper status --lease-namespace team-a",
+            "kubectl -n team-a create rolebinding taintkeeper-viewer:USER",
+            "kubectl label namespace team-a pod-security.kubernetes.io/enforce=restricted",
+        ),
+        ("taintkeeper-system",),
+        ("--namespace", "team-a"),
     ),
     Notes(
         "without the operator roles: no word of binding them",
@@ -106,7 +149,7 @@ NOTES = [
 @pytest.mark.parametrize("notes", NOTES, ids=[n.name for n in NOTES])
 def test_the_notes_say_what_to_do_next(helm: Path, chart_with_notes: Path, notes: Notes):
     sets = [arg for value in notes.sets for arg in ("--set", value)]
-    (configmap,) = render(helm, "--show-only", "templates/zz-notes.yaml", *sets, chart=chart_with_notes)
+    (configmap,) = render(helm, "--show-only", "templates/zz-notes.yaml", *sets, *notes.args, chart=chart_with_notes)
     text = configmap["data"]["notes"]
     for expected in notes.says:
         assert expected in text

@@ -1,7 +1,9 @@
 """One source of truth: the chart renders what manifests/ installs, object for object and field for field.
 
-With its default values the chart makes exactly `kubectl kustomize manifests/` (the self-managed
-certificates), and each optional piece it turns on makes exactly what its own manifests do. A difference is
+With its default values, installed into taintkeeper-system with the namespace made by the chart
+(`namespace.create=true`: manifests/ makes it), the chart makes exactly `kubectl kustomize manifests/` (the
+self-managed certificates), and each optional piece it turns on makes exactly what its own manifests do.
+(tests/chart/test_namespace.py: in another namespace, everything follows it.) A difference is
 allowed only when DIFFERENCES lists it with why; a listed difference that no longer exists fails too, so the
 list stays true. It is empty: there is none. (What `helm install` adds in the cluster and `helm template`
 does not show, Helm's own ownership label and annotations on every object, is no difference of the chart's.)
@@ -30,6 +32,10 @@ RENAMED: dict[Identity, tuple[str, str]] = {
         "failing to update the last one's immutable pod template (kubectl apply -k meets it until its TTL)",
     ),
 }
+
+
+# How manifests/ is installed: into taintkeeper-system (tests.chart.helm.NAMESPACE), which it makes itself.
+AS_MANIFESTS = ("--set", "namespace.create=true")
 
 
 def is_hook(doc: dict[str, Any]) -> bool:
@@ -96,7 +102,7 @@ def listed_but_gone(expected: dict[Identity, dict[str, Any]], got: dict[Identity
 
 def test_default_values_render_the_main_kustomization(helm: Path):
     expected = by_identity(kustomize(MANIFESTS))
-    got = as_in_manifests(by_identity(render(helm)))
+    got = as_in_manifests(by_identity(render(helm, *AS_MANIFESTS)))
     assert unexplained(expected, got) == []
     assert listed_but_gone(expected, got) == []
 
@@ -143,7 +149,7 @@ def test_each_option_renders_what_its_manifests_install(helm: Path, option: Opti
         path = MANIFESTS / source
         expected += kustomize(path) if path.is_dir() else documents(path)
     sets = [arg for value in option.sets for arg in ("--set", value)]
-    assert unexplained(by_identity(expected), as_in_manifests(by_identity(render(helm, *sets)))) == []
+    assert unexplained(by_identity(expected), as_in_manifests(by_identity(render(helm, *AS_MANIFESTS, *sets)))) == []
 
 
 POLICY_SERVED = ("--api-versions", "admissionregistration.k8s.io/v1/MutatingAdmissionPolicy")
@@ -156,12 +162,15 @@ POLICY_SERVED = ("--api-versions", "admissionregistration.k8s.io/v1/MutatingAdmi
 )
 def test_the_policy_mode_renders_manifests_admission_policy(helm: Path, sets: tuple[str, ...]):
     expected = by_identity(kustomize(MANIFESTS / "admission-policy"))
-    assert unexplained(expected, as_in_manifests(by_identity(render(helm, *sets)))) == []
+    assert unexplained(expected, as_in_manifests(by_identity(render(helm, *AS_MANIFESTS, *sets)))) == []
 
 
 def test_auto_where_the_cluster_lacks_the_policy_renders_the_webhook(helm: Path):
     expected = by_identity(kustomize(MANIFESTS))
-    assert unexplained(expected, as_in_manifests(by_identity(render(helm, "--set", "admission.mode=auto")))) == []
+    assert (
+        unexplained(expected, as_in_manifests(by_identity(render(helm, *AS_MANIFESTS, "--set", "admission.mode=auto"))))
+        == []
+    )
 
 
 def test_the_policy_takes_the_seconds_of_the_webhooks_flags(helm: Path):
@@ -183,7 +192,10 @@ def test_without_the_operator_roles_the_chart_renders_the_rest_of_the_main_kusto
     assert roles, "manifests/base/operator-rbac.yaml has no roles"
     expected = {key: doc for key, doc in by_identity(kustomize(MANIFESTS)).items() if key not in roles}
     assert (
-        unexplained(expected, as_in_manifests(by_identity(render(helm, "--set", "operatorRoles.create=false")))) == []
+        unexplained(
+            expected, as_in_manifests(by_identity(render(helm, *AS_MANIFESTS, "--set", "operatorRoles.create=false")))
+        )
+        == []
     )
 
 

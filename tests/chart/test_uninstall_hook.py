@@ -20,7 +20,11 @@ HOOK_OBJECTS = [
 @pytest.mark.parametrize("mode", ["selfManaged", "certManager"])
 def test_every_install_carries_a_pre_delete_hook_that_unregisters_the_webhook(helm: Path, mode: str):
     docs = by_identity(render(helm, "--set", f"certificates.mode={mode}"))
-    hooks = {key: doc for key, doc in docs.items() if "helm.sh/hook" in (doc["metadata"].get("annotations") or {})}
+    hooks = {
+        key: doc
+        for key, doc in docs.items()
+        if (doc["metadata"].get("annotations") or {}).get("helm.sh/hook") == "pre-delete"
+    }
     assert sorted(hooks, key=str) == sorted(HOOK_OBJECTS, key=str)
     for doc in hooks.values():
         annotations = doc["metadata"]["annotations"]

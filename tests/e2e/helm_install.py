@@ -15,12 +15,21 @@ from typing import Any
 
 import yaml
 
-from hack.deploy import build_image, cluster_nodes, import_image
+from hack.deploy import build_image, cluster_nodes, import_image, kubectl
 from tests.chart.helm import CHART
-from tests.e2e.cluster import VICTIM_LABEL
+from tests.e2e.cluster import SYSTEM_NAMESPACE, VICTIM_LABEL
 
 RELEASE = "taintkeeper"
-RELEASE_NAMESPACE = "default"  # where helm keeps the release record; the chart puts everything in taintkeeper-system
+RELEASE_NAMESPACE = SYSTEM_NAMESPACE  # the chart installs into the release's namespace, made by --create-namespace
+# What docs/operating.md ("Installing with Helm") and the notes have an operator give a namespace Helm made:
+# what manifests/base/namespace.yaml gives taintkeeper-system.
+NAMESPACE_LABELS = {
+    "pod-security.kubernetes.io/enforce": "restricted",
+    "pod-security.kubernetes.io/enforce-version": "latest",
+    "taintkeeper.io/skip": "true",
+    "app.kubernetes.io/part-of": "taintkeeper",
+}
+NAMESPACE_ANNOTATIONS = {"taintkeeper.io/eviction": "respect-disruption-budget"}
 
 PLACEMENT: dict[str, Any] = {
     "tolerations": [
@@ -35,9 +44,11 @@ PLACEMENT: dict[str, Any] = {
 }
 
 
-def values(tag: str = "dev") -> dict[str, Any]:
+def values(tag: str | None = None) -> dict[str, Any]:
+    """The suite's values; the image's tag `tag`, or the chart's default: its appVersion, the version
+    hack/image.py tags the image it builds with (tests/unit/hack/test_release.py keeps the two equal)."""
     return {
-        "image": {"repository": "taintkeeper", "tag": tag, "pullPolicy": "IfNotPresent"},
+        "image": {"repository": "taintkeeper", **({"tag": tag} if tag else {}), "pullPolicy": "IfNotPresent"},
         "controller": {
             "flags": {"log-format": "json", "node-monitor-period": "2s", "node-monitor-grace-period": "20s"},
             **PLACEMENT,
@@ -56,9 +67,23 @@ def helm_command(helm: Path, kubeconfig: Path, *args: str) -> list[str]:
     return [str(helm), *args, "--kubeconfig", str(kubeconfig), "--namespace", RELEASE_NAMESPACE]
 
 
+def label_namespace(kubeconfig: Path) -> None:
+    """Give the release's namespace, made by --create-namespace, taintkeeper's labels and annotation, with the
+    commands the notes print."""
+    run = [kubectl(), "--kubeconfig", str(kubeconfig)]
+    for verb, pairs in (("label", NAMESPACE_LABELS), ("annotate", NAMESPACE_ANNOTATIONS)):
+        subprocess.run(
+            [*run, verb, "--overwrite", "namespace", RELEASE_NAMESPACE, *(f"{k}={v}" for k, v in pairs.items())],
+            capture_output=True,
+            text=True,
+            timeout=60,
+            check=True,
+        )
+
+
 def install(directory: Path, helm: Path) -> None:
-    """Build and import the image into every node, then `helm upgrade --install --wait` the chart (a rerun on
-    a kept cluster upgrades in place)."""
+    """Build and import the image into every node, then `helm upgrade --install --create-namespace --wait` the
+    chart (a rerun on a kept cluster upgrades in place) and label its namespace as the notes say."""
     nodes = cluster_nodes(directory)
     built = build_image()
     import_image(nodes, built.archive, built.reference, built.digest)
@@ -67,6 +92,7 @@ def install(directory: Path, helm: Path) -> None:
         directory / "kubeconfig",
         "upgrade",
         "--install",
+        "--create-namespace",
         RELEASE,
         str(CHART),
         "-f",
@@ -78,3 +104,4 @@ def install(directory: Path, helm: Path) -> None:
     result = subprocess.run(command, capture_output=True, text=True, timeout=900, check=False)
     if result.returncode != 0:
         raise AssertionError(f"helm upgrade --install failed ({result.returncode}): {result.stderr[-3000:]}")
+    label_namespace(directory / "kubeconfig")

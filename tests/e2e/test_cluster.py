@@ -12,6 +12,7 @@ import base64
 import pytest
 from kubernetes import client
 
+from hack.versions import image_reference
 from tests.e2e.cluster import NOT_READY, SYSTEM_NAMESPACE, UNREACHABLE, E2ECluster, wait_for
 from tests.support.kubernetes_version import server_minor
 
@@ -54,9 +55,9 @@ def test_both_deployments_are_available_and_run_non_root_on_a_read_only_root(e2e
             assert context.get("runAsNonRoot") is True, (pod["metadata"]["name"], context)
             assert context.get("runAsUser", 0) != 0, (pod["metadata"]["name"], context)
             assert context.get("readOnlyRootFilesystem") is True, (pod["metadata"]["name"], context)
-        # What the kubelet really runs: the image of our archive, every container ready.
+        # What the kubelet really runs: the image of our archive, tagged with the version, every container ready.
         statuses = pod["status"]["containerStatuses"]
-        assert all(s["ready"] and s["image"].endswith("taintkeeper:dev") for s in statuses), statuses
+        assert all(s["ready"] and s["image"].endswith(image_reference()) for s in statuses), statuses
 
 
 def test_the_webhook_is_called_through_its_service_with_the_certificate_jobs_ca_bundle(e2e: E2ECluster):

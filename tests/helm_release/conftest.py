@@ -3,8 +3,11 @@ with taintkeeper's image in two builds on every node, and helm; taintkeeper itse
 rolled back and uninstalled by the tests, with `helm` as an operator runs it.
 
 The two builds are the same code under two package versions (hack/image.py --version), so the audit log's
-User-Agents say which build made each write. With TAINTKEEPER_E2E_CLUSTER_DIR=DIR the cluster in DIR is
-used (or made) and left running, as in tests/e2e/.
+User-Agents say which build made each write: the release's own, tagged with the version (pyproject's, the
+chart's appVersion, which the install leaves image.tag to), and the next, that version with the build
+metadata `+next` (PEP 440's local version), tagged as Helm tags an OCI chart whose version has a '+': with
+`_`. With TAINTKEEPER_E2E_CLUSTER_DIR=DIR the cluster in DIR is used (or made) and left running, as in
+tests/e2e/.
 """
 
 from __future__ import annotations
@@ -20,18 +23,19 @@ from typing import Any
 import pytest
 import yaml
 from kubernetes import client, config
+from packaging.version import Version
 
-from hack import image
+from hack import image, versions
 from hack.deploy import cluster_nodes, import_image
-from kube.identity import package_version
 from tests.chart.helm import build_helm
 from tests.e2e import helm_install
 from tests.e2e.cluster import VICTIM_LABEL, E2ECluster, wait_for
 from tests.e2e.providers import LocalProvider
 from tests.support.kubernetes_version import server_minor
 
-CURRENT_TAG, NEXT_TAG = "dev", "next"
-NEXT_VERSION_SUFFIX = "+next"
+CURRENT_VERSION = versions.project_version()  # the chart's appVersion too (tests/unit/hack/test_release.py)
+NEXT_VERSION = f"{CURRENT_VERSION}+next"
+CURRENT_TAG, NEXT_TAG = CURRENT_VERSION, NEXT_VERSION.replace("+", "_")  # an image tag has no '+'
 # policy/v1 PodDisruptionBudgets and batch/v1 CronJobs, which the chart installs, are served from 1.21.
 HELM_MINIMUM_MINOR = 21
 
@@ -55,8 +59,8 @@ class ReleaseCluster:
 @pytest.fixture(scope="package")  # down before the next suite: one cluster with nodes per host at a time
 def release_cluster(tmp_path_factory: pytest.TempPathFactory, taintkeeper_image: Any) -> Iterator[ReleaseCluster]:
     helm = build_helm()
-    current_version = package_version()  # the test's own install of the project: the image's by default
-    next_image = image.ensure_image(f"taintkeeper:{NEXT_TAG}", version=current_version + NEXT_VERSION_SUFFIX)
+    next_image = image.ensure_image(f"{versions.IMAGE_NAME}:{NEXT_TAG}", version=NEXT_VERSION)
+    assert taintkeeper_image.reference.endswith(f"/{versions.IMAGE_NAME}:{CURRENT_TAG}"), taintkeeper_image.reference
     kept = os.environ.get("TAINTKEEPER_E2E_CLUSTER_DIR")
     directory = Path(kept) if kept else tmp_path_factory.mktemp("release-cluster")
     provider = LocalProvider(directory, audit=True)
@@ -75,14 +79,16 @@ def release_cluster(tmp_path_factory: pytest.TempPathFactory, taintkeeper_image:
             # Before the install: the placement keeps taintkeeper's pods off this node.
             client.CoreV1Api(api_client).patch_node(provider.victim, {"metadata": {"labels": {VICTIM_LABEL: "true"}}})
             values = directory / "release-values.yaml"
-            values.write_text(yaml.safe_dump(helm_install.values(CURRENT_TAG), sort_keys=False))
+            # No image.tag: the chart's default, its appVersion, is the current build's tag.
+            values.write_text(yaml.safe_dump(helm_install.values(), sort_keys=False))
             e2e = E2ECluster(provider, provider.kubeconfig(), api_client, provider.victim, provider.bystander)
             yield ReleaseCluster(
                 e2e,
                 directory,
                 helm,
                 values,
-                {CURRENT_TAG: current_version, NEXT_TAG: current_version + NEXT_VERSION_SUFFIX},
+                # What each build's User-Agent says: the package's version, as setuptools normalizes it.
+                {CURRENT_TAG: str(Version(CURRENT_VERSION)), NEXT_TAG: str(Version(NEXT_VERSION))},
             )
         finally:
             api_client.close()

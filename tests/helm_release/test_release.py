@@ -1,5 +1,6 @@
 """taintkeeper as an operator's Helm release on the complete local cluster: installed, upgraded to another
-build and rolled back, each under load with a node failure's countdown running, then uninstalled.
+build and rolled back, each under load with a node failure's countdown running and each followed by `helm
+test`, then uninstalled.
 
 The tests run in this file's order, each on what the last one left (one release through its life). The
 judge is kube-apiserver's audit log (tests/helm_release/judge.py): every pod created while the release
@@ -25,6 +26,7 @@ from hack.deploy import kubectl
 from hack.wait import WaitTimeout
 from kube.timestamps import parse_time
 from tests.chart.helm import CHART
+from tests.e2e import helm_install
 from tests.e2e.cluster import SYSTEM_NAMESPACE, UNREACHABLE, default_tolerations, toleration, wait_for
 from tests.e2e.helm_install import RELEASE
 from tests.helm_release import judge
@@ -47,6 +49,12 @@ def helm(release: ReleaseCluster, *args: str, timeout: float = 900) -> float:
     result = subprocess.run(release.helm_args(*args), capture_output=True, text=True, timeout=timeout)
     assert result.returncode == 0, f"helm {' '.join(args)} failed ({result.returncode}):\n{result.stderr[-3000:]}"
     return time.monotonic() - started
+
+
+def helm_test(release: ReleaseCluster) -> float:
+    """`helm test`: the chart's test hook (charts/taintkeeper/templates/tests/) finds a dry-run pod given the
+    default tolerations and the controller's Lease held; the seconds it took (helm's words on failure)."""
+    return helm(release, "test", RELEASE, "--logs", "--timeout", "5m", timeout=400)
 
 
 def report(release: ReleaseCluster, figures: dict[str, Any]) -> None:
@@ -83,7 +91,12 @@ def dry_run_mutated(release: ReleaseCluster) -> bool:
 def test_helm_install_brings_taintkeeper_up_and_the_webhook_answers(release_cluster: ReleaseCluster):
     release = release_cluster
     started = time.monotonic()
-    seconds = helm(release, "install", RELEASE, str(CHART), "-f", str(release.values), "--wait", "--timeout", "10m")
+    seconds = helm(
+        release,
+        *("install", RELEASE, str(CHART), "--create-namespace", "-f", str(release.values)),
+        *("--wait", "--timeout", "10m"),
+    )
+    helm_install.label_namespace(release.e2e.kubeconfig)  # as the notes say for a namespace Helm made
     wait_for(lambda: dry_run_mutated(release), 120, "a dry-run pod mutated by the webhook", interval=0.5)
     mutating_after = time.monotonic() - started
     holder = wait_for(
@@ -94,11 +107,13 @@ def test_helm_install_brings_taintkeeper_up_and_the_webhook_answers(release_clus
         "a controller holding the Lease",
     )
     assert rolled_to(release, CURRENT_TAG), deployment_images(release)
+    test_seconds = helm_test(release)
     report(
         release,
         {
             "step": "install",
             "helm_install_wait_seconds": round(seconds, 1),
+            "helm_test_seconds": round(test_seconds, 1),
             "first_pod_mutated_after_seconds": round(mutating_after, 1),
             "lease_holder": holder,
         },
@@ -184,6 +199,7 @@ def roll_under_load(
     writes = judge.writes_around(records, began, ended, took_over, old)
     late_writes = [(r.verb, r.resource, r.name, r.user_agent) for r in writes.late]
     assert late_writes == [], f"{old} wrote after {new} took the Lease: {late_writes[:5]}"
+    test_seconds = helm_test(release)
     report(
         release,
         {
@@ -191,6 +207,7 @@ def roll_under_load(
             "from": old,
             "to": new,
             f"helm_{step}_wait_seconds": round(roll_seconds, 1),
+            "helm_test_seconds": round(test_seconds, 1),
             "pods_created": len(creations),
             "mutated_by_webhook": sum(admitted[c.name].by_webhook for c in creations),
             "backfilled": len(backfill_delays),
@@ -256,6 +273,9 @@ def test_helm_uninstall_removes_the_webhook_first_and_leaves_nothing_behind(
         wait_for(lambda: len(load) >= 10, 60, "the load under way", interval=0.2)
         began = time.time()
         seconds = helm(release, "uninstall", RELEASE, "--wait", "--timeout", "5m")
+        # The namespace is the operator's (--create-namespace): with it go the Lease, the Secret and the events
+        # taintkeeper wrote there itself (docs/operating.md, "Upgrading").
+        e2e.core.delete_namespace(SYSTEM_NAMESPACE)
 
         def namespace_gone() -> bool:
             try:
@@ -321,8 +341,8 @@ def test_helm_install_with_admission_mode_auto_on_1_37_runs_the_policy_and_unins
     e2e = release.e2e
     helm(
         release,
-        *("install", RELEASE, str(CHART), "-f", str(release.values), "--set", "admission.mode=auto"),
-        *("--wait", "--timeout", "10m"),
+        *("install", RELEASE, str(CHART), "--create-namespace", "-f", str(release.values)),
+        *("--set", "admission.mode=auto", "--wait", "--timeout", "10m"),
     )
     try:
         wait_for(lambda: dry_run_mutated(release), 60, "a dry-run pod given its tolerations by the policy")
@@ -341,4 +361,5 @@ def test_helm_install_with_admission_mode_auto_on_1_37_runs_the_policy_and_unins
         )
     finally:
         helm(release, "uninstall", RELEASE, "--wait", "--timeout", "5m")
+        e2e.core.delete_namespace(SYSTEM_NAMESPACE)
     wait_for(lambda: leftovers(release) == [], 300, "nothing of the release left", interval=1)

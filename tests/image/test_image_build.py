@@ -24,7 +24,7 @@ from pathlib import Path
 
 import pytest
 
-from hack import image_archive, image_recipe
+from hack import image_archive, image_recipe, versions
 
 pytestmark = pytest.mark.image
 
@@ -120,7 +120,7 @@ def test_config_is_the_containerfiles(built: image_archive.BuiltImage) -> None:
     assert env["PYTHONDONTWRITEBYTECODE"] == env["PYTHONUNBUFFERED"] == "1"
     assert set(config["ExposedPorts"]) == {"8443/tcp", "10257/tcp"}
     assert (built.config["architecture"], built.config["os"]) == ("amd64", "linux")
-    assert built.reference == "docker.io/library/taintkeeper:dev"
+    assert built.reference == f"docker.io/library/{versions.image_reference()}"  # the version's tag
     assert built.archive.stat().st_size < 80e6
 
 

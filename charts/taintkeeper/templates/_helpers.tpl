@@ -3,12 +3,13 @@ What the templates share: the namespace, the image, the flags as arguments, and 
 seconds (for templates/checks.yaml).
 */}}
 
-{{/* Fixed, as in manifests/: the webhook's namespaceSelector, the certificate's names, the Lease and the
-controller's default --backfill-excluded-namespaces all name it. */}}
-{{- define "taintkeeper.namespace" -}}taintkeeper-system{{- end }}
+{{/* The release's namespace (helm install -n NAMESPACE): every namespaced object goes there, and whatever
+names it follows: the webhook's and the policy's skip of their own namespace, the certificate's names, the
+Lease (and with it the controller's default --backfill-excluded-namespaces), the RBAC subjects. */}}
+{{- define "taintkeeper.namespace" -}}{{ .Release.Namespace }}{{- end }}
 
 {{- define "taintkeeper.image" -}}
-{{ .Values.image.repository }}:{{ .Values.image.tag }}
+{{ .Values.image.repository }}:{{ .Values.image.tag | default .Chart.AppVersion }}
 {{- end }}
 
 {{/* The flags each program takes from values, in the order they are passed (those manifests/ passes

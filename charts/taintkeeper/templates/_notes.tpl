@@ -6,6 +6,22 @@
 {{- $notReady := ternary (get $flags "default-not-ready-toleration-seconds") 300 (hasKey $flags "default-not-ready-toleration-seconds") -}}
 {{- $unreachable := ternary (get $flags "default-unreachable-toleration-seconds") 300 (hasKey $flags "default-unreachable-toleration-seconds") -}}
 taintkeeper {{ .Chart.AppVersion }} ({{ include "taintkeeper.image" . }}) is installed in the namespace {{ $ns }}.
+{{- if not .Values.namespace.create }}
+{{- /* What the namespace was when Helm rendered this: absent when --create-namespace made it after. */}}
+{{- $namespace := lookup "v1" "Namespace" "" $ns }}
+{{- $labels := dig "metadata" "labels" dict $namespace }}
+{{- if ne (get $labels "pod-security.kubernetes.io/enforce") "restricted" }}
+
+0. The namespace {{ $ns }} does not enforce the restricted Pod Security Standard: it has no label
+   pod-security.kubernetes.io/enforce=restricted{{ if not $namespace }} (Helm made it, with --create-namespace,
+   or could not read it){{ end }}. taintkeeper's pods meet that standard; give the namespace what
+   taintkeeper's own namespace carries (docs/operating.md, "Installing with Helm"):
+
+     kubectl label namespace {{ $ns }} pod-security.kubernetes.io/enforce=restricted \
+       pod-security.kubernetes.io/enforce-version=latest taintkeeper.io/skip=true app.kubernetes.io/part-of=taintkeeper
+     kubectl annotate namespace {{ $ns }} taintkeeper.io/eviction=respect-disruption-budget
+{{ end }}
+{{- end }}
 
 {{- if eq (include "taintkeeper.admission" .) "policy" }}
 1. Wait until it is up:
@@ -49,7 +65,7 @@ taintkeeper {{ .Chart.AppVersion }} ({{ include "taintkeeper.image" . }}) is ins
    (`pip install .` in taintkeeper's repository puts the kubectl plugin on the PATH; the leader's last
    monitor pass is read from its Lease in {{ $ns }}):
 
-     kubectl taintkeeper status
+     kubectl taintkeeper status --lease-namespace {{ $ns }}
      kubectl taintkeeper explain node NODE
 {{- if .Values.grafanaDashboard.enabled }}
 

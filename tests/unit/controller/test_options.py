@@ -131,6 +131,18 @@ FLAGS = [
     (["--mark-pods-not-ready-on-transition-only=false"], "monitor.mark_pods_not_ready_on_transition_only", False),
     (["--backfill-default-tolerations=false"], "backfill.enabled", False),
     (["--backfill-default-tolerations"], "backfill.enabled", True),
+    ([], "backfill.excluded_namespaces", frozenset({"taintkeeper-system", "kube-system"})),
+    # Its own namespace is where its Lease is: installed elsewhere (helm -n), it still leaves its pods alone.
+    (
+        ["--leader-elect-resource-namespace=team-a"],
+        "backfill.excluded_namespaces",
+        frozenset({"team-a", "kube-system"}),
+    ),
+    (
+        ["--leader-elect-resource-namespace=team-a", "--backfill-excluded-namespaces=kube-system"],
+        "backfill.excluded_namespaces",
+        frozenset({"kube-system"}),
+    ),
     (["--backfill-excluded-namespaces= a, b,"], "backfill.excluded_namespaces", frozenset({"a", "b"})),
     (["--backfill-excluded-namespaces="], "backfill.excluded_namespaces", frozenset()),
     (["--backfill-rate=2.5"], "backfill.rate", 2.5),

@@ -24,6 +24,7 @@ import yaml
 from kubernetes_validate.utils import SchemaNotFoundError
 
 from controller.options import parse_options
+from hack import versions
 from kube.identity import POD_NAME_ENV
 from plumbing.certificates import requested_sans
 from shared.defaults import (
@@ -47,7 +48,8 @@ POLICY = MANIFESTS / "admission-policy"
 POLICY_VERSIONS = ("1.36", "1.37")
 CUSTOM_GROUPS = ("cert-manager.io",)  # CRDs: not in the built-in schemas
 NAMESPACE = "taintkeeper-system"
-IMAGE = "taintkeeper:dev"
+IMAGE_NAME = versions.IMAGE_NAME  # the files name the image; each kustomization sets its tag
+IMAGE = versions.image_reference()  # what the kustomizations install: taintkeeper:VERSION (pyproject's)
 CERTS_SYNC_ARGS = [
     "--namespace",
     NAMESPACE,
@@ -213,7 +215,7 @@ def test_pods_are_locked_down(name: str, template: dict[str, Any]):
         assert security["allowPrivilegeEscalation"] is False
         assert security["capabilities"] == {"drop": ["ALL"]}
         assert security["seccompProfile"] == {"type": "RuntimeDefault"}
-        assert container["image"] == IMAGE
+        assert container["image"] == IMAGE_NAME
         assert set(container["resources"]) == {"requests", "limits"}
         assert {"cpu", "memory"} <= set(container["resources"]["requests"]) & set(container["resources"]["limits"])
         # Python's tempfile (gunicorn heartbeats, the metrics directory, certs sync's staging) needs TMPDIR.
@@ -427,7 +429,7 @@ def test_every_manifest_file_is_in_exactly_one_kustomization():
     assert sorted(referenced) == [p.resolve() for p in manifest_files()]
     for directory in (MANIFESTS, MANIFESTS / "cert-manager", MANIFESTS / "kube-1.20", POLICY):
         assert kustomization(directory)["images"] == [
-            {"name": "taintkeeper", "newName": "taintkeeper", "newTag": "dev"}
+            {"name": "taintkeeper", "newName": "taintkeeper", "newTag": versions.project_version()}
         ]
 
 
