@@ -1,5 +1,6 @@
 #!/usr/bin/env bash
-# End-to-end tests on a real kind cluster (needs a running Docker engine, kind and kubectl).
+# End-to-end tests on a real kind cluster (needs a running Docker engine and kubectl; kind itself is built
+# from Go modules and cached: hack/local-cluster.sh build-kind).
 #
 #   hack/kind-e2e.sh [--keep] [-- PYTEST-ARGS...]
 #
@@ -23,7 +24,8 @@ set -euo pipefail
 
 ROOT=$(cd "$(dirname "$0")/.." && pwd)
 CLUSTER=taintkeeper-e2e            # also `name:` in hack/kind-config.yaml; the tests use its node names
-KIND_VERSION=v0.25.0               # the kind release the pinned node image was built for
+KIND_VERSION=v0.33.0               # the release hack/upstream/kind builds (hack/lib/build.sh KIND_MODULE_VERSION)
+KIND=                              # its path, once check_tools has built it
 # The image manifests/kustomization.yaml deploys: its tag is the version (make release stamps it there).
 IMAGE=taintkeeper:$(sed -n 's/^ *newTag: *//p' "$ROOT/manifests/kustomization.yaml")
 NAMESPACE=taintkeeper-system
@@ -62,12 +64,11 @@ check_tools() {
   if ! docker_error=$(docker info 2>&1 >/dev/null); then
     die "the docker CLI is installed but no Docker engine answers ('docker info' failed: $(echo "$docker_error" | tail -n 3 | tr '\n' ' '))"
   fi
-  command -v kind >/dev/null 2>&1 \
-    || die "kind not found: install kind $KIND_VERSION (https://kind.sigs.k8s.io/docs/user/quick-start/#installation, e.g. 'go install sigs.k8s.io/kind@$KIND_VERSION')"
+  KIND=$("$ROOT/hack/local-cluster.sh" build-kind) || die "could not build kind from its Go module (hack/local-cluster.sh build-kind)"
   command -v kubectl >/dev/null 2>&1 \
     || die "kubectl not found: install kubectl (1.30 or newer; it must include kustomize, 'kubectl apply -k')"
   local found
-  found=$(kind version 2>/dev/null | awk '{print $2}')
+  found=$("$KIND" version 2>/dev/null | awk '{print $2}')
   if [ "$found" != "$KIND_VERSION" ]; then
     log "warning: kind $found found; hack/kind-config.yaml pins a node image built for kind $KIND_VERSION"
   fi
@@ -84,7 +85,7 @@ check_tools() {
 }
 
 cluster_exists() {
-  kind get clusters 2>/dev/null | grep -qx "$CLUSTER"
+  "$KIND" get clusters 2>/dev/null | grep -qx "$CLUSTER"
 }
 
 create_cluster() {
@@ -94,18 +95,18 @@ create_cluster() {
     REUSED=1
     # A run killed half-way may have left a worker stopped.
     local node
-    for node in $(kind get nodes --name "$CLUSTER"); do
+    for node in $("$KIND" get nodes --name "$CLUSTER"); do
       if [ "$(docker inspect -f '{{.State.Running}}' "$node" 2>/dev/null)" != "true" ]; then
         log "starting stopped node container $node"
         docker start "$node" >/dev/null
       fi
     done
-    kind get kubeconfig --name "$CLUSTER" >"$KUBECONFIG_FILE"
+    "$KIND" get kubeconfig --name "$CLUSTER" >"$KUBECONFIG_FILE"
   else
     log "creating kind cluster $CLUSTER (${KIND_NODE_IMAGE:-node image from hack/kind-config.yaml})"
     local image_args=()
     [ -n "${KIND_NODE_IMAGE:-}" ] && image_args=(--image "$KIND_NODE_IMAGE")
-    kind create cluster --name "$CLUSTER" --config "$CONFIG" --kubeconfig "$KUBECONFIG_FILE" \
+    "$KIND" create cluster --name "$CLUSTER" --config "$CONFIG" --kubeconfig "$KUBECONFIG_FILE" \
       --wait 5m "${image_args[@]}"
   fi
   chmod 600 "$KUBECONFIG_FILE"
@@ -124,7 +125,7 @@ build_image() {
 
 load_image() {
   log "loading $IMAGE into $CLUSTER"
-  kind load docker-image "$IMAGE" --name "$CLUSTER"
+  "$KIND" load docker-image "$IMAGE" --name "$CLUSTER"
 }
 
 deploy() {
@@ -153,7 +154,7 @@ diagnostics() {
     kubectl -n "$NAMESPACE" logs deployment/taintkeeper-webhook --all-containers --prefix --tail=100
     kubectl get events -A --sort-by=.lastTimestamp | tail -n 80
   } >&2 2>&1 || true
-  if kind export logs "$WORK/logs" --name "$CLUSTER" >/dev/null 2>&1; then
+  if "$KIND" export logs "$WORK/logs" --name "$CLUSTER" >/dev/null 2>&1; then
     echo "kind-e2e: cluster logs exported to $WORK/logs" >&2
   fi
 }
@@ -168,9 +169,9 @@ cleanup() {
     if cluster_exists; then
       log "keeping cluster $CLUSTER: export KUBECONFIG=$KUBECONFIG_FILE; delete it with: kind delete cluster --name $CLUSTER"
     fi
-  elif command -v kind >/dev/null 2>&1 && cluster_exists; then
+  elif [ -n "$KIND" ] && cluster_exists; then
     log "deleting cluster $CLUSTER"
-    kind delete cluster --name "$CLUSTER" >&2 || true
+    "$KIND" delete cluster --name "$CLUSTER" >&2 || true
   fi
   exit "$status"
 }

@@ -63,6 +63,8 @@
 #   hack/local-cluster.sh build       only build (and cache) kube-apiserver (and, from 1.21 on, etcd)
 #   hack/local-cluster.sh build-helm  only build (and cache) helm from its Go module (hack/upstream/helm), for
 #                                     the chart's tests (tests/chart/); print its path
+#   hack/local-cluster.sh build-kind  only build (and cache) kind from its Go module (hack/upstream/kind), for
+#                                     the end-to-end suite on kind (hack/kind-e2e.sh); print its path
 #   hack/local-cluster.sh deps [--tools|--bench|--nodes]
 #                                     install every Debian package the demo and the tests use and build
 #                                     (and cache) kube-apiserver; --tools: only the test tools (promtool,
@@ -116,7 +118,7 @@ done
 set -- "${args[@]}"
 [ $# -ge 1 ] || usage
 case "$1" in
-  build|build-node|build-helm|deps|crds|-h|--help|help) minor=$(kubernetes_minor "$asked_kubernetes") ;;
+  build|build-node|build-helm|build-kind|deps|crds|-h|--help|help) minor=$(kubernetes_minor "$asked_kubernetes") ;;
   up) [ $# -ge 2 ] || usage  # the environment asks too; with neither, DIR's own version (else the default)
       [ -n "$asked_kubernetes" ] || [ -z "${TAINTKEEPER_KUBERNETES:-}" ] || asked_kubernetes=$(kubernetes_minor)
       minor=$(dir_kubernetes "$2" "$asked_kubernetes") ;;
@@ -179,6 +181,10 @@ case "$1" in
     [ $# -eq 1 ] || usage
     build_helm
     echo "$HELM_BIN" ;;
+  build-kind)
+    [ $# -eq 1 ] || usage
+    build_kind
+    echo "$KIND_BIN" ;;
   crds)
     [ $# -eq 2 ] || usage
     cmd_crds "$2" ;;

@@ -1,6 +1,6 @@
 # Debian packages and the Kubernetes binaries: apt installs (`deps`), kube-apiserver (`build`) and
 # the node components (`build-node`) built for the cluster's Kubernetes version and cached under
-# $CACHE, the pause and busybox images, and helm (`build-helm`, for the chart's tests); one build at a
+# $CACHE, the pause and busybox images, helm (`build-helm`, for the chart's tests) and kind (`build-kind`); one build at a
 # time per machine (flock).
 #
 # Two versions: 1.37 (the default), built with Go from upstream's modules through the wrapper
@@ -18,6 +18,9 @@ UPSTREAM_MODULE=$HERE/upstream
 # helm, for the chart's tests (tests/chart/): built from hack/upstream/helm, whose go.mod requires this release.
 HELM_MODULE_VERSION=3.22.0
 HELM_BIN=$CACHE/helm-$HELM_MODULE_VERSION/bin/helm
+# kind, for the end-to-end suite on kind (hack/kind-e2e.sh): built from hack/upstream/kind, whose go.mod requires it.
+KIND_MODULE_VERSION=0.33.0
+KIND_BIN=$CACHE/kind-$KIND_MODULE_VERSION/bin/kind
 PAUSE_IMAGE=taintkeeper.local/pause:3.2
 BUSYBOX_IMAGE=taintkeeper.local/busybox:latest
 # What build-node builds: every binary of a complete cluster but the apiserver.
@@ -261,6 +264,25 @@ build_helm() {
     || die "the helm build failed (see $dir/build.log)"
   mv "$HELM_BIN.tmp" "$HELM_BIN"
   log "cached $HELM_BIN"
+  exec 6>&-
+}
+
+# kind from its module (hack/upstream/kind): its version is the module's own (pkg/cmd/kind/version), so
+# nothing needs stamping.
+build_kind() {
+  [ -x "$KIND_BIN" ] && return 0
+  local dir=${KIND_BIN%/bin/kind}
+  mkdir -p "$dir/bin"
+  exec 6>"$dir/.build.lock"  # one build at a time per machine: parallel test sessions share the cache
+  flock 6
+  [ -x "$KIND_BIN" ] && { exec 6>&-; return 0; }
+  grep -qx "require sigs.k8s.io/kind v$KIND_MODULE_VERSION" "$UPSTREAM_MODULE/kind/go.mod" \
+    || die "hack/upstream/kind/go.mod does not require sigs.k8s.io/kind v$KIND_MODULE_VERSION"
+  log "building kind $KIND_MODULE_VERSION from Go modules (first run on this machine only)"
+  go_build "$UPSTREAM_MODULE/kind" "$dir/build.log" "-s -w" "$KIND_BIN.tmp" sigs.k8s.io/kind \
+    || die "the kind build failed (see $dir/build.log)"
+  mv "$KIND_BIN.tmp" "$KIND_BIN"
+  log "cached $KIND_BIN"
   exec 6>&-
 }
 
