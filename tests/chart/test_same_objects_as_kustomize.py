@@ -39,9 +39,14 @@ AS_MANIFESTS = ("--set", "namespace.create=true")
 
 
 def is_hook(doc: dict[str, Any]) -> bool:
-    """A Helm hook (templates/uninstall-hook.yaml): it exists only while `helm uninstall` runs, and manifests/
-    has no uninstall to match it (tests/chart/test_uninstall_hook.py checks it)."""
-    return "helm.sh/hook" in ((doc.get("metadata") or {}).get("annotations") or {})
+    """A Helm hook (templates/uninstall-hook.yaml: it exists only while `helm uninstall` runs, and manifests/
+    has no uninstall to match it; tests/chart/test_uninstall_hook.py checks it), or `helm test`'s (its Pod, and
+    the ServiceAccount and Roles only that pod uses: manifests/ has no `helm test`; tests/chart/test_helm_test.py)."""
+    metadata = doc.get("metadata") or {}
+    return (
+        "helm.sh/hook" in (metadata.get("annotations") or {})
+        or (metadata.get("labels") or {}).get("app.kubernetes.io/component") == "test"
+    )
 
 
 def as_in_manifests(got: dict[Identity, dict[str, Any]]) -> dict[Identity, dict[str, Any]]:

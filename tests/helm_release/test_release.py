@@ -54,7 +54,7 @@ def helm(release: ReleaseCluster, *args: str, timeout: float = 900) -> float:
 def helm_test(release: ReleaseCluster) -> float:
     """`helm test`: the chart's test hook (charts/taintkeeper/templates/tests/) finds a dry-run pod given the
     default tolerations and the controller's Lease held; the seconds it took (helm's words on failure)."""
-    return helm(release, "test", RELEASE, "--logs", "--timeout", "5m", timeout=400)
+    return helm(release, "test", RELEASE, "--logs", "--timeout", "5m", timeout=400)  # --logs: as a user runs it
 
 
 def report(release: ReleaseCluster, figures: dict[str, Any]) -> None:
