@@ -63,6 +63,9 @@
 #   hack/local-cluster.sh build       only build (and cache) kube-apiserver (and, from 1.21 on, etcd)
 #   hack/local-cluster.sh build-helm  only build (and cache) helm from its Go module (hack/upstream/helm), for
 #                                     the chart's tests (tests/chart/); print its path
+#   hack/local-cluster.sh build-registry
+#                                     only build (and cache) the OCI registry and crane (hack/upstream/registry),
+#                                     for hack/registry.py; print the directory holding both
 #   hack/local-cluster.sh build-kind  only build (and cache) kind from its Go module (hack/upstream/kind), for
 #                                     the end-to-end suite on kind (hack/kind-e2e.sh); print its path
 #   hack/local-cluster.sh deps [--tools|--bench|--nodes]
@@ -118,7 +121,7 @@ done
 set -- "${args[@]}"
 [ $# -ge 1 ] || usage
 case "$1" in
-  build|build-node|build-helm|build-kind|deps|crds|-h|--help|help) minor=$(kubernetes_minor "$asked_kubernetes") ;;
+  build|build-node|build-helm|build-kind|build-registry|deps|crds|-h|--help|help) minor=$(kubernetes_minor "$asked_kubernetes") ;;
   up) [ $# -ge 2 ] || usage  # the environment asks too; with neither, DIR's own version (else the default)
       [ -n "$asked_kubernetes" ] || [ -z "${TAINTKEEPER_KUBERNETES:-}" ] || asked_kubernetes=$(kubernetes_minor)
       minor=$(dir_kubernetes "$2" "$asked_kubernetes") ;;
@@ -185,6 +188,10 @@ case "$1" in
     [ $# -eq 1 ] || usage
     build_kind
     echo "$KIND_BIN" ;;
+  build-registry)
+    [ $# -eq 1 ] || usage
+    build_registry
+    echo "$REGISTRY_DIR/bin" ;;
   crds)
     [ $# -eq 2 ] || usage
     cmd_crds "$2" ;;

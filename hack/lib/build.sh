@@ -21,6 +21,10 @@ HELM_BIN=$CACHE/helm-$HELM_MODULE_VERSION/bin/helm
 # kind, for the end-to-end suite on kind (hack/kind-e2e.sh): built from hack/upstream/kind, whose go.mod requires it.
 KIND_MODULE_VERSION=0.33.0
 KIND_BIN=$CACHE/kind-$KIND_MODULE_VERSION/bin/kind
+# The OCI registry the image and chart are pushed to (hack/registry.py) and crane, which pushes images:
+# built from hack/upstream/registry (its main.go serves go-containerregistry's registry over TLS).
+REGISTRY_MODULE_VERSION=0.22.1
+REGISTRY_DIR=$CACHE/registry-$REGISTRY_MODULE_VERSION-$(sha256sum <"$UPSTREAM_MODULE/registry/main.go" | cut -c1-12)
 PAUSE_IMAGE=taintkeeper.local/pause:3.2
 BUSYBOX_IMAGE=taintkeeper.local/busybox:latest
 # What build-node builds: every binary of a complete cluster but the apiserver.
@@ -283,6 +287,26 @@ build_kind() {
     || die "the kind build failed (see $dir/build.log)"
   mv "$KIND_BIN.tmp" "$KIND_BIN"
   log "cached $KIND_BIN"
+  exec 6>&-
+}
+
+# The registry (our main.go, so the cache key includes its hash) and crane, from hack/upstream/registry.
+build_registry() {
+  [ -x "$REGISTRY_DIR/bin/registry" ] && [ -x "$REGISTRY_DIR/bin/crane" ] && return 0
+  mkdir -p "$REGISTRY_DIR/bin"
+  exec 6>"$REGISTRY_DIR/.build.lock"
+  flock 6
+  [ -x "$REGISTRY_DIR/bin/registry" ] && [ -x "$REGISTRY_DIR/bin/crane" ] && { exec 6>&-; return 0; }
+  grep -qx "require github.com/google/go-containerregistry v$REGISTRY_MODULE_VERSION" "$UPSTREAM_MODULE/registry/go.mod" \
+    || die "hack/upstream/registry/go.mod does not require github.com/google/go-containerregistry v$REGISTRY_MODULE_VERSION"
+  log "building the registry and crane (go-containerregistry $REGISTRY_MODULE_VERSION) from Go modules (first run on this machine only)"
+  go_build "$UPSTREAM_MODULE/registry" "$REGISTRY_DIR/build.log" "-s -w" "$REGISTRY_DIR/bin/registry.tmp" . \
+    || die "the registry build failed (see $REGISTRY_DIR/build.log)"
+  go_build "$UPSTREAM_MODULE/registry" "$REGISTRY_DIR/build-crane.log" "-s -w" "$REGISTRY_DIR/bin/crane.tmp" \
+    github.com/google/go-containerregistry/cmd/crane || die "the crane build failed (see $REGISTRY_DIR/build-crane.log)"
+  mv "$REGISTRY_DIR/bin/registry.tmp" "$REGISTRY_DIR/bin/registry"
+  mv "$REGISTRY_DIR/bin/crane.tmp" "$REGISTRY_DIR/bin/crane"
+  log "cached $REGISTRY_DIR/bin"
   exec 6>&-
 }
 
