@@ -54,7 +54,7 @@ from bench.soak.config import SoakConfig
 from bench.soak.injector import CATALOGUE, Injector
 from bench.soak.pod_logs import keep_pod_logs
 from bench.soak.sabotage import SABOTAGES, sabotage_after
-from bench.soak.supervisor import Supervisor
+from bench.soak.supervisor import CONTROL_PLANE, ORACLE_CONTROL_PLANE, Supervisor
 from bench.soak.workload import Workload
 from kube.request import request_json
 
@@ -187,7 +187,7 @@ def run(args: argparse.Namespace) -> RunResult:
 
 def _soak(args: argparse.Namespace, cluster: LocalCluster, seed: int, builtin: bool) -> tuple[str, bool, float]:
     cluster.up(NODES, builtin=builtin)
-    supervisor = Supervisor(cluster)
+    supervisor = Supervisor(cluster, ORACLE_CONTROL_PLANE if builtin else CONTROL_PLANE)
     stop_supervising = threading.Event()
     supervising = threading.Thread(target=supervisor.run, args=(stop_supervising,), name="supervisor", daemon=True)
     supervising.start()

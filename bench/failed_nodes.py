@@ -194,9 +194,9 @@ def builtin_run(cluster: Cluster, version: str) -> Timings:
     )
 
     def stop() -> None:
-        pid = int((cluster.directory / "kube-controller-manager.pid").read_text())
-        with contextlib.suppress(ProcessLookupError):
-            os.kill(pid, signal.SIGKILL)
+        for pidfile in cluster.directory.glob("kube-controller-manager*.pid"):  # every replica: none takes over
+            with contextlib.suppress(ProcessLookupError):
+                os.kill(int(pidfile.read_text()), signal.SIGKILL)
         with contextlib.suppress(ApiException):  # killed, it released nothing: the next one leads at once
             path = "/apis/coordination.k8s.io/v1/namespaces/kube-system/leases/kube-controller-manager"
             request_json(cluster.api, "DELETE", path, timeout=10)

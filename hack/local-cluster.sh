@@ -18,7 +18,8 @@
 #                                     (RequestResponse for writes to pods, nodes, their subresources and
 #                                     leases; Metadata for the rest). --builtin-node-lifecycle (with
 #                                     --nodes): the oracle: kube-controller-manager runs its own node
-#                                     lifecycle controller and taint manager, kube-apiserver its
+#                                     lifecycle controller and taint manager (two replicas, leader-elected:
+#                                     kube-controller-manager and kube-controller-manager-2), kube-apiserver its
 #                                     DefaultTolerationSeconds plugin, and `deploy` refuses. Both are kept
 #                                     in DIR/options.env until the next `up` (which restarts what changed)
 #   hack/local-cluster.sh deploy DIR [--overlay KUSTOMIZATION]
@@ -52,10 +53,11 @@
 #   hack/local-cluster.sh restart-etcd DIR
 #                                     stop etcd and start it again (same data and ports)
 #   hack/local-cluster.sh start-controller-manager DIR
-#                                     start kube-controller-manager again if it is not running
+#                                     start kube-controller-manager (each of the oracle's replicas) again if
+#                                     it is not running
 #   hack/local-cluster.sh start-components DIR [NAME...]
 #                                     start whichever of the components named (default: kube-scheduler,
-#                                     kube-controller-manager, kube-proxy) exited, as a kubelet restarts
+#                                     kube-controller-manager[-2], kube-proxy) exited, as a kubelet restarts
 #                                     static pods; print their names
 #   hack/local-cluster.sh crds cert-manager
 #                                     print the directory of cert-manager's CustomResourceDefinitions, from

@@ -25,6 +25,11 @@ class ClusterError(RuntimeError):
 # (bench/soak/supervisor.py) must not both see it exited and start two.
 _STARTING = threading.Lock()
 
+# The oracle's kube-controller-manager replicas (`up --builtin-node-lifecycle`): each its own process,
+# pidfile DIR/<name>.pid and hostname, so the Lease's holderIdentity names the one leading
+# (hack/lib/control-plane.sh controller_managers).
+ORACLE_CONTROLLER_MANAGERS = ("kube-controller-manager", "kube-controller-manager-2")
+
 
 def _run(argv: list[str], timeout: float = 180) -> str:
     try:
@@ -116,12 +121,12 @@ class LocalCluster:
     def etcd_pid(self) -> int:
         return int((self.directory / "etcd.pid").read_text().strip())
 
-    def controller_manager_pid(self) -> int:
-        return int((self.directory / "kube-controller-manager.pid").read_text().strip())
+    def controller_manager_pid(self, replica: str) -> int:
+        """The pid of a kube-controller-manager replica of the oracle (kube-controller-manager, ...-2)."""
+        return int((self.directory / f"{replica}.pid").read_text().strip())
 
-    def start_controller_manager(self) -> None:
-        with _STARTING:
-            self.script("start-controller-manager", str(self.directory))
+    def start_controller_manager(self, replica: str) -> None:
+        self.start_components((replica,))
 
     def exited(self, component: str) -> bool:
         """Whether a control-plane component `up` started (kube-scheduler, ...) is no longer running."""

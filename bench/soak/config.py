@@ -107,7 +107,7 @@ class SoakConfig:
     # I6: the objects that register the admission: changed or deleted by anyone but taintkeeper, a violation.
     admission_registration: tuple[tuple[str, str], ...] = WEBHOOK_REGISTRATION
     controller_pods: tuple[str, str] = TAINTKEEPER_CONTROLLER_PODS  # (namespace, pod-name prefix) for I7, I10
-    # I10: the controller's replicas are those pods (False: one process, kube-controller-manager's).
+    # I10: the controller's replicas are those pods (False: kube-controller-manager's processes, not judged).
     replicas_are_pods: bool = True
     slack: Slack = Slack()
     # The built-ins: judged by what upstream promises (TAINTKEEPER_ONLY beside; I3 only across actors).
@@ -159,8 +159,9 @@ def taintkeeper_config(workload_namespaces: tuple[str, ...] = DEFAULT_WORKLOAD_N
 
 
 def builtin_config(workload_namespaces: tuple[str, ...] = DEFAULT_WORKLOAD_NAMESPACES) -> SoakConfig:
-    """kube-controller-manager as the oracle: one process, leader-elected as a real one runs (its Lease
-    is not judged: with one replica, I4 and I10 are n/a), and the DefaultTolerationSeconds admission
+    """kube-controller-manager as the oracle: two processes, leader-elected as a real one runs (its Lease
+    is not judged: its writes do not say which replica sent them, so I4 and I10 are n/a; a leader fault
+    is excused to its end plus the hand-over bound, recovery.py), and the DefaultTolerationSeconds admission
     plugin instead of a webhook. Judged by upstream's own promises (`upstream`)."""
     return SoakConfig(
         controller_users=frozenset({BUILTIN_CONTROLLER_USER, BUILTIN_POD_GC_USER}),

@@ -26,7 +26,7 @@ from typing import Any
 from kubernetes import client
 from kubernetes.client.rest import ApiException
 
-from bench.soak.cluster import LocalCluster
+from bench.soak.cluster import ORACLE_CONTROLLER_MANAGERS, LocalCluster
 from bench.soak.faults import WEBHOOK_FAULTS, Fault, append_fault
 from bench.soak.workload import CHAOS_TAINT, OUT_OF_SERVICE
 from kube.request import request_json
@@ -315,20 +315,23 @@ class Injector:
         return "etcd", start, {}
 
     def _leader_kill(self, _node: str, hold: float, _pick: float, stop: threading.Event, begin: Begin) -> Outcome:
-        if self.builtin:  # kube-controller-manager: killed, then started again as a kubelet restarts a static pod
-            pid = self.cluster.controller_manager_pid()
+        if (
+            self.builtin
+        ):  # the leading kube-controller-manager: killed, started again as a kubelet restarts a static pod
+            replica = self._leading_controller_manager()
+            pid = self.cluster.controller_manager_pid(replica)
             start = time.time()
             with self._lock:
-                self._held.add("kube-controller-manager")
+                self._held.add(replica)
             try:
                 _signal(pid, signal.SIGKILL)
-                begin("kube-controller-manager", start, {})
+                begin(replica, start, {})
                 stop.wait(hold)
             finally:
-                self._retry(self.cluster.start_controller_manager)
+                self._retry(functools.partial(self.cluster.start_controller_manager, replica))
                 with self._lock:
-                    self._held.discard("kube-controller-manager")
-            return "kube-controller-manager", start, {}
+                    self._held.discard(replica)
+            return replica, start, {}
         pod, node, container = self._leader_container()
         start = time.time()
         self.cluster.kill_container(node, container)
@@ -337,7 +340,8 @@ class Injector:
 
     def _leader_pause(self, _node: str, hold: float, _pick: float, stop: threading.Event, begin: Begin) -> Outcome:
         if self.builtin:
-            pid, target, detail = self.cluster.controller_manager_pid(), "kube-controller-manager", {}
+            target, detail = self._leading_controller_manager(), {}
+            pid = self.cluster.controller_manager_pid(target)
         else:
             pod, node, container = self._leader_container()
             pid, target, detail = self.cluster.container_pid(node, container), pod, {"node": node}
@@ -412,8 +416,8 @@ class Injector:
         for pid in stopped:
             self._continue_process(pid)
         self._retry(self.cluster.start_apiserver)
-        if self.builtin:
-            self._retry(self.cluster.start_controller_manager)
+        for replica in ORACLE_CONTROLLER_MANAGERS if self.builtin else ():
+            self._retry(functools.partial(self.cluster.start_controller_manager, replica))
         for node, entry in self.cluster.nodes().items():
             if entry["pids"]["containerd"] is None:  # powered off
                 self._retry(functools.partial(self.cluster.start_node, node))
@@ -428,6 +432,14 @@ class Injector:
         self._edit_taints(node, lambda taints: _without(taints, CHAOS_TAINT))
 
     # --- helpers ---
+
+    def _leading_controller_manager(self) -> str:
+        """The oracle's kube-controller-manager replica holding kube-system's Lease (its hostname names it)."""
+        lease = self._get("/apis/coordination.k8s.io/v1/namespaces/kube-system/leases/kube-controller-manager")
+        holder = str((lease.get("spec") or {}).get("holderIdentity") or "").rsplit("_", 1)[0]
+        if holder not in ORACLE_CONTROLLER_MANAGERS:
+            raise FaultNotStarted(f"no kube-controller-manager replica holds the Lease (holder {holder or 'none'})")
+        return holder
 
     def _leader_container(self) -> tuple[str, str, str]:
         """(pod, node, containerID) of the controller replica holding the Lease."""

@@ -154,8 +154,8 @@ def _there(pod: PodHistory, holding: dict[str, list[Interval]]) -> list[Interval
 
 def replica_intervals(timeline: Timeline, faults: Sequence[Fault], config: SoakConfig) -> dict[str, list[Interval]]:
     """Each controller replica (pod name) -> when it could lead: there (`_there`) and no fault taking
-    it. Without pods (kube-controller-manager runs as a process), the one process throughout but for the
-    leader faults."""
+    it. Without pods (kube-controller-manager's replicas run as processes), one "controller" throughout but
+    for the leader faults."""
     if not config.replicas_are_pods:
         paused = [(f.start, f.until) for f in faults if f.kind in LEADER_KINDS]
         return {"controller": subtract([(timeline.start, math.inf)], paused)}
@@ -284,7 +284,7 @@ class Leadership:
     def _recent_replicas(self, moment: float) -> list[PodHistory]:
         """The replicas able to lead within REPLICA_FAULT_LEAD before `moment`, and not withdrawn."""
         if not self._config.replicas_are_pods:
-            return [PodHistory("", "", "controller")]  # the one process; no node
+            return [PodHistory("", "", "controller")]  # kube-controller-manager's replicas, as one; no node
         namespace, prefix = self._config.controller_pods
         return [
             pod

@@ -23,12 +23,13 @@ from collections.abc import Callable
 from dataclasses import dataclass, field
 from typing import Protocol
 
-from bench.soak.cluster import ClusterError
+from bench.soak.cluster import ORACLE_CONTROLLER_MANAGERS, ClusterError
 
 log = logging.getLogger("chaos.supervisor")
 
 CHECK_EVERY = 2.0  # seconds between looks: the kubelet's restart of a static pod takes about as long
 CONTROL_PLANE = ("kube-scheduler", "kube-controller-manager", "kube-proxy")
+ORACLE_CONTROL_PLANE = ("kube-scheduler", *ORACLE_CONTROLLER_MANAGERS, "kube-proxy")  # the built-ins: two replicas
 INITIAL_BACKOFF = 10.0  # pkg/kubelet initialCrashLoopBackOff
 MAX_BACKOFF = 300.0  # pkg/kubelet MaxCrashLoopBackOff
 BACKOFF_RESET = 2 * MAX_BACKOFF  # client-go flowcontrol.Backoff: an entry expires after twice the maximum

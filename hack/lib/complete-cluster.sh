@@ -35,7 +35,10 @@
 # node is Ready. With that controller off and taintkeeper's controller not necessarily running,
 # `up` lifts it once for the nodes it registered, so they are schedulable; after that nothing but
 # taintkeeper's controller taints or untaints nodes.
-COMPONENTS=(kube-scheduler kube-controller-manager kube-proxy)
+# Every component of a complete cluster (DIR/<name>.pid each): the oracle runs two kube-controller-managers.
+components() { # dir
+  echo kube-scheduler "$(controller_managers "$1")" kube-proxy
+}
 REGISTRATION_TAINT=node.kubernetes.io/not-ready
 
 healthy() { # url: GET answers 200 "ok" (the components' own self-signed serving certs: -k)
@@ -45,8 +48,8 @@ healthy() { # url: GET answers 200 "ok" (the components' own self-signed serving
 write_components_env() { # dir
   local dir=$1
   [ -f "$dir/components.env" ] && return 0
-  printf 'SCHEDULER_PORT=%s\nCONTROLLER_MANAGER_PORT=%s\nPROXY_HEALTHZ_PORT=%s\nPROXY_METRICS_PORT=%s\n' \
-    "$(free_port)" "$(free_port)" "$(free_port)" "$(free_port)" >"$dir/components.env"
+  printf 'SCHEDULER_PORT=%s\nCONTROLLER_MANAGER_PORT=%s\nCONTROLLER_MANAGER_2_PORT=%s\nPROXY_HEALTHZ_PORT=%s\nPROXY_METRICS_PORT=%s\n' \
+    "$(free_port)" "$(free_port)" "$(free_port)" "$(free_port)" "$(free_port)" >"$dir/components.env"
 }
 
 start_proxy() { # dir node-ip slot hostname
@@ -129,12 +132,15 @@ components_ready() { # dir node-ip
   local dir=$1 ip=$2 name pending=""
   load_env "$dir/ports"
   load_env "$dir/components.env"
-  for name in "${COMPONENTS[@]}"; do
+  for name in $(components "$dir"); do
     pid_alive "$dir/$name.pid" "$dir" || die "$name exited; see $dir/logs/$name.log:
 $(tail -n 15 "$dir/logs/$name.log")"
   done
   healthy "https://127.0.0.1:$SCHEDULER_PORT/healthz" || pending+=" kube-scheduler"
   healthy "https://127.0.0.1:$CONTROLLER_MANAGER_PORT/healthz" || pending+=" kube-controller-manager"
+  if [ "$(controller_managers "$dir")" != kube-controller-manager ]; then
+    healthy "https://127.0.0.1:$CONTROLLER_MANAGER_2_PORT/healthz" || pending+=" kube-controller-manager-2"
+  fi
   # kube-proxy's answers 200 (with JSON) once it has synced its rules, 503 before
   curl -fsS --max-time 2 "http://127.0.0.1:$PROXY_HEALTHZ_PORT/healthz" >/dev/null 2>&1 || pending+=" kube-proxy"
   # 1.20 admits a pod only once its ServiceAccount has a token Secret; 1.24+ issues tokens on demand
@@ -153,14 +159,14 @@ sys.exit(0 if seen == [os.environ["EXPECT"]] else 1)' 2>/dev/null || pending+=" 
 }
 
 components_up() { # dir: after nodes_up
-  local dir=$1 ip
+  local dir=$1 ip name
   ip=$(cluster_node_ip "$dir")
   load_env "$dir/nodes.env"
   write_components_env "$dir"
   # the routed pod network (see above); restored with the rest of the baseline
   sysctl -q -w net.ipv4.ip_forward=1 || die "could not set net.ipv4.ip_forward=1"
   start_scheduler "$dir"
-  start_controller_manager "$dir"
+  for name in $(controller_managers "$dir"); do start_controller_manager "$dir" "$name"; done
   local slot first
   slot=$(sed -n 's/^SLOT=//p' "$dir/nodes.env")
   first=$(sed -n 's/^NODES="\([^ "]*\).*/\1/p' "$dir/nodes.env")
@@ -173,10 +179,10 @@ components_up() { # dir: after nodes_up
     [ $SECONDS -lt $deadline ] || die "complete cluster not ready after 120s:$PENDING (logs in $dir/logs)"
     sleep 0.3
   done
-  log "kube-scheduler, kube-controller-manager ($(kcm_controllers "$dir")), kube-proxy running; pods reach the apiserver at $KUBERNETES_SERVICE_IP:443 -> $ip"
+  log "kube-scheduler, $(controller_managers "$dir") ($(kcm_controllers "$dir")), kube-proxy running; pods reach the apiserver at $KUBERNETES_SERVICE_IP:443 -> $ip"
 }
 
-# Whichever of the components named (all three by default) exited, started again, as their supervisor
+# Whichever of the components named (all by default) exited, started again, as their supervisor
 # would (the kubelet restarts a static pod, systemd a service): kube-scheduler exits by design when it
 # finds its cache corrupted (a pod updated on another node than it was added to), trusting to be
 # started again. Prints the names started. Nothing else of `up` runs.
@@ -185,19 +191,20 @@ cmd_start_components() { # dir [name...]
   dir=$(cd "$1" 2>/dev/null && pwd) || die "no such directory: $1"
   shift
   [ -f "$dir/components.env" ] || die "no complete cluster in $dir (run: up $dir --nodes N)"
-  [ $# -gt 0 ] || set -- "${COMPONENTS[@]}"
+  # shellcheck disable=SC2046 # the names, one word each
+  [ $# -gt 0 ] || set -- $(components "$dir")
   load_env "$dir/nodes.env"
   for name in "$@"; do
     pid_alive "$dir/$name.pid" "$dir" && continue
     case "$name" in
       kube-scheduler) start_scheduler "$dir" ;;
-      kube-controller-manager) start_controller_manager "$dir" ;;
+      kube-controller-manager | kube-controller-manager-2) start_controller_manager "$dir" "$name" ;;
       kube-proxy)
         ip=$(cluster_node_ip "$dir")
         slot=$(sed -n 's/^SLOT=//p' "$dir/nodes.env")
         first=$(sed -n 's/^NODES="\([^ "]*\).*/\1/p' "$dir/nodes.env")
         start_proxy "$dir" "$ip" "$slot" "$first" ;;
-      *) die "no component $name (one of: ${COMPONENTS[*]})" ;;
+      *) die "no component $name (one of: $(components "$dir"))" ;;
     esac
     started+=("$name")
   done
@@ -206,7 +213,7 @@ cmd_start_components() { # dir [name...]
 
 components_down() { # dir
   local dir=$1 name
-  for name in kube-proxy kube-controller-manager kube-scheduler; do
+  for name in kube-proxy kube-controller-manager-2 kube-controller-manager kube-scheduler; do
     stop_pidfile "$dir/$name.pid" "$dir"
   done
   return 0

@@ -176,7 +176,7 @@ write_options() { # dir
 }
 
 cmd_up() { # dir [node count]
-  local dir=$1 nodes=${2:-0} changed=0
+  local dir=$1 nodes=${2:-0} changed=0 name
   mkdir -p "$dir"
   dir=$(cd "$dir" && pwd)
   options_changed "$dir" && changed=1
@@ -184,11 +184,14 @@ cmd_up() { # dir [node count]
     if [ "$changed" = 1 ]; then
       log "restarting kube-apiserver and kube-controller-manager in $dir for the options asked for"
       stop_pidfile "$dir/kube-controller-manager.pid" "$dir"
+      stop_pidfile "$dir/kube-controller-manager-2.pid" "$dir"
       stop_pidfile "$dir/apiserver.pid" "$dir"
       # Recorded once both are down: an `up` interrupted before this finds them stopped and starts afresh.
       write_options "$dir"
       start_apiserver "$dir"
-      [ -f "$dir/components.env" ] && start_controller_manager "$dir"
+      if [ -f "$dir/components.env" ]; then
+        for name in $(controller_managers "$dir"); do start_controller_manager "$dir" "$name"; done
+      fi
     fi
     [ "$nodes" -gt 0 ] && complete_up "$dir" "$nodes"
     echo "$dir/kubeconfig"
@@ -417,6 +420,14 @@ kcm_leader_elect() { # dir
   if [ "$(cluster_option "$1" BUILTIN_NODE_LIFECYCLE)" = 1 ]; then echo true; else echo false; fi
 }
 
+# The oracle's replicas: two, as taintkeeper's soak runs two controller replicas and a control plane
+# of more than one node runs one per node; each with its name as its hostname (its own UTS namespace),
+# so the Lease's holderIdentity (hostname_uuid) names the replica leading. Otherwise one.
+controller_managers() { # dir
+  if [ "$(cluster_option "$1" BUILTIN_NODE_LIFECYCLE)" = 1 ]; then echo kube-controller-manager kube-controller-manager-2
+  else echo kube-controller-manager; fi
+}
+
 kcm_controllers() { # dir
   local builtin
   builtin=$(cluster_option "$1" BUILTIN_NODE_LIFECYCLE)
@@ -427,14 +438,16 @@ kcm_controllers() { # dir
   else echo '*,-node-lifecycle-controller,-taint-eviction-controller,-node-ipam-controller'; fi
 }
 
-# kube-controller-manager alone, as a kubelet restarts a killed static pod (the soak's faults in the
-# oracle mode): nothing else of `up` (which would lift the registration taints) runs.
+# kube-controller-manager's replicas alone, as a kubelet restarts a killed static pod (the soak's faults
+# in the oracle mode): nothing else of `up` (which would lift the registration taints) runs.
 cmd_start_controller_manager() { # dir
-  local dir
+  local dir name
   dir=$(cd "$1" 2>/dev/null && pwd) || die "no such directory: $1"
   [ -f "$dir/components.env" ] || die "no complete cluster in $dir (run: up $dir --nodes N)"
-  start_controller_manager "$dir"
-  log "kube-controller-manager running in $dir (pid $(cat "$dir/kube-controller-manager.pid"))"
+  for name in $(controller_managers "$dir"); do
+    start_controller_manager "$dir" "$name"
+    log "$name running in $dir (pid $(cat "$dir/$name.pid"))"
+  done
 }
 
 start_scheduler() { # dir
@@ -451,15 +464,23 @@ start_scheduler() { # dir
   echo $! >"$dir/kube-scheduler.pid"
 }
 
-start_controller_manager() { # dir
-  local dir=$1 cd=$1/components/kube-controller-manager legacy=()
+start_controller_manager() { # dir [name: kube-controller-manager (default) or kube-controller-manager-2]
+  local dir=$1 name=${2:-kube-controller-manager} port legacy=()
+  local cd=$dir/components/$name
   read -ra legacy <<<"$(insecure_port_off)"
-  pid_alive "$dir/kube-controller-manager.pid" "$dir" && return 0
+  pid_alive "$dir/$name.pid" "$dir" && return 0
   make_client_kubeconfig "$dir" "$cd" "/CN=system:kube-controller-manager" system:kube-controller-manager "$cd/kubeconfig"
   load_env "$dir/components.env"
+  case "$name" in
+    kube-controller-manager) port=$CONTROLLER_MANAGER_PORT ;;
+    kube-controller-manager-2) port=$CONTROLLER_MANAGER_2_PORT ;;
+    *) die "no kube-controller-manager replica $name" ;;
+  esac
   mkdir -p "$cd/certs"
-  setsid "$CONTROLLER_MANAGER_BIN" --kubeconfig "$cd/kubeconfig" \
-    --bind-address 127.0.0.1 --secure-port "$CONTROLLER_MANAGER_PORT" "${legacy[@]}" --cert-dir "$cd/certs" \
+  # shellcheck disable=SC2016 # $1 and $@ are the inner shell's: the hostname, then the command
+  setsid unshare --uts sh -c 'hostname "$1" && shift && exec "$@"' sh "$name" \
+    "$CONTROLLER_MANAGER_BIN" --kubeconfig "$cd/kubeconfig" \
+    --bind-address 127.0.0.1 --secure-port "$port" "${legacy[@]}" --cert-dir "$cd/certs" \
     --controllers "$(kcm_controllers "$dir")" --leader-elect="$(kcm_leader_elect "$dir")" \
     --service-account-private-key-file "$dir/pki/sa.key" --root-ca-file "$dir/pki/ca.crt" \
     --use-service-account-credentials=true \
@@ -467,6 +488,6 @@ start_controller_manager() { # dir
     --service-cluster-ip-range "$SERVICE_CIDR" --allocate-node-cidrs=false \
     --flex-volume-plugin-dir "$cd/volume-plugins" \
     --profiling=false --v=1 \
-    >>"$dir/logs/kube-controller-manager.log" 2>&1 </dev/null &
-  echo $! >"$dir/kube-controller-manager.pid"
+    >>"$dir/logs/$name.log" 2>&1 </dev/null &
+  echo $! >"$dir/$name.pid"
 }

@@ -135,38 +135,99 @@ def test_an_unknown_fault_kind_to_leave_out_exits_2_with_one_line(capsys: pytest
     assert "unknown fault kind 'etcd-nap'" in err
 
 
+ORACLE_PIDS = {"kube-controller-manager": 4321, "kube-controller-manager-2": 4322}
+
+
 class KcmCluster(FakeCluster):
-    """kube-controller-manager as a process the leader-kill fault kills and starts again."""
+    """The oracle's two kube-controller-manager replicas, as processes the leader faults kill and start again."""
 
     def __init__(self) -> None:
-        self.started = 0
+        self.started: list[str] = []
 
-    def controller_manager_pid(self) -> int:
-        return 4321
+    def controller_manager_pid(self, replica: str) -> int:
+        return ORACLE_PIDS[replica]
 
-    def start_controller_manager(self) -> None:
-        self.started += 1
+    def start_controller_manager(self, replica: str) -> None:
+        self.started.append(replica)
 
 
-def test_the_builtins_leader_kill_holds_kube_controller_manager_from_the_supervisor_until_it_starts_it(
-    monkeypatch: pytest.MonkeyPatch,
+def _oracle_injector(monkeypatch: pytest.MonkeyPatch, holder: str | None) -> tuple[Injector, KcmCluster]:
+    """An injector for the built-ins whose kube-system Lease names `holder` (None: no holder)."""
+    cluster = KcmCluster()
+    injector = Injector(cluster, None, Path("/dev/null"), random.Random(1), builtin=True)  # type: ignore[arg-type]
+    lease_path = "/apis/coordination.k8s.io/v1/namespaces/kube-system/leases/kube-controller-manager"
+
+    def get(path: str, query: object = None) -> dict[str, Any]:
+        assert path == lease_path
+        return {"spec": {"holderIdentity": holder} if holder else {}}
+
+    monkeypatch.setattr(injector, "_get", get)
+    return injector, cluster
+
+
+class HeldLookingStop(threading.Event):
+    """A fault's stop event whose wait ends at once, recording what the injector held meanwhile."""
+
+    def __init__(self, injector: Injector) -> None:
+        super().__init__()
+        self.injector, self.held_during = injector, list[frozenset[str]]()
+
+    def wait(self, timeout: float | None = None) -> bool:
+        self.held_during.append(self.injector.held())
+        return True
+
+
+ORACLE_LEADER_KILLS = [
+    ("the first replica leading: it is the one killed and started again", "kube-controller-manager_9f1c", 4321),
+    ("the second replica leading: it is the one killed and started again", "kube-controller-manager-2_77aa", 4322),
+]
+
+
+@pytest.mark.parametrize(
+    ("holder", "pid"), [row[1:] for row in ORACLE_LEADER_KILLS], ids=[r[0] for r in ORACLE_LEADER_KILLS]
+)
+def test_the_builtins_leader_kill_kills_the_replica_the_lease_names_and_holds_it_from_the_supervisor(
+    monkeypatch: pytest.MonkeyPatch, holder: str, pid: int
 ):
     killed: list[int] = []
     monkeypatch.setattr(injector_module, "_signal", lambda pid, _signum: killed.append(pid))
-    cluster = KcmCluster()
-    injector = Injector(cluster, None, Path("/dev/null"), random.Random(1), builtin=True)  # type: ignore[arg-type]
-    held_during: list[frozenset[str]] = []
-
-    class Stop(threading.Event):
-        def wait(self, timeout: float | None = None) -> bool:
-            held_during.append(injector.held())
-            return True
-
-    injector._leader_kill("node-1", 5.0, 0.0, Stop(), lambda *_args: None)
-    assert killed == [4321]
-    assert held_during == [frozenset({"kube-controller-manager"})]
+    injector, cluster = _oracle_injector(monkeypatch, holder)
+    replica = holder.rsplit("_", 1)[0]
+    stop = HeldLookingStop(injector)
+    outcome = injector._leader_kill("node-1", 5.0, 0.0, stop, lambda *_args: None)
+    assert outcome[0] == replica
+    assert killed == [pid]
+    assert stop.held_during == [frozenset({replica})]
     assert injector.held() == frozenset()
-    assert cluster.started == 1
+    assert cluster.started == [replica]
+
+
+def test_the_builtins_leader_pause_stops_the_replica_the_lease_names(monkeypatch: pytest.MonkeyPatch):
+    signals: list[tuple[int, int]] = []
+    monkeypatch.setattr(injector_module, "_signal", lambda pid, signum: signals.append((pid, signum)))
+    monkeypatch.setattr(injector_module, "_continue", lambda pid: signals.append((pid, 0)))
+    injector, _ = _oracle_injector(monkeypatch, "kube-controller-manager-2_77aa")
+    outcome = injector._leader_pause("node-1", 5.0, 0.0, HeldLookingStop(injector), lambda *_args: None)
+    assert outcome[0] == "kube-controller-manager-2"
+    assert [pid for pid, _ in signals] == [4322, 4322]
+
+
+NO_ORACLE_LEADER = [
+    ("nobody holds the Lease", None),
+    ("a holder that is none of the oracle's replicas", "vm_0123"),
+]
+
+
+@pytest.mark.parametrize("holder", [row[1] for row in NO_ORACLE_LEADER], ids=[row[0] for row in NO_ORACLE_LEADER])
+def test_the_builtins_leader_faults_do_not_start_without_a_replica_leading(
+    monkeypatch: pytest.MonkeyPatch, holder: str | None
+):
+    monkeypatch.setattr(injector_module, "_signal", lambda *_args: pytest.fail("nothing may be signalled"))
+    injector, cluster = _oracle_injector(monkeypatch, holder)
+    for fault in (injector._leader_kill, injector._leader_pause):
+        with pytest.raises(injector_module.FaultNotStarted, match="no kube-controller-manager replica holds"):
+            fault("node-1", 5.0, 0.0, HeldLookingStop(injector), lambda *_args: None)
+    assert cluster.started == [] and injector.held() == frozenset()
 
 
 SABOTAGE_REFUSALS = [
