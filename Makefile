@@ -27,20 +27,21 @@ demo-deployed: setup
 # Every suite on the default Kubernetes (1.37); then the old end, 1.20, on the suites that depend on
 # the server (README: Supported Kubernetes versions), less the tests marked version_independent: what
 # they check is the same on every version (docs/development.md lists them and why).
-# TAINTKEEPER_KUBERNETES=1.20 make test runs every suite, every test, on 1.20 instead, and nothing else.
+# TAINTKEEPER_KUBERNETES=1.20 make test runs every suite, every test, on 1.20 instead, and nothing else
+# (the runner leaves the old end out when TAINTKEEPER_KUBERNETES is set).
 OLD_END ?= 1.20
 OLD_END_TESTS ?= tests/integration tests/realnodes
 OLD_END_SELECT ?= -m "not version_independent"
-# Each run records where its time went; the table (each suite's wall time, the slowest tests) ends the
-# output, pass or fail (tests/support/suite_times.py).
+# The sessions run in two lanes side by side (tests/support/lanes.py): the suites with real nodes one after
+# another (one cluster with nodes per host), everything else beside them; each session's log is in
+# .local/test-logs/. Each run records where its time went; the table (the run's span and each lane's, each
+# suite's wall time, the slowest tests) ends the output, pass or fail (tests/support/suite_times.py).
 TEST_TIMES := .local/test-times
 TIMES_TABLE := $(PY) -m tests.support.suite_times $(TEST_TIMES)
 test: lint
 	rm -rf $(TEST_TIMES)
-	TAINTKEEPER_TEST_TIMES=$(TEST_TIMES) $(PY) -m pytest || { $(TIMES_TABLE); exit 1; }
-ifeq ($(TAINTKEEPER_KUBERNETES),)
-	TAINTKEEPER_TEST_TIMES=$(TEST_TIMES) TAINTKEEPER_KUBERNETES=$(OLD_END) $(PY) -m pytest $(OLD_END_TESTS) $(OLD_END_SELECT) || { $(TIMES_TABLE); exit 1; }
-endif
+	TAINTKEEPER_TEST_TIMES=$(TEST_TIMES) $(PY) -m tests.support.lanes --old-end='$(OLD_END)' \
+	  --old-end-tests='$(OLD_END_TESTS)' --old-end-select='$(OLD_END_SELECT)' || { $(TIMES_TABLE); exit 1; }
 	$(TIMES_TABLE)
 
 # The inner loop, before every commit (a few minutes): lint, then the suites that need no cluster:

@@ -32,7 +32,7 @@ settings.load_profile(os.environ.get("HYPOTHESIS_PROFILE", "ci"))
 
 # `make test` sets TAINTKEEPER_TEST_TIMES to a folder: each session records there where its time went, for the
 # table the run ends with (tests/support/suite_times.py).
-_times = suite_times.Recorder(suite_times.session_label())
+_times = suite_times.Recorder(suite_times.session_label(), suite_times.session_lane())
 
 
 def pytest_runtest_logreport(report: pytest.TestReport) -> None:

@@ -155,6 +155,24 @@ REFUSALS = [
         "at '/image/tag'",
     ),
     Refusal(
+        "an image digest without its algorithm",
+        {"image": {"digest": "0123456789abcdef0123456789abcdef0123456789abcdef0123456789abcdef"}},
+        "schema",
+        "at '/image/digest'",
+    ),
+    Refusal(
+        "an image digest one hex digit short",
+        {"image": {"digest": "sha256:0123456789abcdef0123456789abcdef0123456789abcdef0123456789abcde"}},
+        "schema",
+        "at '/image/digest'",
+    ),
+    Refusal(
+        "an image digest in upper case: digests are lower-case hex",
+        {"image": {"digest": "sha256:0123456789ABCDEF0123456789ABCDEF0123456789ABCDEF0123456789ABCDEF"}},
+        "schema",
+        "at '/image/digest'",
+    ),
+    Refusal(
         "a NetworkPolicy without the apiserver's address",
         {"networkPolicy": {"enabled": True}},
         "template",
@@ -195,6 +213,7 @@ ACCEPTED = {
     },
     "a zone threshold of exactly 1": controller({"unhealthy-zone-threshold": 1}),
     "an image tag of a pre-release, 128 characters long": {"image": {"tag": "1.2.3-rc." + "1" * 119}},
+    "an image digest": {"image": {"digest": "sha256:" + "0123456789abcdef" * 4}},
     "a NetworkPolicy with the apiserver's address": {
         "networkPolicy": {"enabled": True, "apiserver": [{"ipBlock": {"cidr": "10.0.0.0/24"}}]}
     },

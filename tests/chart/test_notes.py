@@ -84,6 +84,12 @@ NOTES = [
         (f"taintkeeper {APP_VERSION} (registry.example.com/taintkeeper:1.2.3-rc.1) is installed",),
     ),
     Notes(
+        "the version and the image: a digest given is what the pods run, the tag left out",
+        ("image.repository=127.0.0.1:5000/taintkeeper", "image.tag=1.2.3", "image.digest=sha256:" + "ab" * 32),
+        (f"taintkeeper {APP_VERSION} (127.0.0.1:5000/taintkeeper@sha256:{'ab' * 32}) is installed",),
+        (":1.2.3",),
+    ),
+    Notes(
         "in the namespace the chart makes: nothing to label",
         ("namespace.create=true",),
         ("kubectl taintkeeper status",),

@@ -3,7 +3,9 @@
 
 A suite is a folder under tests/ (unit, conformance, integration, e2e, ...). A test's time is its setup,
 call and teardown, so a cluster a module's fixture brings up counts in the first test that uses it; what
-no test owns (collection, the builds and installs made before the first test) is its own row.
+no test owns (collection, the builds and installs made before the first test) is its own row. `make test`
+runs its sessions in two lanes side by side (tests/support/lanes.py): the table opens with the run's span,
+from the first session's start to the last one's end, and each lane's.
 
     python -m tests.support.suite_times DIR [--slowest N]   print the table of the runs recorded in DIR
 """
@@ -29,7 +31,9 @@ class Recorder:
     """One pytest session's times: started when the session starts, written when it finishes."""
 
     label: str
+    lane: str = ""  # the lane of `make test` the session ran in (TAINTKEEPER_TEST_LANE); "": none
     started: float = field(default_factory=time.monotonic)
+    began: float = field(default_factory=time.time)  # wall clock: sessions of two lanes overlap
     tests: dict[str, dict[str, Any]] = field(default_factory=dict)
 
     def add(self, nodeid: str, when: str, seconds: float, outcome: str) -> None:
@@ -41,15 +45,22 @@ class Recorder:
     def write(self, directory: Path) -> Path:
         directory.mkdir(parents=True, exist_ok=True)
         path = directory / f"{self.label}.json"
-        path.write_text(
-            json.dumps({"label": self.label, "wall": time.monotonic() - self.started, "tests": self.tests}, indent=1)
-        )
+        wall = time.monotonic() - self.started
+        record = {"label": self.label, "lane": self.lane, "began": self.began, "ended": self.began + wall}
+        path.write_text(json.dumps({**record, "wall": wall, "tests": self.tests}, indent=1))
         return path
 
 
 def session_label() -> str:
-    """The run's name in the table: the Kubernetes version its clusters run."""
-    return f"kubernetes-{os.environ.get('TAINTKEEPER_KUBERNETES') or '1.37'}"
+    """The session's name in the table: the one `make test`'s runner gives it (TAINTKEEPER_TEST_SESSION, unique
+    in a run), else the Kubernetes version its clusters run."""
+    return (
+        os.environ.get("TAINTKEEPER_TEST_SESSION") or f"kubernetes-{os.environ.get('TAINTKEEPER_KUBERNETES') or '1.37'}"
+    )
+
+
+def session_lane() -> str:
+    return os.environ.get("TAINTKEEPER_TEST_LANE", "")
 
 
 def suite_of(nodeid: str) -> str:
@@ -57,10 +68,28 @@ def suite_of(nodeid: str) -> str:
     return parts[1] if len(parts) > 2 and parts[0] == "tests" else parts[0]
 
 
+def overview(runs: list[dict[str, Any]]) -> list[str]:
+    """The whole run's span and each lane's, from sessions that recorded when they began and ended."""
+    timed = [run for run in runs if "began" in run and "ended" in run]
+    if not timed:
+        return []
+    span = max(run["ended"] for run in timed) - min(run["began"] for run in timed)
+    lines = [f"all sessions: {span / 60:.1f} min from the first one's start to the last one's end"]
+    lanes: dict[str, list[dict[str, Any]]] = defaultdict(list)
+    for run in timed:
+        lanes[run.get("lane") or "(no lane)"].append(run)
+    for lane, members in sorted(lanes.items()):
+        wall = max(run["ended"] for run in members) - min(run["began"] for run in members)
+        names = ", ".join(run["label"] for run in sorted(members, key=lambda run: run["began"]))
+        lines.append(f"  lane {lane}: {wall / 60:.1f} min ({names})")
+    return [*lines, ""]
+
+
 def table(runs: list[dict[str, Any]], slowest: int = 15) -> str:
-    """The table, one block per run: suites by wall time, then the run's slowest tests."""
-    lines = []
-    for run in runs:
+    """The table: the run's span and its lanes', then one block per session: suites by wall time, then the
+    session's slowest tests."""
+    lines = overview(runs)
+    for run in sorted(runs, key=lambda run: run.get("began", 0.0)):
         per_suite: dict[str, list[float]] = defaultdict(lambda: [0.0, 0, 0, 0])
         for nodeid, test in run["tests"].items():
             row = per_suite[suite_of(nodeid)]

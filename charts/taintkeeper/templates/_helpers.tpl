@@ -8,8 +8,13 @@ names it follows: the webhook's and the policy's skip of their own namespace, th
 Lease (and with it the controller's default --backfill-excluded-namespaces), the RBAC subjects. */}}
 {{- define "taintkeeper.namespace" -}}{{ .Release.Namespace }}{{- end }}
 
+{{/* By digest when one is given (the tag is then only a name for people), else by tag. */}}
 {{- define "taintkeeper.image" -}}
+{{- if .Values.image.digest -}}
+{{ .Values.image.repository }}@{{ .Values.image.digest }}
+{{- else -}}
 {{ .Values.image.repository }}:{{ .Values.image.tag | default .Chart.AppVersion }}
+{{- end }}
 {{- end }}
 
 {{/* The flags each program takes from values, in the order they are passed (those manifests/ passes
