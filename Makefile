@@ -38,10 +38,12 @@ OLD_END_SELECT ?= -m "not version_independent"
 # suite's wall time, the slowest tests) ends the output, pass or fail (tests/support/suite_times.py).
 TEST_TIMES := .local/test-times
 TIMES_TABLE := $(PY) -m tests.support.suite_times $(TEST_TIMES)
+test: export TAINTKEEPER_OLD_END = $(OLD_END)
+test: export TAINTKEEPER_OLD_END_TESTS = $(OLD_END_TESTS)
+test: export TAINTKEEPER_OLD_END_SELECT = $(OLD_END_SELECT)
 test: lint
 	rm -rf $(TEST_TIMES)
-	TAINTKEEPER_TEST_TIMES=$(TEST_TIMES) $(PY) -m tests.support.lanes --old-end='$(OLD_END)' \
-	  --old-end-tests='$(OLD_END_TESTS)' --old-end-select='$(OLD_END_SELECT)' || { $(TIMES_TABLE); exit 1; }
+	TAINTKEEPER_TEST_TIMES=$(TEST_TIMES) $(PY) -m tests.support.lanes || { $(TIMES_TABLE); exit 1; }
 	$(TIMES_TABLE)
 
 # The inner loop, before every commit (a few minutes): lint, then the suites that need no cluster:

@@ -434,11 +434,14 @@ class Injector:
     # --- helpers ---
 
     def _leading_controller_manager(self) -> str:
-        """The oracle's kube-controller-manager replica holding kube-system's Lease (its hostname names it)."""
+        """The oracle's kube-controller-manager replica holding kube-system's Lease (its hostname names it), if
+        it runs: one that lost the Lease and exited may still be named while the other has not taken it."""
         lease = self._get("/apis/coordination.k8s.io/v1/namespaces/kube-system/leases/kube-controller-manager")
         holder = str((lease.get("spec") or {}).get("holderIdentity") or "").rsplit("_", 1)[0]
         if holder not in ORACLE_CONTROLLER_MANAGERS:
             raise FaultNotStarted(f"no kube-controller-manager replica holds the Lease (holder {holder or 'none'})")
+        if self.cluster.exited(holder):
+            raise FaultNotStarted(f"the Lease names {holder}, which is not running")
         return holder
 
     def _leader_container(self) -> tuple[str, str, str]:

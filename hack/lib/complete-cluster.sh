@@ -45,11 +45,11 @@ healthy() { # url: GET answers 200 "ok" (the components' own self-signed serving
   [ "$(curl -ksS --max-time 2 "$1" 2>/dev/null)" = ok ]
 }
 
-write_components_env() { # dir
-  local dir=$1
-  [ -f "$dir/components.env" ] && return 0
-  printf 'SCHEDULER_PORT=%s\nCONTROLLER_MANAGER_PORT=%s\nCONTROLLER_MANAGER_2_PORT=%s\nPROXY_HEALTHZ_PORT=%s\nPROXY_METRICS_PORT=%s\n' \
-    "$(free_port)" "$(free_port)" "$(free_port)" "$(free_port)" "$(free_port)" >"$dir/components.env"
+write_components_env() { # dir: each port once; a DIR from before a port existed gets only the new one
+  local dir=$1 key
+  for key in SCHEDULER_PORT CONTROLLER_MANAGER_PORT CONTROLLER_MANAGER_2_PORT PROXY_HEALTHZ_PORT PROXY_METRICS_PORT; do
+    grep -q "^$key=" "$dir/components.env" 2>/dev/null || echo "$key=$(free_port)" >>"$dir/components.env"
+  done
 }
 
 start_proxy() { # dir node-ip slot hostname
@@ -198,7 +198,10 @@ cmd_start_components() { # dir [name...]
     pid_alive "$dir/$name.pid" "$dir" && continue
     case "$name" in
       kube-scheduler) start_scheduler "$dir" ;;
-      kube-controller-manager | kube-controller-manager-2) start_controller_manager "$dir" "$name" ;;
+      kube-controller-manager | kube-controller-manager-2)
+        # only the replicas this DIR's mode runs: a second one without leader election would act beside the first
+        grep -qw -- "$name" <<<"$(controller_managers "$dir")" || die "$dir runs no $name (only: $(controller_managers "$dir"))"
+        start_controller_manager "$dir" "$name" ;;
       kube-proxy)
         ip=$(cluster_node_ip "$dir")
         slot=$(sed -n 's/^SLOT=//p' "$dir/nodes.env")

@@ -9,7 +9,11 @@ run in the other lane during that wait. The old end (1.20) adds its sessions to 
 to. A lane stops at its first failing session; the other goes on; the run fails if either did.
 
     python -m tests.support.lanes [--old-end 1.20] [--old-end-tests "tests/integration tests/realnodes"]
-        [--old-end-select EXPR] [--dry-run]
+        [--old-end-select "-m EXPR"] [--dry-run]
+
+The options default to TAINTKEEPER_OLD_END, TAINTKEEPER_OLD_END_TESTS and TAINTKEEPER_OLD_END_SELECT (how `make
+test` passes them, unquoted). --old-end-tests takes suites (tests/NAME) or paths inside them
+(tests/NAME/test_x.py, node ids): each goes to its suite's lane.
 
 Each session's output goes to the terminal, each line behind its lane's name, and whole to
 .local/test-logs/SESSION.log. With TAINTKEEPER_KUBERNETES set, every session runs that version and there
@@ -21,6 +25,7 @@ from __future__ import annotations
 import argparse
 import os
 import shlex
+import shutil
 import signal
 import subprocess
 import sys
@@ -41,19 +46,22 @@ CPU_SUITES = ("unit", "conformance", "chart", "kind")  # no cluster: one session
 CONTROL_PLANE_SUITES = ("integration",)  # a control plane of their own, no nodes
 ALL_SUITES = (*NODE_SUITES, *CPU_SUITES, *CONTROL_PLANE_SUITES)
 DEFAULT_KUBERNETES = "1.37"
+# The apiserver lane yields the CPU to the nodes lane, whose suites judge timing on real kubelets (the soak's
+# judge among them); the apiserver lane's own timing tests hold at this priority (they are measured so).
+APISERVER_NICE = 10
+NOTHING_COLLECTED = 5  # pytest's exit status when a selection (-k, -m) leaves a session nothing to run
 
 
 @dataclass(frozen=True)
 class Session:
     name: str  # unique in the run: its record in the times table, its log's name
-    suites: tuple[str, ...]
+    paths: tuple[str, ...]  # tests/SUITE, or paths and node ids inside suites
     kubernetes: str | None = None  # TAINTKEEPER_KUBERNETES for this session; None: the caller's
     select: tuple[str, ...] = ()  # pytest arguments beside the paths (the old end's -m)
     nice: int = 0
 
     def argv(self, python: str) -> list[str]:
-        paths = [f"tests/{suite}" for suite in self.suites]
-        command = [python, "-m", "pytest", "-p", "no:cacheprovider", *self.select, *paths]
+        command = [python, "-m", "pytest", "-p", "no:cacheprovider", *self.select, *self.paths]
         return ["nice", "-n", str(self.nice), *command] if self.nice else command
 
 
@@ -68,34 +76,42 @@ def lane_of(suite: str) -> str:
 
 
 def suite_name(path: str) -> str:
-    """tests/realnodes/ -> realnodes."""
-    return path.strip("/").removeprefix("tests/")
+    """tests/realnodes/ -> realnodes; tests/integration/test_x.py::test_y -> integration."""
+    return path.strip("/").removeprefix("tests/").split("/")[0].split("::")[0]
+
+
+def suite_paths(suites: Sequence[str]) -> tuple[str, ...]:
+    return tuple(f"tests/{suite}" for suite in suites)
 
 
 def plan(kubernetes: str | None, old_end: str | None, old_end_tests: Sequence[str], old_end_select: str) -> list[Lane]:
     """The two lanes' sessions. `kubernetes`: the version asked for (no old end then); `old_end`: the version
     `old_end_tests` (tests/SUITE paths) run on again, with `old_end_select`."""
     version = kubernetes or DEFAULT_KUBERNETES
-    nodes = Lane(NODES, [Session(f"{version}-nodes", NODE_SUITES)])
+    nodes = Lane(NODES, [Session(f"{version}-nodes", suite_paths(NODE_SUITES))])
     apiserver = Lane(
         APISERVER,
         [
-            Session(f"{version}-{'-'.join(CPU_SUITES)}", CPU_SUITES, nice=10),
-            Session(f"{version}-{'-'.join(CONTROL_PLANE_SUITES)}", CONTROL_PLANE_SUITES),
+            Session(f"{version}-{'-'.join(CPU_SUITES)}", suite_paths(CPU_SUITES), nice=APISERVER_NICE),
+            Session(
+                f"{version}-{'-'.join(CONTROL_PLANE_SUITES)}", suite_paths(CONTROL_PLANE_SUITES), nice=APISERVER_NICE
+            ),
         ],
     )
     if old_end and not kubernetes:
-        suites = [suite_name(path) for path in old_end_tests]
         select = tuple(shlex.split(old_end_select))
         for lane in (nodes, apiserver):
-            mine = tuple(suite for suite in suites if lane_of(suite) == lane.name)
+            mine = tuple(path for path in old_end_tests if lane_of(suite_name(path)) == lane.name)
             if mine:
-                lane.sessions.append(Session(f"{old_end}-{'-'.join(mine)}", mine, kubernetes=old_end, select=select))
+                suites = "-".join(dict.fromkeys(suite_name(path) for path in mine))
+                nice = APISERVER_NICE if lane is apiserver else 0
+                lane.sessions.append(Session(f"{old_end}-{suites}", mine, old_end, select, nice))
     return [nodes, apiserver]
 
 
 def session_env(lane: Lane, session: Session, base: dict[str, str]) -> dict[str, str]:
     env = {**base, "TAINTKEEPER_TEST_LANE": lane.name, "TAINTKEEPER_TEST_SESSION": session.name}
+    env["PYTHONUNBUFFERED"] = "1"  # each line as it comes, not a pipe's buffer at a time
     if session.kubernetes:
         env["TAINTKEEPER_KUBERNETES"] = session.kubernetes
     return env
@@ -109,6 +125,7 @@ class Runner:
     failed: dict[str, str] = field(default_factory=dict)  # lane -> the session that failed
     _lock: threading.Lock = field(default_factory=threading.Lock)
     _children: set[subprocess.Popen[str]] = field(default_factory=set)
+    _stopping: threading.Event = field(default_factory=threading.Event)
 
     def argv_of(self, session: Session) -> list[str]:
         return session.argv(self.python)
@@ -119,11 +136,33 @@ class Runner:
             self.out.flush()
 
     def run_lane(self, lane: Lane, env: dict[str, str]) -> None:
-        for session in lane.sessions:
-            argv = self.argv_of(session)
-            self.say(lane.name, f"session {session.name}: {shlex.join(argv)}\n")
-            self.logs.mkdir(parents=True, exist_ok=True)
-            with (self.logs / f"{session.name}.log").open("w") as log:
+        """The lane's sessions in order, up to the first that fails; whatever goes wrong here fails the lane."""
+        session = None
+        try:
+            for session in lane.sessions:
+                code = self.run_session(lane, session, env)
+                if code == NOTHING_COLLECTED:
+                    self.say(lane.name, f"session {session.name}: no test selected\n")
+                elif code != 0:
+                    self.failed[lane.name] = session.name
+                    self.say(
+                        lane.name, f"session {session.name} failed (exit {code}); the rest of this lane is skipped\n"
+                    )
+                    return
+        except BaseException as error:  # a lane that stops unseen must not pass the run
+            self.failed[lane.name] = session.name if session else "(none)"
+            self.say(lane.name, f"the lane stopped: {error!r}\n")
+
+    def run_session(self, lane: Lane, session: Session, env: dict[str, str]) -> int:
+        argv = self.argv_of(session)
+        self.say(lane.name, f"session {session.name}: {shlex.join(argv)}\n")
+        self.logs.mkdir(parents=True, exist_ok=True)
+        with (self.logs / f"{session.name}.log").open("w") as log:
+            with self._lock:
+                if self._stopping.is_set():
+                    raise KeyboardInterrupt
+                # Its own session: a Ctrl-C reaches the runner only, which passes it on once (pytest takes its
+                # clusters down on the first SIGINT; a second one would cut that short).
                 child = subprocess.Popen(
                     argv,
                     cwd=ROOT,
@@ -131,20 +170,22 @@ class Runner:
                     stdout=subprocess.PIPE,
                     stderr=subprocess.STDOUT,
                     text=True,
+                    errors="replace",
+                    start_new_session=True,
                 )
-                with self._lock:
-                    self._children.add(child)
+                self._children.add(child)
+            try:
                 assert child.stdout is not None
                 for line in child.stdout:
                     log.write(line)
-                    self.say(lane.name, line)
-                code = child.wait()
+                    self.say(lane.name, line if line.endswith("\n") else line + "\n")
+                return child.wait()
+            finally:
+                if child.poll() is None:
+                    child.kill()
+                    child.wait()
                 with self._lock:
                     self._children.discard(child)
-            if code != 0:
-                self.failed[lane.name] = session.name
-                self.say(lane.name, f"session {session.name} failed (exit {code}); the rest of this lane is skipped\n")
-                return
 
     def run(self, lanes: list[Lane], env: dict[str, str]) -> int:
         threads = [threading.Thread(target=self.run_lane, args=(lane, env), name=lane.name) for lane in lanes]
@@ -155,6 +196,7 @@ class Runner:
                 thread.join()
         except KeyboardInterrupt:  # pytest takes its clusters down on SIGINT, not on SIGKILL
             with self._lock:
+                self._stopping.set()
                 for child in self._children:
                     child.send_signal(signal.SIGINT)
             for thread in threads:
@@ -167,9 +209,12 @@ class Runner:
 
 def parse(argv: list[str]) -> argparse.Namespace:
     parser = argparse.ArgumentParser(prog="python -m tests.support.lanes", description=__doc__.splitlines()[0])
-    parser.add_argument("--old-end", default="", help="the old Kubernetes version run again (empty: none)")
-    parser.add_argument("--old-end-tests", default="tests/integration tests/realnodes")
-    parser.add_argument("--old-end-select", default="", help="pytest arguments for the old end, e.g. -m EXPR")
+    env = os.environ.get
+    parser.add_argument("--old-end", default=env("TAINTKEEPER_OLD_END", ""), help="the old version run again")
+    parser.add_argument(
+        "--old-end-tests", default=env("TAINTKEEPER_OLD_END_TESTS", "tests/integration tests/realnodes")
+    )
+    parser.add_argument("--old-end-select", default=env("TAINTKEEPER_OLD_END_SELECT", ""), help="e.g. -m EXPR")
     parser.add_argument("--dry-run", action="store_true", help="print each lane's sessions and run nothing")
     args = parser.parse_args(argv)
     unknown = [path for path in args.old_end_tests.split() if suite_name(path) not in ALL_SUITES]
@@ -187,6 +232,7 @@ def main(argv: list[str]) -> int:
             for session in lane.sessions:
                 print(f"[{lane.name}] {session.name}: {shlex.join(session.argv(sys.executable))}")
         return 0
+    shutil.rmtree(LOGS, ignore_errors=True)  # no log of an earlier run beside this one's
     return Runner(sys.executable).run(lanes, dict(os.environ))
 
 

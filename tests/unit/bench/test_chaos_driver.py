@@ -141,6 +141,8 @@ ORACLE_PIDS = {"kube-controller-manager": 4321, "kube-controller-manager-2": 432
 class KcmCluster(FakeCluster):
     """The oracle's two kube-controller-manager replicas, as processes the leader faults kill and start again."""
 
+    down: frozenset[str] = frozenset()  # the replicas whose process is gone
+
     def __init__(self) -> None:
         self.started: list[str] = []
 
@@ -150,10 +152,19 @@ class KcmCluster(FakeCluster):
     def start_controller_manager(self, replica: str) -> None:
         self.started.append(replica)
 
+    def exited(self, component: str) -> bool:
+        return component in self.down
 
-def _oracle_injector(monkeypatch: pytest.MonkeyPatch, holder: str | None) -> tuple[Injector, KcmCluster]:
+
+class DownKcmCluster(KcmCluster):
+    down = frozenset({"kube-controller-manager-2"})
+
+
+def _oracle_injector(
+    monkeypatch: pytest.MonkeyPatch, holder: str | None, cluster: KcmCluster | None = None
+) -> tuple[Injector, KcmCluster]:
     """An injector for the built-ins whose kube-system Lease names `holder` (None: no holder)."""
-    cluster = KcmCluster()
+    cluster = cluster or KcmCluster()
     injector = Injector(cluster, None, Path("/dev/null"), random.Random(1), builtin=True)  # type: ignore[arg-type]
     lease_path = "/apis/coordination.k8s.io/v1/namespaces/kube-system/leases/kube-controller-manager"
 
@@ -282,3 +293,16 @@ def test_a_run_still_passing_waits_for_its_open_deadlines_then_judges_again(monk
     monkeypatch.setattr(chaos.time, "sleep", slept.append)
     chaos._judge_when_every_deadline_passed(Path("a"), Path("f"), chaos.soak_config())
     assert slept == [chaos.MAX_WAIT]
+
+
+def test_the_builtins_leader_faults_do_not_start_on_a_replica_the_lease_names_that_is_not_running(
+    monkeypatch: pytest.MonkeyPatch,
+):
+    monkeypatch.setattr(injector_module, "_signal", lambda *_args: pytest.fail("nothing may be signalled"))
+    injector, cluster = _oracle_injector(monkeypatch, "kube-controller-manager-2_77aa", DownKcmCluster())
+    for fault in (injector._leader_kill, injector._leader_pause):
+        with pytest.raises(
+            injector_module.FaultNotStarted, match="names kube-controller-manager-2, which is not running"
+        ):
+            fault("node-1", 5.0, 0.0, HeldLookingStop(injector), lambda *_args: None)
+    assert cluster.started == []

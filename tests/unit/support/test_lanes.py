@@ -56,6 +56,14 @@ PLANS = [
         {NODES: ["1.20-nodes"], APISERVER: ["1.20-unit-conformance-chart-kind", "1.20-integration"]},
     ),
     (
+        "an old end of files and node ids: each to its suite's lane",
+        (None, "1.20", ["tests/realnodes/test_a.py", "tests/integration/test_b.py::test_c"], ""),
+        {
+            NODES: ["1.37-nodes", "1.20-realnodes"],
+            APISERVER: ["1.37-unit-conformance-chart-kind", "1.37-integration", "1.20-integration"],
+        },
+    ),
+    (
         "an old end of one suite adds a session to its lane only",
         (None, "1.20", ["tests/realnodes/"], ""),
         {NODES: ["1.37-nodes", "1.20-realnodes"], APISERVER: ["1.37-unit-conformance-chart-kind", "1.37-integration"]},
@@ -85,13 +93,15 @@ def test_the_old_end_runs_its_version_with_its_selection_and_only_the_cpu_sessio
         "not version_independent",
         "tests/realnodes",
     ]
-    assert [s.nice for s in apiserver.sessions] == [10, 0, 0] and nodes.sessions[0].nice == 0
+    assert [s.nice for s in apiserver.sessions] == [10, 10, 10]  # the apiserver lane yields to the nodes lane
+    assert [s.nice for s in nodes.sessions] == [0, 0]
     env = lanes.session_env(nodes, old, {"PATH": "/bin"})
     assert env == {
         "PATH": "/bin",
         "TAINTKEEPER_TEST_LANE": NODES,
         "TAINTKEEPER_TEST_SESSION": "1.20-realnodes",
         "TAINTKEEPER_KUBERNETES": "1.20",
+        "PYTHONUNBUFFERED": "1",
     }
 
 
@@ -99,7 +109,7 @@ class ScriptedRunner(Runner):
     """Each session runs `python -c CODE`, CODE its suites' first name: a stand-in for pytest."""
 
     def argv_of(self, session: Session) -> list[str]:
-        return [sys.executable, "-c", session.suites[0]]
+        return [sys.executable, "-c", session.paths[0]]
 
 
 PASS, FAIL = "print('ran')", "import sys; print('broke'); sys.exit(3)"
@@ -119,6 +129,34 @@ def test_a_failing_session_stops_its_lane_the_other_goes_on_and_the_run_fails(tm
     assert {p.name for p in tmp_path.iterdir()} == {"n1.log", "a1.log", "a2.log"}  # n2 never ran
     assert (tmp_path / "n1.log").read_text() == "broke\n"
     assert said.splitlines()[-1] == f"lanes: nodes failed in session n1 (log: {tmp_path / 'n1'}.log)"
+
+
+NOTHING = "import sys; sys.exit(5)"  # pytest: no test selected
+
+
+def test_a_session_with_nothing_selected_does_not_stop_its_lane(tmp_path: Path):
+    out = io.StringIO()
+    runner = ScriptedRunner(sys.executable, logs=tmp_path, out=out)
+    assert runner.run([Lane(APISERVER, [Session("a1", (NOTHING,)), Session("a2", (PASS,))])], {}) == 0
+    assert "session a1: no test selected" in out.getvalue() and (tmp_path / "a2.log").read_text() == "ran\n"
+
+
+class BrokenRunner(ScriptedRunner):
+    def run_session(self, lane: Lane, session: Session, env: dict[str, str]) -> int:
+        raise OSError("no space left on device")
+
+
+def test_a_lane_that_breaks_fails_the_run(tmp_path: Path):
+    out = io.StringIO()
+    assert BrokenRunner(sys.executable, logs=tmp_path, out=out).run([Lane(NODES, [Session("n", (PASS,))])], {}) == 1
+    assert "[nodes] the lane stopped: OSError('no space left on device')" in out.getvalue()
+
+
+def test_the_old_end_comes_from_the_environment_make_exports(monkeypatch: pytest.MonkeyPatch):
+    monkeypatch.setenv("TAINTKEEPER_OLD_END", "1.20")
+    monkeypatch.setenv("TAINTKEEPER_OLD_END_SELECT", "-m 'not version_independent'")
+    args = lanes.parse([])
+    assert (args.old_end, args.old_end_select) == ("1.20", "-m 'not version_independent'")
 
 
 def test_both_lanes_passing_pass_the_run(tmp_path: Path):
