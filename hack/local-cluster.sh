@@ -57,6 +57,12 @@
 #                                     start whichever of the components named (default: kube-scheduler,
 #                                     kube-controller-manager, kube-proxy) exited, as a kubelet restarts
 #                                     static pods; print their names
+#   hack/local-cluster.sh docker-up DIR / docker-down DIR
+#                                     a Docker engine for kind's nodes: the one that answers (a laptop's,
+#                                     left running), else Debian's docker.io installed and dockerd started
+#                                     with its socket and state in DIR/docker (lib/docker.sh); prints the
+#                                     DOCKER_HOST=... line to use. docker-down stops it and puts the host's
+#                                     iptables, sysctls and links back as they were. Never beside real nodes
 #   hack/local-cluster.sh crds cert-manager
 #                                     print the directory of cert-manager's CustomResourceDefinitions, from
 #                                     its Go module (hack/upstream/cert-manager), downloaded if missing
@@ -103,6 +109,8 @@ HERE=$(cd "$(dirname "${BASH_SOURCE[0]}")" && pwd)
 . "$HERE/lib/complete-cluster.sh"
 # shellcheck source=SCRIPTDIR/lib/deploy.sh
 . "$HERE/lib/deploy.sh"
+# shellcheck source=SCRIPTDIR/lib/docker.sh
+. "$HERE/lib/docker.sh"
 
 usage() { # the comment block at the top, up to its second empty line
   awk 'NR > 1 && /^#$/ && ++blank == 2 {exit} NR > 1 {sub(/^# ?/, ""); print}' "$0" >&2
@@ -151,7 +159,7 @@ case "$1" in
     elif [ $# -eq 3 ] && [ "$3" = --default-toleration-seconds ]; then
       APISERVER_DEFAULT_TOLERATION_SECONDS=1 cmd_start_apiserver "$2"
     else die "start-apiserver: expected DIR [--default-toleration-seconds]"; fi ;;
-  down|status|stop-apiserver|nodes|start-controller-manager|restart-etcd)
+  down|status|stop-apiserver|nodes|start-controller-manager|restart-etcd|docker-up|docker-down)
     [ $# -eq 2 ] || usage
     "cmd_${1//-/_}" "$2" ;;
   stop-kubelet)
