@@ -74,6 +74,10 @@
 #                                     for hack/registry.py; print the directory holding both
 #   hack/local-cluster.sh build-kind  only build (and cache) kind from its Go module (hack/upstream/kind), for
 #                                     the end-to-end suite on kind (hack/kind-e2e.sh); print its path
+#   hack/local-cluster.sh build-kind-node
+#                                     only build (and cache) what a kind node runs beside the Kubernetes
+#                                     binaries: kubeadm, crictl (hack/upstream/crictl), CoreDNS
+#                                     (hack/upstream/coredns); 1.37 only; print their paths
 #   hack/local-cluster.sh deps [--tools|--bench|--nodes]
 #                                     install every Debian package the demo and the tests use and build
 #                                     (and cache) kube-apiserver; --tools: only the test tools (promtool,
@@ -129,7 +133,7 @@ done
 set -- "${args[@]}"
 [ $# -ge 1 ] || usage
 case "$1" in
-  build|build-node|build-helm|build-kind|build-registry|deps|crds|-h|--help|help) minor=$(kubernetes_minor "$asked_kubernetes") ;;
+  build|build-node|build-helm|build-kind|build-kind-node|build-registry|deps|crds|-h|--help|help) minor=$(kubernetes_minor "$asked_kubernetes") ;;
   up) [ $# -ge 2 ] || usage  # the environment asks too; with neither, DIR's own version (else the default)
       [ -n "$asked_kubernetes" ] || [ -z "${TAINTKEEPER_KUBERNETES:-}" ] || asked_kubernetes=$(kubernetes_minor)
       minor=$(dir_kubernetes "$2" "$asked_kubernetes") ;;
@@ -196,6 +200,10 @@ case "$1" in
     [ $# -eq 1 ] || usage
     build_kind
     echo "$KIND_BIN" ;;
+  build-kind-node)
+    [ $# -eq 1 ] || usage
+    build_kind_node_binaries
+    printf '%s\n' "$KUBE_CACHE/bin/kubeadm" "$CRICTL_DIR/bin/crictl" "$COREDNS_DIR/bin/coredns" ;;
   build-registry)
     [ $# -eq 1 ] || usage
     build_registry

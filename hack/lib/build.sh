@@ -24,6 +24,12 @@ KIND_BIN=$CACHE/kind-$KIND_MODULE_VERSION/bin/kind
 # The OCI registry the image and chart are pushed to (hack/registry.py) and crane, which pushes images:
 # built from hack/upstream/registry (its main.go serves go-containerregistry's registry over TLS).
 REGISTRY_MODULE_VERSION=0.22.1
+# What a kind node (hack/kind/) runs beside the Kubernetes binaries: crictl (kind's `load` and `export logs`
+# call it) and the cluster DNS kubeadm deploys.
+CRICTL_MODULE_VERSION=1.37.0
+CRICTL_DIR=$CACHE/crictl-$CRICTL_MODULE_VERSION
+COREDNS_MODULE_VERSION=1.14.6
+COREDNS_DIR=$CACHE/coredns-$COREDNS_MODULE_VERSION
 REGISTRY_DIR=$CACHE/registry-$REGISTRY_MODULE_VERSION-$(sha256sum <"$UPSTREAM_MODULE/registry/main.go" | cut -c1-12)
 PAUSE_IMAGE=taintkeeper.local/pause:3.2
 BUSYBOX_IMAGE=taintkeeper.local/busybox:latest
@@ -301,6 +307,25 @@ build_registry() {
   build_module_binaries "$REGISTRY_DIR" registry "github.com/google/go-containerregistry v$REGISTRY_MODULE_VERSION" \
     "the registry and crane (go-containerregistry $REGISTRY_MODULE_VERSION)" "-s -w" \
     registry=. crane=github.com/google/go-containerregistry/cmd/crane
+}
+
+build_crictl() {
+  build_module_binaries "$CRICTL_DIR" crictl "sigs.k8s.io/cri-tools v$CRICTL_MODULE_VERSION" "crictl $CRICTL_MODULE_VERSION" \
+    "-s -w -X sigs.k8s.io/cri-tools/pkg/version.Version=$CRICTL_MODULE_VERSION" crictl=sigs.k8s.io/cri-tools/cmd/crictl
+}
+
+build_coredns() {
+  build_module_binaries "$COREDNS_DIR" coredns "github.com/coredns/coredns v$COREDNS_MODULE_VERSION" \
+    "CoreDNS $COREDNS_MODULE_VERSION" "-s -w" coredns=github.com/coredns/coredns
+}
+
+# The binaries of a kind node image that the local cluster does not build: kubeadm (from the same
+# Kubernetes module as the rest), crictl, CoreDNS. 1.37 only: kind v0.33 cannot run 1.20 (docs/development.md).
+build_kind_node_binaries() {
+  from_debian && die "kind's node image is built for Kubernetes 1.37 only (kind v$KIND_MODULE_VERSION runs no 1.20 node)"
+  build_from_modules kubeadm
+  build_crictl
+  build_coredns
 }
 
 build_apiserver() {
