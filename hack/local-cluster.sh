@@ -59,6 +59,12 @@
 #                                     start whichever of the components named (default: kube-scheduler,
 #                                     kube-controller-manager[-2], kube-proxy) exited, as a kubelet restarts
 #                                     static pods; print their names
+#   hack/local-cluster.sh docker-up DIR / docker-down DIR
+#                                     a Docker engine for kind's nodes: the one that answers (a laptop's,
+#                                     left running), else Debian's docker.io installed and dockerd started
+#                                     with its socket and state in DIR/docker (lib/docker.sh); prints the
+#                                     DOCKER_HOST=... line to use. docker-down stops it and puts the host's
+#                                     iptables, sysctls and links back as they were. Never beside real nodes
 #   hack/local-cluster.sh crds cert-manager
 #                                     print the directory of cert-manager's CustomResourceDefinitions, from
 #                                     its Go module (hack/upstream/cert-manager), downloaded if missing
@@ -70,6 +76,10 @@
 #                                     for hack/registry.py; print the directory holding both
 #   hack/local-cluster.sh build-kind  only build (and cache) kind from its Go module (hack/upstream/kind), for
 #                                     the end-to-end suite on kind (hack/kind-e2e.sh); print its path
+#   hack/local-cluster.sh build-kind-node
+#                                     only build (and cache) what a kind node runs beside the Kubernetes
+#                                     binaries: kubeadm, crictl (hack/upstream/crictl), CoreDNS
+#                                     (hack/upstream/coredns); 1.37 only; print their paths
 #   hack/local-cluster.sh deps [--tools|--bench|--nodes]
 #                                     install every Debian package the demo and the tests use and build
 #                                     (and cache) kube-apiserver; --tools: only the test tools (promtool,
@@ -105,6 +115,8 @@ HERE=$(cd "$(dirname "${BASH_SOURCE[0]}")" && pwd)
 . "$HERE/lib/complete-cluster.sh"
 # shellcheck source=SCRIPTDIR/lib/deploy.sh
 . "$HERE/lib/deploy.sh"
+# shellcheck source=SCRIPTDIR/lib/docker.sh
+. "$HERE/lib/docker.sh"
 
 usage() { # the comment block at the top, up to its second empty line
   awk 'NR > 1 && /^#$/ && ++blank == 2 {exit} NR > 1 {sub(/^# ?/, ""); print}' "$0" >&2
@@ -123,7 +135,7 @@ done
 set -- "${args[@]}"
 [ $# -ge 1 ] || usage
 case "$1" in
-  build|build-node|build-helm|build-kind|build-registry|deps|crds|-h|--help|help) minor=$(kubernetes_minor "$asked_kubernetes") ;;
+  build|build-node|build-helm|build-kind|build-kind-node|build-registry|deps|crds|-h|--help|help) minor=$(kubernetes_minor "$asked_kubernetes") ;;
   up) [ $# -ge 2 ] || usage  # the environment asks too; with neither, DIR's own version (else the default)
       [ -n "$asked_kubernetes" ] || [ -z "${TAINTKEEPER_KUBERNETES:-}" ] || asked_kubernetes=$(kubernetes_minor)
       minor=$(dir_kubernetes "$2" "$asked_kubernetes") ;;
@@ -153,7 +165,7 @@ case "$1" in
     elif [ $# -eq 3 ] && [ "$3" = --default-toleration-seconds ]; then
       APISERVER_DEFAULT_TOLERATION_SECONDS=1 cmd_start_apiserver "$2"
     else die "start-apiserver: expected DIR [--default-toleration-seconds]"; fi ;;
-  down|status|stop-apiserver|nodes|start-controller-manager|restart-etcd)
+  down|status|stop-apiserver|nodes|start-controller-manager|restart-etcd|docker-up|docker-down)
     [ $# -eq 2 ] || usage
     "cmd_${1//-/_}" "$2" ;;
   stop-kubelet)
@@ -190,6 +202,10 @@ case "$1" in
     [ $# -eq 1 ] || usage
     build_kind
     echo "$KIND_BIN" ;;
+  build-kind-node)
+    [ $# -eq 1 ] || usage
+    build_kind_node_binaries
+    printf '%s\n' "$KUBE_CACHE/bin/kubeadm" "$CRICTL_DIR/bin/crictl" "$COREDNS_DIR/bin/coredns" ;;
   build-registry)
     [ $# -eq 1 ] || usage
     build_registry

@@ -24,6 +24,12 @@ KIND_BIN=$CACHE/kind-$KIND_MODULE_VERSION/bin/kind
 # The OCI registry the image and chart are pushed to (hack/registry.py) and crane, which pushes images:
 # built from hack/upstream/registry (its main.go serves go-containerregistry's registry over TLS).
 REGISTRY_MODULE_VERSION=0.22.1
+# What a kind node (hack/kind/) runs beside the Kubernetes binaries: crictl (kind's `load` and `export logs`
+# call it) and the cluster DNS kubeadm deploys.
+CRICTL_MODULE_VERSION=1.37.0
+CRICTL_DIR=$CACHE/crictl-$CRICTL_MODULE_VERSION
+COREDNS_MODULE_VERSION=1.14.6
+COREDNS_DIR=$CACHE/coredns-$COREDNS_MODULE_VERSION
 REGISTRY_DIR=$CACHE/registry-$REGISTRY_MODULE_VERSION-$(sha256sum <"$UPSTREAM_MODULE/registry/main.go" | cut -c1-12)
 PAUSE_IMAGE=taintkeeper.local/pause:3.2
 BUSYBOX_IMAGE=taintkeeper.local/busybox:latest
@@ -254,60 +260,72 @@ helm_ldflags() {
   echo "$flags"
 }
 
-build_helm() {
-  [ -x "$HELM_BIN" ] && return 0
-  local dir=${HELM_BIN%/bin/helm}
+# A command (or a few) of one Go module, built from its wrapper under hack/upstream/WRAPPER and cached in DIR/bin:
+# one build at a time per machine (parallel test sessions share the cache), into NAME.tmp, renamed once done.
+binaries_missing() { # dir name=package...: 0 when one of the names is not in DIR/bin yet
+  local dir=$1 target
+  shift
+  for target in "$@"; do [ -x "$dir/bin/${target%%=*}" ] || return 0; done
+  return 1
+}
+
+build_module_binaries() { # dir wrapper "require line" what ldflags name=package...
+  local dir=$1 wrapper=$2 require=$3 what=$4 ldflags=$5 target name
+  shift 5
+  binaries_missing "$dir" "$@" || return 0
   mkdir -p "$dir/bin"
-  exec 6>"$dir/.build.lock"  # one build at a time per machine: parallel test sessions share the cache
+  exec 6>"$dir/.build.lock"
   flock 6
-  [ -x "$HELM_BIN" ] && { exec 6>&-; return 0; }
-  grep -qx "require helm.sh/helm/v3 v$HELM_MODULE_VERSION" "$UPSTREAM_MODULE/helm/go.mod" \
-    || die "hack/upstream/helm/go.mod does not require helm.sh/helm/v3 v$HELM_MODULE_VERSION"
-  log "building helm $HELM_MODULE_VERSION from Go modules (first run on this machine only)"
-  go_build "$UPSTREAM_MODULE/helm" "$dir/build.log" "$(helm_ldflags)" "$HELM_BIN.tmp" helm.sh/helm/v3/cmd/helm \
-    || die "the helm build failed (see $dir/build.log)"
-  mv "$HELM_BIN.tmp" "$HELM_BIN"
-  log "cached $HELM_BIN"
+  binaries_missing "$dir" "$@" || { exec 6>&-; return 0; }
+  grep -qx "require $require" "$UPSTREAM_MODULE/$wrapper/go.mod" \
+    || die "hack/upstream/$wrapper/go.mod does not require $require"
+  log "building $what from Go modules (first run on this machine only)"
+  for target in "$@"; do
+    name=${target%%=*}
+    go_build "$UPSTREAM_MODULE/$wrapper" "$dir/build-$name.log" "$ldflags" "$dir/bin/$name.tmp" "${target#*=}" \
+      || die "the $name build failed (see $dir/build-$name.log)"
+  done
+  for target in "$@"; do name=${target%%=*}; mv "$dir/bin/$name.tmp" "$dir/bin/$name"; done
+  log "cached $dir/bin"
   exec 6>&-
+}
+
+build_helm() {
+  build_module_binaries "${HELM_BIN%/bin/helm}" helm "helm.sh/helm/v3 v$HELM_MODULE_VERSION" "helm $HELM_MODULE_VERSION" \
+    "$(helm_ldflags)" helm=helm.sh/helm/v3/cmd/helm
 }
 
 # kind from its module (hack/upstream/kind): its version is the module's own (pkg/cmd/kind/version), so
 # nothing needs stamping.
 build_kind() {
-  [ -x "$KIND_BIN" ] && return 0
-  local dir=${KIND_BIN%/bin/kind}
-  mkdir -p "$dir/bin"
-  exec 6>"$dir/.build.lock"  # one build at a time per machine: parallel test sessions share the cache
-  flock 6
-  [ -x "$KIND_BIN" ] && { exec 6>&-; return 0; }
-  grep -qx "require sigs.k8s.io/kind v$KIND_MODULE_VERSION" "$UPSTREAM_MODULE/kind/go.mod" \
-    || die "hack/upstream/kind/go.mod does not require sigs.k8s.io/kind v$KIND_MODULE_VERSION"
-  log "building kind $KIND_MODULE_VERSION from Go modules (first run on this machine only)"
-  go_build "$UPSTREAM_MODULE/kind" "$dir/build.log" "-s -w" "$KIND_BIN.tmp" sigs.k8s.io/kind \
-    || die "the kind build failed (see $dir/build.log)"
-  mv "$KIND_BIN.tmp" "$KIND_BIN"
-  log "cached $KIND_BIN"
-  exec 6>&-
+  build_module_binaries "${KIND_BIN%/bin/kind}" kind "sigs.k8s.io/kind v$KIND_MODULE_VERSION" "kind $KIND_MODULE_VERSION" \
+    "-s -w" kind=sigs.k8s.io/kind
 }
 
 # The registry (our main.go, so the cache key includes its hash) and crane, from hack/upstream/registry.
 build_registry() {
-  [ -x "$REGISTRY_DIR/bin/registry" ] && [ -x "$REGISTRY_DIR/bin/crane" ] && return 0
-  mkdir -p "$REGISTRY_DIR/bin"
-  exec 6>"$REGISTRY_DIR/.build.lock"
-  flock 6
-  [ -x "$REGISTRY_DIR/bin/registry" ] && [ -x "$REGISTRY_DIR/bin/crane" ] && { exec 6>&-; return 0; }
-  grep -qx "require github.com/google/go-containerregistry v$REGISTRY_MODULE_VERSION" "$UPSTREAM_MODULE/registry/go.mod" \
-    || die "hack/upstream/registry/go.mod does not require github.com/google/go-containerregistry v$REGISTRY_MODULE_VERSION"
-  log "building the registry and crane (go-containerregistry $REGISTRY_MODULE_VERSION) from Go modules (first run on this machine only)"
-  go_build "$UPSTREAM_MODULE/registry" "$REGISTRY_DIR/build.log" "-s -w" "$REGISTRY_DIR/bin/registry.tmp" . \
-    || die "the registry build failed (see $REGISTRY_DIR/build.log)"
-  go_build "$UPSTREAM_MODULE/registry" "$REGISTRY_DIR/build-crane.log" "-s -w" "$REGISTRY_DIR/bin/crane.tmp" \
-    github.com/google/go-containerregistry/cmd/crane || die "the crane build failed (see $REGISTRY_DIR/build-crane.log)"
-  mv "$REGISTRY_DIR/bin/registry.tmp" "$REGISTRY_DIR/bin/registry"
-  mv "$REGISTRY_DIR/bin/crane.tmp" "$REGISTRY_DIR/bin/crane"
-  log "cached $REGISTRY_DIR/bin"
-  exec 6>&-
+  build_module_binaries "$REGISTRY_DIR" registry "github.com/google/go-containerregistry v$REGISTRY_MODULE_VERSION" \
+    "the registry and crane (go-containerregistry $REGISTRY_MODULE_VERSION)" "-s -w" \
+    registry=. crane=github.com/google/go-containerregistry/cmd/crane
+}
+
+build_crictl() {
+  build_module_binaries "$CRICTL_DIR" crictl "sigs.k8s.io/cri-tools v$CRICTL_MODULE_VERSION" "crictl $CRICTL_MODULE_VERSION" \
+    "-s -w -X sigs.k8s.io/cri-tools/pkg/version.Version=$CRICTL_MODULE_VERSION" crictl=sigs.k8s.io/cri-tools/cmd/crictl
+}
+
+build_coredns() {
+  build_module_binaries "$COREDNS_DIR" coredns "github.com/coredns/coredns v$COREDNS_MODULE_VERSION" \
+    "CoreDNS $COREDNS_MODULE_VERSION" "-s -w" coredns=github.com/coredns/coredns
+}
+
+# The binaries of a kind node image that the local cluster does not build: kubeadm (from the same
+# Kubernetes module as the rest), crictl, CoreDNS. 1.37 only: kind v0.33 cannot run 1.20 (docs/development.md).
+build_kind_node_binaries() {
+  from_debian && die "kind's node image is built for Kubernetes 1.37 only (kind v$KIND_MODULE_VERSION runs no 1.20 node)"
+  build_from_modules kubeadm
+  build_crictl
+  build_coredns
 }
 
 build_apiserver() {

@@ -169,6 +169,15 @@ other_node_dir() { # dir -> another DIR registered with live nodes on this host 
   done
 }
 
+# The DIR whose Docker engine (`docker-up`, lib/docker.sh) runs on this host, while it runs: its
+# FORWARD DROP and iptables rules would cut real nodes off, so nodes wait for its `docker-down`.
+DOCKER_ENGINE=$HOST_STATE/docker-engine
+docker_engine_dir() {
+  local d
+  d=$(cat "$DOCKER_ENGINE" 2>/dev/null) || return 0
+  if [ -n "$d" ] && pid_alive "$d/docker/dockerd.pid" "$d"; then echo "$d"; fi
+}
+
 # Early, before anything starts (nodes_up checks again under the host lock).
 refuse_second_cluster() { # dir
   local other
@@ -176,5 +185,11 @@ refuse_second_cluster() { # dir
   if [ -n "$other" ] && node_processes_alive "$other"; then
     die "$other already runs real nodes on this host, with kube-proxy owning the host's KUBE-* iptables chains; one complete cluster at a time (run: down $other)"
   fi
-  return 0
+  refuse_beside_docker
+}
+
+refuse_beside_docker() {
+  local engine
+  engine=$(docker_engine_dir)
+  [ -z "$engine" ] || die "$engine runs the project's Docker engine (kind's nodes), whose FORWARD DROP would cut real nodes off; one at a time (run: docker-down $engine)"
 }

@@ -258,6 +258,7 @@ nodes_up() { # dir count
     host_unlock
     die "$other already runs real nodes on this host, with kube-proxy owning the host's KUBE-* iptables chains; one complete cluster at a time (run: down $other)"
   fi
+  if [ -n "$(docker_engine_dir)" ]; then host_unlock; refuse_beside_docker; fi
   if ! compgen -G "$HOST_STATE/active/*" >/dev/null; then record_baseline; fi
   slot=$(allocate_slot)
   printf 'DIR=%s\nSLOT=%s\n' "$dir" "$slot" >"$HOST_STATE/active/$id"
