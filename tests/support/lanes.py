@@ -39,10 +39,11 @@ ROOT = Path(__file__).resolve().parents[2]
 LOGS = ROOT / ".local" / "test-logs"
 NODES, APISERVER = "nodes", "apiserver"
 # The suites that bring up a cluster with real nodes, or touch what one would (tests/image runs containerd
-# and a runc shim root the host-restore test compares; tests/registry needs the image): in the nodes lane,
-# in this order. Every other suite runs in the apiserver lane (tests/unit/support/test_lanes.py checks both).
-NODE_SUITES = ("image", "registry", "realnodes", "e2e", "helm_release", "soak")
-CPU_SUITES = ("unit", "conformance", "chart", "kind")  # no cluster: one session, niced
+# and a runc shim root the host-restore test compares; tests/registry needs the image; tests/kind starts a
+# Docker engine, whose iptables would cut real nodes off): in the nodes lane, in this order. Every other
+# suite runs in the apiserver lane (tests/unit/support/test_lanes.py checks both).
+NODE_SUITES = ("image", "registry", "kind", "realnodes", "e2e", "helm_release", "soak")
+CPU_SUITES = ("unit", "conformance", "chart")  # no cluster: one session, niced
 CONTROL_PLANE_SUITES = ("integration",)  # a control plane of their own, no nodes
 ALL_SUITES = (*NODE_SUITES, *CPU_SUITES, *CONTROL_PLANE_SUITES)
 DEFAULT_KUBERNETES = "1.37"

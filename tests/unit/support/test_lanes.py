@@ -47,26 +47,26 @@ PLANS = [
         (None, "1.20", ["tests/integration", "tests/realnodes"], '-m "not version_independent"'),
         {
             NODES: ["1.37-nodes", "1.20-realnodes"],
-            APISERVER: ["1.37-unit-conformance-chart-kind", "1.37-integration", "1.20-integration"],
+            APISERVER: ["1.37-unit-conformance-chart", "1.37-integration", "1.20-integration"],
         },
     ),
     (
         "TAINTKEEPER_KUBERNETES=1.20 make test: every suite on 1.20, no old-end pass",
         ("1.20", "1.20", ["tests/integration", "tests/realnodes"], ""),
-        {NODES: ["1.20-nodes"], APISERVER: ["1.20-unit-conformance-chart-kind", "1.20-integration"]},
+        {NODES: ["1.20-nodes"], APISERVER: ["1.20-unit-conformance-chart", "1.20-integration"]},
     ),
     (
         "an old end of files and node ids: each to its suite's lane",
         (None, "1.20", ["tests/realnodes/test_a.py", "tests/integration/test_b.py::test_c"], ""),
         {
             NODES: ["1.37-nodes", "1.20-realnodes"],
-            APISERVER: ["1.37-unit-conformance-chart-kind", "1.37-integration", "1.20-integration"],
+            APISERVER: ["1.37-unit-conformance-chart", "1.37-integration", "1.20-integration"],
         },
     ),
     (
         "an old end of one suite adds a session to its lane only",
         (None, "1.20", ["tests/realnodes/"], ""),
-        {NODES: ["1.37-nodes", "1.20-realnodes"], APISERVER: ["1.37-unit-conformance-chart-kind", "1.37-integration"]},
+        {NODES: ["1.37-nodes", "1.20-realnodes"], APISERVER: ["1.37-unit-conformance-chart", "1.37-integration"]},
     ),
 ]
 
@@ -180,7 +180,7 @@ def test_dry_run_prints_each_session_and_runs_nothing(
     assert [line.split(":")[0] for line in printed] == [
         "[nodes] 1.37-nodes",
         "[nodes] 1.20-realnodes",
-        "[apiserver] 1.37-unit-conformance-chart-kind",
+        "[apiserver] 1.37-unit-conformance-chart",
         "[apiserver] 1.37-integration",
         "[apiserver] 1.20-integration",
     ]
