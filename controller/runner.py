@@ -54,7 +54,7 @@ from controller.outofservice.decision import COMPONENT as OUT_OF_SERVICE_COMPONE
 from controller.serving import secure_certificate, serve
 from controller.tainteviction.api import KubeEvictionActions
 from controller.tainteviction.manager import TaintEvictionManager
-from kube.client import make_api_client
+from kube.client import TermStampingApiClient, make_api_client
 from kube.delegated_auth import DelegatedAuth
 from kube.events import EventRecorder
 from kube.fence import WriteFence
@@ -330,6 +330,10 @@ def run(options: ControllerOptions) -> int:
         )
     api = controller_api_client(options)
     fence = write_fence(options)
+    if isinstance(
+        api, TermStampingApiClient
+    ):  # each write of a unit of work passes it as sent, awaited before a release
+        api.fence = fence
     assembly = assemble(api, options, fence)
     informers, components = assembly.informers, assembly.components
     nodes, pods = informers.nodes, informers.pods

@@ -12,11 +12,13 @@ import os
 from collections.abc import Callable
 from pathlib import Path
 from typing import Any, Literal
+from urllib.parse import urlsplit
 
 from kubernetes import client, config
 
 from kube.acting_term import acting_term, stamped_user_agent
 from kube.errors import ChangedSinceRead, api_message, describe_error, is_conflict, is_invalid, is_not_found
+from kube.fence import WriteFence
 from kube.identity import user_agent
 from kube.request import response_json
 
@@ -165,9 +167,18 @@ def make_in_cluster_client(*, component: str) -> client.ApiClient:
     return _api_client(configuration, component)
 
 
+READ_METHODS = frozenset({"GET", "HEAD", "OPTIONS"})
+
+
 class TermStampingApiClient(client.ApiClient):
     """An ApiClient whose requests name the term their unit of work acts for in the User-Agent. The
-    generated client lets no request override a default header, so the stamp is added after them."""
+    generated client lets no request override a default header, so the stamp is added after them.
+
+    With `fence` set (the controller's write fence), each write of a unit of work passes it at the moment it
+    is sent and is counted until answered, so the elector releases the Lease only once none is on its way
+    (kube/fence.py). Reads, and requests of no unit of work (the elector's own), go as they are."""
+
+    fence: WriteFence | None = None
 
     def param_serialize(self, *args: Any, **kwargs: Any) -> Any:
         method, url, headers, body, post_params = super().param_serialize(*args, **kwargs)
@@ -175,6 +186,21 @@ class TermStampingApiClient(client.ApiClient):
         if term is not None and headers:
             headers = {**headers, "User-Agent": stamped_user_agent(headers.get("User-Agent", ""), term)}
         return method, url, headers, body, post_params
+
+    def call_api(
+        self,
+        method: str,
+        url: str,
+        header_params: Any = None,
+        body: Any = None,
+        post_params: Any = None,
+        _request_timeout: Any = None,
+    ) -> Any:
+        fence = self.fence
+        if fence is None or method.upper() in READ_METHODS or acting_term() is None:
+            return super().call_api(method, url, header_params, body, post_params, _request_timeout)
+        with fence.sending(f"{method.upper()} {urlsplit(url).path}"):
+            return super().call_api(method, url, header_params, body, post_params, _request_timeout)
 
 
 def _api_client(configuration: client.Configuration, component: str, stamp_terms: bool = False) -> client.ApiClient:

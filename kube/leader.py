@@ -257,7 +257,7 @@ class LeaderElector:
         finally:
             if self.is_leader:
                 self._set_leading(False)
-                self.release()
+                self._release_when_drained()
                 self._on_stopped_leading()
 
     def tick(self) -> float:
@@ -278,7 +278,7 @@ class LeaderElector:
             except BaseException:
                 logger.exception("on_started_leading failed; releasing lease %s", self._name)
                 self._set_leading(False)
-                self.release()
+                self._release_when_drained()
                 raise
             return self._config.retry_period
         return self._config.retry_period * (1 + CAMPAIGN_JITTER * self._jitter())
@@ -347,6 +347,20 @@ class LeaderElector:
             "leaseTransitions": int(spec.get("leaseTransitions") or 0) + (0 if ours else 1),
         }
         return self._write(self._client.replace, body, "update")
+
+    def _release_when_drained(self) -> bool:
+        """Release the Lease once every write the fence let through has its answer (it is closed by now): a
+        stand-by takes a released Lease at once, and a write still on its way would land after. Writes still
+        unanswered after the renew deadline: the Lease is left to expire (a stand-by then waits out the lease
+        duration, as after a crash)."""
+        if not self.fence.drain(self._config.renew_deadline):
+            logger.warning(
+                "writes still unanswered %gs after stepping down; not releasing lease %s: it expires",
+                self._config.renew_deadline,
+                self._name,
+            )
+            return False
+        return self.release()
 
     def release(self) -> bool:
         """Give the Lease up (client-go ReleaseOnCancel): empty holder, 1 s duration, so a stand-by

@@ -10,6 +10,7 @@ from __future__ import annotations
 import logging
 import re
 import threading
+import time
 from collections.abc import Callable
 from dataclasses import dataclass
 
@@ -283,3 +284,156 @@ def test_a_fence_with_another_deadline_than_the_lease_is_refused(clock: FakeCloc
     config = LeaderElectionConfig(NAME, NAMESPACE, "me", renew_deadline=RENEW_DEADLINE, retry_period=RETRY_PERIOD)
     with pytest.raises(ValueError, match="renew deadline"):
         LeaderElector(config, store, lambda: None, lambda: None, fence=WriteFence(RENEW_DEADLINE + 1))
+
+
+# --- sending and draining: no write lands after the Lease is released -------------------------------
+
+
+def open_fence(refused: list[str] | None = None) -> WriteFence:
+    """A fence on the real monotonic clock (drain waits in real time), just renewed as term T1."""
+    fence = WriteFence(RENEW_DEADLINE, on_refused=(refused.append if refused is not None else lambda _a: None))
+    fence.renewed(time.monotonic(), term="T1")
+    return fence
+
+
+def test_a_request_admitted_while_open_is_awaited_by_drain_until_its_answer() -> None:
+    fence = open_fence()
+    admitted, answered = threading.Event(), threading.Event()
+
+    def send() -> None:
+        with acting_for("T1"), fence.sending("DELETE /api/v1/namespaces/a/pods/p"):
+            admitted.set()
+            answered.wait(5)
+
+    sender = threading.Thread(target=send)
+    sender.start()
+    assert admitted.wait(5)
+    fence.close()
+    assert fence.drain(0.05) is False  # still on its way
+    answered.set()
+    assert fence.drain(5) is True
+    sender.join(5)
+
+
+def test_a_step_down_between_a_check_and_the_send_refuses_the_send() -> None:
+    """The soak's race: the edge asked the fence (open), the elector stepped down and released, then the
+    request went out. Asked again as it is sent, the fence refuses it and counts it."""
+    refused: list[str] = []
+    fence = open_fence(refused)
+    with acting_for("T1"):
+        fence.require(ACTION, TARGET)  # the edge's check passes
+        fence.close()  # the elector steps down to release the Lease
+        sent = "PATCH /api/v1/namespaces/a/pods/p/status"
+        with pytest.raises(WriteFenced, match=f"not sent \\({sent}\\)"), fence.sending(sent):
+            pytest.fail("sent after the fence closed")
+    assert refused == ["request"]
+    assert fence.drain(0) is True  # nothing was admitted
+
+
+def test_drain_with_nothing_in_flight_answers_at_once_and_an_unanswered_request_outlasts_it() -> None:
+    fence = open_fence()
+    assert fence.drain(0) is True
+    with acting_for("T1"), fence.sending("POST /api/v1/namespaces/a/events"):
+        fence.close()
+        assert fence.drain(0.01) is False
+    assert fence.drain(0) is True  # answered (or failed): either way it is no longer on its way
+
+
+def test_a_request_that_fails_is_no_longer_in_flight() -> None:
+    fence = open_fence()
+    with pytest.raises(ConnectionError), acting_for("T1"), fence.sending("DELETE /x"):
+        raise ConnectionError("reset")
+    fence.close()
+    assert fence.drain(0) is True
+
+
+def draining_replica(store: MemoryLeases, renew_deadline: float) -> tuple[LeaderElector, WriteFence]:
+    """A leading elector whose fence runs on the real clock, with a renew deadline short enough to wait out."""
+    config = LeaderElectionConfig(NAME, NAMESPACE, "me", renew_deadline + 5, renew_deadline, renew_deadline / 2)
+    fence = WriteFence(renew_deadline)
+    elector = LeaderElector(config, store, lambda: None, lambda: None, fence=fence)
+    elector.tick()
+    assert elector.is_leader
+    return elector, fence
+
+
+def test_stopping_releases_the_lease_only_once_the_writes_on_their_way_are_answered(store: MemoryLeases) -> None:
+    elector, fence = draining_replica(store, renew_deadline=5.0)
+    admitted, answer, holder_when_answered = threading.Event(), threading.Event(), []
+
+    def write() -> None:
+        with acting_for(fence.term), fence.sending("DELETE /api/v1/namespaces/a/pods/p"):
+            admitted.set()
+            answer.wait(5)
+            holder_when_answered.append(store.spec["holderIdentity"])
+
+    writer = threading.Thread(target=write)
+    writer.start()
+    assert admitted.wait(5)
+    stop = threading.Event()
+    stop.set()
+    stopping = threading.Thread(target=elector.run, args=(stop,))
+    stopping.start()
+    stopping.join(0.2)
+    assert stopping.is_alive() and store.spec["holderIdentity"] == "me"  # waiting for the answer
+    answer.set()
+    stopping.join(5)
+    writer.join(5)
+    assert holder_when_answered == ["me"]  # the write was answered while the Lease was still ours
+    assert store.spec["holderIdentity"] == ""  # then released
+
+
+def test_a_write_unanswered_past_the_renew_deadline_leaves_the_lease_to_expire(
+    store: MemoryLeases, caplog: pytest.LogCaptureFixture
+) -> None:
+    elector, fence = draining_replica(store, renew_deadline=0.2)
+    answer = threading.Event()
+    admitted = threading.Event()
+
+    def write() -> None:
+        with acting_for(fence.term), fence.sending("DELETE /api/v1/namespaces/a/pods/p"):
+            admitted.set()
+            answer.wait(5)
+
+    writer = threading.Thread(target=write)
+    writer.start()
+    assert admitted.wait(5)
+    stop = threading.Event()
+    stop.set()
+    with caplog.at_level(logging.WARNING, logger="taintkeeper.leader"):
+        elector.run(stop)
+    answer.set()
+    writer.join(5)
+    assert store.spec["holderIdentity"] == "me"  # not released: a stand-by waits out the lease duration
+    assert "writes still unanswered 0.2s after stepping down; not releasing lease" in caplog.text
+
+
+SENDS = [
+    ("a unit of work's write is asked at the moment of sending: refused", "DELETE", "T1", False),
+    ("a read goes whatever the fence says", "GET", "T1", True),
+    ("a request of no unit of work (the elector's) goes", "PUT", None, True),
+]
+
+
+@pytest.mark.parametrize(("method", "term", "sent"), [s[1:] for s in SENDS], ids=[s[0] for s in SENDS])
+def test_the_controllers_client_passes_each_write_of_a_unit_of_work_through_the_fence(
+    monkeypatch: pytest.MonkeyPatch, method: str, term: str | None, sent: bool
+) -> None:
+    from kubernetes import client
+
+    from kube.client import TermStampingApiClient, _api_client
+
+    calls: list[str] = []
+    monkeypatch.setattr(client.ApiClient, "call_api", lambda self, method, url, *args, **kwargs: calls.append(method))
+    api = _api_client(client.Configuration(), "taintkeeper-controller", stamp_terms=True)
+    assert isinstance(api, TermStampingApiClient)
+    api.fence = open_fence()
+    api.fence.close()
+    url = "https://127.0.0.1:6443/api/v1/namespaces/a/pods/p"
+    with acting_for(term):
+        if sent:
+            api.call_api(method, url)
+        else:
+            with pytest.raises(WriteFenced, match=f"not sent \\({method} /api/v1/namespaces/a/pods/p\\)"):
+                api.call_api(method, url)
+    assert calls == ([method] if sent else [])
