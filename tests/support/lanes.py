@@ -193,19 +193,24 @@ class Runner:
         for thread in threads:
             thread.start()
         try:
-            for thread in threads:
-                thread.join()
+            wait_for_all(threads)
         except KeyboardInterrupt:  # pytest takes its clusters down on SIGINT, not on SIGKILL
             with self._lock:
                 self._stopping.set()
                 for child in self._children:
                     child.send_signal(signal.SIGINT)
-            for thread in threads:
-                thread.join()
+            wait_for_all(threads)
             return 130
         for lane, session in sorted(self.failed.items()):
             self.out.write(f"lanes: {lane} failed in session {session} (log: {self.logs / session}.log)\n")
         return 1 if self.failed else 0
+
+
+def wait_for_all(threads: list[threading.Thread]) -> None:
+    """Join each thread in short waits: a join without a timeout would hold off a Ctrl-C until the lanes end."""
+    for thread in threads:
+        while thread.is_alive():
+            thread.join(0.2)
 
 
 def parse(argv: list[str]) -> argparse.Namespace:
@@ -234,6 +239,9 @@ def main(argv: list[str]) -> int:
                 print(f"[{lane.name}] {session.name}: {shlex.join(session.argv(sys.executable))}")
         return 0
     shutil.rmtree(LOGS, ignore_errors=True)  # no log of an earlier run beside this one's
+    # Started in the background (nohup, a CI job) a process has SIGINT ignored, and its children inherit that:
+    # then a Ctrl-C passed on would not reach pytest. With a handler here, the children start with the default.
+    signal.signal(signal.SIGINT, signal.default_int_handler)
     return Runner(sys.executable).run(lanes, dict(os.environ))
 
 
