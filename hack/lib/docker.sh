@@ -35,12 +35,10 @@ docker_answers() { # [DOCKER_HOST]
 links() { ip -o link show | awk -F': ' '{sub(/@.*/, "", $2); print $2}' | sort; }
 
 record_docker_baseline() { # dir
-  local base key family
+  local base family
   base=$(docker_state "$1")/baseline
   rm -rf "$base" && mkdir -p "$base"
-  for key in "${DOCKER_SYSCTLS[@]}"; do
-    [ -e "/proc/sys/${key//.//}" ] && printf '%s=%s\n' "$key" "$(sysctl -n "$key")"
-  done >"$base/sysctls"
+  record_sysctls "${DOCKER_SYSCTLS[@]}" >"$base/sysctls"
   for family in iptables ip6tables; do
     command -v "$family-save" >/dev/null 2>&1 && "$family-save" >"$base/$family" 2>/dev/null
   done
@@ -53,7 +51,7 @@ record_docker_baseline() { # dir
 }
 
 restore_docker_baseline() { # dir
-  local base family table chain policy script line key value link
+  local base family table chain policy script link
   base=$(docker_state "$1")/baseline
   [ -d "$base" ] || return 0
   for family in iptables ip6tables; do
@@ -68,10 +66,7 @@ restore_docker_baseline() { # dir
       done
   done
   remove_new_tables "$base/chains"
-  while IFS= read -r line; do
-    key=${line%%=*} value=${line#*=}
-    [ "$(sysctl -n "$key")" = "$value" ] || sysctl -q -w "$key=$value" || log "could not restore $key=$value"
-  done <"$base/sysctls"
+  restore_sysctls "$base/sysctls"
   for link in $(comm -13 "$base/links" <(links)); do
     log "removing the link $link dockerd left"
     ip link delete "$link" 2>/dev/null || log "could not remove the link $link"

@@ -84,6 +84,22 @@ remove_new_tables() {
   done
 }
 
+record_sysctls() { # key...: the KEY=VALUE lines of those the kernel has (keys it lacks are skipped)
+  local key
+  for key in "$@"; do
+    [ -e "/proc/sys/${key//.//}" ] || continue
+    printf '%s=%s\n' "$key" "$(sysctl -n "$key")"
+  done
+}
+
+restore_sysctls() { # file of record_sysctls' lines: each value that changed set back
+  local line key value
+  while IFS= read -r line; do
+    key=${line%%=*} value=${line#*=}
+    [ "$(sysctl -n "$key")" = "$value" ] || sysctl -q -w "$key=$value" || log "could not restore $key=$value"
+  done <"$1"
+}
+
 record_baseline() {
   local boot
   boot=$(cat /proc/sys/kernel/random/boot_id)
@@ -92,23 +108,16 @@ record_baseline() {
   fi
   rm -rf "$HOST_STATE/baseline"
   mkdir -p "$HOST_STATE/baseline"
-  local key
-  for key in "${NODE_SYSCTLS[@]}"; do
-    [ -e "/proc/sys/${key//.//}" ] || continue
-    printf '%s=%s\n' "$key" "$(sysctl -n "$key")"
-  done >"$HOST_STATE/baseline/sysctls"
+  record_sysctls "${NODE_SYSCTLS[@]}" >"$HOST_STATE/baseline/sysctls"
   iptables_chains >"$HOST_STATE/baseline/iptables"
   : >"$HOST_STATE/baseline/created-dirs"
   echo "$boot" >"$HOST_STATE/baseline/boot_id"
 }
 
 restore_baseline() {
-  local base=$HOST_STATE/baseline line key value path
+  local base=$HOST_STATE/baseline path
   [ -d "$base" ] || return 0
-  while IFS= read -r line; do
-    key=${line%%=*} value=${line#*=}
-    [ "$(sysctl -n "$key")" = "$value" ] || sysctl -q -w "$key=$value" || log "could not restore $key=$value"
-  done <"$base/sysctls"
+  restore_sysctls "$base/sysctls"
   restore_iptables "$base/iptables"
   # deepest first
   sort -r "$base/created-dirs" | while IFS= read -r path; do
