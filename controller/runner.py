@@ -330,9 +330,8 @@ def run(options: ControllerOptions) -> int:
         )
     api = controller_api_client(options)
     fence = write_fence(options)
-    if isinstance(
-        api, TermStampingApiClient
-    ):  # each write of a unit of work passes it as sent, awaited before a release
+    # Each write of a unit of work passes the fence as it is sent, and is awaited before a release (kube/fence.py).
+    if isinstance(api, TermStampingApiClient):
         api.fence = fence
     assembly = assemble(api, options, fence)
     informers, components = assembly.informers, assembly.components
