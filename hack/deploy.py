@@ -34,6 +34,7 @@ import yaml
 from kubernetes import client, config, dynamic
 
 from hack import image
+from hack.kind_cluster import KindCluster
 from hack.wait import WaitTimeout
 from hack.wait import wait_for as _wait_for
 from kube.discovery import dynamic_client
@@ -69,7 +70,16 @@ def _script(*args: str, timeout: float = 120) -> subprocess.CompletedProcess[str
 
 
 def cluster_nodes(directory: Path) -> list[dict[str, Any]]:
-    """The real nodes of the running cluster in `directory`; DeployError when it has none running."""
+    """The real nodes of the running cluster in `directory`; DeployError when it has none running.
+    A kind cluster's (`kind-up DIR`) are its node containers, each with the cluster's name."""
+    kind = KindCluster.of(directory)
+    if kind is not None:
+        names = kind.nodes()
+        if len(names) <= MIN_NODES:  # the control plane runs none of taintkeeper's pods
+            raise DeployError(
+                f"kind cluster {kind.name} of {directory} is not running (hack/local-cluster.sh kind-up {directory})"
+            )
+        return [{"name": name, "kindCluster": kind} for name in names]
     if not (directory / "kubeconfig").is_file() or _script("status", str(directory)).returncode != 0:
         raise DeployError(
             f"no running cluster in {directory} (start one: hack/local-cluster.sh up {directory} --nodes 3)"
@@ -93,7 +103,17 @@ def build_image() -> image.BuiltImage:
 
 
 def import_image(nodes: list[dict[str, Any]], archive: Path, reference: str, digest: str) -> list[str]:
-    """Import the archive into each node's containerd that does not hold this digest yet; the nodes done."""
+    """Import the archive into each node's containerd that does not hold this digest yet; the nodes done.
+    Into a kind cluster's nodes as kind's users do: `kind load image-archive`."""
+    kind_nodes = [node for node in nodes if "kindCluster" in node]
+    if kind_nodes:
+        kind: KindCluster = kind_nodes[0]["kindCluster"]
+        missing = [node["name"] for node in kind_nodes if not kind.holds(node["name"], reference, digest)]
+        if missing:
+            failure = kind.load(archive, missing)
+            if failure is not None:
+                raise DeployError(f"kind load image-archive {archive} into {', '.join(missing)} failed: {failure}")
+        return missing
     ctr = shutil.which("ctr")
     if ctr is None:
         raise DeployError("ctr (package containerd) is not installed: run hack/local-cluster.sh deps --nodes")

@@ -3,6 +3,7 @@ and its digests."""
 
 from __future__ import annotations
 
+import contextlib
 import gzip
 import hashlib
 import io
@@ -85,10 +86,16 @@ class LayerWriter:
                 elif stat.S_ISREG(st.st_mode):
                     self.add(name, tarfile.REGTYPE, stat.S_IMODE(st.st_mode), path)
 
-    def write(self, out: Path, comment: str) -> Layer:
+    def write(self, out: Path, comment: str, compress: bool = True) -> Layer:
+        """The layer as a gzipped tar (what an OCI archive holds), or a plain one (compress=False: what
+        Docker 20.10 loads fastest, hack/docker_archive.py), its digest then its diff_id."""
         with open(out, "wb") as raw:
             compressed = _Hashing(raw)
-            with gzip.GzipFile(filename="", mode="wb", fileobj=compressed, compresslevel=6, mtime=0) as gz:
+            with (
+                gzip.GzipFile(filename="", mode="wb", fileobj=compressed, compresslevel=6, mtime=0)
+                if compress
+                else contextlib.nullcontext(compressed)
+            ) as gz:
                 plain = _Hashing(gz)
                 with tarfile.open(fileobj=plain, mode="w|", format=tarfile.PAX_FORMAT) as tar:
                     for name in sorted(self.entries):

@@ -65,6 +65,13 @@
 #                                     with its socket and state in DIR/docker (lib/docker.sh); prints the
 #                                     DOCKER_HOST=... line to use. docker-down stops it and puts the host's
 #                                     iptables, sysctls and links back as they were. Never beside real nodes
+#   hack/local-cluster.sh kind-up DIR [--image IMAGE] [--name NAME] / kind-down DIR
+#                                     a kind cluster (kind v0.33 from its module) in DIR's Docker engine
+#                                     (docker-up): one control plane and three workers from
+#                                     hack/kind-config.yaml, the built-ins off, from the node image
+#                                     hack/kind_node.py builds offline and caches (or IMAGE, already in the
+#                                     engine); DIR/kubeconfig; a second kind-up of DIR is a no-op (lib/kind.sh).
+#                                     kind-down deletes the cluster, then does docker-down. 1.37 only
 #   hack/local-cluster.sh crds cert-manager
 #                                     print the directory of cert-manager's CustomResourceDefinitions, from
 #                                     its Go module (hack/upstream/cert-manager), downloaded if missing
@@ -80,6 +87,9 @@
 #                                     only build (and cache) what a kind node runs beside the Kubernetes
 #                                     binaries: kubeadm, crictl (hack/upstream/crictl), CoreDNS
 #                                     (hack/upstream/coredns); 1.37 only; print their paths
+#   hack/local-cluster.sh build-kind-node-image
+#                                     only build (and cache) kind's node image, taintkeeper.local/kind-node:v1.37.2
+#                                     (hack/kind_node.py, offline: no registry); print it as JSON (tag, ID, layers)
 #   hack/local-cluster.sh deps [--tools|--bench|--nodes]
 #                                     install every Debian package the demo and the tests use and build
 #                                     (and cache) kube-apiserver; --tools: only the test tools (promtool,
@@ -117,6 +127,8 @@ HERE=$(cd "$(dirname "${BASH_SOURCE[0]}")" && pwd)
 . "$HERE/lib/deploy.sh"
 # shellcheck source=SCRIPTDIR/lib/docker.sh
 . "$HERE/lib/docker.sh"
+# shellcheck source=SCRIPTDIR/lib/kind.sh
+. "$HERE/lib/kind.sh"
 
 usage() { # the comment block at the top, up to its second empty line
   awk 'NR > 1 && /^#$/ && ++blank == 2 {exit} NR > 1 {sub(/^# ?/, ""); print}' "$0" >&2
@@ -135,7 +147,7 @@ done
 set -- "${args[@]}"
 [ $# -ge 1 ] || usage
 case "$1" in
-  build|build-node|build-helm|build-kind|build-kind-node|build-registry|deps|crds|-h|--help|help) minor=$(kubernetes_minor "$asked_kubernetes") ;;
+  build|build-node|build-helm|build-kind|build-kind-node|build-kind-node-image|build-registry|deps|crds|-h|--help|help) minor=$(kubernetes_minor "$asked_kubernetes") ;;
   up) [ $# -ge 2 ] || usage  # the environment asks too; with neither, DIR's own version (else the default)
       [ -n "$asked_kubernetes" ] || [ -z "${TAINTKEEPER_KUBERNETES:-}" ] || asked_kubernetes=$(kubernetes_minor)
       minor=$(dir_kubernetes "$2" "$asked_kubernetes") ;;
@@ -168,6 +180,12 @@ case "$1" in
   down|status|stop-apiserver|nodes|start-controller-manager|restart-etcd|docker-up|docker-down)
     [ $# -eq 2 ] || usage
     "cmd_${1//-/_}" "$2" ;;
+  kind-up)
+    [ $# -ge 2 ] || usage
+    cmd_kind_up "${@:2}" ;;
+  kind-down)
+    [ $# -eq 2 ] || usage
+    cmd_kind_down "$2" ;;
   stop-kubelet)
     if [ $# -eq 3 ]; then cmd_stop_kubelet "$2" "$3"
     elif [ $# -eq 5 ] && [ "$4" = --signal ]; then cmd_stop_kubelet "$2" "$3" "$5"
@@ -206,6 +224,9 @@ case "$1" in
     [ $# -eq 1 ] || usage
     build_kind_node_binaries
     printf '%s\n' "$KUBE_CACHE/bin/kubeadm" "$CRICTL_DIR/bin/crictl" "$COREDNS_DIR/bin/coredns" ;;
+  build-kind-node-image)
+    [ $# -eq 1 ] || usage
+    build_kind_node_image --describe ;;
   build-registry)
     [ $# -eq 1 ] || usage
     build_registry

@@ -5,8 +5,8 @@ the complete local cluster (`hack/local-cluster.sh up DIR --nodes 3`) and deploy
 into it (`hack/local-cluster.sh deploy DIR --overlay tests/e2e/overlay/local`), then takes the
 cluster down at the end; with TAINTKEEPER_E2E_CLUSTER_DIR=DIR it uses (or makes) the cluster in
 DIR and leaves it running, for quick reruns (`hack/local-cluster.sh down DIR` when done).
-`kind` uses the cluster hack/kind-e2e.sh made; without a Docker engine those tests are skipped,
-and under that script (TAINTKEEPER_KIND_E2E=1) a missing prerequisite fails them instead.
+`kind` does the same on a kind cluster (`hack/local-cluster.sh kind-up DIR`: the Docker engine, kind and
+its node image are the project's own where none is installed), taken down with `kind-down DIR`.
 """
 
 from __future__ import annotations
@@ -21,10 +21,9 @@ import pytest
 from kubernetes import client, config
 
 from tests.e2e.cluster import VICTIM_LABEL, E2ECluster, default_tolerations, wait_for
-from tests.e2e.providers import KindProvider, LocalProvider, Provider, ProviderError
+from tests.e2e.providers import KindProvider, LocalProvider, Provider
 
 PROVIDER = os.environ.get("TAINTKEEPER_E2E_PROVIDER", "local")
-KIND_REQUIRED = os.environ.get("TAINTKEEPER_KIND_E2E") == "1"
 
 
 def pytest_collection_modifyitems(items: list[pytest.Item]) -> None:
@@ -37,22 +36,7 @@ def pytest_collection_modifyitems(items: list[pytest.Item]) -> None:
         items[place] = item
 
 
-def _kind() -> Generator[Provider, None, None]:
-    provider = KindProvider()
-    try:
-        provider.check()
-    except ProviderError as error:
-        if KIND_REQUIRED:
-            pytest.fail(f"kind e2e prerequisites missing: {error}", pytrace=False)
-        pytest.skip(
-            f"e2e suite on kind skipped: {error}; run it with hack/kind-e2e.sh where Docker runs (tests/e2e/README.md)"
-        )
-    yield provider
-
-
-def _local(tmp_path_factory: pytest.TempPathFactory) -> Generator[Provider, None, None]:
-    kept = os.environ.get("TAINTKEEPER_E2E_CLUSTER_DIR")
-    provider = LocalProvider(Path(kept) if kept else tmp_path_factory.mktemp("e2e-cluster"))
+def _cluster(provider: LocalProvider | KindProvider, kept: bool) -> Generator[Provider, None, None]:
     try:
         provider.up()
         with config.new_client_from_config(config_file=str(provider.kubeconfig())) as api_client:
@@ -65,16 +49,17 @@ def _local(tmp_path_factory: pytest.TempPathFactory) -> Generator[Provider, None
             provider.down()
 
 
-if PROVIDER == "local":
+def _provider(tmp_path_factory: pytest.TempPathFactory) -> Generator[Provider, None, None]:
+    kept = os.environ.get("TAINTKEEPER_E2E_CLUSTER_DIR")
+    directory = Path(kept) if kept else tmp_path_factory.mktemp(f"e2e-{PROVIDER}")
+    provider = LocalProvider(directory) if PROVIDER == "local" else KindProvider(directory)
+    return _cluster(provider, bool(kept))
 
-    @pytest.fixture(scope="package")
-    def provider_prerequisites(taintkeeper_image: object) -> None:
-        """The local cluster's binaries and taintkeeper's image, built before the first test (tests/conftest.py)."""
-else:
 
-    @pytest.fixture(scope="package")
-    def provider_prerequisites() -> None:
-        """kind's script built and loaded the image with Docker; nothing to build on this host."""
+@pytest.fixture(scope="package")
+def provider_prerequisites(taintkeeper_image: object) -> None:
+    """The local cluster's binaries and taintkeeper's image, built before the first test (tests/conftest.py);
+    kind's node image is built by `kind-up`, inside the provider."""
 
 
 @pytest.fixture(scope="package")  # down before the next suite: one cluster with nodes per host at a time
@@ -82,7 +67,7 @@ def e2e(tmp_path_factory: pytest.TempPathFactory, provider_prerequisites: None) 
     """The running cluster with taintkeeper deployed and Available (the provider waits for it)."""
     if PROVIDER not in ("local", "kind"):
         pytest.fail(f"TAINTKEEPER_E2E_PROVIDER={PROVIDER!r}: expected local or kind", pytrace=False)
-    providers = _local(tmp_path_factory) if PROVIDER == "local" else _kind()
+    providers = _provider(tmp_path_factory)
     provider = next(providers)
     try:
         api_client = config.new_client_from_config(config_file=str(provider.kubeconfig()))

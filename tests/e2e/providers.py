@@ -5,8 +5,10 @@ DefaultTolerationSeconds plugin and node lifecycle controller off. The tests are
 both; what differs is only how a node is stopped and started again, how a container is killed,
 how the control plane's flags are read, and which image test pods run:
 
-- `kind` (TAINTKEEPER_E2E_PROVIDER=kind, set by hack/kind-e2e.sh): the cluster that script made
-  (Kubernetes 1.31); a node is a Docker container, stopped with `docker stop`;
+- `kind` (TAINTKEEPER_E2E_PROVIDER=kind, set by hack/kind-e2e.sh): `hack/local-cluster.sh kind-up DIR`
+  (Kubernetes 1.37 on kind v0.33, the node image built here; KIND_NODE_IMAGE: another one the Docker
+  engine holds) and the same deploy as the local cluster's with tests/e2e/overlay/kind; a node is a
+  Docker container, stopped with `docker stop`;
 - `local` (the default): `hack/local-cluster.sh up DIR --nodes 3` (Kubernetes 1.37 built from Go
   modules, or 1.20 from Debian's source with TAINTKEEPER_KUBERNETES=1.20) and `hack/local-cluster.sh
   deploy DIR --overlay tests/e2e/overlay/local` (the main kustomization; `local-1.20`, manifests/kube-1.20,
@@ -18,7 +20,6 @@ from __future__ import annotations
 import json
 import os
 import re
-import shutil
 import subprocess
 import sys
 import time
@@ -36,12 +37,9 @@ from kube.timestamps import parse_time
 ROOT = Path(__file__).resolve().parents[2]
 LOCAL_CLUSTER = ROOT / "hack" / "local-cluster.sh"
 LOCAL_OVERLAY = ROOT / "tests" / "e2e" / "overlay" / "local"
+KIND_OVERLAY = ROOT / "tests" / "e2e" / "overlay" / "kind"
 OLDER_LOCAL_OVERLAYS = {"1.20": ROOT / "tests" / "e2e" / "overlay" / "local-1.20"}
 LOCAL_NODES = 3
-
-
-class ProviderError(RuntimeError):
-    """The provider's cluster is missing or broken (one line: why, and how to get one)."""
 
 
 def run(argv: list[str], timeout: float = 180) -> str:
@@ -105,16 +103,16 @@ def _container(container_id: str) -> str:
 
 @dataclass
 class KindProvider:
-    """The kind cluster hack/kind-e2e.sh made: a control plane and two workers, nodes as containers."""
+    """A kind cluster (`hack/local-cluster.sh kind-up DIR`): a control plane and three workers, nodes as
+    Docker containers, in the project's own Docker engine (or the one that answers), from the node image
+    built here; taintkeeper loaded with `kind load image-archive` and deployed as on the local cluster."""
 
+    directory: Path
     cluster: str = field(default_factory=lambda: os.environ.get("TAINTKEEPER_KIND_CLUSTER", "taintkeeper-e2e"))
     pod_image: str = field(
         default_factory=lambda: os.environ.get("TAINTKEEPER_E2E_POD_IMAGE", "registry.k8s.io/pause:3.10")
     )
     name: str = "kind"
-    workdir: Path = field(
-        default_factory=lambda: Path(os.environ.get("TAINTKEEPER_KIND_DIR", ROOT / ".local" / "kind-e2e"))
-    )
 
     @property
     def control_plane(self) -> str:
@@ -128,36 +126,37 @@ class KindProvider:
     def bystander(self) -> str:
         return f"{self.cluster}-worker2"
 
-    def check(self) -> None:
-        if shutil.which("docker") is None:
-            raise ProviderError("the docker CLI is not installed (kind runs its nodes as Docker containers)")
-        info = subprocess.run(
-            ["docker", "info", "--format", "{{.ServerVersion}}"],
-            capture_output=True,
-            text=True,
-            timeout=30,
-            check=False,
-        )
-        if info.returncode != 0:
-            raise ProviderError("no Docker engine is running (`docker info` failed)")
-        for node in (self.control_plane, self.victim, self.bystander):
-            if (
-                subprocess.run(["docker", "inspect", node], capture_output=True, timeout=30, check=False).returncode
-                != 0
-            ):
-                raise ProviderError(
-                    f"kind cluster {self.cluster!r} not found (no container {node}); "
-                    "create it with hack/kind-e2e.sh --keep"
-                )
+    def up(self) -> None:
+        image = os.environ.get("KIND_NODE_IMAGE")
+        extra = ["--image", image] if image else []
+        run(["bash", str(LOCAL_CLUSTER), "kind-up", str(self.directory), "--name", self.cluster, *extra], timeout=2400)
+        self._use_engine()
+
+    def _use_engine(self) -> None:
+        """The docker CLI of every later step talks to the engine the cluster runs in."""
+        for line in (self.directory / "kind.env").read_text().splitlines():
+            if line.startswith("DOCKER_HOST="):
+                if line.partition("=")[2]:
+                    os.environ["DOCKER_HOST"] = line.partition("=")[2]
+                else:
+                    os.environ.pop("DOCKER_HOST", None)
+
+    def deploy(self) -> None:
+        """As LocalProvider.deploy: the kustomization (tests/e2e/overlay/kind) or, with
+        TAINTKEEPER_E2E_INSTALL=helm, the chart; the image loaded into the nodes by `kind load`."""
+        if os.environ.get("TAINTKEEPER_E2E_INSTALL", "kustomize") == "helm":
+            from tests.chart.helm import build_helm
+            from tests.e2e import helm_install
+
+            helm_install.install(self.directory, build_helm())
+            return
+        run(["bash", str(LOCAL_CLUSTER), "deploy", str(self.directory), "--overlay", str(KIND_OVERLAY)], timeout=1800)
+
+    def down(self) -> None:
+        run(["bash", str(LOCAL_CLUSTER), "kind-down", str(self.directory)], timeout=600)
 
     def kubeconfig(self) -> Path:
-        if os.environ.get("KUBECONFIG"):
-            return Path(os.environ["KUBECONFIG"].split(os.pathsep)[0])
-        path = self.workdir / "kubeconfig"
-        path.parent.mkdir(parents=True, exist_ok=True)
-        path.write_text(run(["kind", "get", "kubeconfig", "--name", self.cluster]))
-        path.chmod(0o600)
-        return path
+        return self.directory / "kubeconfig"
 
     def stop_node(self, node: str) -> None:
         run(["docker", "stop", node])

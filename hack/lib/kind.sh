@@ -1,0 +1,125 @@
+# A kind cluster as the project's users make one (`kind-up DIR`, `kind-down DIR`): kind v0.33 built from
+# its module, in the Docker engine of `docker-up DIR`, from the node image hack/kind_node.py builds offline
+# (or the --image given, which must be in the engine already: no registry is reachable here), configured
+# by hack/kind-config.yaml (one control plane and three workers, the built-ins off) plus what this host
+# needs, each said in one line. DIR/kind.env records the cluster, its image, the engine and kind's path.
+# shellcheck shell=bash
+
+KIND_CLUSTER_DEFAULT=taintkeeper-e2e # also tests/e2e/providers.py's default
+KIND_NODE_IMAGE_DEFAULT=taintkeeper.local/kind-node:v1.37.2
+KIND_ETCD_TAG=3.6.16-0 # hack/kind_node_images.py ETCD_TAG
+
+kind_env_value() { # dir key
+  sed -n "s/^$2=//p" "$1/kind.env" 2>/dev/null | tail -n 1
+}
+
+kind_cluster_exists() { # name
+  "$KIND_BIN" get clusters 2>/dev/null | grep -qxF "$1"
+}
+
+# kind's own module holds its base image's files: the node image is made from them.
+kind_module_dir() {
+  (cd "$UPSTREAM_MODULE/kind" && GOTOOLCHAIN=local GOFLAGS=-mod=readonly "$(go_bin)" list -m -f '{{.Dir}}' sigs.k8s.io/kind) \
+    || die "could not find sigs.k8s.io/kind v$KIND_MODULE_VERSION in the Go module cache (hack/upstream/kind)"
+}
+
+build_kind_node_image() { # [--load] [--describe]: hack/kind_node.py's; --load: into the engine DOCKER_HOST names
+  apt_install mmdebstrap containerd tar
+  build_kind_node_binaries
+  build_from_modules "${MODULE_COMPONENTS[@]}"
+  build_etcd
+  build_images
+  local root python
+  root=$(cd "$HERE/.." && pwd)
+  python=${PYTHON:-$root/.venv/bin/python}
+  [ -x "$python" ] || python=python3
+  (cd "$root" && "$python" -m hack.kind_node --kubernetes-bin "$KUBE_CACHE/bin" --etcd "$ETCD_BIN" \
+    --coredns "$COREDNS_DIR/bin/coredns" --crictl "$CRICTL_DIR/bin/crictl" \
+    --kind-files "$(kind_module_dir)/images/base/files" --cache "$CACHE/kind-node" "$@") \
+    || die "the kind node image could not be built (hack/kind_node.py)"
+}
+
+# hack/kind-config.yaml plus what this host needs: kubelet 1.35+ refuses cgroup v1 unless told; a host
+# whose containers lack CAP_SYS_RESOURCE (hack/runc_capfilter.py) cannot let containerd raise OOM scores.
+write_kind_config() { # dir image
+  local config=$1/kind-config.yaml
+  cp "$HERE/kind-config.yaml" "$config"
+  if [ "$2" = "$KIND_NODE_IMAGE_DEFAULT" ]; then # its etcd is the project's 3.6.16 (hack/kind_node_images.py)
+    printf '%s\n' "- |" "  apiVersion: kubeadm.k8s.io/v1beta4" "  kind: ClusterConfiguration" "  etcd:" "    local:" \
+      "      imageTag: $KIND_ETCD_TAG" >>"$config"
+  fi
+  if [ "$(stat -fc %T /sys/fs/cgroup)" != cgroup2fs ]; then
+    log "this host runs cgroup v1: the kind nodes' kubelets are told failCgroupV1: false"
+    printf '%s\n' "- |" "  kind: KubeletConfiguration" "  failCgroupV1: false" >>"$config"
+  fi
+  if [ -n "$(python3 "$HERE/runc_capfilter.py" missing)" ]; then
+    log "containers here lack CAP_SYS_RESOURCE: the kind nodes' containerd restricts OOM score adjustments"
+    printf '%s\n' "containerdConfigPatches:" "- |-" '  [plugins."io.containerd.grpc.v1.cri"]' \
+      "    restrict_oom_score_adj = true" >>"$config"
+  fi
+  echo "$config"
+}
+
+cmd_kind_up() { # dir [--image IMAGE] [--name NAME]
+  local dir=$1 image="" name=$KIND_CLUSTER_DEFAULT line config
+  shift
+  while [ $# -gt 0 ]; do
+    case "$1" in
+      --image) [ $# -ge 2 ] || die "--image needs an image (e.g. kindest/node:v1.37.0)"; image=$2; shift 2 ;;
+      --name) [ $# -ge 2 ] || die "--name needs a cluster name"; name=$2; shift 2 ;;
+      *) die "kind-up: unknown option '$1' (expected --image IMAGE, --name NAME)" ;;
+    esac
+  done
+  from_debian && die "kind v$KIND_MODULE_VERSION runs no Kubernetes 1.20 node (docs/development.md): kind-up is 1.37 only"
+  mkdir -p "$dir/logs"
+  dir=$(cd "$dir" && pwd)
+  build_kind
+  line=$(cmd_docker_up "$dir" | tail -n 1)
+  export "${line?}"
+  [ -n "$DOCKER_HOST" ] || unset DOCKER_HOST
+  if [ -f "$dir/kind.env" ] && kind_cluster_exists "$(kind_env_value "$dir" KIND_CLUSTER)"; then
+    log "kind cluster $(kind_env_value "$dir" KIND_CLUSTER) of $dir is up"
+    echo "$dir/kubeconfig"
+    return 0
+  fi
+  kind_cluster_exists "$name" \
+    && die "a kind cluster named $name already exists and is not $dir's: delete it (kind delete cluster --name $name) or choose --name"
+  if [ -z "$image" ]; then
+    image=$(build_kind_node_image --load | tail -n 1)
+  else
+    docker image inspect "$image" >/dev/null 2>&1 \
+      || die "$image is not in the Docker engine, and no registry is reachable from here: docker load it first"
+  fi
+  config=$(write_kind_config "$dir" "$image")
+  printf '%s\n' "KIND_CLUSTER=$name" "KIND_IMAGE=$image" "KIND_BIN=$KIND_BIN" "DOCKER_HOST=${DOCKER_HOST:-}" >"$dir/kind.env"
+  log "creating kind cluster $name from $image (log: $dir/logs/kind-create.log)"
+  if ! "$KIND_BIN" create cluster --name "$name" --image "$image" --config "$config" \
+    --kubeconfig "$dir/kubeconfig" --retain >"$dir/logs/kind-create.log" 2>&1; then
+    "$KIND_BIN" export logs "$dir/logs/kind" --name "$name" >/dev/null 2>&1 || true
+    "$KIND_BIN" delete cluster --name "$name" >/dev/null 2>&1 || true
+    rm -f "$dir/kind.env"
+    die "kind create cluster failed: $(tail -n 3 "$dir/logs/kind-create.log" | tr '\n' ' ') (nodes' logs: $dir/logs/kind)"
+  fi
+  chmod 600 "$dir/kubeconfig"
+  "$KUBE_CACHE/bin/kubectl" --kubeconfig "$dir/kubeconfig" wait --for=condition=Ready nodes --all --timeout=300s >/dev/null \
+    || die "the nodes of kind cluster $name did not become Ready (kind-down $dir to remove it)"
+  log "kind cluster $name is up: KUBECONFIG=$dir/kubeconfig"
+  echo "$dir/kubeconfig"
+}
+
+cmd_kind_down() { # dir
+  local dir name
+  dir=$(cd "$1" 2>/dev/null && pwd) || die "no such directory: $1"
+  if [ -f "$dir/kind.env" ]; then
+    name=$(kind_env_value "$dir" KIND_CLUSTER)
+    DOCKER_HOST=$(kind_env_value "$dir" DOCKER_HOST)
+    if [ -n "$DOCKER_HOST" ]; then export DOCKER_HOST; else unset DOCKER_HOST; fi
+    if docker_answers && [ -x "$KIND_BIN" ] && kind_cluster_exists "$name"; then
+      "$KIND_BIN" delete cluster --name "$name" >&2 || log "could not delete kind cluster $name"
+    fi
+    rm -f "$dir/kind.env"
+  else
+    log "no kind cluster in $dir"
+  fi
+  cmd_docker_down "$dir"
+}
