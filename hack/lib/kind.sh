@@ -60,6 +60,32 @@ write_kind_config() { # dir image
   echo "$config"
 }
 
+# The host reaches pods by their IPs, as on the local cluster (Prometheus on the host scrapes them): each
+# node's pod CIDR routed via its address on kind's network. Recorded in DIR/kind-routes; kind-down removes
+# them (they would also go with kind's bridge).
+route_pod_cidrs() { # dir
+  local cidr address
+  if [ "$(id -u)" -ne 0 ]; then
+    log "not root: no routes from this host to the kind nodes' pods (what reaches pods by IP will fail)"
+    return 0
+  fi
+  "$KUBE_CACHE/bin/kubectl" --kubeconfig "$1/kubeconfig" get nodes \
+    -o jsonpath='{range .items[*]}{.spec.podCIDR} {.status.addresses[?(@.type=="InternalIP")].address}{"\n"}{end}' |
+    while read -r cidr address; do
+      if [ -z "$cidr" ] || [ -z "$address" ]; then continue; fi
+      ip route replace "$cidr" via "$address" && echo "$cidr via $address" >>"$1/kind-routes"
+    done
+}
+
+unroute_pod_cidrs() { # dir
+  local cidr via address
+  [ -f "$1/kind-routes" ] || return 0
+  while read -r cidr via address; do
+    ip route delete "$cidr" "$via" "$address" 2>/dev/null || true
+  done <"$1/kind-routes"
+  rm -f "$1/kind-routes"
+}
+
 cmd_kind_up() { # dir [--image IMAGE] [--name NAME]
   local dir=$1 image="" name=$KIND_CLUSTER_DEFAULT line config
   shift
@@ -103,6 +129,7 @@ cmd_kind_up() { # dir [--image IMAGE] [--name NAME]
   chmod 600 "$dir/kubeconfig"
   "$KUBE_CACHE/bin/kubectl" --kubeconfig "$dir/kubeconfig" wait --for=condition=Ready nodes --all --timeout=300s >/dev/null \
     || die "the nodes of kind cluster $name did not become Ready (kind-down $dir to remove it)"
+  route_pod_cidrs "$dir"
   log "kind cluster $name is up: KUBECONFIG=$dir/kubeconfig"
   echo "$dir/kubeconfig"
 }
@@ -118,6 +145,7 @@ cmd_kind_down() { # dir
       "$KIND_BIN" delete cluster --name "$name" >&2 || log "could not delete kind cluster $name"
     fi
     rm -f "$dir/kind.env"
+    unroute_pod_cidrs "$dir"
   else
     log "no kind cluster in $dir"
   fi

@@ -158,6 +158,33 @@ class KindProvider:
     def kubeconfig(self) -> Path:
         return self.directory / "kubeconfig"
 
+    # The ways kind's users make a node fail besides `docker stop` (tests/e2e/test_kind_node_failures.py).
+    FAILURES = ("pause", "disconnect", "kubelet")
+
+    def fail_node(self, node: str, how: str) -> None:
+        """pause: the container frozen (`docker pause`); disconnect: cut off from kind's network (`docker
+        network disconnect`); kubelet: its kubelet stopped inside it (`systemctl stop kubelet`)."""
+        if how == "pause":
+            run(["docker", "pause", node])
+        elif how == "disconnect":
+            run(["docker", "network", "disconnect", "kind", node])
+        elif how == "kubelet":
+            run(["docker", "exec", node, "systemctl", "stop", "kubelet"])
+        else:
+            raise ValueError(f"no node failure {how!r} (one of {', '.join(self.FAILURES)})")
+
+    def node_address(self, node: str) -> str:
+        return run(["docker", "inspect", "--format", '{{(index .NetworkSettings.Networks "kind").IPAddress}}', node])
+
+    def restore_node(self, node: str, how: str, address: str) -> None:
+        """Undo fail_node; the node keeps its address on kind's network (its certificates and routes name it)."""
+        if how == "pause":
+            run(["docker", "unpause", node])
+        elif how == "disconnect":
+            run(["docker", "network", "connect", "--ip", address, "kind", node])
+        elif how == "kubelet":
+            run(["docker", "exec", node, "systemctl", "start", "kubelet"])
+
     def stop_node(self, node: str) -> None:
         run(["docker", "stop", node])
 

@@ -14,7 +14,6 @@ from pathlib import Path
 import pytest
 
 from tests.e2e.cluster import SYSTEM_NAMESPACE, UNREACHABLE, E2ECluster, toleration, wait_for
-from tests.e2e.conftest import PROVIDER
 from tests.e2e.prometheus import PROMETHEUS, Prometheus
 from tests.support.dashboard import Query, queries
 from tests.support.metrics_callers import delete_reader_binding, service_account_token
@@ -118,8 +117,6 @@ def metrics_endpoints(e2e: E2ECluster, component: str, port: int) -> list[str]:
 
 @pytest.fixture
 def prometheus(e2e: E2ECluster, namespace: str, tmp_path: Path, test_tools: None) -> Iterator[Prometheus]:
-    if PROVIDER != "local":
-        pytest.skip("Prometheus runs on the host and reaches pods by their IPs: the local cluster only")
     if not PROMETHEUS.is_file():
         pytest.fail(
             f"{PROMETHEUS} is missing after `hack/local-cluster.sh deps` (Debian package prometheus)", pytrace=False

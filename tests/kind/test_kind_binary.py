@@ -1,5 +1,5 @@
 """kind, built from its Go module (hack/upstream/kind) and cached beside the other binaries, as the kind
-suite's script uses it (hack/kind-e2e.sh): the release every place names, and a working command."""
+cluster's scripts use it (hack/lib/kind.sh): the release every place names, and a working command."""
 
 from __future__ import annotations
 
@@ -15,11 +15,9 @@ def pinned() -> dict[str, str]:
     """The kind release as each place names it."""
     build = (ROOT / "hack" / "lib" / "build.sh").read_text()
     module = (ROOT / "hack" / "upstream" / "kind" / "go.mod").read_text()
-    e2e = (ROOT / "hack" / "kind-e2e.sh").read_text()
     found = {
         "hack/lib/build.sh": re.search(r"^KIND_MODULE_VERSION=(\S+)$", build, re.M),
         "hack/upstream/kind/go.mod": re.search(r"^require sigs\.k8s\.io/kind v(\S+)$", module, re.M),
-        "hack/kind-e2e.sh": re.search(r"^KIND_VERSION=v(\S+)", e2e, re.M),
     }
     return {where: match.group(1) if match else "(none)" for where, match in found.items()}
 

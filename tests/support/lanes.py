@@ -6,7 +6,8 @@ chains), so the node suites must follow each other; their time is mostly waiting
 tolerations counting down) on two cores that are mostly idle meanwhile. The suites without nodes (unit,
 conformance, chart: CPU only, at a lower priority; integration: a control plane of its own, no host state)
 run in the other lane during that wait. The old end (1.20) adds its sessions to the lane its suites belong
-to. A lane stops at its first failing session; the other goes on; the run fails if either did.
+to, and the end-to-end suite runs a second time on kind (TAINTKEEPER_E2E_PROVIDER=kind) after the 1.37 node
+suites. A lane stops at its first failing session; the other goes on; the run fails if either did.
 
     python -m tests.support.lanes [--old-end 1.20] [--old-end-tests "tests/integration tests/realnodes"]
         [--old-end-select "-m EXPR"] [--dry-run]
@@ -47,6 +48,7 @@ CPU_SUITES = ("unit", "conformance", "chart")  # no cluster: one session, niced
 CONTROL_PLANE_SUITES = ("integration",)  # a control plane of their own, no nodes
 ALL_SUITES = (*NODE_SUITES, *CPU_SUITES, *CONTROL_PLANE_SUITES)
 DEFAULT_KUBERNETES = "1.37"
+KIND_KUBERNETES = ("1.37",)  # the versions kind v0.33 runs and the project builds a node image of (hack/lib/kind.sh)
 # The apiserver lane yields the CPU to the nodes lane, whose suites judge timing on real kubelets (the soak's
 # judge among them); the apiserver lane's own timing tests hold at this priority (they are measured so).
 APISERVER_NICE = 10
@@ -60,6 +62,7 @@ class Session:
     kubernetes: str | None = None  # TAINTKEEPER_KUBERNETES for this session; None: the caller's
     select: tuple[str, ...] = ()  # pytest arguments beside the paths (the old end's -m)
     nice: int = 0
+    env: tuple[tuple[str, str], ...] = ()  # more of the session's environment (the e2e suite's provider)
 
     def argv(self, python: str) -> list[str]:
         command = [python, "-m", "pytest", "-p", "no:cacheprovider", *self.select, *self.paths]
@@ -90,6 +93,10 @@ def plan(kubernetes: str | None, old_end: str | None, old_end_tests: Sequence[st
     `old_end_tests` (tests/SUITE paths) run on again, with `old_end_select`."""
     version = kubernetes or DEFAULT_KUBERNETES
     nodes = Lane(NODES, [Session(f"{version}-nodes", suite_paths(NODE_SUITES))])
+    if version in KIND_KUBERNETES:  # the deployed suite again, on kind (its provider is the session's)
+        nodes.sessions.append(
+            Session(f"{version}-e2e-kind", ("tests/e2e",), env=(("TAINTKEEPER_E2E_PROVIDER", "kind"),))
+        )
     apiserver = Lane(
         APISERVER,
         [
@@ -115,6 +122,7 @@ def session_env(lane: Lane, session: Session, base: dict[str, str]) -> dict[str,
     env["PYTHONUNBUFFERED"] = "1"  # each line as it comes, not a pipe's buffer at a time
     if session.kubernetes:
         env["TAINTKEEPER_KUBERNETES"] = session.kubernetes
+    env.update(session.env)
     return env
 
 
@@ -236,7 +244,8 @@ def main(argv: list[str]) -> int:
     if args.dry_run:
         for lane in lanes:
             for session in lane.sessions:
-                print(f"[{lane.name}] {session.name}: {shlex.join(session.argv(sys.executable))}")
+                settings = [f"{key}={value}" for key, value in session.env]
+                print(f"[{lane.name}] {session.name}: {shlex.join([*settings, *session.argv(sys.executable)])}")
         return 0
     shutil.rmtree(LOGS, ignore_errors=True)  # no log of an earlier run beside this one's
     # Started in the background (nohup, a CI job) a process has SIGINT ignored, and its children inherit that:

@@ -46,7 +46,7 @@ PLANS = [
         "make test: 1.37 in both lanes, then the old end's suites each in its own lane",
         (None, "1.20", ["tests/integration", "tests/realnodes"], '-m "not version_independent"'),
         {
-            NODES: ["1.37-nodes", "1.20-realnodes"],
+            NODES: ["1.37-nodes", "1.37-e2e-kind", "1.20-realnodes"],
             APISERVER: ["1.37-unit-conformance-chart", "1.37-integration", "1.20-integration"],
         },
     ),
@@ -59,14 +59,17 @@ PLANS = [
         "an old end of files and node ids: each to its suite's lane",
         (None, "1.20", ["tests/realnodes/test_a.py", "tests/integration/test_b.py::test_c"], ""),
         {
-            NODES: ["1.37-nodes", "1.20-realnodes"],
+            NODES: ["1.37-nodes", "1.37-e2e-kind", "1.20-realnodes"],
             APISERVER: ["1.37-unit-conformance-chart", "1.37-integration", "1.20-integration"],
         },
     ),
     (
         "an old end of one suite adds a session to its lane only",
         (None, "1.20", ["tests/realnodes/"], ""),
-        {NODES: ["1.37-nodes", "1.20-realnodes"], APISERVER: ["1.37-unit-conformance-chart", "1.37-integration"]},
+        {
+            NODES: ["1.37-nodes", "1.37-e2e-kind", "1.20-realnodes"],
+            APISERVER: ["1.37-unit-conformance-chart", "1.37-integration"],
+        },
     ),
 ]
 
@@ -81,7 +84,7 @@ def test_plan(args: tuple, expected: dict[str, list[str]]):
 
 def test_the_old_end_runs_its_version_with_its_selection_and_only_the_cpu_session_is_niced():
     nodes, apiserver = plan(None, "1.20", ["tests/integration", "tests/realnodes"], '-m "not version_independent"')
-    old = nodes.sessions[1]
+    old = nodes.sessions[2]
     assert old.kubernetes == "1.20"
     assert old.argv("py") == [
         "py",
@@ -94,7 +97,7 @@ def test_the_old_end_runs_its_version_with_its_selection_and_only_the_cpu_sessio
         "tests/realnodes",
     ]
     assert [s.nice for s in apiserver.sessions] == [10, 10, 10]  # the apiserver lane yields to the nodes lane
-    assert [s.nice for s in nodes.sessions] == [0, 0]
+    assert [s.nice for s in nodes.sessions] == [0, 0, 0]
     env = lanes.session_env(nodes, old, {"PATH": "/bin"})
     assert env == {
         "PATH": "/bin",
@@ -179,8 +182,18 @@ def test_dry_run_prints_each_session_and_runs_nothing(
     printed = capsys.readouterr().out.splitlines()
     assert [line.split(":")[0] for line in printed] == [
         "[nodes] 1.37-nodes",
+        "[nodes] 1.37-e2e-kind",
         "[nodes] 1.20-realnodes",
         "[apiserver] 1.37-unit-conformance-chart",
         "[apiserver] 1.37-integration",
         "[apiserver] 1.20-integration",
     ]
+    assert printed[1].split(": ", 1)[1].startswith("TAINTKEEPER_E2E_PROVIDER=kind ")
+
+
+def test_the_end_to_end_suite_runs_again_on_kind_with_its_provider_in_the_environment():
+    nodes, _ = plan(None, "1.20", ["tests/integration", "tests/realnodes"], "")
+    kind = next(session for session in nodes.sessions if session.name == "1.37-e2e-kind")
+    assert kind.paths == ("tests/e2e",) and kind.kubernetes is None
+    assert lanes.session_env(nodes, kind, {})["TAINTKEEPER_E2E_PROVIDER"] == "kind"
+    assert "TAINTKEEPER_E2E_PROVIDER" not in lanes.session_env(nodes, nodes.sessions[0], {})
