@@ -4,7 +4,7 @@ VENV ?= .venv
 PY := $(VENV)/bin/python
 STAMP := $(VENV)/.installed
 
-.PHONY: setup demo demo-real demo-deployed test check unit realnodes lint bench bench-admission chaos report chart-readme image release clean
+.PHONY: setup demo demo-real demo-deployed kind-up kind-down test check unit realnodes lint bench bench-admission chaos report chart-readme image release clean
 
 $(STAMP): pyproject.toml
 	$(PYTHON) -m venv $(VENV)
@@ -23,6 +23,18 @@ demo-real: setup
 
 demo-deployed: setup
 	$(PY) hack/demo.py --deployed
+
+# taintkeeper on kind (README: Try it on kind): a kind cluster of one control plane and three workers, the
+# built-ins off (Docker, kind and the node image built or installed here where missing), taintkeeper
+# deployed into it from its own image; KIND_DIR/env sets KUBECONFIG, DOCKER_HOST and PATH for the shell.
+KIND_DIR ?= .local/kind
+kind-up: setup
+	hack/local-cluster.sh kind-up $(KIND_DIR)
+	PYTHON=$(abspath $(PY)) hack/local-cluster.sh deploy $(KIND_DIR)
+	@echo "kind: . $(KIND_DIR)/env  # KUBECONFIG, DOCKER_HOST and kubectl for this shell"
+
+kind-down:
+	hack/local-cluster.sh kind-down $(KIND_DIR)
 
 # Every suite on the default Kubernetes (1.37); then the old end, 1.20, on the suites that depend on
 # the server (README: Supported Kubernetes versions), less the tests marked version_independent: what

@@ -63,10 +63,18 @@ class Cache:
 
     def __init__(self, directory: Path) -> None:
         self.directory = directory
+        self.used: set[Path] = set()
         directory.mkdir(parents=True, exist_ok=True)
+
+    def prune(self) -> None:
+        """Remove the layers this build did not use (an older tree's): each is hundreds of MB."""
+        for path in self.directory.glob("*.tar*"):
+            if path not in self.used and path.with_name(path.name.removesuffix(".diffid")) not in self.used:
+                path.unlink()
 
     def layer(self, name: str, key: str, build: Callable[[Path], object]) -> tuple[Path, str]:
         path = self.directory / f"{name}-{key}.tar"
+        self.used.add(path)
         marker = path.with_name(path.name + ".diffid")
         if path.is_file() and marker.is_file():
             return path, marker.read_text().strip()
@@ -161,6 +169,7 @@ def build(args: argparse.Namespace, scratch: Path) -> tuple[docker_archive.Image
         labels=kind_node_images.LABELS,
         comment="hack/kind_node.py",
     )
+    cache.prune()
     return node, [root_id, files_id, preload_id]
 
 

@@ -48,6 +48,9 @@ IPTABLES_PACKAGES = ("iptables", "iproute2", "conntrack")
 # The CNI plugins kind's base image puts in /opt/cni/bin; Debian's package keeps them in /usr/lib/cni.
 CNI_PLUGINS = ("host-local", "loopback", "ptp", "portmap")
 SOURCES = Path("/etc/apt/sources.list.d/debian.sources")
+# A build's mounts (mmdebstrap's /proc and /dev in the root it makes, containerd's overlay probe) stay in a
+# mount namespace of its own: the host's mount table, which the host-restore test compares, never shows them.
+PRIVATE_MOUNTS = ("unshare", "--mount", "--propagation", "private")
 NOT_PACKED = ("./dev/*", "./proc/*", "./sys/*", "./run/*", "./tmp/*", "./var/lib/apt/lists/*", "./var/cache/apt/*")
 
 
@@ -65,6 +68,7 @@ def debootstrap(root: Path, variant: str, packages: tuple[str, ...]) -> None:
     """Debian bookworm with `packages` into the empty directory root (mmdebstrap, as root)."""
     run(
         [
+            *PRIVATE_MOUNTS,
             "mmdebstrap",
             "--quiet",
             f"--variant={variant}",

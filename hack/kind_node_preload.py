@@ -15,6 +15,7 @@ import time
 from pathlib import Path
 
 from hack.image_commands import BuildError, run
+from hack.kind_node_debian import PRIVATE_MOUNTS
 
 PINNED = "io.cri-containerd.pinned=pinned"  # what kind labels its preloaded sandbox image with
 
@@ -40,7 +41,9 @@ def preload(archives: list[Path], pinned: list[str], out: Path, scratch: Path) -
     config = scratch / "preload-containerd.toml"
     config.write_text(_config(root, state, socket))
     with open(scratch / "preload-containerd.log", "wb") as log:
-        daemon = subprocess.Popen(["containerd", "--config", str(config)], stdout=log, stderr=subprocess.STDOUT)
+        daemon = subprocess.Popen(
+            [*PRIVATE_MOUNTS, "containerd", "--config", str(config)], stdout=log, stderr=subprocess.STDOUT
+        )
     try:
         deadline = time.monotonic() + 60
         while run_ctr(socket, ["version"], check=False).returncode != 0:

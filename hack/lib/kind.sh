@@ -2,7 +2,8 @@
 # its module, in the Docker engine of `docker-up DIR`, from the node image hack/kind_node.py builds offline
 # (or the --image given, which must be in the engine already: no registry is reachable here), configured
 # by hack/kind-config.yaml (one control plane and three workers, the built-ins off) plus what this host
-# needs, each said in one line. DIR/kind.env records the cluster, its image, the engine and kind's path.
+# needs, each said in one line. DIR/kind.env records the cluster, its image, the engine and kind's path;
+# DIR/env is for a user's shell (`. DIR/env`: KUBECONFIG, DOCKER_HOST, kubectl on PATH).
 # shellcheck shell=bash
 
 KIND_CLUSTER_DEFAULT=taintkeeper-e2e # also tests/e2e/providers.py's default
@@ -130,6 +131,8 @@ cmd_kind_up() { # dir [--image IMAGE] [--name NAME]
   "$KUBE_CACHE/bin/kubectl" --kubeconfig "$dir/kubeconfig" wait --for=condition=Ready nodes --all --timeout=300s >/dev/null \
     || die "the nodes of kind cluster $name did not become Ready (kind-down $dir to remove it)"
   route_pod_cidrs "$dir"
+  { echo "export KUBECONFIG=$dir/kubeconfig PATH=$KUBE_CACHE/bin:\$PATH"
+    if [ -n "${DOCKER_HOST:-}" ]; then echo "export DOCKER_HOST=$DOCKER_HOST"; fi; } >"$dir/env"
   log "kind cluster $name is up: KUBECONFIG=$dir/kubeconfig"
   echo "$dir/kubeconfig"
 }
@@ -144,7 +147,7 @@ cmd_kind_down() { # dir
     if docker_answers && [ -x "$KIND_BIN" ] && kind_cluster_exists "$name"; then
       "$KIND_BIN" delete cluster --name "$name" >&2 || log "could not delete kind cluster $name"
     fi
-    rm -f "$dir/kind.env"
+    rm -f "$dir/kind.env" "$dir/env"
     unroute_pod_cidrs "$dir"
   else
     log "no kind cluster in $dir"

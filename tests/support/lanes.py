@@ -44,9 +44,13 @@ NODES, APISERVER = "nodes", "apiserver"
 # Docker engine, whose iptables would cut real nodes off): in the nodes lane, in this order. Every other
 # suite runs in the apiserver lane (tests/unit/support/test_lanes.py checks both).
 NODE_SUITES = ("image", "registry", "kind", "realnodes", "e2e", "helm_release", "soak")
+# kind's node image and the binaries it holds, built and checked without a cluster (their builds run in
+# private mount namespaces, unseen by the host-restore test): first in the apiserver lane, so that a cold
+# run's builds are done long before the nodes lane's kind session needs them.
+BUILD_SUITES = ("kindnode",)
 CPU_SUITES = ("unit", "conformance", "chart")  # no cluster: one session, niced
 CONTROL_PLANE_SUITES = ("integration",)  # a control plane of their own, no nodes
-ALL_SUITES = (*NODE_SUITES, *CPU_SUITES, *CONTROL_PLANE_SUITES)
+ALL_SUITES = (*NODE_SUITES, *BUILD_SUITES, *CPU_SUITES, *CONTROL_PLANE_SUITES)
 DEFAULT_KUBERNETES = "1.37"
 KIND_KUBERNETES = ("1.37",)  # the versions kind v0.33 runs and the project builds a node image of (hack/lib/kind.sh)
 # The apiserver lane yields the CPU to the nodes lane, whose suites judge timing on real kubelets (the soak's
@@ -100,6 +104,11 @@ def plan(kubernetes: str | None, old_end: str | None, old_end_tests: Sequence[st
     apiserver = Lane(
         APISERVER,
         [
+            *(
+                [Session(f"{version}-{'-'.join(BUILD_SUITES)}", suite_paths(BUILD_SUITES), nice=APISERVER_NICE)]
+                if version in KIND_KUBERNETES
+                else []
+            ),
             Session(f"{version}-{'-'.join(CPU_SUITES)}", suite_paths(CPU_SUITES), nice=APISERVER_NICE),
             Session(
                 f"{version}-{'-'.join(CONTROL_PLANE_SUITES)}", suite_paths(CONTROL_PLANE_SUITES), nice=APISERVER_NICE

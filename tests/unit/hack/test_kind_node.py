@@ -57,6 +57,14 @@ def test_a_layer_without_its_digest_beside_it_is_built_again(tmp_path: Path) -> 
     assert rebuilt.count == 1 and diff_id == file_digest(path)
 
 
+def test_pruning_keeps_the_layers_this_build_used_and_removes_the_rest(tmp_path: Path) -> None:
+    Cache(tmp_path).layer("preload", "old", Builds(b"old"))
+    cache = Cache(tmp_path)
+    kept, _ = cache.layer("preload", "new", Builds(b"new"))
+    cache.prune()
+    assert sorted(path.name for path in tmp_path.iterdir()) == [kept.name, f"{kept.name}.diffid"]
+
+
 def test_binaries_not_built_yet_are_refused_in_one_line(tmp_path: Path, capsys: pytest.CaptureFixture[str]) -> None:
     missing = tmp_path / "missing"
     with pytest.raises(SystemExit) as exit_info:

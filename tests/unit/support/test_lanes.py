@@ -14,8 +14,8 @@ from tests.support.lanes import APISERVER, NODES, Lane, Runner, Session, plan
 
 TESTS = Path(__file__).resolve().parents[2]
 # What makes a suite need real nodes, or the host state a cluster with nodes changes: the fixtures and
-# provider that bring one up, and taintkeeper's image (its test runs containerd).
-NODE_FIXTURES = re.compile(r"\b(node_packages|taintkeeper_image|LocalProvider)\b")
+# providers that bring one up, taintkeeper's image (its test runs containerd), a Docker engine or kind.
+NODE_FIXTURES = re.compile(r"\b(node_packages|taintkeeper_image|LocalProvider|KindProvider|docker-up|kind-up)\b")
 
 
 def top_level_suites() -> set[str]:
@@ -23,7 +23,7 @@ def top_level_suites() -> set[str]:
 
 
 def test_every_suite_runs_in_exactly_one_lane():
-    named = [*lanes.NODE_SUITES, *lanes.CPU_SUITES, *lanes.CONTROL_PLANE_SUITES]
+    named = [*lanes.NODE_SUITES, *lanes.BUILD_SUITES, *lanes.CPU_SUITES, *lanes.CONTROL_PLANE_SUITES]
     assert len(named) == len(set(named))
     assert set(named) == top_level_suites()
 
@@ -47,7 +47,7 @@ PLANS = [
         (None, "1.20", ["tests/integration", "tests/realnodes"], '-m "not version_independent"'),
         {
             NODES: ["1.37-nodes", "1.37-e2e-kind", "1.20-realnodes"],
-            APISERVER: ["1.37-unit-conformance-chart", "1.37-integration", "1.20-integration"],
+            APISERVER: ["1.37-kindnode", "1.37-unit-conformance-chart", "1.37-integration", "1.20-integration"],
         },
     ),
     (
@@ -60,7 +60,7 @@ PLANS = [
         (None, "1.20", ["tests/realnodes/test_a.py", "tests/integration/test_b.py::test_c"], ""),
         {
             NODES: ["1.37-nodes", "1.37-e2e-kind", "1.20-realnodes"],
-            APISERVER: ["1.37-unit-conformance-chart", "1.37-integration", "1.20-integration"],
+            APISERVER: ["1.37-kindnode", "1.37-unit-conformance-chart", "1.37-integration", "1.20-integration"],
         },
     ),
     (
@@ -68,7 +68,7 @@ PLANS = [
         (None, "1.20", ["tests/realnodes/"], ""),
         {
             NODES: ["1.37-nodes", "1.37-e2e-kind", "1.20-realnodes"],
-            APISERVER: ["1.37-unit-conformance-chart", "1.37-integration"],
+            APISERVER: ["1.37-kindnode", "1.37-unit-conformance-chart", "1.37-integration"],
         },
     ),
 ]
@@ -96,7 +96,7 @@ def test_the_old_end_runs_its_version_with_its_selection_and_only_the_cpu_sessio
         "not version_independent",
         "tests/realnodes",
     ]
-    assert [s.nice for s in apiserver.sessions] == [10, 10, 10]  # the apiserver lane yields to the nodes lane
+    assert [s.nice for s in apiserver.sessions] == [10, 10, 10, 10]  # the apiserver lane yields to the nodes lane
     assert [s.nice for s in nodes.sessions] == [0, 0, 0]
     env = lanes.session_env(nodes, old, {"PATH": "/bin"})
     assert env == {
@@ -184,6 +184,7 @@ def test_dry_run_prints_each_session_and_runs_nothing(
         "[nodes] 1.37-nodes",
         "[nodes] 1.37-e2e-kind",
         "[nodes] 1.20-realnodes",
+        "[apiserver] 1.37-kindnode",
         "[apiserver] 1.37-unit-conformance-chart",
         "[apiserver] 1.37-integration",
         "[apiserver] 1.20-integration",
