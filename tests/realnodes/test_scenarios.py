@@ -309,6 +309,10 @@ def test_3_the_restarted_kubelet_clears_the_taints_and_kills_the_evicted_contain
     assert not world.deleted("forever")
 
 
+@pytest.mark.version_independent(
+    "the elector's hand-over and the eviction manager's countdown are taintkeeper's own (test_leader and "
+    "test_taint_eviction are marked alike); the 1.20 kubelet's stop and restart are test_2's and test_3's, kept"
+)
 def test_4_a_standby_controller_takes_over_mid_countdown_and_the_deadline_holds(world: World):
     node = "node-3"
     world.create_pod("twenty", node, unreachable(20))
@@ -343,6 +347,10 @@ def test_4_a_standby_controller_takes_over_mid_countdown_and_the_deadline_holds(
     assert container not in world.cluster.tasks(node)
 
 
+@pytest.mark.version_independent(
+    "the unschedulable taint is the controller's own rule; the node patch and the taint write it makes are "
+    "the requests test_2 and test_3 make on 1.20, kept"
+)
 def test_5_a_cordoned_node_gets_unschedulable_and_nothing_is_evicted(world: World):
     node = "node-2"
     container = world.wait_running(["defaults"])["defaults"]
