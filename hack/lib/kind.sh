@@ -130,6 +130,14 @@ cmd_kind_up() { # dir [--image IMAGE] [--name NAME]
   chmod 600 "$dir/kubeconfig"
   "$KUBE_CACHE/bin/kubectl" --kubeconfig "$dir/kubeconfig" wait --for=condition=Ready nodes --all --timeout=300s >/dev/null \
     || die "the nodes of kind cluster $name did not become Ready (kind-down $dir to remove it)"
+  # As `up` does for the local cluster's nodes (complete-cluster.sh): the apiserver gave each new node
+  # not-ready:NoSchedule, which only the node lifecycle controller (off) would lift; lifted once here, so the
+  # first taintkeeper can be scheduled. After that only taintkeeper's controller taints or untaints.
+  local node
+  for node in $("$KUBE_CACHE/bin/kubectl" --kubeconfig "$dir/kubeconfig" get nodes -o name); do
+    "$KUBE_CACHE/bin/kubectl" --kubeconfig "$dir/kubeconfig" taint "$node" "$REGISTRATION_TAINT:NoSchedule-" \
+      >/dev/null 2>&1 || true
+  done
   route_pod_cidrs "$dir"
   { echo "export KUBECONFIG=$dir/kubeconfig PATH=$KUBE_CACHE/bin:\$PATH"
     if [ -n "${DOCKER_HOST:-}" ]; then echo "export DOCKER_HOST=$DOCKER_HOST"; fi; } >"$dir/env"
