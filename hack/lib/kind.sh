@@ -100,10 +100,10 @@ cmd_kind_up() { # dir [--image IMAGE] [--name NAME]
   from_debian && die "kind v$KIND_MODULE_VERSION runs no Kubernetes 1.20 node (docs/development.md): kind-up is 1.37 only"
   mkdir -p "$dir/logs"
   dir=$(cd "$dir" && pwd)
-  build_kind
-  line=$(cmd_docker_up "$dir" | tail -n 1)
+  line=$(cmd_docker_up "$dir" | tail -n 1) # first: without an engine and without root, nothing else is done
   export "${line?}"
   [ -n "$DOCKER_HOST" ] || unset DOCKER_HOST
+  build_kind
   if [ -f "$dir/kind.env" ] && kind_cluster_exists "$(kind_env_value "$dir" KIND_CLUSTER)"; then
     log "kind cluster $(kind_env_value "$dir" KIND_CLUSTER) of $dir is up"
     echo "$dir/kubeconfig"

@@ -153,7 +153,17 @@ class KindProvider:
         run(["bash", str(LOCAL_CLUSTER), "deploy", str(self.directory), "--overlay", str(KIND_OVERLAY)], timeout=1800)
 
     def down(self) -> None:
+        """kind-down, then what it must have left: no node container of the cluster, and of an engine the
+        project started, no process and no container at all (pass or fail: the fixture calls this)."""
+        docker_host = os.environ.get("DOCKER_HOST", "")
         run(["bash", str(LOCAL_CLUSTER), "kind-down", str(self.directory)], timeout=600)
+        if docker_host.startswith(f"unix://{self.directory.resolve()}/"):
+            alive = subprocess.run(["pgrep", "-f", docker_host.removeprefix("unix://")], capture_output=True, text=True)
+            assert alive.stdout.strip() == "", f"the project's Docker engine still runs after kind-down: {alive.stdout}"
+            os.environ.pop("DOCKER_HOST", None)
+            return
+        left = run(["docker", "ps", "-aq", "--filter", f"label=io.x-k8s.kind.cluster={self.cluster}"])
+        assert left == "", f"kind-down left the containers of {self.cluster}: {left}"
 
     def kubeconfig(self) -> Path:
         return self.directory / "kubeconfig"
