@@ -87,6 +87,22 @@ unroute_pod_cidrs() { # dir
   rm -f "$1/kind-routes"
 }
 
+# kind's network as kind makes it (IPv6 fc00:f853:ccd:e793::/64, masquerade, the MTU), but with its IPv4
+# subnet given (the one Docker picks): only then does `docker network connect --ip` work, which a node cut
+# off from the network needs to come back with its address (its kubelet's --node-ip, its certificates).
+# A network of that name already there (a user's kind) is used as it is.
+ensure_kind_network() {
+  local subnet gateway
+  docker network inspect kind >/dev/null 2>&1 && return 0
+  docker network create kind >/dev/null || die "could not create Docker's network kind"
+  subnet=$(docker network inspect kind -f '{{(index .IPAM.Config 0).Subnet}}')
+  gateway=$(docker network inspect kind -f '{{(index .IPAM.Config 0).Gateway}}')
+  docker network rm kind >/dev/null
+  docker network create --driver bridge --subnet "$subnet" --gateway "$gateway" \
+    --ipv6 --subnet fc00:f853:ccd:e793::/64 -o com.docker.network.bridge.enable_ip_masquerade=true \
+    -o com.docker.network.driver.mtu=1500 kind >/dev/null || die "could not create Docker's network kind ($subnet)"
+}
+
 cmd_kind_up() { # dir [--image IMAGE] [--name NAME]
   local dir=$1 image="" name=$KIND_CLUSTER_DEFAULT line config
   shift
@@ -118,6 +134,7 @@ cmd_kind_up() { # dir [--image IMAGE] [--name NAME]
       || die "$image is not in the Docker engine, and no registry is reachable from here: docker load it first"
   fi
   config=$(write_kind_config "$dir" "$image")
+  ensure_kind_network
   printf '%s\n' "KIND_CLUSTER=$name" "KIND_IMAGE=$image" "KIND_BIN=$KIND_BIN" "DOCKER_HOST=${DOCKER_HOST:-}" >"$dir/kind.env"
   log "creating kind cluster $name from $image (log: $dir/logs/kind-create.log)"
   if ! "$KIND_BIN" create cluster --name "$name" --image "$image" --config "$config" \
@@ -134,9 +151,9 @@ cmd_kind_up() { # dir [--image IMAGE] [--name NAME]
   # not-ready:NoSchedule, which only the node lifecycle controller (off) would lift; lifted once here, so the
   # first taintkeeper can be scheduled. After that only taintkeeper's controller taints or untaints.
   local node
-  for node in $("$KUBE_CACHE/bin/kubectl" --kubeconfig "$dir/kubeconfig" get nodes -o name); do
-    "$KUBE_CACHE/bin/kubectl" --kubeconfig "$dir/kubeconfig" taint "$node" "$REGISTRATION_TAINT:NoSchedule-" \
-      >/dev/null 2>&1 || true
+  for node in $("$KUBE_CACHE/bin/kubectl" --kubeconfig "$dir/kubeconfig" get nodes -o jsonpath='{.items[*].metadata.name}'); do
+    "$KUBE_CACHE/bin/kubectl" --kubeconfig "$dir/kubeconfig" taint nodes "$node" "$REGISTRATION_TAINT:NoSchedule-" \
+      >/dev/null || die "could not lift $REGISTRATION_TAINT:NoSchedule from $node"
   done
   route_pod_cidrs "$dir"
   { echo "export KUBECONFIG=$dir/kubeconfig PATH=$KUBE_CACHE/bin:\$PATH"
