@@ -28,10 +28,15 @@ PROVIDER = os.environ.get("TAINTKEEPER_E2E_PROVIDER", "local")
 
 def pytest_collection_modifyitems(items: list[pytest.Item]) -> None:
     """This suite's tests marked `last` run after its others (they read what the suite left, e.g. the
-    logs); every other test keeps its place."""
+    logs), in the order of the mark's rank (`last(1)` after `last`); every other test keeps its place."""
     here = Path(__file__).parent
+
+    def rank(item: pytest.Item) -> tuple[bool, int]:
+        mark = item.get_closest_marker("last")
+        return (mark is not None, mark.args[0] if mark is not None and mark.args else 0)
+
     places = [i for i, item in enumerate(items) if here in Path(item.fspath).parents]
-    ours = sorted((items[i] for i in places), key=lambda item: item.get_closest_marker("last") is not None)
+    ours = sorted((items[i] for i in places), key=rank)
     for place, item in zip(places, ours, strict=True):
         items[place] = item
 
