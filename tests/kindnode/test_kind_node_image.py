@@ -13,6 +13,8 @@ from pathlib import Path
 
 import pytest
 
+from hack.kind_node_debian import PRIVATE_MOUNTS
+
 ROOT = Path(__file__).resolve().parents[2]
 SCRIPT = ROOT / "hack" / "local-cluster.sh"
 CACHE = Path(os.environ.get("TAINTKEEPER_CACHE", Path.home() / ".cache" / "taintkeeper"))
@@ -96,8 +98,9 @@ def preloaded(layer: str, scratch: Path) -> dict[str, str]:
         f'version = 2\nroot = "{scratch}/var/lib/containerd"\nstate = "{state}"\n'
         f'disabled_plugins = ["io.containerd.grpc.v1.cri"]\n[grpc]\n  address = "{socket}"\n'
     )
+    # In a mount namespace of its own, as the build's (its overlay probe never reaches the host's mount table).
     daemon = subprocess.Popen(
-        ["containerd", "--config", str(config)], stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL
+        [*PRIVATE_MOUNTS, "containerd", "--config", str(config)], stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL
     )
     try:
         ctr = ["ctr", "--address", str(socket), "--namespace", "k8s.io"]
