@@ -11,9 +11,9 @@ from __future__ import annotations
 import os
 import shutil
 import subprocess
-import time
 from pathlib import Path
 
+from hack import private_containerd
 from hack.image_commands import BuildError, run
 from hack.kind_node_debian import PRIVATE_MOUNTS
 
@@ -40,34 +40,19 @@ def preload(archives: list[Path], pinned: list[str], out: Path, scratch: Path) -
     socket = state / "containerd.sock"
     config = scratch / "preload-containerd.toml"
     config.write_text(_config(root, state, socket))
-    with open(scratch / "preload-containerd.log", "wb") as log:
-        daemon = subprocess.Popen(
-            [*PRIVATE_MOUNTS, "containerd", "--config", str(config)], stdout=log, stderr=subprocess.STDOUT
-        )
     try:
-        deadline = time.monotonic() + 60
-        while run_ctr(socket, ["version"], check=False).returncode != 0:
-            if daemon.poll() is not None or time.monotonic() > deadline:
-                raise BuildError(f"the build's containerd did not start (see {scratch / 'preload-containerd.log'})")
-            time.sleep(0.2)
-        for archive in archives:
-            run_ctr(socket, ["images", "import", "--all-platforms", "--no-unpack", str(archive)])
-        for name in pinned:
-            run_ctr(socket, ["images", "label", name, PINNED])
+        with private_containerd.running(config, str(socket), scratch / "preload-containerd.log", PRIVATE_MOUNTS, 60):
+            for archive in archives:
+                run_ctr(socket, ["images", "import", "--all-platforms", "--no-unpack", str(archive)])
+            for name in pinned:
+                run_ctr(socket, ["images", "label", name, PINNED])
+    except private_containerd.ContainerdError as error:
+        raise BuildError(f"the build's containerd: {error}") from error
     finally:
-        daemon.terminate()
-        try:
-            daemon.wait(timeout=30)
-        except subprocess.TimeoutExpired:
-            daemon.kill()
-            daemon.wait()
         shutil.rmtree(state, ignore_errors=True)
     run(["tar", "--numeric-owner", "--sort=name", "--mtime=@0", "-C", str(scratch / "preload"), "-cf", str(out), "var"])
     shutil.rmtree(scratch / "preload")
 
 
-def run_ctr(socket: Path, args: list[str], check: bool = True) -> subprocess.CompletedProcess:
-    command = ["ctr", "--address", str(socket), "--namespace", "k8s.io", *args]
-    if check:
-        return run(command)
-    return subprocess.run(command, capture_output=True, text=True, check=False)
+def run_ctr(socket: Path, args: list[str]) -> subprocess.CompletedProcess:
+    return run(["ctr", "--address", str(socket), "--namespace", "k8s.io", *args])

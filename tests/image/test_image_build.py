@@ -24,7 +24,7 @@ from pathlib import Path
 
 import pytest
 
-from hack import image_archive, image_recipe, versions
+from hack import image_archive, image_recipe, private_containerd, versions
 
 pytestmark = pytest.mark.image
 
@@ -315,8 +315,6 @@ def containerd() -> Iterator[str]:
     missing = [name for name, path in binaries.items() if path is None]
     if missing:
         cannot(f"{', '.join(missing)} not installed (hack/local-cluster.sh deps --nodes installs them)")
-    binary = binaries["containerd"]
-    assert binary is not None  # else cannot() ended the test above
     directory = Path(tempfile.mkdtemp(prefix="tk-ctr-", dir="/tmp"))  # a short path: unix sockets
     address = f"{directory}/containerd.sock"
     (directory / "config.toml").write_text(
@@ -335,24 +333,10 @@ def containerd() -> Iterator[str]:
           address = ""
     """)
     )
-    log = (directory / "containerd.log").open("w")
-    process = subprocess.Popen(
-        [binary, "--config", str(directory / "config.toml")], stdout=log, stderr=subprocess.STDOUT
-    )
     try:
-        deadline = time.monotonic() + 30
-        while subprocess.run(["ctr", "-a", address, "version"], capture_output=True).returncode != 0:
-            assert process.poll() is None and time.monotonic() < deadline, (directory / "containerd.log").read_text()
-            time.sleep(0.2)
-        yield address
+        with private_containerd.running(directory / "config.toml", address, directory / "containerd.log"):
+            yield address
     finally:
-        process.terminate()
-        try:
-            process.wait(timeout=30)
-        except subprocess.TimeoutExpired:
-            process.kill()
-            process.wait()
-        log.close()
         subprocess.run(["umount", "-R", f"{directory}/root"], capture_output=True)
         shutil.rmtree(directory, ignore_errors=True)
 

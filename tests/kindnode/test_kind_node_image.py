@@ -6,13 +6,14 @@ from __future__ import annotations
 
 import json
 import os
+import shutil
 import subprocess
 import tarfile
-import time
 from pathlib import Path
 
 import pytest
 
+from hack import private_containerd
 from hack.kind_node_debian import PRIVATE_MOUNTS
 
 ROOT = Path(__file__).resolve().parents[2]
@@ -98,21 +99,13 @@ def preloaded(layer: str, scratch: Path) -> dict[str, str]:
         f'version = 2\nroot = "{scratch}/var/lib/containerd"\nstate = "{state}"\n'
         f'disabled_plugins = ["io.containerd.grpc.v1.cri"]\n[grpc]\n  address = "{socket}"\n'
     )
-    # In a mount namespace of its own, as the build's (its overlay probe never reaches the host's mount table).
-    daemon = subprocess.Popen(
-        [*PRIVATE_MOUNTS, "containerd", "--config", str(config)], stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL
-    )
+    ctr = ["ctr", "--address", str(socket), "--namespace", "k8s.io"]
     try:
-        ctr = ["ctr", "--address", str(socket), "--namespace", "k8s.io"]
-        deadline = time.monotonic() + 30
-        while subprocess.run([*ctr, "version"], capture_output=True, check=False).returncode != 0:
-            assert time.monotonic() < deadline and daemon.poll() is None, "containerd did not start"
-            time.sleep(0.2)
-        listed = subprocess.run([*ctr, "images", "ls"], capture_output=True, text=True, check=True).stdout
+        # In a mount namespace of its own, as the build's (its overlay probe never reaches the host's mount table).
+        with private_containerd.running(config, str(socket), scratch / "containerd.log", PRIVATE_MOUNTS):
+            listed = subprocess.run([*ctr, "images", "ls"], capture_output=True, text=True, check=True).stdout
     finally:
-        daemon.terminate()
-        daemon.wait(timeout=30)
-        subprocess.run(["rm", "-rf", str(state)], check=False)
+        shutil.rmtree(state, ignore_errors=True)
     rows = [line.split() for line in listed.splitlines()[1:]]
     return {row[0]: row[-1] for row in rows}
 
