@@ -112,11 +112,11 @@ chart-readme: setup
 image: setup
 	@$(PY) hack/image.py
 
-# make release VERSION=x.y.z [DRY_RUN=1]: stamps the version into pyproject.toml, Chart.yaml (version,
+# make release VERSION=x.y.z [DRY_RUN=1] [PUSH=DIR]: stamps the version into pyproject.toml, Chart.yaml (version,
 # appVersion) and every kustomization's image newTag, makes the chart's README again, builds the image
 # taintkeeper:VERSION and prints its digest (hack/release.py; docs/development.md, "Cutting a release").
 release: setup
-	@$(PY) hack/release.py $(if $(DRY_RUN),--dry-run) '$(VERSION)'
+	@$(PY) hack/release.py $(if $(DRY_RUN),--dry-run) $(if $(PUSH),--push '$(PUSH)') '$(VERSION)'
 
 clean:
 	rm -rf $(VENV) .pytest_cache

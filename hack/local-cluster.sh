@@ -22,13 +22,20 @@
 #                                     kube-controller-manager and kube-controller-manager-2), kube-apiserver its
 #                                     DefaultTolerationSeconds plugin, and `deploy` refuses. Both are kept
 #                                     in DIR/options.env until the next `up` (which restarts what changed)
-#   hack/local-cluster.sh deploy DIR [--overlay KUSTOMIZATION]
+#   hack/local-cluster.sh deploy DIR [--overlay KUSTOMIZATION] [--side-load]
 #                                     taintkeeper from its own image and manifests into DIR's complete
-#                                     cluster: build the image (make image), import it into every node's
-#                                     containerd, apply manifests/kube-1.20 (or the overlay given) with
+#                                     cluster (or kind-up's): build the image (make image), push it to DIR's
+#                                     registry (see `registry`), point the kustomization at it by digest
+#                                     (the nodes pull it), apply manifests/ or manifests/kube-1.20 (or the
+#                                     overlay given; --side-load imports the image into each node instead) with
 #                                     server-side apply, wait for the certificate Job's Secret and caBundle
 #                                     and for both Deployments to be Available. Idempotent (hack/deploy.py;
 #                                     runs with the project's .venv, or $PYTHON)
+#   hack/local-cluster.sh registry DIR
+#                                     DIR's OCI registry (go-containerregistry's, TLS, hack/cluster_registry.py),
+#                                     started unless running, on 127.0.0.1 (kind: the kind network's gateway),
+#                                     every node's containerd told to trust it (hosts.toml); prints its
+#                                     address. down / kind-down stop it
 #   hack/local-cluster.sh down DIR    stop exactly the processes started for DIR and undo the host changes
 #                                     its nodes and kube-proxy made (sysctls, iptables chains, dirs,
 #                                     cgroups, bridges)
@@ -234,9 +241,12 @@ case "$1" in
   crds)
     [ $# -eq 2 ] || usage
     cmd_crds "$2" ;;
+  registry)
+    [ $# -eq 2 ] || usage
+    cmd_registry "$2" ;;
   deploy)
-    if [ $# -eq 2 ] || { [ $# -eq 4 ] && [ "$3" = --overlay ]; }; then cmd_deploy "${@:2}"
-    else usage; fi ;;
+    [ $# -ge 2 ] || usage
+    cmd_deploy "${@:2}" ;;  # hack/deploy.py says what it takes
   -h|--help|help) usage ;;
   *) echo "local-cluster: unknown command '$1'" >&2; usage ;;
 esac

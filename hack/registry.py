@@ -13,6 +13,7 @@ Helm here, the nodes' containerd where they pull from it.
 
 from __future__ import annotations
 
+import contextlib
 import os
 import signal
 import subprocess
@@ -48,6 +49,24 @@ def built_tools() -> Path:
     return Path(_last_line(result.stdout))
 
 
+def _exited(pid: int) -> bool:
+    """The process is gone, or a zombie (exited; its parent, maybe this process, has not reaped it yet)."""
+    with contextlib.suppress(ChildProcessError):
+        os.waitpid(pid, os.WNOHANG)  # ours (started by another Registry object of this process): reap it
+    try:
+        return Path(f"/proc/{pid}/stat").read_text().rpartition(")")[2].split()[0] == "Z"
+    except FileNotFoundError:
+        return True
+
+
+def built_helm() -> Path:
+    """helm's path (`hack/local-cluster.sh build-helm`: built from its Go module once per machine)."""
+    result = subprocess.run(["bash", str(SCRIPT), "build-helm"], capture_output=True, text=True, timeout=1800)
+    if result.returncode != 0:
+        raise RegistryError(f"hack/local-cluster.sh build-helm failed: {_last_line(result.stderr)}")
+    return Path(_last_line(result.stdout))
+
+
 @dataclass(frozen=True)
 class PushedImage:
     reference: str  # ADDRESS/REPOSITORY@sha256:...: what a Deployment pins
@@ -63,26 +82,44 @@ class PushedChart:
 
 
 class Registry:
-    """One registry process: its blobs and certificates under `directory`, listening on 127.0.0.1."""
+    """One registry process: its blobs and certificates under `directory`, listening on `listen` (an IP of this
+    host: loopback, or the address a kind network's nodes reach the host by). Its pid and address are kept in
+    `directory`, so a later process attaches to it (`attach`) and `hack/local-cluster.sh down` stops it."""
 
-    def __init__(self, directory: Path) -> None:
+    def __init__(self, directory: Path, listen: str = "127.0.0.1") -> None:
         self.directory = directory
+        self.listen = listen
         self.tools = built_tools()
         self.ca_file = directory / "certs" / "ca.crt"
-        self.address = ""  # 127.0.0.1:PORT once started
+        self.address = ""  # LISTEN:PORT once started
         self._process: subprocess.Popen[bytes] | None = None
+
+    @classmethod
+    def attach(cls, directory: Path) -> Registry | None:
+        """The registry already serving from `directory`, or None when none is (never started, or stopped)."""
+        try:
+            pid = int((directory / "pid").read_text())
+            address = (directory / "address").read_text().strip()
+            cmdline = Path(f"/proc/{pid}/cmdline").read_bytes()
+        except (FileNotFoundError, ValueError):
+            return None
+        if str(directory / "blobs").encode() not in cmdline or not address:
+            return None  # the pid is now another process's
+        attached = cls(directory, address.rpartition(":")[0])
+        attached.address = address
+        return attached
 
     def start(self) -> Registry:
         certs = self.directory / "certs"
         certs.mkdir(parents=True, exist_ok=True)
-        make_certs(certs, service="registry", namespace="local")
+        make_certs(certs, service="registry", namespace="local", ips=sorted({"127.0.0.1", self.listen}))
         ready = self.directory / "address"
         ready.unlink(missing_ok=True)
         log = (self.directory / "registry.log").open("ab")
         self._process = subprocess.Popen(
             [
                 str(self.tools / "registry"),
-                "--address=127.0.0.1:0",
+                f"--address={self.listen}:0",
                 f"--disk={self.directory / 'blobs'}",
                 f"--cert={certs / 'tls.crt'}",
                 f"--key={certs / 'tls.key'}",
@@ -90,9 +127,10 @@ class Registry:
             ],
             stdout=log,
             stderr=subprocess.STDOUT,
-            start_new_session=True,
+            start_new_session=True,  # outlives its starter (hack/deploy.py): stopped by `down` through its pid file
         )
         log.close()
+        (self.directory / "pid").write_text(f"{self._process.pid}\n")
 
         def started() -> str | None:
             if self._process is not None and self._process.poll() is not None:
@@ -106,13 +144,22 @@ class Registry:
         return self
 
     def stop(self) -> None:
-        if self._process is not None and self._process.poll() is None:
-            os.killpg(self._process.pid, signal.SIGTERM)
-            try:
-                self._process.wait(timeout=10)
-            except subprocess.TimeoutExpired:
-                os.killpg(self._process.pid, signal.SIGKILL)
-                self._process.wait()
+        """SIGTERM (then SIGKILL after 10 s) to the registry this object started or attached to, if it runs."""
+        if self._process is not None:
+            if self._process.poll() is None:
+                os.killpg(self._process.pid, signal.SIGTERM)
+                try:
+                    self._process.wait(timeout=10)
+                except subprocess.TimeoutExpired:
+                    os.killpg(self._process.pid, signal.SIGKILL)
+                    self._process.wait()
+            return
+        if Registry.attach(self.directory) is None:
+            return
+        pid = int((self.directory / "pid").read_text())
+        with contextlib.suppress(ProcessLookupError):
+            os.killpg(pid, signal.SIGTERM)
+        wait_for(lambda: _exited(pid) or None, 10, "the registry to stop", interval=0.05)
 
     def __enter__(self) -> Registry:
         return self.start()

@@ -5,7 +5,10 @@ Stamps VERSION into every place that names taintkeeper's version (hack/versions.
 `[project] version`, the chart's `version` and `appVersion` (its `image.tag` defaults to empty, the
 appVersion), every kustomization's `newTag` for the image, and makes the chart's README again (it names the
 version). Then builds the image `taintkeeper:VERSION` (hack/image.py, `make image`) and prints its reference,
-its manifest digest and the archive. `--dry-run` prints what would change and builds nothing.
+its manifest digest and the archive. `--push DIR` (`make release VERSION=... PUSH=DIR`) then pushes the image
+and the packaged chart to the registry of the cluster in DIR (hack/cluster_registry.py: started if it is not
+running) and prints the image's reference by digest, the chart's, and the `helm install` that installs them.
+`--dry-run` prints what would change and builds nothing.
 
 VERSION must be a semantic version (https://semver.org) that is also a Python package version (PEP 440) and
 an image tag: MAJOR.MINOR.PATCH with an optional pre-release (1.0.0-rc.1), no build metadata (`+`). Anything
@@ -30,9 +33,10 @@ ROOT = Path(__file__).resolve().parents[1]
 if str(ROOT) not in sys.path:  # run as `python hack/release.py` from anywhere
     sys.path.insert(0, str(ROOT))
 
-from hack import chart_readme, image, versions  # noqa: E402
+from hack import chart_readme, cluster_registry, image, versions  # noqa: E402
 from hack.image_commands import BuildError  # noqa: E402
 from hack.image_recipe import RecipeError  # noqa: E402
+from hack.registry import RegistryError, built_helm  # noqa: E402
 
 # https://semver.org/#is-there-a-suggested-regular-expression-regex-to-check-a-semver-string
 SEMVER = re.compile(
@@ -43,8 +47,8 @@ SEMVER = re.compile(
 )
 README = versions.CHART / "README.md"
 PUSHING = (
-    "Pushing the image and the chart to a registry comes with the project's registry (issue 50, item 1); "
-    "until then a node imports the archive: ctr -n k8s.io images import ARCHIVE"
+    "Without --push, a node imports the archive (ctr -n k8s.io images import ARCHIVE); with it, the nodes of "
+    "DIR's cluster pull the image from DIR's registry (hack/local-cluster.sh registry DIR)"
 )
 
 
@@ -159,7 +163,28 @@ def parser() -> argparse.ArgumentParser:
     made.add_argument(
         "--dry-run", action="store_true", help="print what would change and what would be built; write nothing"
     )
+    made.add_argument(
+        "--push",
+        metavar="DIR",
+        type=Path,
+        help="push the image and the chart to the registry of the cluster in DIR and print their digests",
+    )
     return made
+
+
+def push(directory: Path, built: image.BuiltImage, version: str, root: Path) -> None:
+    """The image and the chart into DIR's registry; what was pushed, and how to install it, printed."""
+    registry = cluster_registry.ensure(directory)
+    pushed = registry.push_image(built.archive, versions.IMAGE_NAME, version)
+    chart = cluster_registry.publish_chart(directory, built_helm(), root / versions.CHART)
+    repository = pushed.reference.partition("@")[0]
+    print(f"pushed {pushed.reference}")
+    print(f"chart {chart.reference} {chart.version} {chart.digest}")
+    print(
+        f"install: helm install taintkeeper {chart.reference} --version {chart.version} "
+        f"--ca-file {registry.ca_file} -n taintkeeper-system --create-namespace "
+        f"--set image.repository={repository} --set image.digest={pushed.digest}"
+    )
 
 
 def main(argv: Sequence[str] | None = None, root: Path = ROOT) -> int:
@@ -184,7 +209,7 @@ def main(argv: Sequence[str] | None = None, root: Path = ROOT) -> int:
     if not result.texts:
         print(f"every place names {version} already")
     if args.dry_run:
-        print(f"would build {tag} (hack/image.py)")
+        print(f"would build {tag} (hack/image.py)" + (f" and push it to {args.push}'s registry" if args.push else ""))
         return 0
     try:
         built = image.ensure_image(tag, root=root)
@@ -194,6 +219,12 @@ def main(argv: Sequence[str] | None = None, root: Path = ROOT) -> int:
     print(f"image {built.reference}")
     print(f"digest {built.digest}")
     print(f"archive {built.archive}")
+    if args.push is not None:
+        try:
+            push(args.push.resolve(), built, version, root)
+        except RegistryError as error:
+            print(f"release: error: nothing more pushed: {error}", file=sys.stderr)
+            return 1
     return 0
 
 

@@ -14,6 +14,7 @@ import subprocess
 import sys
 import time
 import urllib.request
+from collections.abc import Sequence
 from pathlib import Path
 
 from hack.wait import wait_for
@@ -27,8 +28,13 @@ def free_port() -> int:
         return probe.getsockname()[1]
 
 
-def make_certs(out_dir: Path, service: str = "taintkeeper-webhook", namespace: str = "taintkeeper-system") -> str:
-    """CA + serving pair valid for 127.0.0.1 and the Service names; returns the base64 caBundle."""
+def make_certs(
+    out_dir: Path,
+    service: str = "taintkeeper-webhook",
+    namespace: str = "taintkeeper-system",
+    ips: Sequence[str] = ("127.0.0.1",),
+) -> str:
+    """CA + serving pair valid for `ips`, localhost and the Service names; returns the base64 caBundle."""
     result = subprocess.run(
         [
             sys.executable,
@@ -40,8 +46,7 @@ def make_certs(out_dir: Path, service: str = "taintkeeper-webhook", namespace: s
             namespace,
             "--out-dir",
             str(out_dir),
-            "--ip",
-            "127.0.0.1",
+            *(arg for ip in ips for arg in ("--ip", ip)),
             "--dns-name",
             "localhost",
         ],

@@ -12,3 +12,15 @@ cmd_deploy() { # dir [--overlay path]
     || die "no Python with taintkeeper's dependencies at $python: run \`make setup\` first (or set PYTHON)"
   (cd "$root" && "$python" -m hack.deploy "$@")
 }
+
+cmd_registry() { # dir: DIR's registry (hack/cluster_registry.py), started if not running; prints its address
+  local root python
+  root=$(cd "$HERE/.." && pwd)
+  python=${PYTHON:-$root/.venv/bin/python}
+  [ -d "$1" ] || die "no such directory: $1"
+  if [ -f "$1/kind.env" ]; then
+    DOCKER_HOST=$(kind_env_value "$1" DOCKER_HOST)
+    if [ -n "$DOCKER_HOST" ]; then export DOCKER_HOST; else unset DOCKER_HOST; fi
+  fi
+  (cd "$root" && "$python" -m hack.cluster_registry "$1")
+}

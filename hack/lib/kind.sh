@@ -53,10 +53,13 @@ write_kind_config() { # dir image
     log "this host runs cgroup v1: the kind nodes' kubelets are told failCgroupV1: false"
     printf '%s\n' "- |" "  kind: KubeletConfiguration" "  failCgroupV1: false" >>"$config"
   fi
+  # As kind documents for a local registry: the nodes' containerd reads a hosts.toml per registry address
+  # (hack/cluster_registry.py writes the project's registry's there).
+  printf '%s\n' "containerdConfigPatches:" "- |-" '  [plugins."io.containerd.grpc.v1.cri".registry]' \
+    '    config_path = "/etc/containerd/certs.d"' >>"$config"
   if [ -n "$(python3 "$HERE/runc_capfilter.py" missing)" ]; then
     log "containers here lack CAP_SYS_RESOURCE: the kind nodes' containerd restricts OOM score adjustments"
-    printf '%s\n' "containerdConfigPatches:" "- |-" '  [plugins."io.containerd.grpc.v1.cri"]' \
-      "    restrict_oom_score_adj = true" >>"$config"
+    printf '%s\n' "- |-" '  [plugins."io.containerd.grpc.v1.cri"]' "    restrict_oom_score_adj = true" >>"$config"
   fi
   echo "$config"
 }
@@ -177,5 +180,6 @@ cmd_kind_down() { # dir
   else
     log "no kind cluster in $dir"
   fi
+  stop_pidfile "$dir/registry/pid" "$dir"
   cmd_docker_down "$dir"
 }

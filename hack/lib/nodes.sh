@@ -66,6 +66,9 @@ state = "$nd/containerd/state"
   [plugins."io.containerd.grpc.v1.cri".cni]
     bin_dir = "/usr/lib/cni"
     conf_dir = "$nd/cni"
+  # the cluster's registry (hack/cluster_registry.py): a hosts.toml per address, read at each pull
+  [plugins."io.containerd.grpc.v1.cri".registry]
+    config_path = "$dir/registry/hosts"
 TOML
   cat >"$nd/cni/10-taintkeeper.conflist" <<CNI
 {

@@ -10,6 +10,8 @@ from typing import Any
 
 import yaml
 
+from hack.registry import RegistryError, built_helm
+
 ROOT = Path(__file__).resolve().parents[2]
 CHART = ROOT / "charts" / "taintkeeper"
 APP_VERSION = str(yaml.safe_load((CHART / "Chart.yaml").read_text())["appVersion"])  # the image's default tag
@@ -27,11 +29,10 @@ _built: dict[str, Path | str] = {}  # "helm": its path, or "error": why it could
 def build_helm() -> Path:
     """helm's path, built on the first call of a session (minutes on a machine where it is not cached)."""
     if not _built:
-        result = subprocess.run(["bash", str(SCRIPT), "build-helm"], capture_output=True, text=True, timeout=1800)
-        if result.returncode == 0:
-            _built["helm"] = Path(result.stdout.strip().splitlines()[-1])
-        else:
-            _built["error"] = f"hack/local-cluster.sh build-helm failed:\n{result.stderr[-4000:]}"
+        try:
+            _built["helm"] = built_helm()
+        except RegistryError as error:
+            _built["error"] = str(error)
     if "error" in _built:
         raise RuntimeError(_built["error"])
     return Path(_built["helm"])

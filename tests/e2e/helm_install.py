@@ -3,8 +3,9 @@
 VALUES are what overlay/settings does for the kustomization: the controller's short node-monitor periods
 (a stopped kubelet is noticed in ~20 s) and taintkeeper's pods kept off the node the tests stop, allowed on
 a control plane and on nodes still carrying the registration's not-ready:NoSchedule (only taintkeeper's
-controller lifts it there). The local provider installs this way with TAINTKEEPER_E2E_INSTALL=helm, and
-tests/helm_release/ always does.
+controller lifts it there). The chart and the image are pushed to the cluster's registry and installed from
+there, the image by its digest, as users receive them. The local provider installs this way with
+TAINTKEEPER_E2E_INSTALL=helm, and tests/helm_release/ always does.
 """
 
 from __future__ import annotations
@@ -15,11 +16,18 @@ from typing import Any
 
 import yaml
 
-from hack.deploy import build_image, cluster_nodes, import_image, kubectl
+from hack import cluster_registry, image, versions
+from hack.deploy import build_image, cluster_nodes, kubectl, publish_image
+from hack.registry import PushedImage
 from tests.chart.helm import CHART
 from tests.e2e.cluster import SYSTEM_NAMESPACE, VICTIM_LABEL
 
 RELEASE = "taintkeeper"
+CURRENT_VERSION = versions.project_version()  # the chart's appVersion too (tests/unit/hack/test_release.py)
+# The next build: the same code under another package version, so the audit log's User-Agents tell the two apart.
+NEXT_VERSION = f"{CURRENT_VERSION}+next"
+CURRENT_TAG, NEXT_TAG = CURRENT_VERSION, NEXT_VERSION.replace("+", "_")  # an image tag has no '+'
+
 RELEASE_NAMESPACE = SYSTEM_NAMESPACE  # the chart installs into the release's namespace, made by --create-namespace
 # What docs/operating.md ("Installing with Helm") and the notes have an operator give a namespace Helm made:
 # what manifests/base/namespace.yaml gives taintkeeper-system.
@@ -57,6 +65,11 @@ def values(tag: str | None = None) -> dict[str, Any]:
     }
 
 
+def next_build() -> image.BuiltImage:
+    """The image of the next build (built if stale), tagged as Helm tags an OCI chart whose version has a '+'."""
+    return image.ensure_image(f"{versions.IMAGE_NAME}:{NEXT_TAG}", version=NEXT_VERSION)
+
+
 def write_values(directory: Path) -> Path:
     path = directory / "e2e-values.yaml"
     path.write_text(yaml.safe_dump(values(), sort_keys=False))
@@ -81,12 +94,24 @@ def label_namespace(kubeconfig: Path) -> None:
         )
 
 
-def install(directory: Path, helm: Path) -> None:
-    """Build and import the image into every node, then `helm upgrade --install --create-namespace --wait` the
-    chart (a rerun on a kept cluster upgrades in place) and label its namespace as the notes say."""
-    nodes = cluster_nodes(directory)
-    built = build_image()
-    import_image(nodes, built.archive, built.reference, built.digest)
+def from_registry(directory: Path, helm: Path, pushed: PushedImage) -> list[str]:
+    """What `helm install` takes to install the chart as users receive it: from DIR's registry (pushed there
+    now), with the image pushed there pinned by its digest."""
+    chart = cluster_registry.publish_chart(directory, helm, CHART)
+    repository = pushed.reference.partition("@")[0]
+    ca_file = cluster_registry.registry_directory(directory) / "certs" / "ca.crt"
+    return [
+        *(chart.reference, "--version", chart.version, "--ca-file", str(ca_file)),
+        *("--set", f"image.repository={repository}", "--set", f"image.digest={pushed.digest}"),
+    ]
+
+
+def install(directory: Path, helm: Path) -> PushedImage:
+    """Push the image and the chart to DIR's registry, then `helm upgrade --install --create-namespace --wait`
+    the chart from there (a rerun on a kept cluster upgrades in place) and label its namespace as the notes say;
+    the image as pushed."""
+    cluster_nodes(directory)  # a running cluster, or one line saying there is none
+    pushed = publish_image(directory, build_image())
     command = helm_command(
         helm,
         directory / "kubeconfig",
@@ -94,7 +119,7 @@ def install(directory: Path, helm: Path) -> None:
         "--install",
         "--create-namespace",
         RELEASE,
-        str(CHART),
+        *from_registry(directory, helm, pushed),
         "-f",
         str(write_values(directory)),
         "--wait",
@@ -105,3 +130,4 @@ def install(directory: Path, helm: Path) -> None:
     if result.returncode != 0:
         raise AssertionError(f"helm upgrade --install failed ({result.returncode}): {result.stderr[-3000:]}")
     label_namespace(directory / "kubeconfig")
+    return pushed

@@ -105,7 +105,8 @@ def _container(container_id: str) -> str:
 class KindProvider:
     """A kind cluster (`hack/local-cluster.sh kind-up DIR`): a control plane and three workers, nodes as
     Docker containers, in the project's own Docker engine (or the one that answers), from the node image
-    built here; taintkeeper loaded with `kind load image-archive` and deployed as on the local cluster."""
+    built here; taintkeeper pushed to the cluster's registry, pulled by the nodes, and deployed as on the local
+    cluster."""
 
     directory: Path
     cluster: str = field(default_factory=lambda: os.environ.get("TAINTKEEPER_KIND_CLUSTER", "taintkeeper-e2e"))

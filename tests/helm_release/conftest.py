@@ -1,6 +1,7 @@
 """The release suite's cluster: the complete local cluster (hack/local-cluster.sh up DIR --nodes 3 --audit)
-with taintkeeper's image in two builds on every node, and helm; taintkeeper itself is installed, upgraded,
-rolled back and uninstalled by the tests, with `helm` as an operator runs it.
+with its registry holding taintkeeper's image in two builds and the chart, and helm; taintkeeper itself is
+installed from there (`helm install oci://... --version V`, the image by its digest), upgraded, rolled back and
+uninstalled by the tests, with `helm` as an operator runs it; the nodes pull the image.
 
 The two builds are the same code under two package versions (hack/image.py --version), so the audit log's
 User-Agents say which build made each write: the release's own, tagged with the version (pyproject's, the
@@ -25,17 +26,17 @@ import yaml
 from kubernetes import client, config
 from packaging.version import Version
 
-from hack import image, versions
-from hack.deploy import cluster_nodes, import_image
+from hack import versions
+from hack.deploy import publish_image
+from hack.registry import PushedImage
 from tests.chart.helm import build_helm
 from tests.e2e import helm_install
 from tests.e2e.cluster import VICTIM_LABEL, E2ECluster, wait_for
 from tests.e2e.providers import LocalProvider
 from tests.support.kubernetes_version import server_minor
 
-CURRENT_VERSION = versions.project_version()  # the chart's appVersion too (tests/unit/hack/test_release.py)
-NEXT_VERSION = f"{CURRENT_VERSION}+next"
-CURRENT_TAG, NEXT_TAG = CURRENT_VERSION, NEXT_VERSION.replace("+", "_")  # an image tag has no '+'
+CURRENT_VERSION, NEXT_VERSION = helm_install.CURRENT_VERSION, helm_install.NEXT_VERSION
+CURRENT_TAG, NEXT_TAG = helm_install.CURRENT_TAG, helm_install.NEXT_TAG
 # policy/v1 PodDisruptionBudgets and batch/v1 CronJobs, which the chart installs, are served from 1.21.
 HELM_MINIMUM_MINOR = 21
 
@@ -46,6 +47,8 @@ class ReleaseCluster:
     directory: Path
     helm: Path
     values: Path  # -f for every install and upgrade
+    chart: list[str]  # the chart in the registry, the current build's image by digest: what install takes
+    images: dict[str, PushedImage]  # image tag -> that build in the registry
     versions: dict[str, str]  # image tag -> the package version its processes report
 
     @property
@@ -59,16 +62,18 @@ class ReleaseCluster:
 @pytest.fixture(scope="package")  # down before the next suite: one cluster with nodes per host at a time
 def release_cluster(tmp_path_factory: pytest.TempPathFactory, taintkeeper_image: Any) -> Iterator[ReleaseCluster]:
     helm = build_helm()
-    next_image = image.ensure_image(f"{versions.IMAGE_NAME}:{NEXT_TAG}", version=NEXT_VERSION)
+    next_image = helm_install.next_build()
     assert taintkeeper_image.reference.endswith(f"/{versions.IMAGE_NAME}:{CURRENT_TAG}"), taintkeeper_image.reference
     kept = os.environ.get("TAINTKEEPER_E2E_CLUSTER_DIR")
     directory = Path(kept) if kept else tmp_path_factory.mktemp("release-cluster")
     provider = LocalProvider(directory, audit=True)
     try:
         provider.up()
-        nodes = cluster_nodes(directory)
-        for built in (taintkeeper_image, next_image):
-            import_image(nodes, built.archive, built.reference, built.digest)
+        images = {
+            tag: publish_image(directory, built)
+            for tag, built in ((CURRENT_TAG, taintkeeper_image), (NEXT_TAG, next_image))
+        }
+        chart = helm_install.from_registry(directory, helm, images[CURRENT_TAG])
         api_client = config.new_client_from_config(config_file=str(provider.kubeconfig()))
         try:
             if server_minor(api_client) < HELM_MINIMUM_MINOR:
@@ -87,6 +92,8 @@ def release_cluster(tmp_path_factory: pytest.TempPathFactory, taintkeeper_image:
                 directory,
                 helm,
                 values,
+                chart,
+                images,
                 # What each build's User-Agent says: the package's version, as setuptools normalizes it.
                 {CURRENT_TAG: str(Version(CURRENT_VERSION)), NEXT_TAG: str(Version(NEXT_VERSION))},
             )

@@ -23,9 +23,9 @@ from kubernetes import client
 
 from bench.soak.audit import AuditRecord, read_files, rotated_files
 from hack.deploy import kubectl
+from hack.servers import free_port
 from hack.wait import WaitTimeout
 from kube.timestamps import parse_time
-from tests.chart.helm import CHART
 from tests.e2e import helm_install
 from tests.e2e.cluster import SYSTEM_NAMESPACE, UNREACHABLE, default_tolerations, toleration, wait_for
 from tests.e2e.helm_install import RELEASE
@@ -80,7 +80,8 @@ def deployment_images(release: ReleaseCluster) -> dict[str, set[str]]:
 
 
 def rolled_to(release: ReleaseCluster, tag: str) -> bool:
-    return all(images == {f"taintkeeper:{tag}"} for images in deployment_images(release).values())
+    """Every Deployment's pods run that build, as pushed to the registry (by digest)."""
+    return all(images == {release.images[tag].reference} for images in deployment_images(release).values())
 
 
 def dry_run_mutated(release: ReleaseCluster) -> bool:
@@ -88,12 +89,90 @@ def dry_run_mutated(release: ReleaseCluster) -> bool:
     return pod["spec"].get("tolerations") == default_tolerations()
 
 
+def helm_refused(release: ReleaseCluster, *args: str) -> str:
+    """Run helm expecting a refusal: its last line of stderr (the test fails if helm succeeded)."""
+    result = subprocess.run(release.helm_args(*args), capture_output=True, text=True, timeout=300)
+    assert result.returncode != 0, f"helm {' '.join(args)} succeeded:\n{result.stdout[-2000:]}"
+    return result.stderr.strip().splitlines()[-1]
+
+
+def namespace_gone(release: ReleaseCluster) -> bool:
+    try:
+        release.e2e.core.read_namespace(SYSTEM_NAMESPACE)
+    except client.ApiException as error:
+        return error.status == 404
+    return False
+
+
+def nothing_installed(release: ReleaseCluster) -> None:
+    listed = subprocess.run(
+        release.helm_args("list", "--all", "-o", "json"), capture_output=True, text=True, timeout=60, check=True
+    )
+    assert json.loads(listed.stdout) == [], listed.stdout
+    assert leftovers(release) == []
+
+
+def test_helm_install_from_a_registry_that_is_down_or_without_the_version_installs_nothing(
+    release_cluster: ReleaseCluster,
+):
+    """Before the release's install: helm says why in one line and creates nothing."""
+    release = release_cluster
+    reference = release.chart[0]  # oci://ADDRESS/charts/taintkeeper; then --version V and the rest
+    address = reference.removeprefix("oci://").partition("/")[0]
+    down = reference.replace(address, f"127.0.0.1:{free_port()}")  # nothing listens there
+    said = helm_refused(release, "install", RELEASE, down, *release.chart[1:], "--create-namespace")
+    assert "connection refused" in said, said
+    nothing_installed(release)
+    missing = [*release.chart[:2], "9.9.9", *release.chart[3:]]
+    said = helm_refused(release, "install", RELEASE, *missing, "--create-namespace", "-f", str(release.values))
+    assert "9.9.9" in said and "not found" in said, said
+    nothing_installed(release)
+
+
+def test_an_image_digest_the_registry_does_not_hold_is_named_by_the_pods_and_uninstalls_clean(
+    release_cluster: ReleaseCluster,
+):
+    """The chart installs (helm cannot know); every pod waits in ErrImagePull or ImagePullBackOff, the kubelet's
+    message naming the digest as not found; uninstalled (its pre-delete hook would need the image) it leaves
+    nothing."""
+    release = release_cluster
+    e2e = release.e2e
+    wrong = "sha256:" + "0" * 64
+    helm(
+        release,
+        *("install", RELEASE, *release.chart, "--create-namespace", "-f", str(release.values)),
+        *("--set", f"image.digest={wrong}"),
+    )
+    try:
+
+        def stuck() -> list[str] | None:
+            pods = e2e.raw(e2e.core.list_namespaced_pod, SYSTEM_NAMESPACE)["items"]
+            reasons = [
+                ((status.get("state") or {}).get("waiting") or {}).get("reason", "")
+                for pod in pods
+                for status in pod["status"].get("containerStatuses") or ()
+            ]
+            if len(reasons) < len(DEPLOYMENTS) or not all(r in ("ErrImagePull", "ImagePullBackOff") for r in reasons):
+                return None
+            events = e2e.raw(e2e.core.list_namespaced_event, SYSTEM_NAMESPACE)["items"]
+            said = [e["message"] for e in events if e.get("reason") == "Failed" and wrong in e.get("message", "")]
+            return [message for message in said if "not found" in message] or None
+
+        said = wait_for(stuck, 180, "every pod failing to pull the image, the kubelet saying why", interval=1)
+        print(said[0])
+    finally:
+        helm(release, "uninstall", RELEASE, "--no-hooks", "--wait", "--timeout", "5m")
+        e2e.core.delete_namespace(SYSTEM_NAMESPACE)
+    wait_for(lambda: leftovers(release) == [], 300, "nothing of the release left", interval=1)
+    wait_for(lambda: namespace_gone(release), 300, f"namespace {SYSTEM_NAMESPACE} deleted", interval=1)
+
+
 def test_helm_install_brings_taintkeeper_up_and_the_webhook_answers(release_cluster: ReleaseCluster):
     release = release_cluster
     started = time.monotonic()
     seconds = helm(
         release,
-        *("install", RELEASE, str(CHART), "--create-namespace", "-f", str(release.values)),
+        *("install", RELEASE, *release.chart, "--create-namespace", "-f", str(release.values)),
         *("--wait", "--timeout", "10m"),
     )
     helm_install.label_namespace(release.e2e.kubeconfig)  # as the notes say for a namespace Helm made
@@ -227,7 +306,10 @@ def roll_under_load(
 
 def test_helm_upgrade_to_another_build_under_load_loses_nothing(release_cluster: ReleaseCluster, load_namespace: str):
     release = release_cluster
-    action = ["upgrade", RELEASE, str(CHART), "-f", str(release.values), "--set", f"image.tag={NEXT_TAG}"]
+    action = [
+        *("upgrade", RELEASE, *release.chart, "-f", str(release.values)),
+        *("--set", f"image.tag={NEXT_TAG}", "--set", f"image.digest={release.images[NEXT_TAG].digest}"),
+    ]
     roll_under_load(release, load_namespace, action, "upgrade", CURRENT_TAG, NEXT_TAG)
 
 
@@ -276,15 +358,7 @@ def test_helm_uninstall_removes_the_webhook_first_and_leaves_nothing_behind(
         # The namespace is the operator's (--create-namespace): with it go the Lease, the Secret and the events
         # taintkeeper wrote there itself (docs/operating.md, "Upgrading").
         e2e.core.delete_namespace(SYSTEM_NAMESPACE)
-
-        def namespace_gone() -> bool:
-            try:
-                e2e.core.read_namespace(SYSTEM_NAMESPACE)
-            except client.ApiException as error:
-                return error.status == 404
-            return False
-
-        wait_for(namespace_gone, 300, f"namespace {SYSTEM_NAMESPACE} deleted", interval=1)
+        wait_for(lambda: namespace_gone(release), 300, f"namespace {SYSTEM_NAMESPACE} deleted", interval=1)
         gone_after = time.time() - began
         after = len(load)
         wait_for(lambda: len(load) >= after + 10, 60, "the load going on after the uninstall", interval=0.2)
@@ -341,7 +415,7 @@ def test_helm_install_with_admission_mode_auto_on_1_37_runs_the_policy_and_unins
     e2e = release.e2e
     helm(
         release,
-        *("install", RELEASE, str(CHART), "--create-namespace", "-f", str(release.values)),
+        *("install", RELEASE, *release.chart, "--create-namespace", "-f", str(release.values)),
         *("--set", "admission.mode=auto", "--wait", "--timeout", "10m"),
     )
     try:

@@ -12,7 +12,7 @@ from pathlib import Path
 
 import pytest
 
-from hack import image_archive, versions
+from hack import cluster_registry, image_archive, release, versions
 from hack.registry import Registry, RegistryError
 from tests.chart.helm import CHART, build_helm
 
@@ -99,3 +99,26 @@ def test_a_registry_that_is_down_is_said_so(tmp_path: Path, helm: Path) -> None:
         str(stopped.ca_file),
     )
     assert down.returncode != 0 and "connection refused" in down.stderr
+
+
+def test_make_release_pushes_the_image_and_the_chart_and_prints_their_digests(
+    tmp_path: Path, taintkeeper_image: image_archive.BuiltImage, capsys: pytest.CaptureFixture[str]
+) -> None:
+    """`make release VERSION=<the version stamped> PUSH=DIR`: nothing to stamp, the image built as before, both
+    pushed to DIR's registry, which it starts; the printed install names them by digest."""
+    version = versions.project_version()
+    try:
+        assert release.main([version, "--push", str(tmp_path)]) == 0
+    finally:
+        running = Registry.attach(cluster_registry.registry_directory(tmp_path))
+        if running is not None:
+            running.stop()
+    said = dict(line.partition(" ")[::2] for line in capsys.readouterr().out.splitlines() if " " in line)
+    address = (cluster_registry.registry_directory(tmp_path) / "address").read_text().strip()
+    assert said["digest"] == taintkeeper_image.digest
+    assert said["pushed"] == f"{address}/taintkeeper@{taintkeeper_image.digest}"
+    reference, chart_version, chart_digest = said["chart"].split()
+    assert (reference, chart_version) == (f"oci://{address}/charts/taintkeeper", version)
+    assert chart_digest.startswith("sha256:")
+    assert f"--set image.digest={taintkeeper_image.digest}" in said["install:"]
+    assert Registry.attach(cluster_registry.registry_directory(tmp_path)) is None  # stopped
