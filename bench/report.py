@@ -3,7 +3,8 @@
 REPORT.md is made whole, never edited by hand: one line per goal of bench/goals.py with its latest
 figure (per point: a cluster size, a rate) from the runs on the local cluster's default Kubernetes or
 without an apiserver, the goal, the verdict and the run, linked to its report under bench/runs/; then
-the pictures (bench/report_figures.py) and an index of every run's report, by day.
+the pictures (bench/report_figures.py), the soaks of taintkeeper and the built-ins on the same faults side by
+side (bench/report_comparison.py) and an index of every run's report, by day.
 """
 
 from __future__ import annotations
@@ -13,6 +14,7 @@ from collections.abc import Sequence
 from dataclasses import dataclass
 from pathlib import Path
 
+from bench import report_comparison as comparison
 from bench.goals import GOALS, HEADLINE_KUBERNETES, NO_RUN, Goal, judged, shown
 from bench.report_figures import FIGURES, draw_figures
 from bench.results import BENCH, Measured, Run, load_runs
@@ -98,6 +100,7 @@ def render(runs: Sequence[Run]) -> str:
             "",
             "\n\n".join(pictures),
             "",
+            *comparison.lines(runs),
             "## Runs",
             "",
             "Each run's report as it was written (other Kubernetes versions' runs too), by day, in the order they "
