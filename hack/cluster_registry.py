@@ -13,8 +13,11 @@ CRI `config_path` names, with the registry's CA; containerd reads these at each 
 from __future__ import annotations
 
 import argparse
+import contextlib
+import fcntl
 import subprocess
 import sys
+from collections.abc import Iterator
 from pathlib import Path
 
 from hack.kind_cluster import KindCluster, KindError
@@ -23,10 +26,20 @@ from hack.registry import PushedChart, Registry, RegistryError
 LOOPBACK = "127.0.0.1"
 # Where a kind node's containerd looks for hosts.toml: hack/lib/kind.sh sets config_path to it.
 KIND_HOSTS_DIR = "/etc/containerd/certs.d"
+KIND_CONTAINERD_CONFIG = "/etc/containerd/config.toml"  # kind applies its containerdConfigPatches to it
+KIND_CONFIG_PATH_LINE = f'config_path = "{KIND_HOSTS_DIR}"'
 
 
 def registry_directory(cluster: Path) -> Path:
     return cluster / "registry"
+
+
+def address(cluster: Path) -> str:
+    """The address DIR's registry listens on (RegistryError when it never started)."""
+    try:
+        return (registry_directory(cluster) / "address").read_text().strip()
+    except FileNotFoundError:
+        raise RegistryError(f"{cluster} has no registry (hack/local-cluster.sh registry {cluster})") from None
 
 
 def local_hosts_dir(cluster: Path) -> Path:
@@ -52,18 +65,26 @@ def ensure(cluster: Path) -> Registry:
     kind = KindCluster.of(cluster)
     directory = registry_directory(cluster)
     directory.mkdir(parents=True, exist_ok=True)
-    registry = Registry.attach(directory)
-    if registry is None:
-        try:
-            listen = LOOPBACK if kind is None else kind.gateway()
-        except KindError as error:
-            raise RegistryError(str(error)) from error
-        registry = Registry(directory, listen).start()
+    with _locked(directory):  # one registry per DIR, whoever asks at once
+        registry = Registry.attach(directory)
+        if registry is None:
+            try:
+                listen = LOOPBACK if kind is None else kind.gateway()
+            except KindError as error:
+                raise RegistryError(str(error)) from error
+            registry = Registry(directory, listen).start()
     if kind is None:
         trust_local(cluster, registry.address, registry.ca_file)
     else:
         trust_kind(kind, registry)
     return registry
+
+
+@contextlib.contextmanager
+def _locked(directory: Path) -> Iterator[None]:
+    with open(directory / "lock", "w") as lock:
+        fcntl.flock(lock, fcntl.LOCK_EX)
+        yield
 
 
 def trust_local(cluster: Path, address: str, ca_file: Path) -> None:
@@ -86,9 +107,19 @@ def trust_local(cluster: Path, address: str, ca_file: Path) -> None:
 
 
 def trust_kind(kind: KindCluster, registry: Registry) -> None:
+    """The hosts.toml and CA in every node; refused, in one line, for nodes whose containerd does not read them
+    (a cluster made before hack/lib/kind.sh set config_path) or that cannot be read (not running)."""
     hosts = f"{KIND_HOSTS_DIR}/{registry.address}"
     ca = registry.ca_file.read_text()
-    for node in kind.nodes():
+    nodes = kind.nodes()
+    configs = {node: kind.read_file(node, KIND_CONTAINERD_CONFIG) for node in nodes}
+    blind = sorted(node for node, text in configs.items() if text is None or KIND_CONFIG_PATH_LINE not in text)
+    if blind:
+        raise RegistryError(
+            f"the containerd of kind node(s) {', '.join(blind)} does not read {KIND_HOSTS_DIR} (not running, or "
+            f"made before nodes were told of a registry): kind-down the cluster, then kind-up it again"
+        )
+    for node in nodes:
         for name, text in (("ca.crt", ca), ("hosts.toml", hosts_toml(registry.address, f"{hosts}/ca.crt"))):
             failure = kind.write_file(node, f"{hosts}/{name}", text)
             if failure is not None:

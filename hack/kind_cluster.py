@@ -70,6 +70,11 @@ class KindCluster:
             return None
         return (written.stderr.strip().splitlines() or [f"exit {written.returncode}"])[-1]
 
+    def read_file(self, node: str, path: str) -> str | None:
+        """A file inside a node container; None when it cannot be read (no such file, the node not running)."""
+        read = self._run(["docker", "exec", node, "cat", path], timeout=60)
+        return read.stdout if read.returncode == 0 else None
+
     def gateway(self) -> str:
         """The host's IPv4 address on Docker's network `kind`: where the nodes reach a server on the host."""
         inspected = self._run(

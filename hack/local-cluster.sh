@@ -245,8 +245,8 @@ case "$1" in
     [ $# -eq 2 ] || usage
     cmd_registry "$2" ;;
   deploy)
-    [ $# -ge 2 ] || usage
-    cmd_deploy "${@:2}" ;;  # hack/deploy.py says what it takes
+    { [ $# -ge 2 ] && [ "${2#-}" = "$2" ]; } || usage # DIR first; hack/deploy.py says what else it takes
+    cmd_deploy "${@:2}" ;;
   -h|--help|help) usage ;;
   *) echo "local-cluster: unknown command '$1'" >&2; usage ;;
 esac

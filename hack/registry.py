@@ -23,7 +23,7 @@ from dataclasses import dataclass
 from pathlib import Path
 
 from hack.servers import make_certs
-from hack.wait import wait_for
+from hack.wait import WaitTimeout, wait_for
 
 ROOT = Path(__file__).resolve().parents[1]
 SCRIPT = ROOT / "hack" / "local-cluster.sh"
@@ -144,7 +144,8 @@ class Registry:
         return self
 
     def stop(self) -> None:
-        """SIGTERM (then SIGKILL after 10 s) to the registry this object started or attached to, if it runs."""
+        """SIGTERM (then SIGKILL after 10 s) to the registry this object started or attached to, if it runs; an
+        attached one's pid file goes with it."""
         if self._process is not None:
             if self._process.poll() is None:
                 os.killpg(self._process.pid, signal.SIGTERM)
@@ -153,13 +154,20 @@ class Registry:
                 except subprocess.TimeoutExpired:
                     os.killpg(self._process.pid, signal.SIGKILL)
                     self._process.wait()
+            (self.directory / "pid").unlink(missing_ok=True)
             return
         if Registry.attach(self.directory) is None:
             return
         pid = int((self.directory / "pid").read_text())
-        with contextlib.suppress(ProcessLookupError):
-            os.killpg(pid, signal.SIGTERM)
-        wait_for(lambda: _exited(pid) or None, 10, "the registry to stop", interval=0.05)
+        for sent in (signal.SIGTERM, signal.SIGKILL):
+            with contextlib.suppress(ProcessLookupError):
+                os.killpg(pid, sent)
+            try:
+                wait_for(lambda: _exited(pid) or None, 10, "the registry to stop", interval=0.05)
+                break
+            except WaitTimeout:
+                continue
+        (self.directory / "pid").unlink(missing_ok=True)
 
     def __enter__(self) -> Registry:
         return self.start()

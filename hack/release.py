@@ -37,6 +37,7 @@ from hack import chart_readme, cluster_registry, image, versions  # noqa: E402
 from hack.image_commands import BuildError  # noqa: E402
 from hack.image_recipe import RecipeError  # noqa: E402
 from hack.registry import RegistryError, built_helm  # noqa: E402
+from hack.wait import WaitTimeout  # noqa: E402
 
 # https://semver.org/#is-there-a-suggested-regular-expression-regex-to-check-a-semver-string
 SEMVER = re.compile(
@@ -194,6 +195,12 @@ def main(argv: Sequence[str] | None = None, root: Path = ROOT) -> int:
     if why is not None:
         print(f"release: error: {why}", file=sys.stderr)
         return 2
+    if args.push is not None and not args.push.is_dir():
+        print(
+            f"release: error: --push {args.push}: no such directory (a cluster's: hack/local-cluster.sh up)",
+            file=sys.stderr,
+        )
+        return 2
     old = versions.project_version(root)
     tag = f"{versions.IMAGE_NAME}:{version}"
     try:
@@ -222,7 +229,7 @@ def main(argv: Sequence[str] | None = None, root: Path = ROOT) -> int:
     if args.push is not None:
         try:
             push(args.push.resolve(), built, version, root)
-        except RegistryError as error:
+        except (RegistryError, WaitTimeout) as error:
             print(f"release: error: nothing more pushed: {error}", file=sys.stderr)
             return 1
     return 0

@@ -381,7 +381,7 @@ cmd_down() {
   dir=$(cd "$dir" && pwd)
   components_down "$dir"
   nodes_down "$dir"
-  stop_pidfile "$dir/registry/pid" "$dir"
+  stop_pidfile "$dir/registry/pid" "$(cd "$dir" && pwd -P)" # it was started with DIR's physical path
   stop_pidfile "$dir/apiserver.pid" "$dir"
   stop_pidfile "$dir/etcd.pid" "$dir"
   log "stopped control plane in $dir"

@@ -180,6 +180,6 @@ cmd_kind_down() { # dir
   else
     log "no kind cluster in $dir"
   fi
-  stop_pidfile "$dir/registry/pid" "$dir"
+  stop_pidfile "$dir/registry/pid" "$(cd "$dir" && pwd -P)" # it was started with DIR's physical path
   cmd_docker_down "$dir"
 }

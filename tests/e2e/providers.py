@@ -55,6 +55,7 @@ def run(argv: list[str], timeout: float = 180) -> str:
 
 class Provider(Protocol):
     name: str
+    directory: Path  # the cluster's (its kubeconfig, its registry)
     pod_image: str  # an image every node holds: test pods start without a registry
 
     @property

@@ -12,7 +12,7 @@ import base64
 import pytest
 from kubernetes import client
 
-from hack.versions import image_reference
+from hack import cluster_registry, image_archive, versions
 from tests.e2e.cluster import NOT_READY, SYSTEM_NAMESPACE, UNREACHABLE, E2ECluster, wait_for
 from tests.support.kubernetes_version import server_minor
 
@@ -34,7 +34,9 @@ def test_kube_controller_manager_runs_no_node_lifecycle_or_taint_eviction(e2e: E
         assert "-taint-eviction-controller" in controllers, controllers
 
 
-def test_both_deployments_are_available_and_run_non_root_on_a_read_only_root(e2e: E2ECluster):
+def test_both_deployments_are_available_and_run_non_root_on_a_read_only_root(
+    e2e: E2ECluster, taintkeeper_image: image_archive.BuiltImage
+):
     apps = client.AppsV1Api(e2e.api_client)
     for name in DEPLOYMENTS:
         deployment = e2e.raw(apps.read_namespaced_deployment, name, SYSTEM_NAMESPACE)
@@ -55,9 +57,11 @@ def test_both_deployments_are_available_and_run_non_root_on_a_read_only_root(e2e
             assert context.get("runAsNonRoot") is True, (pod["metadata"]["name"], context)
             assert context.get("runAsUser", 0) != 0, (pod["metadata"]["name"], context)
             assert context.get("readOnlyRootFilesystem") is True, (pod["metadata"]["name"], context)
-        # What the kubelet really runs: the image of our archive, tagged with the version, every container ready.
+        # What the kubelet really runs: the image of our archive, pulled from the cluster's registry by the digest
+        # it was built with (a side-loaded one would be docker.io/library's), every container ready.
+        pulled = f"{cluster_registry.address(e2e.provider.directory)}/{versions.IMAGE_NAME}@{taintkeeper_image.digest}"
         statuses = pod["status"]["containerStatuses"]
-        assert all(s["ready"] and s["image"].endswith(image_reference()) for s in statuses), statuses
+        assert all(s["ready"] and s["imageID"] == pulled for s in statuses), statuses
 
 
 def test_the_webhook_is_called_through_its_service_with_the_certificate_jobs_ca_bundle(e2e: E2ECluster):

@@ -17,6 +17,7 @@ from pathlib import Path
 import pytest
 from kubernetes import client
 
+from hack import cluster_registry
 from hack.deploy import kubectl, publish_image
 from tests.chart.helm import build_helm
 from tests.e2e import helm_install
@@ -48,7 +49,7 @@ def test_the_chart_from_the_registry_installs_upgrades_and_rolls_back_on_kind_pa
         pod = e2e.create_pod(namespace, "after-helm", dry_run=True)
         return pod["spec"].get("tolerations") == default_tolerations()
 
-    address = (e2e.provider.directory / "registry" / "address").read_text().strip()
+    address = cluster_registry.address(e2e.provider.directory)
     pods = e2e.raw(e2e.core.list_namespaced_pod, helm_install.RELEASE_NAMESPACE)["items"]
     pulled = {status["imageID"] for pod in pods for status in pod["status"].get("containerStatuses") or ()}
     # The kubelet names the image by the repository it pulled it from: side-loaded, it would be docker.io/library.

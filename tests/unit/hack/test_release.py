@@ -224,3 +224,14 @@ def test_stamping_the_same_version_again_changes_nothing(tmp_path: Path):
     again = release.stamp(root, "2.3.4")
     assert (again.changes, again.texts) == ([], {})
     assert contents(root) == stamped
+
+
+def test_a_push_to_a_directory_that_is_not_there_is_refused_before_a_file_changes(
+    tmp_path: Path, capsys: pytest.CaptureFixture[str]
+):
+    root = copy_of_the_tree(tmp_path)
+    before = contents(root)
+    assert release.main(["2.3.4", "--push", str(tmp_path / "no-cluster")], root=root) == 2
+    out, err = capsys.readouterr()
+    assert out == "" and len(err.splitlines()) == 1 and "no-cluster: no such directory" in err, err
+    assert contents(root) == before and not (tmp_path / "no-cluster").exists()
