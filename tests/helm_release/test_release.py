@@ -110,6 +110,7 @@ def nothing_installed(release: ReleaseCluster) -> None:
     )
     assert json.loads(listed.stdout) == [], listed.stdout
     assert leftovers(release) == []
+    assert namespace_gone(release), f"{SYSTEM_NAMESPACE} made by a refused install"
 
 
 def test_helm_install_from_a_registry_that_is_down_or_without_the_version_installs_nothing(
