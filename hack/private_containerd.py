@@ -36,3 +36,31 @@ def running(config: Path, socket: str, log: Path, prefix: Sequence[str] = (), ti
         except subprocess.TimeoutExpired:
             daemon.kill()
             daemon.wait()
+
+
+def write_plain_config(directory: Path) -> tuple[Path, str]:
+    """A config for a containerd that only pulls, imports and runs (no CRI, no debug or metrics listener), its
+    root and state under `directory`; the config's path and its socket's. `directory` must be short: a unix
+    socket's path has at most 104 bytes."""
+    socket = f"{directory}/containerd.sock"
+    config = directory / "config.toml"
+    config.write_text(
+        "\n".join(
+            [
+                "version = 2",
+                f'root = "{directory}/root"',
+                f'state = "{directory}/state"',
+                'disabled_plugins = ["io.containerd.grpc.v1.cri"]',
+                "[grpc]",
+                f'  address = "{socket}"',
+                "[ttrpc]",
+                f'  address = "{socket}.ttrpc"',
+                "[debug]",
+                '  address = ""',
+                "[metrics]",
+                '  address = ""',
+                "",
+            ]
+        )
+    )
+    return config, socket

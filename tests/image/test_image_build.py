@@ -316,25 +316,9 @@ def containerd() -> Iterator[str]:
     if missing:
         cannot(f"{', '.join(missing)} not installed (hack/local-cluster.sh deps --nodes installs them)")
     directory = Path(tempfile.mkdtemp(prefix="tk-ctr-", dir="/tmp"))  # a short path: unix sockets
-    address = f"{directory}/containerd.sock"
-    (directory / "config.toml").write_text(
-        textwrap.dedent(f"""
-        version = 2
-        root = "{directory}/root"
-        state = "{directory}/state"
-        disabled_plugins = ["io.containerd.grpc.v1.cri"]
-        [grpc]
-          address = "{address}"
-        [ttrpc]
-          address = "{address}.ttrpc"
-        [debug]
-          address = ""
-        [metrics]
-          address = ""
-    """)
-    )
+    config, address = private_containerd.write_plain_config(directory)
     try:
-        with private_containerd.running(directory / "config.toml", address, directory / "containerd.log"):
+        with private_containerd.running(config, address, directory / "containerd.log"):
             yield address
     finally:
         subprocess.run(["umount", "-R", f"{directory}/root"], capture_output=True)

@@ -10,7 +10,6 @@ from __future__ import annotations
 import shutil
 import subprocess
 import tempfile
-import textwrap
 from collections.abc import Iterator
 from pathlib import Path
 
@@ -48,27 +47,9 @@ def pushed(registry: Registry, taintkeeper_image: image_archive.BuiltImage) -> P
 def containerd(node_packages: None) -> Iterator[str]:
     """A containerd of this module's own (its mounts in a mount namespace of their own); yields its socket."""
     directory = Path(tempfile.mkdtemp(prefix="tk-pull-", dir="/tmp"))  # a short path: unix sockets
-    socket = f"{directory}/containerd.sock"
-    (directory / "config.toml").write_text(
-        textwrap.dedent(f"""
-        version = 2
-        root = "{directory}/root"
-        state = "{directory}/state"
-        disabled_plugins = ["io.containerd.grpc.v1.cri"]
-        [grpc]
-          address = "{socket}"
-        [ttrpc]
-          address = "{socket}.ttrpc"
-        [debug]
-          address = ""
-        [metrics]
-          address = ""
-    """)
-    )
+    config, socket = private_containerd.write_plain_config(directory)
     try:
-        with private_containerd.running(
-            directory / "config.toml", socket, directory / "containerd.log", PRIVATE_MOUNTS
-        ):
+        with private_containerd.running(config, socket, directory / "containerd.log", PRIVATE_MOUNTS):
             yield socket
     finally:
         shutil.rmtree(directory, ignore_errors=True)
