@@ -6,8 +6,9 @@
 # The suite's fixture (tests/e2e/conftest.py, provider `kind`) makes the cluster with
 # `hack/local-cluster.sh kind-up DIR` (a Docker engine, kind v0.33 and its node image, each built or
 # installed here where missing; one control plane and three workers, the built-ins off), deploys
-# taintkeeper from its own image (`kind load image-archive`) and tests/e2e/overlay/kind (--helm: the
-# chart, with the same settings), runs tests/e2e, and takes it all down (`kind-down DIR`).
+# taintkeeper from its own image (pushed to the cluster's registry, pulled by the nodes) and
+# tests/e2e/overlay/kind (--helm: the chart, with the same settings), runs tests/e2e, and takes it all down
+# (`kind-down DIR`).
 #
 # --keep: DIR is $TAINTKEEPER_KIND_DIR (default .local/kind-e2e) and stays up for the next run, which
 # reuses it; remove it with `hack/local-cluster.sh kind-down .local/kind-e2e`.

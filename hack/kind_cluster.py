@@ -1,5 +1,7 @@
 """A kind cluster made by `hack/local-cluster.sh kind-up DIR`, as DIR/kind.env records it: its nodes, and
-an image loaded into them the way kind's users do (`kind load image-archive`), where not already there."""
+the address they reach the host by (its network's gateway: the cluster's registry listens there), files read from
+and written into them (the registry's hosts.toml), and an image loaded into them the way kind's users do
+(`kind load image-archive`, for `deploy --side-load`), where not already there."""
 
 from __future__ import annotations
 

@@ -145,7 +145,7 @@ class KindProvider:
 
     def deploy(self) -> None:
         """As LocalProvider.deploy: the kustomization (tests/e2e/overlay/kind) or, with
-        TAINTKEEPER_E2E_INSTALL=helm, the chart; the image loaded into the nodes by `kind load`."""
+        TAINTKEEPER_E2E_INSTALL=helm, the chart; the image pushed to the cluster's registry and pulled by the nodes."""
         if os.environ.get("TAINTKEEPER_E2E_INSTALL", "kustomize") == "helm":
             from tests.chart.helm import build_helm
             from tests.e2e import helm_install
