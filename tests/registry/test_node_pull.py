@@ -8,6 +8,7 @@ that way.)
 from __future__ import annotations
 
 import shutil
+import socket
 import subprocess
 import tempfile
 from collections.abc import Iterator
@@ -23,13 +24,18 @@ WRONG_DIGEST = "sha256:" + "0" * 64
 
 
 def host_address() -> str:
-    """An IPv4 address of this host off loopback, as kind's nodes reach the host by its bridge's: containerd
-    speaks plain HTTP to a registry on loopback unless told otherwise, which would hide the certificate case."""
-    shown = subprocess.run(["hostname", "-I"], capture_output=True, text=True, timeout=10).stdout.split()
-    found = [address for address in shown if "." in address and not address.startswith("127.")]
-    if not found:
-        pytest.fail(f"this host has no IPv4 address off loopback (hostname -I: {shown})", pytrace=False)
-    return found[0]
+    """An IPv4 address of this host off loopback (the one its default route leaves by, as hack/lib/nodes.sh picks
+    the nodes'), as kind's nodes reach the host by its bridge's: containerd speaks plain HTTP to a registry on
+    loopback unless told otherwise, which would hide the certificate case."""
+    with socket.socket(socket.AF_INET, socket.SOCK_DGRAM) as probe:
+        try:
+            probe.connect(("1.1.1.1", 9))  # no packet is sent: a UDP connect only picks the route
+        except OSError as error:
+            pytest.fail(f"this host has no IPv4 route off loopback: {error}", pytrace=False)
+        address = str(probe.getsockname()[0])
+    if address.startswith("127."):
+        pytest.fail(f"this host's route leaves by loopback ({address})", pytrace=False)
+    return address
 
 
 @pytest.fixture(scope="module")
