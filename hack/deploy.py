@@ -159,12 +159,11 @@ def pinned_overlay(directory: Path, overlay: Path, pushed: PushedImage) -> Path:
     one, by digest. kustomize takes a base only by a relative path."""
     pinned = cluster_registry.registry_directory(directory) / "overlay"
     pinned.mkdir(parents=True, exist_ok=True)
-    repository, _, digest = pushed.reference.partition("@")
     kustomization = {
         "apiVersion": "kustomize.config.k8s.io/v1beta1",
         "kind": "Kustomization",
         "resources": [os.path.relpath(overlay, pinned)],
-        "images": [{"name": versions.IMAGE_NAME, "newName": repository, "digest": digest}],
+        "images": [{"name": versions.IMAGE_NAME, "newName": pushed.repository, "digest": pushed.digest}],
     }
     (pinned / "kustomization.yaml").write_text(yaml.safe_dump(kustomization, sort_keys=False))
     return pinned

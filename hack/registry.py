@@ -73,6 +73,11 @@ class PushedImage:
     tag_reference: str  # ADDRESS/REPOSITORY:TAG
     digest: str  # sha256:...
 
+    @property
+    def repository(self) -> str:
+        """ADDRESS/REPOSITORY: what a chart's image.repository or a kustomization's newName takes."""
+        return self.reference.partition("@")[0]
+
 
 @dataclass(frozen=True)
 class PushedChart:

@@ -178,13 +178,12 @@ def push(directory: Path, built: image.BuiltImage, version: str, root: Path) -> 
     registry = cluster_registry.ensure(directory)
     pushed = registry.push_image(built.archive, versions.IMAGE_NAME, version)
     chart = cluster_registry.publish_chart(directory, built_helm(), root / versions.CHART)
-    repository = pushed.reference.partition("@")[0]
     print(f"pushed {pushed.reference}")
     print(f"chart {chart.reference} {chart.version} {chart.digest}")
     print(
         f"install: helm install taintkeeper {chart.reference} --version {chart.version} "
         f"--ca-file {registry.ca_file} -n taintkeeper-system --create-namespace "
-        f"--set image.repository={repository} --set image.digest={pushed.digest}"
+        f"--set image.repository={pushed.repository} --set image.digest={pushed.digest}"
     )
 
 

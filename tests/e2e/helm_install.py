@@ -98,11 +98,10 @@ def from_registry(directory: Path, helm: Path, pushed: PushedImage) -> list[str]
     """What `helm install` takes to install the chart as users receive it: from DIR's registry (pushed there
     now), with the image pushed there pinned by its digest."""
     chart = cluster_registry.publish_chart(directory, helm, CHART)
-    repository = pushed.reference.partition("@")[0]
     ca_file = cluster_registry.registry_directory(directory) / "certs" / "ca.crt"
     return [
         *(chart.reference, "--version", chart.version, "--ca-file", str(ca_file)),
-        *("--set", f"image.repository={repository}", "--set", f"image.digest={pushed.digest}"),
+        *("--set", f"image.repository={pushed.repository}", "--set", f"image.digest={pushed.digest}"),
     ]
 
 
