@@ -14,9 +14,11 @@ kube-controller-manager makes one, and made again 30 days before it ends.
 
 from __future__ import annotations
 
+import atexit
 import contextlib
 import logging
 import os
+import shutil
 import socket
 import ssl
 import tempfile
@@ -227,11 +229,12 @@ def serve(
 
 class SelfSigned(CertificateFiles):
     """A self-signed certificate in a private temporary directory, made again RENEW_BEFORE its end (the
-    next connection after that gets the new one)."""
+    next connection after that gets the new one); the directory is removed when the process exits."""
 
     def __init__(self, clock: Callable[[], datetime] = lambda: datetime.now(UTC)) -> None:
         self._clock = clock
         self._directory = Path(tempfile.mkdtemp(prefix="taintkeeper-serving-"))
+        atexit.register(shutil.rmtree, self._directory, ignore_errors=True)  # its private key is this process's
         cert_file, key_file = self_signed_files(self._directory, clock())
         log.info("no --tls-cert-file: serving a self-signed certificate (%s)", cert_file)
         super().__init__(cert_file, key_file)

@@ -11,6 +11,8 @@ import contextlib
 import re
 import socket
 import ssl
+import subprocess
+import sys
 import time
 from collections.abc import Iterator
 from datetime import UTC, datetime, timedelta
@@ -221,3 +223,19 @@ def test_the_self_signed_certificate_is_renewed_before_it_ends():
     certificate.context()
     assert certificate.not_after > first  # renewed: the next connection gets the new one
     assert certificate.not_after - now[0] > serving.SELF_SIGNED_VALIDITY - timedelta(days=1)
+
+
+def test_the_self_signed_certificates_directory_goes_when_the_process_exits():
+    """Its private key is the process's alone: none is left in the temporary directory after it (the tests'
+    controllers, run without --tls-cert-file, once left one per run)."""
+    made = subprocess.run(
+        [sys.executable, "-c", "from controller.serving import SelfSigned; print(SelfSigned().cert_file)"],
+        capture_output=True,
+        text=True,
+        timeout=60,
+        check=True,
+        cwd=Path(__file__).resolve().parents[3],
+    )
+    directory = Path(made.stdout.strip()).parent
+    assert directory.name.startswith("taintkeeper-serving-"), made.stdout
+    assert not directory.exists()
