@@ -194,6 +194,11 @@ def load(node: docker_archive.Image, diff_ids: list[str]) -> None:
         loader.stdin.close()
     if loader.wait() != 0:
         raise BuildError(f"docker load of {node.tags[0]} failed")
+    replaced = present.stdout.strip() if present.returncode == 0 else ""
+    if replaced:  # the tag's previous image, untagged by the load: 1.3 GB left in the engine at every rebuild
+        removed = subprocess.run(["docker", "image", "rm", replaced], capture_output=True, text=True)
+        said = "removed" if removed.returncode == 0 else f"kept ({removed.stderr.strip()})"
+        log(f"the image {node.tags[0]} named before ({replaced[:19]}) {said}")
 
 
 def parse_args(argv: list[str] | None = None) -> argparse.Namespace:
