@@ -1,12 +1,14 @@
 """What every test session shares: the hypothesis profile and the host's prerequisites.
 
 The host's prerequisites (Debian packages, the kube-apiserver and kubelet builds) are installed by
-`hack/local-cluster.sh deps`, which the fixtures below run before any test uses them, so no test
-depends on what an earlier test, run or session happened to install, nor on the order tests run in.
+`hack/local-cluster.sh deps`, and kind's builds made by its `build-kind*` commands (BUILDS), which the
+fixtures below run before any test uses them (once the tests are collected: outside every test's timeout), so
+no test depends on what an earlier test, run or session happened to install, nor on the order tests run in.
 """
 
 from __future__ import annotations
 
+import contextlib
 import os
 import subprocess
 from pathlib import Path
@@ -49,6 +51,14 @@ def pytest_sessionfinish(session: pytest.Session, exitstatus: int) -> None:
 PREREQUISITE_LEVELS = {"test_tools": "--tools", "host_packages": "", "node_packages": "--nodes"}
 _installed: dict[str, str | None] = {}  # deps argument -> None when done, else why it failed
 _image: dict[str, Any] = {}  # "built": the BuiltImage, or "error": why it could not be built
+# What a fixture of that name has `hack/local-cluster.sh` build (its last line of output is the fixture's value);
+# kind's node image includes kubeadm, crictl and CoreDNS, so a cold machine waits for the 1.37 build first.
+BUILDS = {
+    "kind_binary": ("build-kind",),
+    "kind_node_binaries": ("build-kind-node",),
+    "kind_node_image": ("build-kind-node-image",),
+}
+_built: dict[str, subprocess.CompletedProcess[str]] = {}
 
 
 def install_host_prerequisites(level: str) -> None:
@@ -78,6 +88,18 @@ def build_image() -> Any:
     return _image["built"]
 
 
+def build(fixture: str) -> subprocess.CompletedProcess[str]:
+    """`hack/local-cluster.sh BUILDS[fixture]`, run once per session; failed, the fixture fails with its error."""
+    if fixture not in _built:
+        _built[fixture] = subprocess.run(
+            ["bash", str(SCRIPT), *BUILDS[fixture]], capture_output=True, text=True, timeout=3600, check=False
+        )
+    done = _built[fixture]
+    if done.returncode != 0:
+        pytest.fail(f"hack/local-cluster.sh {' '.join(BUILDS[fixture])} failed:\n{done.stderr[-4000:]}", pytrace=False)
+    return done
+
+
 def pytest_collection_finish(session: pytest.Session) -> None:
     """Install what the selected tests need, and build the image, before the first of them starts:
     outside every test's timeout (the first build on a machine takes minutes), in any test order."""
@@ -97,6 +119,10 @@ def pytest_collection_finish(session: pytest.Session) -> None:
             build_image()
     except pytest.fail.Exception:
         pass  # the fixtures report it, on each test that needs it
+    for fixture in BUILDS:
+        if wanted_by_some(fixture):
+            with contextlib.suppress(pytest.fail.Exception):  # the fixture reports it
+                build(fixture)
 
 
 @pytest.fixture(scope="session")
@@ -115,6 +141,24 @@ def host_packages() -> None:
 def node_packages(host_packages: None) -> None:
     """Also what real nodes need: containerd, runc, CNI plugins, iptables, the kubelet and node images."""
     install_host_prerequisites("--nodes")
+
+
+@pytest.fixture(scope="session")
+def kind_binary() -> Path:
+    """kind, built from its module (hack/upstream/kind) and cached."""
+    return Path(build("kind_binary").stdout.strip().splitlines()[-1])
+
+
+@pytest.fixture(scope="session")
+def kind_node_binaries() -> list[Path]:
+    """kubeadm, crictl and CoreDNS for kind's node image, built from Go modules and cached."""
+    return [Path(line) for line in build("kind_node_binaries").stdout.strip().splitlines()]
+
+
+@pytest.fixture(scope="session")
+def kind_node_image() -> str:
+    """kind's node image built offline and cached (not loaded into any engine): `--describe`'s JSON."""
+    return build("kind_node_image").stdout
 
 
 @pytest.fixture(scope="session")

@@ -20,6 +20,7 @@ from pathlib import Path
 import pytest
 from kubernetes import client, config
 
+from tests.conftest import build
 from tests.e2e.cluster import VICTIM_LABEL, E2ECluster, default_tolerations, wait_for
 from tests.e2e.providers import KindProvider, LocalProvider, Provider
 
@@ -61,10 +62,22 @@ def _provider(tmp_path_factory: pytest.TempPathFactory) -> Generator[Provider, N
     return _cluster(provider, bool(kept))
 
 
+def pytest_collection_finish(session: pytest.Session) -> None:
+    """On kind, its node image built before the first test (tests/conftest.py builds what fixtures ask for; this
+    suite asks only on kind): outside every test's timeout, so `kind-up` then only loads it."""
+    here = Path(__file__).parent
+    ours = any(here in Path(item.fspath).parents for item in session.items)
+    if PROVIDER == "kind" and ours and not session.config.option.collectonly:
+        with contextlib.suppress(pytest.fail.Exception):  # provider_prerequisites reports it
+            build("kind_node_image")
+
+
 @pytest.fixture(scope="package")
 def provider_prerequisites(taintkeeper_image: object) -> None:
-    """The local cluster's binaries and taintkeeper's image, built before the first test (tests/conftest.py);
-    kind's node image is built by `kind-up`, inside the provider."""
+    """The local cluster's binaries and taintkeeper's image, and on kind its node image, built before the first
+    test (tests/conftest.py); `kind-up` loads the node image into the engine."""
+    if PROVIDER == "kind":
+        build("kind_node_image")  # built at collection: a failure is said here
 
 
 @pytest.fixture(scope="package")  # down before the next suite: one cluster with nodes per host at a time

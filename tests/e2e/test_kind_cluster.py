@@ -1,6 +1,7 @@
 """The kind cluster as kind-up made it (tests/e2e/providers.py KindProvider): its shape and the host-specific
 settings said where they are set, a second kind-up of its directory a no-op, its name refused to another
-directory in one line. On the kind provider only: the local cluster's own are tests/realnodes'."""
+directory in one line, and so is a node image the engine does not hold. On the kind provider only: the local
+cluster's own are tests/realnodes'."""
 
 from __future__ import annotations
 
@@ -76,3 +77,21 @@ def test_its_name_is_refused_to_another_directory_in_one_line(kind: KindProvider
         f"delete it (kind delete cluster --name {kind.cluster}) or choose --name"
     )
     assert not (other / "kind.env").exists()
+
+
+def test_a_node_image_the_engine_does_not_hold_is_refused_in_one_line(kind: KindProvider, tmp_path: Path):
+    """`--image` takes only an image already in the engine (no registry is reachable to pull kind's own)."""
+    other, name, image = tmp_path / "other", f"{kind.cluster}-other", "taintkeeper.local/absent-node:v0"
+    refused = kind_up(other, "--name", name, "--image", image)  # in the same engine: DOCKER_HOST names it
+    assert refused.returncode != 0
+    assert refused.stderr.strip().splitlines()[-1] == (
+        f"local-cluster: {image} is not in the Docker engine, and no registry is reachable from here: "
+        "docker load it first"
+    )
+    assert not (other / "kind.env").exists()
+    assert (
+        subprocess.run(
+            ["docker", "ps", "-aq", "--filter", f"label=io.x-k8s.kind.cluster={name}"], capture_output=True, text=True
+        ).stdout.strip()
+        == ""
+    )

@@ -34,12 +34,10 @@ def test_the_wrapper_module_requires_the_release_build_sh_names(wrapper: str, na
 
 
 @pytest.fixture(scope="module")
-def built() -> dict[str, Path]:
-    result = subprocess.run(["bash", str(SCRIPT), "build-kind-node"], capture_output=True, text=True, timeout=3600)
-    assert result.returncode == 0, result.stderr[-4000:]
-    paths = [Path(line) for line in result.stdout.strip().splitlines()]
-    assert [path.name for path in paths] == ["kubeadm", "crictl", "coredns"], result.stdout
-    return {path.name: path for path in paths}
+def built(kind_node_binaries: list[Path]) -> dict[str, Path]:
+    """build-kind-node's binaries (built before the first test: tests/conftest.py), by name."""
+    assert [path.name for path in kind_node_binaries] == ["kubeadm", "crictl", "coredns"], kind_node_binaries
+    return {path.name: path for path in kind_node_binaries}
 
 
 def run(path: Path, *args: str) -> str:
