@@ -113,6 +113,8 @@ def trust_kind(kind: KindCluster, address: str, ca_file: Path) -> None:
     hosts = f"{KIND_HOSTS_DIR}/{address}"
     files = (("ca.crt", ca_file.read_text()), ("hosts.toml", hosts_toml(address, f"{hosts}/ca.crt")))
     nodes = kind.nodes()
+    if not nodes:
+        raise RegistryError(f"kind cluster {kind.name} has no nodes to tell of the registry (kind get nodes)")
     # Node by node each `docker exec` waits ~0.15 s, and every push asks again: the nodes side by side.
     with ThreadPoolExecutor(max_workers=max(len(nodes), 1)) as pool:
         configs = dict(

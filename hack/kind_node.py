@@ -177,12 +177,16 @@ def _containerd_version() -> str:
     return subprocess.run(["containerd", "--version"], capture_output=True, text=True, check=False).stdout.strip()
 
 
+def _tagged(tag: str) -> str:
+    """The ID of the image `tag` names in the engine, or "" when it names none."""
+    present = subprocess.run(["docker", "image", "inspect", "--format", "{{.Id}}", tag], capture_output=True, text=True)
+    return present.stdout.strip() if present.returncode == 0 else ""
+
+
 def load(node: docker_archive.Image, diff_ids: list[str]) -> None:
     wanted = node.image_id(diff_ids)
-    present = subprocess.run(
-        ["docker", "image", "inspect", "--format", "{{.Id}}", node.tags[0]], capture_output=True, text=True
-    )
-    if present.returncode == 0 and present.stdout.strip() == wanted:
+    before = _tagged(node.tags[0])
+    if before == wanted:
         log(f"{node.tags[0]} is loaded ({wanted[:19]})")
         return
     log(f"loading {node.tags[0]} into Docker ({wanted[:19]})")
@@ -194,11 +198,12 @@ def load(node: docker_archive.Image, diff_ids: list[str]) -> None:
         loader.stdin.close()
     if loader.wait() != 0:
         raise BuildError(f"docker load of {node.tags[0]} failed")
-    replaced = present.stdout.strip() if present.returncode == 0 else ""
-    if replaced:  # the tag's previous image, untagged by the load: 1.3 GB left in the engine at every rebuild
-        removed = subprocess.run(["docker", "image", "rm", replaced], capture_output=True, text=True)
+    # The tag's previous image, untagged by the load: 1.3 GB left in the engine at every rebuild. Only when the
+    # tag now names another (an engine whose IDs are not the config's digest reloads the same image).
+    if before and _tagged(node.tags[0]) not in ("", before):
+        removed = subprocess.run(["docker", "image", "rm", before], capture_output=True, text=True)
         said = "removed" if removed.returncode == 0 else f"kept ({removed.stderr.strip()})"
-        log(f"the image {node.tags[0]} named before ({replaced[:19]}) {said}")
+        log(f"the image {node.tags[0]} named before ({before[:19]}) {said}")
 
 
 def parse_args(argv: list[str] | None = None) -> argparse.Namespace:

@@ -91,9 +91,11 @@ def build_image() -> Any:
 def build(fixture: str) -> subprocess.CompletedProcess[str]:
     """`hack/local-cluster.sh BUILDS[fixture]`, run once per session; failed, the fixture fails with its error."""
     if fixture not in _built:
-        _built[fixture] = subprocess.run(
-            ["bash", str(SCRIPT), *BUILDS[fixture]], capture_output=True, text=True, timeout=3600, check=False
-        )
+        argv = ["bash", str(SCRIPT), *BUILDS[fixture]]
+        try:
+            _built[fixture] = subprocess.run(argv, capture_output=True, text=True, timeout=3600, check=False)
+        except subprocess.TimeoutExpired:
+            _built[fixture] = subprocess.CompletedProcess(argv, 124, "", "still building after an hour")
     done = _built[fixture]
     if done.returncode != 0:
         pytest.fail(f"hack/local-cluster.sh {' '.join(BUILDS[fixture])} failed:\n{done.stderr[-4000:]}", pytrace=False)
@@ -150,13 +152,13 @@ def kind_binary() -> Path:
 
 
 @pytest.fixture(scope="session")
-def kind_node_binaries() -> list[Path]:
+def kind_node_binaries(node_packages: None) -> list[Path]:
     """kubeadm, crictl and CoreDNS for kind's node image, built from Go modules and cached."""
     return [Path(line) for line in build("kind_node_binaries").stdout.strip().splitlines()]
 
 
 @pytest.fixture(scope="session")
-def kind_node_image() -> str:
+def kind_node_image(node_packages: None) -> str:
     """kind's node image built offline and cached (not loaded into any engine): `--describe`'s JSON."""
     return build("kind_node_image").stdout
 

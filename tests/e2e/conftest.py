@@ -62,6 +62,7 @@ def _provider(tmp_path_factory: pytest.TempPathFactory) -> Generator[Provider, N
     return _cluster(provider, bool(kept))
 
 
+@pytest.hookimpl(trylast=True)  # after tests/conftest.py's: the node packages (gcc, busybox) installed first
 def pytest_collection_finish(session: pytest.Session) -> None:
     """On kind, its node image built before the first test (tests/conftest.py builds what fixtures ask for; this
     suite asks only on kind): outside every test's timeout, so `kind-up` then only loads it."""

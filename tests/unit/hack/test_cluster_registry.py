@@ -96,6 +96,7 @@ KIND_CASES = [
         "kind node(s) kind-worker2, kind-worker3 does not read",
     ),
     ("a node that cannot be written is named", {"kind-worker": READS}, ("kind-worker",), "on kind node kind-worker:"),
+    ("a cluster kind lists no nodes of is refused", {}, (), "kind cluster kind has no nodes"),
 ]
 
 
