@@ -1,7 +1,7 @@
 """What every test session shares: the hypothesis profile and the host's prerequisites.
 
 The host's prerequisites (Debian packages, the kube-apiserver and kubelet builds) are installed by
-`hack/local-cluster.sh deps`, and kind's builds made by its `build-kind*` commands (BUILDS), which the
+`hack/local-cluster.sh deps`, and helm and kind's builds made by its `build-*` commands (BUILDS), which the
 fixtures below run before any test uses them (once the tests are collected: outside every test's timeout), so
 no test depends on what an earlier test, run or session happened to install, nor on the order tests run in.
 """
@@ -17,6 +17,7 @@ from typing import Any
 import pytest
 from hypothesis import HealthCheck, settings
 
+from tests.chart.helm import build_helm
 from tests.support import suite_times
 
 SCRIPT = Path(__file__).resolve().parents[1] / "hack" / "local-cluster.sh"
@@ -125,6 +126,9 @@ def pytest_collection_finish(session: pytest.Session) -> None:
         if wanted_by_some(fixture):
             with contextlib.suppress(pytest.fail.Exception):  # the fixture reports it
                 build(fixture)
+    if wanted_by_some("helm"):
+        with contextlib.suppress(RuntimeError):  # the fixture reports it, on each test that needs helm
+            build_helm()
 
 
 @pytest.fixture(scope="session")
@@ -143,6 +147,15 @@ def host_packages() -> None:
 def node_packages(host_packages: None) -> None:
     """Also what real nodes need: containerd, runc, CNI plugins, iptables, the kubelet and node images."""
     install_host_prerequisites("--nodes")
+
+
+@pytest.fixture(scope="session")
+def helm() -> Path:
+    """The helm binary built from hack/upstream/helm (`hack/local-cluster.sh build-helm`)."""
+    try:
+        return build_helm()
+    except RuntimeError as error:
+        pytest.fail(str(error), pytrace=False)
 
 
 @pytest.fixture(scope="session")

@@ -29,7 +29,6 @@ from packaging.version import Version
 from hack import versions
 from hack.deploy import publish_image
 from hack.registry import PushedImage
-from tests.chart.helm import build_helm
 from tests.e2e import helm_install
 from tests.e2e.cluster import VICTIM_LABEL, E2ECluster, wait_for
 from tests.e2e.providers import LocalProvider
@@ -60,8 +59,9 @@ class ReleaseCluster:
 
 
 @pytest.fixture(scope="package")  # down before the next suite: one cluster with nodes per host at a time
-def release_cluster(tmp_path_factory: pytest.TempPathFactory, taintkeeper_image: Any) -> Iterator[ReleaseCluster]:
-    helm = build_helm()
+def release_cluster(
+    tmp_path_factory: pytest.TempPathFactory, taintkeeper_image: Any, helm: Path
+) -> Iterator[ReleaseCluster]:
     next_image = helm_install.next_build()
     assert taintkeeper_image.reference.endswith(f"/{versions.IMAGE_NAME}:{CURRENT_TAG}"), taintkeeper_image.reference
     kept = os.environ.get("TAINTKEEPER_E2E_CLUSTER_DIR")

@@ -14,7 +14,7 @@ import pytest
 
 from hack import cluster_registry, image_archive, release, versions
 from hack.registry import Registry, RegistryError
-from tests.chart.helm import CHART, build_helm
+from tests.chart.helm import CHART
 
 WRONG_DIGEST = "sha256:" + "0" * 64
 
@@ -23,11 +23,6 @@ WRONG_DIGEST = "sha256:" + "0" * 64
 def registry(tmp_path_factory: pytest.TempPathFactory) -> Iterator[Registry]:
     with Registry(tmp_path_factory.mktemp("registry")) as running:
         yield running
-
-
-@pytest.fixture(scope="module")
-def helm() -> Path:
-    return build_helm()
 
 
 @pytest.fixture(scope="module")
