@@ -124,8 +124,12 @@ def test_a_privileged_container_runs_as_kind_starts_its_nodes(engine: Engine, tm
     executed = engine.docker("run", "-d", "--privileged", BUSYBOX, "/bin/busybox", "sleep", "60")
     assert executed.returncode == 0, executed.stderr.decode()
     container = executed.stdout.decode().strip()
-    inside = engine.docker("exec", "--privileged", container, "/bin/busybox", "true")
-    assert inside.returncode == 0, inside.stderr.decode()  # kind runs every later step as a privileged exec
+    try:
+        inside = engine.docker("exec", "--privileged", container, "/bin/busybox", "true")
+        assert inside.returncode == 0, inside.stderr.decode()  # kind runs every later step as a privileged exec
+    finally:  # each import is a new image: the engine's data root (under the cache) would keep every run's
+        engine.docker("rm", "-f", container)
+        engine.docker("image", "rm", BUSYBOX)
 
 
 def test_a_second_docker_up_answers_with_the_running_engine(engine: Engine):
