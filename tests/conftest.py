@@ -52,7 +52,7 @@ def pytest_sessionfinish(session: pytest.Session, exitstatus: int) -> None:
 PREREQUISITE_LEVELS = {"test_tools": "--tools", "host_packages": "", "node_packages": "--nodes"}
 _installed: dict[str, str | None] = {}  # deps argument -> None when done, else why it failed
 _image: dict[str, Any] = {}  # "built": the BuiltImage, or "error": why it could not be built
-# What a fixture of that name has `hack/local-cluster.sh` build (its last line of output is the fixture's value);
+# What a fixture of that name has `hack/local-cluster.sh` build (the fixture reads its value from the output);
 # kind's node image includes kubeadm, crictl and CoreDNS, so a cold machine waits for the 1.37 build first.
 BUILDS = {
     "kind_binary": ("build-kind",),
