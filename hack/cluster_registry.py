@@ -116,7 +116,7 @@ def trust_kind(kind: KindCluster, address: str, ca_file: Path) -> None:
     if not nodes:
         raise RegistryError(f"kind cluster {kind.name} has no nodes to tell of the registry (kind get nodes)")
     # Node by node each `docker exec` waits ~0.15 s, and every push asks again: the nodes side by side.
-    with ThreadPoolExecutor(max_workers=max(len(nodes), 1)) as pool:
+    with ThreadPoolExecutor(max_workers=len(nodes)) as pool:
         configs = dict(
             zip(nodes, pool.map(lambda node: kind.read_file(node, KIND_CONTAINERD_CONFIG), nodes), strict=True)
         )
